@@ -1,0 +1,1 @@
+"""What each tool does. Handlers take (ToolContext, arguments) and return an Observation."""

@@ -1,0 +1,44 @@
+"""What a tool handler may touch: the project root, the executor, approvals and per-run records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from clovercode.executors.base import Executor
+
+
+class ToolError(Exception):
+    """A tool could not do what was asked; the message is written for the model."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    ok: bool
+    text: str  # what the model reads
+    data: dict[str, Any] = field(default_factory=dict)  # for the UI and trajectory (e.g. a diff)
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    kind: str  # "edit" | "command"
+    title: str  # e.g. "edit src/app.py" or the command line
+    detail: str = ""  # the diff, or the sandbox the command runs in
+
+
+Approver = Callable[[ApprovalRequest], bool]
+
+
+def approve_all(request: ApprovalRequest) -> bool:
+    return True
+
+
+@dataclass
+class ToolContext:
+    root: Path
+    executor: Executor
+    command_timeout: float = 120.0
+    command_env: Mapping[str, str] | None = None
+    approve: Approver = approve_all
+    changed: set[str] = field(default_factory=set)  # project-relative paths changed this run

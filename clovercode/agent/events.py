@@ -1,0 +1,36 @@
+"""Loop events fan out to sinks: the console renderer, the trajectory writer, tests.
+
+Kinds (each with keyword data): run_start, step_start, text_delta, model_turn, tool_call,
+observation, format_error, warning, run_end. See docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class EventSink(Protocol):
+    def emit(self, kind: str, **data: Any) -> None:
+        ...
+
+
+class MultiSink:
+    def __init__(self, *sinks: EventSink):
+        self.sinks = [s for s in sinks if s is not None]
+
+    def emit(self, kind: str, **data: Any) -> None:
+        for sink in self.sinks:
+            sink.emit(kind, **data)
+
+
+class RecordingSink:
+    """Keeps every event; handy for tests and for summaries."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    def emit(self, kind: str, **data: Any) -> None:
+        self.events.append((kind, data))
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [data for k, data in self.events if k == kind]

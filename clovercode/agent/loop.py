@@ -1,0 +1,221 @@
+"""The agent loop: prompt → model → parse → validate → execute → observe, until a stop reason.
+
+One step is one model turn. Invalid output never executes: it becomes an observation that tells the
+model what was wrong. Every run ends with an explicit StopReason.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from clovercode.actions.context import Observation
+from clovercode.actions.toolbox import FINISH, Toolbox
+from clovercode.agent.budget import Limits, RepeatTracker, StopReason
+from clovercode.agent.events import EventSink, RecordingSink
+from clovercode.agent.messages import CallRecord, Message
+from clovercode.agent.prompts import Conversation, PromptBuilder
+from clovercode.backends.base import Finish, GenerationParams, ModelBackend, ModelError, TextDelta, ToolCallEvent, Usage
+from clovercode.toolcalls.parser import ParsedCall, ParsedTurn, parse_turn
+from clovercode.toolcalls.validate import CheckedCall, Validator
+
+FORMAT_REMINDER = """\
+Tool calls must be written like this, one block per call:
+<tool_call>
+<function=TOOL_NAME>
+<parameter=ARGUMENT_NAME>
+value
+</parameter>
+</function>
+</tool_call>"""
+
+NO_CALL_MESSAGE = "Your reply contained no tool call. Continue the task by calling a tool, or call `finish` when you are done.\n" + FORMAT_REMINDER
+
+
+@dataclass
+class RunResult:
+    stop: StopReason
+    steps: int
+    detail: str  # why the run stopped, for people
+    summary: str | None = None  # the model's finish summary or final answer
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    changed: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stop_reason": self.stop.value, "steps": self.steps, "detail": self.detail, "summary": self.summary,
+                "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens},
+                "seconds": round(self.seconds, 3), "changed_files": self.changed}
+
+
+@dataclass
+class _State:
+    started: float
+    steps: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    format_errors: int = 0
+
+
+class _Stop(Exception):
+    def __init__(self, reason: StopReason, detail: str, summary: str | None = None):
+        super().__init__(detail)
+        self.reason, self.detail, self.summary = reason, detail, summary
+
+
+class Agent:
+    def __init__(self, backend: ModelBackend, toolbox: Toolbox, prompt: PromptBuilder, limits: Limits,
+                 params: GenerationParams, sink: EventSink | None = None, *, interactive: bool = False,
+                 clock: Callable[[], float] = time.monotonic):
+        self.backend, self.toolbox, self.prompt = backend, toolbox, prompt
+        self.limits, self.params, self.interactive, self.clock = limits, params, interactive, clock
+        self.sink = sink or RecordingSink()
+        self.validator = Validator(toolbox.specs)
+
+    def run(self, conversation: Conversation, task: str) -> RunResult:
+        conversation.add(Message("user", task, tags=frozenset({"goal"})))
+        state = _State(started=self.clock())
+        repeats = RepeatTracker(self.limits.max_repeats)
+        self.sink.emit("run_start", task=task, model=self.backend.name, executor=self.toolbox.ctx.executor.name,
+                       tools=self.toolbox.names, limits=self.limits.__dict__)
+        try:
+            while True:
+                self._check_budget(state)
+                self._step(conversation, state, repeats)
+        except _Stop as stop:
+            result = self._result(state, stop.reason, stop.detail, stop.summary)
+        except KeyboardInterrupt:
+            result = self._result(state, StopReason.INTERRUPTED, "interrupted by the user (Ctrl-C)")
+        except ModelError as exc:
+            result = self._result(state, StopReason.MODEL_ERROR, f"the model failed: {exc}")
+        self.sink.emit("run_end", **result.to_json())
+        return result
+
+    def _result(self, state: _State, reason: StopReason, detail: str, summary: str | None = None) -> RunResult:
+        return RunResult(reason, state.steps, detail, summary, state.prompt_tokens, state.completion_tokens,
+                         self.clock() - state.started, sorted(self.toolbox.ctx.changed))
+
+    def _check_budget(self, state: _State) -> None:
+        limits = self.limits
+        if state.steps >= limits.max_steps:
+            raise _Stop(StopReason.MAX_STEPS, f"reached the step limit ({limits.max_steps} steps)")
+        if limits.max_time and self.clock() - state.started >= limits.max_time:
+            raise _Stop(StopReason.MAX_TIME, f"reached the time limit ({limits.max_time:g} s)")
+        if limits.max_tokens and state.prompt_tokens + state.completion_tokens >= limits.max_tokens:
+            raise _Stop(StopReason.MAX_TOKENS, f"reached the token limit ({limits.max_tokens} tokens)")
+
+    def _step(self, conversation: Conversation, state: _State, repeats: RepeatTracker) -> None:
+        state.steps += 1
+        self.sink.emit("step_start", step=state.steps, max_steps=self.limits.max_steps)
+        started = self.clock()
+        text, server_calls, usage = self._generate(self.prompt.build(conversation))
+        state.prompt_tokens += usage.prompt_tokens
+        state.completion_tokens += usage.completion_tokens
+        turn = parse_turn(text, known_tools=self.toolbox.names)
+        if server_calls:
+            turn.calls = server_calls + turn.calls
+        checked = [self.validator.check(call, f"call_{state.steps}_{i}") for i, call in enumerate(turn.calls, 1)]
+        conversation.add(Message("assistant", turn.content, turn.reasoning,
+                                 tuple(CallRecord(c.id, c.name, c.arguments) for c in checked)))
+        self.sink.emit("model_turn", step=state.steps, raw=text, content=turn.content, reasoning=turn.reasoning,
+                       calls=[{"id": c.id, "name": c.name, "arguments": c.arguments, "valid": c.ok} for c in checked],
+                       errors=turn.errors, usage=_usage_json(usage, state), seconds=round(self.clock() - started, 4))
+        self._handle_format(conversation, state, turn, checked)
+        pending = [c for c in checked if c.ok]
+        try:
+            while pending:
+                call = pending[0]
+                if call.name == FINISH:
+                    for skipped in pending[1:]:
+                        self._observe(conversation, skipped, Observation(False, "Not run: it came after finish."))
+                    raise _Stop(StopReason.FINISHED, "the model called finish", call.arguments.get("summary"))
+                self.sink.emit("tool_call", step=state.steps, id=call.id, name=call.name, arguments=call.arguments)
+                tool_started = self.clock()
+                observation = self.toolbox.execute(call)
+                pending.pop(0)
+                self._after_call(conversation, call, observation, repeats, self.clock() - tool_started)
+        except KeyboardInterrupt:
+            for call in pending:  # every call in the history gets an answer, even an interrupted one
+                self._observe(conversation, call, Observation(False, "Interrupted by the user before it finished."))
+            raise
+        if not checked and not turn.errors and self.interactive:
+            raise _Stop(StopReason.ANSWERED, "the model answered", turn.content)
+        if state.format_errors >= self.limits.max_format_errors:
+            raise _Stop(StopReason.FORMAT_ERRORS,
+                        f"{state.format_errors} consecutive turns without a valid tool call (limit {self.limits.max_format_errors})")
+
+    def _generate(self, messages: list[Message]) -> tuple[str, list[ParsedCall], Usage]:
+        parts: list[str] = []
+        calls: list[ParsedCall] = []
+        usage = Usage()
+        for event in self.backend.generate(messages, self.toolbox.specs, self.params):
+            if isinstance(event, TextDelta):
+                parts.append(f"<think>{event.text}</think>" if event.reasoning else event.text)
+                self.sink.emit("text_delta", text=event.text, reasoning=event.reasoning)
+            elif isinstance(event, ToolCallEvent):
+                calls.append(_server_call(event))
+            elif isinstance(event, Usage):
+                usage = event
+            elif isinstance(event, Finish):
+                break
+        return "".join(parts), calls, usage
+
+    def _handle_format(self, conversation: Conversation, state: _State, turn: ParsedTurn, checked: list[CheckedCall]) -> None:
+        invalid = [c for c in checked if not c.ok]
+        for call in invalid:
+            self._observe(conversation, call, Observation(False, call.error or ""))
+            self.sink.emit("format_error", step=state.steps, text=call.error)
+        problems = list(turn.errors)
+        if not checked and not turn.errors and not self.interactive:
+            problems.append(NO_CALL_MESSAGE)
+        elif turn.errors:
+            problems.append(FORMAT_REMINDER)
+        if problems:
+            text = "\n".join(problems)
+            conversation.add(Message("user", text, tags=frozenset({"feedback"})))
+            self.sink.emit("format_error", step=state.steps, text=text)
+        if invalid or turn.errors or (not checked and not self.interactive):
+            state.format_errors += 1
+        else:
+            state.format_errors = 0
+
+    def _after_call(self, conversation: Conversation, call: CheckedCall, observation: Observation,
+                    repeats: RepeatTracker, seconds: float) -> None:
+        stop = None
+        if not observation.ok:
+            count = repeats.record_failure(call.name, call.arguments, observation.text)
+            warning = repeats.warning(count)
+            if warning:
+                observation = Observation(False, f"{observation.text}\n\n{warning}", observation.data)
+                self.sink.emit("warning", text=warning)
+            if repeats.exhausted(count):
+                stop = _Stop(StopReason.REPEATED_FAILURES, f"the same failing `{call.name}` call was made {count} times")
+        self._observe(conversation, call, observation, seconds)
+        if stop:
+            raise stop
+
+    def _observe(self, conversation: Conversation, call: CheckedCall, observation: Observation, seconds: float = 0.0) -> None:
+        conversation.add(Message("tool", observation.text, tool_call_id=call.id, name=call.name))
+        self.sink.emit("observation", id=call.id, name=call.name, ok=observation.ok, text=observation.text,
+                       data=observation.data, seconds=round(seconds, 4))
+
+
+def _server_call(event: ToolCallEvent) -> ParsedCall:
+    args: Any = event.arguments
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except json.JSONDecodeError:
+            args = {"__unparsed__": args}
+    if not isinstance(args, dict):
+        args = {"__unparsed__": args}
+    return ParsedCall(event.name, args, json.dumps({"name": event.name, "arguments": args}), "server")
+
+
+def _usage_json(usage: Usage, state: _State) -> dict[str, Any]:
+    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "forwards": usage.forwards, "total_prompt_tokens": state.prompt_tokens,
+            "total_completion_tokens": state.completion_tokens, **usage.extra}

@@ -1,0 +1,74 @@
+"""Trajectories: every run's events as JSON Lines, one object per line, replayable.
+
+Each line is ``{"kind": ..., "t": seconds since the run started, ...data}``. ``text_delta`` events
+are not written (the whole turn is in ``model_turn.raw``). A trajectory plays back directly with
+``--model replay:FILE``; :func:`to_replay` turns one into a minimal replay file.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+import secrets
+import time
+from pathlib import Path
+from typing import IO, Any, Iterator
+
+from clovercode.errors import UsageError
+
+SKIPPED_KINDS = {"text_delta"}
+
+
+def new_trajectory_path(directory: Path, label: str) -> Path:
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")[:40] or "run"
+    return directory / f"{stamp}-{slug}-{secrets.token_hex(3)}.jsonl"
+
+
+class TrajectoryWriter:
+    """An EventSink that appends each event to a JSONL file as it happens (a crash keeps the prefix)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._handle: IO[str] = path.open("a", encoding="utf-8")
+        self._start = time.monotonic()
+
+    def emit(self, kind: str, **data: Any) -> None:
+        if kind in SKIPPED_KINDS:
+            return
+        record = {"kind": kind, "t": round(time.monotonic() - self._start, 4), **data}
+        self._handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        self._handle.flush()
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+def read_events(path: Path) -> Iterator[dict[str, Any]]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise UsageError(f"cannot read trajectory {path}: {exc.strerror or exc}") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+
+
+def to_replay(path: Path) -> list[dict[str, Any]]:
+    """The model turns of a trajectory as replay lines: ``{"text": raw, "usage": {...}}``."""
+    turns = []
+    for event in read_events(path):
+        if event.get("kind") == "model_turn":
+            usage = event.get("usage") or {}
+            turns.append({"text": event.get("raw", ""),
+                          "usage": {"prompt_tokens": usage.get("prompt_tokens", 0),
+                                    "completion_tokens": usage.get("completion_tokens", 0)}})
+    if not turns:
+        raise UsageError(f"{path} holds no model turns to replay")
+    return turns

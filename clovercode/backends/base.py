@@ -1,0 +1,72 @@
+"""The model seam: every backend (embedded engine, endpoint, replay) implements ``ModelBackend``.
+
+``generate`` streams events. Backends that produce raw text (the embedded engine, replay) only yield
+``TextDelta``; the loop parses tool calls out of the text. Backends whose server already parsed the
+calls yield ``ToolCallEvent`` as well. Every stream ends with exactly one ``Finish``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Protocol, Sequence, Union, runtime_checkable
+
+from clovercode.agent.messages import Message
+from clovercode.errors import CloverError, ExitCode
+from clovercode.toolcalls.schemas import ToolSpec
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    max_new_tokens: int = 4096
+    temperature: float = 0.0
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
+    thinking: bool = True
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+    reasoning: bool = False  # True when the server separates reasoning from content
+
+
+@dataclass(frozen=True)
+class ToolCallEvent:
+    name: str
+    arguments: dict[str, Any] | str  # a string when the server sent arguments it could not decode
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    forwards: int | None = None  # model forward passes (engine only)
+    seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Finish:
+    reason: str  # "stop" | "length" | "tool_calls" | "stop_string"
+
+
+Event = Union[TextDelta, ToolCallEvent, Usage, Finish]
+
+
+@runtime_checkable
+class ModelBackend(Protocol):
+    name: str
+
+    def generate(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> Iterator[Event]:
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+class ModelError(CloverError):
+    """Generation failed mid-run (server gone, replay exhausted, out of memory)."""
+
+    exit_code = ExitCode.MODEL_UNAVAILABLE

@@ -1,0 +1,28 @@
+"""Turn the configured model / endpoint into a backend. Heavy imports happen only when needed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from clovercode.backends.base import ModelBackend
+from clovercode.config import Config
+from clovercode.errors import ModelUnavailable
+
+REPLAY_PREFIX = "replay:"
+
+
+def open_backend(cfg: Config, base_dir: Path | None = None) -> ModelBackend:
+    """The backend for ``cfg``; raises ModelUnavailable with a fix when it cannot be had."""
+    if cfg["endpoint"]:
+        raise ModelUnavailable("the endpoint backend is not available in this build",
+                               hint="Use --model replay:FILE.jsonl, or a local model.")
+    spec: str = cfg["model"]
+    if spec.startswith(REPLAY_PREFIX):
+        from clovercode.backends.replay import ReplayBackend
+
+        path = Path(spec[len(REPLAY_PREFIX):]).expanduser()
+        if not path.is_absolute() and base_dir is not None and not path.exists():
+            path = base_dir / path
+        return ReplayBackend(path)
+    raise ModelUnavailable(f"model '{spec}' is not available in this build",
+                           hint="Use --model replay:FILE.jsonl to replay a recorded session.")

@@ -1,0 +1,81 @@
+"""Replay backend: plays recorded assistant turns from a JSON Lines file, in order.
+
+Accepted lines (blank lines ignored):
+  {"text": "<raw assistant text>", "usage": {"prompt_tokens": 0, "completion_tokens": 0}}   a replay turn
+  {"kind": "model_turn", "raw": "...", ...}     a trajectory event: trajectories replay directly
+Other trajectory events are skipped, so ``--model replay:TRAJECTORY.jsonl`` reproduces a run.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from clovercode.agent.messages import Message
+from clovercode.backends.base import Event, Finish, GenerationParams, ModelError, TextDelta, Usage
+from clovercode.errors import ModelUnavailable
+from clovercode.toolcalls.schemas import ToolSpec
+
+CHUNK = 24  # characters per streamed delta, so replays exercise streaming like a real model
+
+
+@dataclass(frozen=True)
+class ReplayTurn:
+    text: str
+    usage: dict[str, Any]
+
+
+def load_replay(path: Path) -> list[ReplayTurn]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise ModelUnavailable(f"replay file not found: {path}", hint="Pass --model replay:PATH to a JSON Lines file.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ModelUnavailable(f"replay file {path} cannot be read: {exc}") from None
+    turns = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ModelUnavailable(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise ModelUnavailable(f"{path}:{number}: each line must be a JSON object")
+        if "text" in obj:
+            text = obj["text"]
+        elif obj.get("kind") == "model_turn":
+            text = obj.get("raw", "")
+        else:
+            continue
+        if not isinstance(text, str):
+            raise ModelUnavailable(f"{path}:{number}: \"text\" must be a string")
+        turns.append(ReplayTurn(text, obj.get("usage") or {}))
+    if not turns:
+        raise ModelUnavailable(f"replay file {path} holds no assistant turns")
+    return turns
+
+
+class ReplayBackend:
+    def __init__(self, path: Path):
+        self.path = path
+        self.turns = load_replay(path)
+        self.position = 0
+        self.name = f"replay:{path}"
+
+    def generate(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> Iterator[Event]:
+        if self.position >= len(self.turns):
+            raise ModelError(f"the replay {self.path} has no more turns (all {len(self.turns)} were played)")
+        turn = self.turns[self.position]
+        self.position += 1
+        for start in range(0, len(turn.text), CHUNK):
+            yield TextDelta(turn.text[start:start + CHUNK])
+        prompt_chars = sum(len(m.content) for m in messages)
+        yield Usage(prompt_tokens=int(turn.usage.get("prompt_tokens", prompt_chars // 4)),
+                    completion_tokens=int(turn.usage.get("completion_tokens", max(1, len(turn.text) // 4))))
+        yield Finish("stop")
+
+    def close(self) -> None:
+        pass

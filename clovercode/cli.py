@@ -1,0 +1,204 @@
+"""The ``clovercode`` command line. Maps domain errors to exit codes in one place (CloverGroup)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from typer.core import TyperGroup
+
+from clovercode import __version__
+from clovercode.config import Config, load_config, state_dir
+from clovercode.errors import CloverError, ExitCode, UsageError
+
+
+class CloverGroup(TyperGroup):
+    """Turns CloverError into a clear message + its exit code, Ctrl-C into 130, bugs into 70."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CloverError as exc:
+            report_error(exc)
+            raise typer.Exit(int(exc.exit_code)) from None
+        except KeyboardInterrupt:
+            Console(stderr=True).print("[yellow]interrupted[/]")
+            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        except Exception as exc:
+            if type(exc).__module__.split(".")[0] in ("typer", "click"):
+                raise  # exits, usage errors and aborts: typer reports those itself
+            # A bug: keep the traceback, but in a file, not on the user's screen.
+            path = save_crash_report(traceback.format_exc())
+            Console(stderr=True).print(f"[red]internal error[/]: clovercode hit a bug. Details: {path}")
+            raise typer.Exit(int(ExitCode.INTERNAL)) from None
+
+
+def report_error(exc: CloverError) -> None:
+    console = Console(stderr=True)
+    console.print(f"[red]error[/]: {exc.message}", markup=True, highlight=False)
+    if exc.hint:
+        console.print(exc.hint, markup=False, highlight=False)
+
+
+def save_crash_report(text: str) -> Path:
+    directory = state_dir(os.environ) / "crashes"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"crash-{os.getpid()}.txt"
+        path.write_text(text, encoding="utf-8")
+        return path
+    except OSError:
+        sys.stderr.write(text)
+        return Path("(printed above)")
+
+
+app = typer.Typer(cls=CloverGroup, help="clovercode: an agentic coding assistant for the terminal.",
+                  no_args_is_help=False, add_completion=True, rich_markup_mode=None, pretty_exceptions_enable=False)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"clovercode {__version__}")
+        raise typer.Exit()
+
+
+RepoOpt = typer.Option(None, "--repo", "-C", help="Project directory (default: the current directory).")
+ModelOpt = typer.Option(None, "--model", "-m", help="Model: replay:FILE.jsonl, a local dir, an HF repo id, a .gguf, or an alias.")
+SandboxOpt = typer.Option(None, "--sandbox", help="Sandbox policy: read-only, workspace-write, workspace-write-network, none.")
+
+
+def project_root(repo: Optional[Path]) -> Path:
+    root = (repo or Path.cwd()).expanduser()
+    if not root.is_dir():
+        raise UsageError(f"project directory not found: {root}")
+    return root.resolve()
+
+
+def effective_config(root: Path, **flags: Any) -> Config:
+    return load_config(root, os.environ, flags)
+
+
+@app.callback(invoke_without_command=True)
+def main_callback(
+    ctx: typer.Context,
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    repo: Optional[Path] = RepoOpt,
+    model: Optional[str] = ModelOpt,
+    sandbox: Optional[str] = SandboxOpt,
+    approval: Optional[str] = typer.Option(None, "--approval", help="suggest, auto-edit or full-auto."),
+) -> None:
+    """Without a command: open the interactive REPL in the project directory."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from clovercode.repl import run_repl
+
+    root = project_root(repo)
+    cfg = effective_config(root, model=model, sandbox=sandbox, approval=approval)
+    raise typer.Exit(run_repl(root, cfg, Console()))
+
+
+@app.command()
+def fix(
+    issue: str = typer.Argument(..., help="The issue to fix, as text."),
+    repo: Optional[Path] = RepoOpt,
+    model: Optional[str] = ModelOpt,
+    sandbox: Optional[str] = SandboxOpt,
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Most model turns."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Wall-clock budget in seconds."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON result object on stdout (for CI bots)."),
+) -> None:
+    """Run the agent once on ISSUE, without prompts, and exit with a documented code."""
+    from clovercode.fixcmd import run_fix
+
+    console = Console(stderr=as_json)
+    try:
+        root = project_root(repo)
+        cfg = effective_config(root, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time)
+        outcome = run_fix(root, cfg, issue, console)
+    except CloverError as exc:
+        if not as_json:
+            raise
+        report_error(exc)
+        typer.echo(json.dumps({"status": "error", "exit_code": int(exc.exit_code), "error": str(exc)}))
+        raise typer.Exit(int(exc.exit_code)) from None
+    if as_json:
+        typer.echo(json.dumps(outcome.to_json(), ensure_ascii=False))
+    raise typer.Exit(int(outcome.exit_code))
+
+
+tools_app = typer.Typer(cls=CloverGroup, help="List the tools the model can call, or show one's schema.")
+app.add_typer(tools_app, name="tools")
+
+
+@tools_app.callback(invoke_without_command=True)
+def tools_list(ctx: typer.Context) -> None:
+    """List the tools (without a subcommand)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from clovercode.toolcalls.schemas import load_tool_specs, signature
+
+    console = Console()
+    for spec in load_tool_specs():
+        console.print(f"[bold cyan]{spec.name}[/]  {spec.description}", highlight=False)
+        console.print(f"    [dim]{signature(spec)}[/]", highlight=False)
+
+
+@tools_app.command("show")
+def tools_show(name: str = typer.Argument(..., help="Tool name.")) -> None:
+    """Print a tool's JSON Schema."""
+    from clovercode.toolcalls.schemas import load_tool_specs
+    from clovercode.toolcalls.validate import unknown_tool_message
+
+    specs = {s.name: s for s in load_tool_specs()}
+    if name not in specs:
+        raise UsageError(unknown_tool_message(name, list(specs)))
+    typer.echo(json.dumps(specs[name].schema, indent=2))
+
+
+config_app = typer.Typer(cls=CloverGroup, help="Inspect configuration.")
+app.add_typer(config_app, name="config")
+
+
+@config_app.command("show")
+def config_show(repo: Optional[Path] = RepoOpt,
+                as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Print the effective configuration and where each value came from."""
+    from clovercode.settings import SETTINGS
+
+    cfg = effective_config(project_root(repo))
+    if as_json:
+        typer.echo(json.dumps({k: {"value": cfg[k], "source": cfg.sources[k]} for k in cfg.values}, indent=2))
+        return
+    console = Console()
+    for setting in SETTINGS:
+        value = cfg[setting.key]
+        shown = "***" if setting.key == "api_key" and value else json.dumps(value)
+        console.print(f"[bold]{setting.key}[/] = {shown}  [dim]# {cfg.sources[setting.key]} · {setting.env_var}[/]",
+                      highlight=False)
+
+
+traj_app = typer.Typer(cls=CloverGroup, help="Work with run trajectories.")
+app.add_typer(traj_app, name="trajectory")
+
+
+@traj_app.command("to-replay")
+def trajectory_to_replay(path: Path = typer.Argument(..., help="A trajectory .jsonl file."),
+                         output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout.")) -> None:
+    """Turn a trajectory into a replay file for --model replay:FILE."""
+    from clovercode.agent.trajectory import to_replay
+
+    lines = "".join(json.dumps(turn, ensure_ascii=False) + "\n" for turn in to_replay(path))
+    if output:
+        output.write_text(lines, encoding="utf-8")
+    else:
+        typer.echo(lines, nl=False)
+
+
+def main() -> None:
+    app(prog_name="clovercode")

@@ -1,0 +1,163 @@
+"""Layered configuration: defaults < user file < project file < CLOVERCODE_* env < flags.
+
+Every value remembers where it came from, so ``clovercode config show`` can say why a setting has
+the value it has. Unknown keys and bad values raise :class:`ConfigError` naming the source and key.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from clovercode.errors import ConfigError
+from clovercode.settings import SETTINGS, SETTINGS_BY_KEY, Setting
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+PROJECT_FILE = "clovercode.toml"
+# Env vars that are about locating things, not settings themselves.
+_NON_SETTING_ENV = {"CLOVERCODE_CONFIG", "CLOVERCODE_HOME"}
+
+
+@dataclass
+class Config:
+    values: dict[str, Any]
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def with_overrides(self, overrides: Mapping[str, Any], source: str = "flag") -> "Config":
+        """A copy with ``overrides`` applied (``None`` values ignored), each checked like a flag."""
+        values, sources = dict(self.values), dict(self.sources)
+        for key, raw in overrides.items():
+            if raw is None:
+                continue
+            values[key] = coerce_value(_setting(key, source), raw, source)
+            sources[key] = source
+        return Config(values, sources)
+
+
+def user_config_path(env: Mapping[str, str]) -> Path:
+    if env.get("CLOVERCODE_CONFIG"):
+        return Path(env["CLOVERCODE_CONFIG"]).expanduser()
+    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME", "~")) / ".config")
+    return Path(base).expanduser() / "clovercode" / "config.toml"
+
+
+def state_dir(env: Mapping[str, str]) -> Path:
+    """Where trajectories, history and checkpoints metadata live unless configured otherwise."""
+    if env.get("CLOVERCODE_HOME"):
+        return Path(env["CLOVERCODE_HOME"]).expanduser()
+    base = env.get("XDG_STATE_HOME") or str(Path(env.get("HOME", "~")) / ".local" / "state")
+    return Path(base).expanduser() / "clovercode"
+
+
+def load_config(
+    project_root: Path | None,
+    env: Mapping[str, str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+) -> Config:
+    env = os.environ if env is None else env
+    cfg = Config({s.key: s.default for s in SETTINGS}, {s.key: "default" for s in SETTINGS})
+    user_file = user_config_path(env)
+    if user_file.is_file():
+        _apply_file(cfg, user_file, from_project=False)
+    if project_root is not None and (project_root / PROJECT_FILE).is_file():
+        _apply_file(cfg, project_root / PROJECT_FILE, from_project=True)
+    _apply_env(cfg, env)
+    return cfg.with_overrides(flags or {}, "flag")
+
+
+def _setting(key: str, source: str) -> Setting:
+    try:
+        return SETTINGS_BY_KEY[key]
+    except KeyError:
+        raise ConfigError(
+            f"{source}: unknown setting '{key}'",
+            hint="Known settings are listed by `clovercode config show`.",
+        ) from None
+
+
+def coerce_value(setting: Setting, raw: Any, source: str) -> Any:
+    """Turn a TOML/env/flag value into the setting's type, or raise a ConfigError naming it."""
+    where = f"{source}: '{setting.key}'"
+    value: Any
+    if setting.type is bool:
+        if isinstance(raw, bool):
+            value = raw
+        elif isinstance(raw, str) and raw.strip().lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+            value = raw.strip().lower() in ("1", "true", "yes", "on")
+        else:
+            raise ConfigError(f"{where} must be true or false, got {raw!r}")
+    elif setting.type in (int, float):
+        if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+            raise ConfigError(f"{where} must be a number, got {raw!r}")
+        try:
+            value = setting.type(raw)
+            if setting.type is int and isinstance(raw, float) and raw != int(raw):
+                raise ValueError
+        except ValueError:
+            kind = "a whole number" if setting.type is int else "a number"
+            raise ConfigError(f"{where} must be {kind}, got {raw!r}") from None
+        if setting.minimum is not None and value < setting.minimum:
+            raise ConfigError(f"{where} must be at least {setting.minimum:g}, got {value!r}")
+    else:
+        if not isinstance(raw, str):
+            raise ConfigError(f"{where} must be a string, got {raw!r}")
+        value = raw
+    if setting.choices is not None and value not in setting.choices:
+        raise ConfigError(f"{where} must be one of {', '.join(setting.choices)}; got {value!r}")
+    return value
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and dotted not in SETTINGS_BY_KEY:
+            out.update(_flatten(value, dotted + "."))
+        else:
+            out[dotted] = value
+    return out
+
+
+def _apply_file(cfg: Config, path: Path, *, from_project: bool) -> None:
+    try:
+        table = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc.strerror}") from None
+    for key, raw in _flatten(table).items():
+        setting = _setting(key, str(path))
+        value = coerce_value(setting, raw, str(path))
+        if from_project and value in setting.not_from_project:
+            raise ConfigError(
+                f"{path}: '{key} = {value!r}' is not allowed in a project file",
+                hint="A repository may not weaken the sandbox of whoever runs clovercode in it; "
+                f"set it in {user_config_path(os.environ)} or pass it as a flag.",
+            )
+        cfg.values[key] = value
+        cfg.sources[key] = str(path)
+
+
+def _apply_env(cfg: Config, env: Mapping[str, str]) -> None:
+    by_env = {s.env_var: s for s in SETTINGS}
+    for name, raw in env.items():
+        if not name.startswith("CLOVERCODE_") or name in _NON_SETTING_ENV:
+            continue
+        setting = by_env.get(name)
+        if setting is None:
+            raise ConfigError(
+                f"environment variable {name} is not a clovercode setting",
+                hint="Unset it, or see `clovercode config show` for the known CLOVERCODE_* names.",
+            )
+        cfg.values[setting.key] = coerce_value(setting, raw, f"env {name}")
+        cfg.sources[setting.key] = f"env {name}"

@@ -1,0 +1,1 @@
+"""Command executors: the seam between tools and the operating system (see base.Executor)."""

@@ -1,0 +1,36 @@
+"""The executor seam: run a command, get back an exit code and capped output, never hang."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Protocol, Sequence, runtime_checkable
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    exit_code: int | None  # None when killed by the timeout
+    output: str  # stdout and stderr interleaved, capped (head + tail)
+    timed_out: bool = False
+    omitted_bytes: int = 0  # bytes cut from the middle of the output
+    seconds: float = 0.0
+
+    def describe(self) -> str:
+        """The observation text the model reads."""
+        if self.timed_out:
+            head = f"Command timed out after {self.seconds:.0f}s; its processes were killed."
+        else:
+            head = f"Exit code: {self.exit_code}"
+        body = self.output if self.output.strip() else "(no output)"
+        return f"{head}\n{body}"
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Runs ``command`` (a shell string or an argv) in ``cwd``; kills the whole tree at ``timeout``."""
+
+    name: str
+
+    def run(self, command: str | Sequence[str], cwd: Path, timeout: float,
+            env: Mapping[str, str] | None = None) -> CommandResult:
+        ...

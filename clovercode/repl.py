@@ -1,0 +1,152 @@
+"""The interactive REPL: prompt-toolkit input, rich output, slash commands, Ctrl-C per step."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from rich.console import Console
+
+from clovercode.config import Config, state_dir
+from clovercode.errors import CloverError
+from clovercode.session import Session, open_session
+from clovercode.ui.render import ConsoleRenderer
+
+BANNER = "clovercode {version} · {root}\nType a task, /help for commands. Alt-Enter (or Esc Enter) inserts a newline; Ctrl-D exits."
+
+
+@dataclass(frozen=True)
+class SlashCommand:
+    name: str
+    help: str
+    run: Callable[["Repl", str], bool]  # returns False to leave the REPL
+
+
+class Repl:
+    def __init__(self, root: Path, cfg: Config, console: Console, session: Session):
+        self.root, self.cfg, self.console, self.session = root, cfg, console, session
+        self.commands = {c.name: c for c in default_commands()}
+
+    def handle(self, line: str) -> bool:
+        """Process one input; return False when the REPL should exit."""
+        text = line.strip()
+        if not text:
+            return True
+        if text.startswith("/"):
+            name, _, rest = text[1:].partition(" ")
+            command = self.commands.get(name)
+            if command is None:
+                self.console.print(f"[yellow]unknown command /{name}[/]; /help lists them", highlight=False)
+                return True
+            return command.run(self, rest.strip())
+        result = self.session.run_task(text, ConsoleRenderer(self.console))
+        if result.summary and result.stop.value in ("finished", "answered"):
+            self.console.print(result.summary, highlight=False, markup=False)
+        return True
+
+
+def _help(repl: Repl, _: str) -> bool:
+    for command in repl.commands.values():
+        repl.console.print(f"  [bold]/{command.name}[/]  {command.help}", highlight=False)
+    return True
+
+
+def _tools(repl: Repl, _: str) -> bool:
+    from clovercode.toolcalls.schemas import load_tool_specs, signature
+
+    for spec in load_tool_specs():
+        repl.console.print(f"  [bold cyan]{spec.name}[/] {signature(spec)}", highlight=False)
+    return True
+
+
+def _model(repl: Repl, arg: str) -> bool:
+    if not arg:
+        repl.console.print(f"model: {repl.session.backend.name}", highlight=False, markup=False)
+        return True
+    from clovercode.backends.registry import open_backend
+
+    try:
+        backend = open_backend(repl.cfg.with_overrides({"model": arg}, "/model"), base_dir=repl.root)
+    except CloverError as exc:
+        repl.console.print(f"[red]error[/]: {exc}", highlight=False)
+        return True
+    repl.session.backend.close()
+    repl.session.backend = backend
+    repl.console.print(f"model: {backend.name}", highlight=False, markup=False)
+    return True
+
+
+def _clear(repl: Repl, _: str) -> bool:
+    repl.session.conversation.clear()
+    repl.console.print("conversation cleared", highlight=False)
+    return True
+
+
+def _exit(repl: Repl, _: str) -> bool:
+    return False
+
+
+def default_commands() -> list[SlashCommand]:
+    return [
+        SlashCommand("help", "show these commands", _help),
+        SlashCommand("tools", "list the tools the model can call", _tools),
+        SlashCommand("model", "show the model, or switch: /model SPEC", _model),
+        SlashCommand("clear", "forget the conversation so far", _clear),
+        SlashCommand("exit", "leave (Ctrl-D works too)", _exit),
+        SlashCommand("quit", "leave", _exit),
+    ]
+
+
+def history_path(cfg: Config) -> Path:
+    return Path(cfg["history_file"]).expanduser() if cfg["history_file"] else state_dir(os.environ) / "history"
+
+
+def _tty_lines(cfg: Config) -> Iterator[str]:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.history import FileHistory
+    from prompt_toolkit.key_binding import KeyBindings
+
+    bindings = KeyBindings()
+
+    @bindings.add("escape", "enter")
+    def _newline(event) -> None:  # Alt-Enter / Esc Enter: a newline instead of submitting
+        event.current_buffer.insert_text("\n")
+
+    path = history_path(cfg)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    prompt = PromptSession(history=FileHistory(str(path)), key_bindings=bindings, multiline=False)
+    while True:
+        try:
+            yield prompt.prompt("clover> ")
+        except KeyboardInterrupt:  # Ctrl-C at the prompt clears the line, it does not exit
+            continue
+        except EOFError:
+            return
+
+
+def _plain_lines() -> Iterator[str]:
+    for line in sys.stdin:
+        yield line.rstrip("\n")
+
+
+def run_repl(root: Path, cfg: Config, console: Console) -> int:
+    session = open_session(root, cfg, interactive=True)
+    from clovercode import __version__
+
+    console.print(BANNER.format(version=__version__, root=root), highlight=False, markup=False)
+    repl = Repl(root, cfg, console, session)
+    lines = _tty_lines(cfg) if sys.stdin.isatty() and sys.stdout.isatty() else _plain_lines()
+    try:
+        for line in lines:
+            try:
+                if not repl.handle(line):
+                    break
+            except KeyboardInterrupt:
+                console.print("[yellow]interrupted[/]")
+    finally:
+        session.close()
+    return 0

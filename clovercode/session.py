@@ -1,0 +1,68 @@
+"""Wiring: config → backend, executor, toolbox, prompt, sinks → an Agent. Used by fix and the REPL."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from clovercode.actions.context import Approver, ToolContext, approve_all
+from clovercode.actions.toolbox import Toolbox
+from clovercode.agent.budget import Limits
+from clovercode.agent.events import EventSink, MultiSink
+from clovercode.agent.loop import Agent
+from clovercode.agent.prompts import Conversation, FullHistoryPrompt, system_prompt
+from clovercode.agent.trajectory import TrajectoryWriter, new_trajectory_path
+from clovercode.backends.base import GenerationParams, ModelBackend
+from clovercode.backends.registry import open_backend
+from clovercode.config import Config, state_dir
+from clovercode.executors.base import Executor
+from clovercode.executors.select import make_executor
+
+
+def generation_params(cfg: Config) -> GenerationParams:
+    return GenerationParams(max_new_tokens=cfg["max_new_tokens"], temperature=cfg["temperature"],
+                            top_p=cfg["top_p"], thinking=cfg["thinking"], stop=("</tool_call>",))
+
+
+def trajectory_dir(cfg: Config, env: Mapping[str, str]) -> Path:
+    return Path(cfg["trajectory_dir"]).expanduser() if cfg["trajectory_dir"] else state_dir(env) / "trajectories"
+
+
+@dataclass
+class Session:
+    """One project, one model, one conversation; runs tasks through the loop."""
+
+    root: Path
+    cfg: Config
+    backend: ModelBackend
+    executor: Executor
+    interactive: bool
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    approve: Approver = approve_all
+    conversation: Conversation = field(default_factory=Conversation)
+    last_trajectory: Path | None = None
+
+    def run_task(self, task: str, sink: EventSink | None = None):
+        ctx = ToolContext(self.root, self.executor, self.cfg["command_timeout"], None, self.approve)
+        toolbox = Toolbox(ctx)
+        prompt = FullHistoryPrompt(system_prompt(self.root, self.interactive))
+        self.last_trajectory = new_trajectory_path(trajectory_dir(self.cfg, self.env), task.split("\n")[0])
+        writer = TrajectoryWriter(self.last_trajectory)
+        try:
+            agent = Agent(self.backend, toolbox, prompt, Limits.from_config(self.cfg), generation_params(self.cfg),
+                          MultiSink(writer, sink), interactive=self.interactive)
+            return agent.run(self.conversation, task)
+        finally:
+            writer.close()
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+def open_session(root: Path, cfg: Config, *, interactive: bool, approve: Approver = approve_all,
+                 env: Mapping[str, str] | None = None) -> Session:
+    executor = make_executor(cfg)
+    backend = open_backend(cfg, base_dir=root)
+    return Session(root.resolve(), cfg, backend, executor, interactive, dict(env or os.environ), approve)

@@ -1,0 +1,60 @@
+"""The table of every configuration key: type, default, allowed values and help.
+
+This is data: config loading, ``config show`` and the docs all read it. Add a key here and it is
+accepted in TOML files (dotted keys map to tables), as ``CLOVERCODE_<KEY>`` and, where a command
+exposes it, as a flag.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str
+    type: type  # str, int, float, bool
+    default: Any
+    help: str
+    choices: tuple[str, ...] | None = None
+    minimum: float | None = None
+    # Values a project's own clovercode.toml may not set: a cloned repository must not be able to
+    # weaken the sandbox of whoever runs clovercode in it.
+    not_from_project: tuple[Any, ...] = ()
+
+    @property
+    def env_var(self) -> str:
+        return "CLOVERCODE_" + self.key.upper().replace(".", "_").replace("-", "_")
+
+
+SANDBOX_POLICIES = ("read-only", "workspace-write", "workspace-write-network", "none")
+APPROVAL_MODES = ("suggest", "auto-edit", "full-auto")
+
+SETTINGS: tuple[Setting, ...] = (
+    # model
+    Setting("model", str, "clover", "Model spec: replay:FILE.jsonl, a local dir, an HF repo id, a .gguf file, or an alias."),
+    Setting("endpoint", str, "", "OpenAI-compatible base URL (e.g. http://127.0.0.1:30000/v1); overrides `model` as the backend."),
+    Setting("api_key", str, "", "API key for `endpoint` (prefer the CLOVERCODE_API_KEY env var)."),
+    Setting("temperature", float, 0.0, "Sampling temperature; 0 is greedy.", minimum=0.0),
+    Setting("top_p", float, 1.0, "Nucleus sampling mass.", minimum=0.0),
+    Setting("max_new_tokens", int, 4096, "Most tokens the model may write in one turn.", minimum=1),
+    Setting("thinking", bool, True, "Let the model reason in <think>…</think> before acting."),
+    # loop budgets
+    Setting("max_steps", int, 30, "Most model turns in one run.", minimum=1),
+    Setting("max_time", float, 1800.0, "Wall-clock budget of one run in seconds (0: none).", minimum=0.0),
+    Setting("max_tokens", int, 0, "Total token budget of one run, prompt + completion (0: none).", minimum=0),
+    Setting("max_format_errors", int, 3, "Consecutive unparseable/invalid turns before the run stops.", minimum=1),
+    Setting("max_repeats", int, 3, "Identical failing calls before the run stops (a warning comes first).", minimum=2),
+    # tools and sandbox
+    Setting("command_timeout", float, 120.0, "Seconds a run_command may take before its process tree is killed.", minimum=0.1),
+    Setting("output_limit", int, 30000, "Characters of command output kept (head and tail).", minimum=200),
+    Setting("sandbox", str, "workspace-write", "Sandbox policy for commands.", choices=SANDBOX_POLICIES,
+            not_from_project=("none", "workspace-write-network")),
+    Setting("approval", str, "suggest", "When to ask before acting (REPL; `fix` is always full-auto).", choices=APPROVAL_MODES),
+    # files written by clovercode
+    Setting("trajectory_dir", str, "", "Where run trajectories go (default: $XDG_STATE_HOME/clovercode/trajectories)."),
+    Setting("history_file", str, "", "REPL input history (default: $XDG_STATE_HOME/clovercode/history)."),
+)
+
+SETTINGS_BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}

