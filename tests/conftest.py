@@ -1,0 +1,66 @@
+"""Shared fixtures: an isolated home for every test, real git repositories, the real CLI."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO_ROOT / "examples"
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory, monkeypatch):
+    """No test reads or writes the real ~/.config or ~/.local/state, or sees CLOVERCODE_* settings."""
+    home = tmp_path_factory.mktemp("home")
+    for name in list(os.environ):
+        if name.startswith("CLOVERCODE_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    return home
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True).stdout
+
+
+def make_git_repo(path: Path, source: Path | None = None) -> Path:
+    """A real git repository at ``path`` (a copy of ``source`` if given) with one commit."""
+    if source is not None:
+        shutil.copytree(source, path)
+    else:
+        path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.name", "Test")
+    git(path, "config", "user.email", "test@example.invalid")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "--allow-empty", "-m", "initial")
+    return path
+
+
+@pytest.fixture
+def calc_repo(tmp_path) -> Path:
+    """The demo project (a real bug, real unittest tests) as a fresh git repository."""
+    return make_git_repo(tmp_path / "calc", EXAMPLES / "calc")
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    """Environment for running this checkout's CLI in a subprocess."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.update(extra)
+    return env
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120,
+            input: str | None = None) -> subprocess.CompletedProcess:
+    """Run ``python -m clovercode ARGS`` from this checkout as a real subprocess."""
+    return subprocess.run([sys.executable, "-m", "clovercode", *args], cwd=cwd, env=env or cli_env(),
+                          capture_output=True, text=True, timeout=timeout, input=input)
