@@ -183,6 +183,9 @@ def config_show(repo: Optional[Path] = RepoOpt,
                       highlight=False)
 
 
+bench_app = typer.Typer(cls=CloverGroup, help="Benchmarks: ratios measured side by side in one run.", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+
 traj_app = typer.Typer(cls=CloverGroup, help="Work with run trajectories.")
 app.add_typer(traj_app, name="trajectory")
 

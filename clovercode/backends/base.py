@@ -57,6 +57,9 @@ Event = Union[TextDelta, ToolCallEvent, Usage, Finish]
 
 @runtime_checkable
 class ModelBackend(Protocol):
+    """Optional extras a backend may also offer (callers use ``getattr`` with a fallback):
+    ``count_tokens(text) -> int`` with the model's own tokenizer, and ``context_window: int``."""
+
     name: str
 
     def generate(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> Iterator[Event]:

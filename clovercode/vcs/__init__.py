@@ -1,0 +1,1 @@
+"""Version control: git checkpoints, branches, commits; GitHub pull requests."""
