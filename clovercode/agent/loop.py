@@ -18,21 +18,9 @@ from clovercode.agent.events import EventSink, RecordingSink
 from clovercode.agent.messages import CallRecord, Message
 from clovercode.agent.prompts import Conversation, PromptBuilder
 from clovercode.backends.base import Finish, GenerationParams, ModelBackend, ModelError, TextDelta, ToolCallEvent, Usage
-from clovercode.toolcalls.parser import ParsedCall, ParsedTurn, parse_turn
+from clovercode.toolcalls.parser import ParsedCall
+from clovercode.toolcalls.review import TurnReview, review_turn
 from clovercode.toolcalls.validate import CheckedCall, Validator
-
-FORMAT_REMINDER = """\
-Tool calls must be written like this, one block per call:
-<tool_call>
-<function=TOOL_NAME>
-<parameter=ARGUMENT_NAME>
-value
-</parameter>
-</function>
-</tool_call>"""
-
-NO_CALL_MESSAGE = "Your reply contained no tool call. Continue the task by calling a tool, or call `finish` when you are done.\n" + FORMAT_REMINDER
-
 
 @dataclass
 class RunResult:
@@ -114,17 +102,16 @@ class Agent:
         text, server_calls, usage = self._generate(self.prompt.build(conversation))
         state.prompt_tokens += usage.prompt_tokens
         state.completion_tokens += usage.completion_tokens
-        turn = parse_turn(text, known_tools=self.toolbox.names)
-        if server_calls:
-            turn.calls = server_calls + turn.calls
-        checked = [self.validator.check(call, f"call_{state.steps}_{i}") for i, call in enumerate(turn.calls, 1)]
+        review = review_turn(text, self.validator, step=state.steps, require_call=not self.interactive,
+                             server_calls=server_calls)
+        turn, checked = review.turn, review.checked
         conversation.add(Message("assistant", turn.content, turn.reasoning,
                                  tuple(CallRecord(c.id, c.name, c.arguments) for c in checked)))
         self.sink.emit("model_turn", step=state.steps, raw=text, content=turn.content, reasoning=turn.reasoning,
                        calls=[{"id": c.id, "name": c.name, "arguments": c.arguments, "valid": c.ok} for c in checked],
                        errors=turn.errors, usage=_usage_json(usage, state), seconds=round(self.clock() - started, 4))
-        self._handle_format(conversation, state, turn, checked)
-        pending = [c for c in checked if c.ok]
+        self._handle_format(conversation, state, review)
+        pending = review.runnable
         try:
             while pending:
                 call = pending[0]
@@ -163,24 +150,14 @@ class Agent:
                 break
         return "".join(parts), calls, usage
 
-    def _handle_format(self, conversation: Conversation, state: _State, turn: ParsedTurn, checked: list[CheckedCall]) -> None:
-        invalid = [c for c in checked if not c.ok]
-        for call in invalid:
+    def _handle_format(self, conversation: Conversation, state: _State, review: TurnReview) -> None:
+        for call in review.invalid:
             self._observe(conversation, call, Observation(False, call.error or ""))
             self.sink.emit("format_error", step=state.steps, text=call.error)
-        problems = list(turn.errors)
-        if not checked and not turn.errors and not self.interactive:
-            problems.append(NO_CALL_MESSAGE)
-        elif turn.errors:
-            problems.append(FORMAT_REMINDER)
-        if problems:
-            text = "\n".join(problems)
-            conversation.add(Message("user", text, tags=frozenset({"feedback"})))
-            self.sink.emit("format_error", step=state.steps, text=text)
-        if invalid or turn.errors or (not checked and not self.interactive):
-            state.format_errors += 1
-        else:
-            state.format_errors = 0
+        if review.format_feedback:
+            conversation.add(Message("user", review.format_feedback, tags=frozenset({"feedback"})))
+            self.sink.emit("format_error", step=state.steps, text=review.format_feedback)
+        state.format_errors = state.format_errors + 1 if review.has_format_error else 0
 
     def _after_call(self, conversation: Conversation, call: CheckedCall, observation: Observation,
                     repeats: RepeatTracker, seconds: float) -> None:

@@ -9,6 +9,7 @@ Values stay strings here (XML) or JSON values (Hermes); types are fixed by :mod:
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ _PARAM_RE = re.compile(r"<parameter\s*=\s*[\"']?([^>\"'\s]*)[\"']?\s*>")
 _PARAM_END_RE = re.compile(r"</parameter>|<parameter\s*=|</function>|</tool_call>")
 _FENCE_RE = re.compile(r"^\s*```[a-zA-Z]*\s*\n?(.*?)\n?```\s*$", re.S)
 _BARE_JSON_RE = re.compile(r"\{\s*\"name\"\s*:")
+_TRAILING_COMMA_RE = re.compile(r",\s*([}\]])")
 
 
 @dataclass
@@ -163,12 +165,30 @@ def _parse_json(body: str, raw: str, where: str, turn: ParsedTurn) -> None:
     try:
         obj, _ = json.JSONDecoder().raw_decode(body)
     except json.JSONDecodeError as exc:
-        turn.errors.append(f"{where}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}. {_preview(body)}")
-        return
+        obj = _lenient_object(body)
+        if obj is None:
+            turn.errors.append(f"{where}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}. {_preview(body)}")
+            return
     call = _call_from_json(obj, where, turn)
     if call:
         name, args = call
         turn.calls.append(ParsedCall(name, args, raw, "json"))
+
+
+def _lenient_object(body: str) -> Any:
+    """Repair the two JSON drifts models commonly make: trailing commas, and Python-literal syntax
+    (single quotes, True/False/None). Only used after strict parsing failed."""
+    without_commas = _TRAILING_COMMA_RE.sub(r"\1", body)
+    try:
+        return json.JSONDecoder().raw_decode(without_commas)[0]
+    except json.JSONDecodeError:
+        pass
+    end = body.rfind("}")
+    try:
+        value = ast.literal_eval(body[: end + 1]) if end != -1 else None
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _call_from_json(obj: Any, where: str, turn: ParsedTurn) -> tuple[str, dict[str, Any]] | None:
