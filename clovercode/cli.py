@@ -11,6 +11,9 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
+
+from clovercode.ui.console import make_console
+from rich.text import Text
 from typer.core import TyperGroup
 
 from clovercode import __version__
@@ -28,22 +31,22 @@ class CloverGroup(TyperGroup):
             report_error(exc)
             raise typer.Exit(int(exc.exit_code)) from None
         except KeyboardInterrupt:
-            Console(stderr=True).print("[yellow]interrupted[/]")
+            make_console(stderr=True).print("[yellow]interrupted[/]")
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
         except Exception as exc:
             if type(exc).__module__.split(".")[0] in ("typer", "click"):
                 raise  # exits, usage errors and aborts: typer reports those itself
             # A bug: keep the traceback, but in a file, not on the user's screen.
             path = save_crash_report(traceback.format_exc())
-            Console(stderr=True).print(f"[red]internal error[/]: clovercode hit a bug. Details: {path}")
+            make_console(stderr=True).print(f"[red]internal error[/]: clovercode hit a bug. Details: {path}")
             raise typer.Exit(int(ExitCode.INTERNAL)) from None
 
 
 def report_error(exc: CloverError) -> None:
-    console = Console(stderr=True)
-    console.print(f"[red]error[/]: {exc.message}", markup=True, highlight=False)
+    console = make_console(stderr=True)
+    console.print(Text.assemble(("error", "red"), ": ", exc.message), soft_wrap=True, highlight=False)
     if exc.hint:
-        console.print(exc.hint, markup=False, highlight=False)
+        console.print(exc.hint, markup=False, highlight=False, soft_wrap=True)
 
 
 def save_crash_report(text: str) -> Path:
@@ -100,7 +103,7 @@ def main_callback(
 
     root = project_root(repo)
     cfg = effective_config(root, model=model, sandbox=sandbox, approval=approval)
-    raise typer.Exit(run_repl(root, cfg, Console()))
+    raise typer.Exit(run_repl(root, cfg, make_console()))
 
 
 @app.command()
@@ -116,7 +119,7 @@ def fix(
     """Run the agent once on ISSUE, without prompts, and exit with a documented code."""
     from clovercode.fixcmd import run_fix
 
-    console = Console(stderr=as_json)
+    console = make_console(stderr=as_json)
     try:
         root = project_root(repo)
         cfg = effective_config(root, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time)
@@ -143,7 +146,7 @@ def tools_list(ctx: typer.Context) -> None:
         return
     from clovercode.toolcalls.schemas import load_tool_specs, signature
 
-    console = Console()
+    console = make_console()
     for spec in load_tool_specs():
         console.print(f"[bold cyan]{spec.name}[/]  {spec.description}", highlight=False)
         console.print(f"    [dim]{signature(spec)}[/]", highlight=False)
@@ -175,7 +178,7 @@ def config_show(repo: Optional[Path] = RepoOpt,
     if as_json:
         typer.echo(json.dumps({k: {"value": cfg[k], "source": cfg.sources[k]} for k in cfg.values}, indent=2))
         return
-    console = Console()
+    console = make_console()
     for setting in SETTINGS:
         value = cfg[setting.key]
         shown = "***" if setting.key == "api_key" and value else json.dumps(value)

@@ -12,6 +12,7 @@ from clovercode.agent.budget import StopReason
 from clovercode.agent.loop import RunResult
 from clovercode.config import Config
 from clovercode.errors import ExitCode
+from clovercode.executors.select import NO_SANDBOX_WARNING
 from clovercode.session import open_session
 from clovercode.ui.render import ConsoleRenderer
 
@@ -45,6 +46,8 @@ def exit_code_for(result: RunResult) -> ExitCode:
 
 def run_fix(root: Path, cfg: Config, issue: str, console: Console) -> FixOutcome:
     cfg = cfg.with_overrides({"approval": "full-auto"}, "fix (always full-auto)")
+    if cfg["sandbox"] == "none":
+        console.print(f"[bold red]{NO_SANDBOX_WARNING}[/]", highlight=False, soft_wrap=True)
     session = open_session(root, cfg, interactive=False)
     try:
         result = session.run_task(issue, ConsoleRenderer(console))
@@ -58,14 +61,14 @@ def run_fix(root: Path, cfg: Config, issue: str, console: Console) -> FixOutcome
 def print_summary(console: Console, outcome: FixOutcome) -> None:
     result = outcome.result
     console.print()
-    console.print(f"[bold]Result:[/] {outcome.status} — {result.detail}", highlight=False)
+    console.print(f"[bold]Result:[/] {outcome.status} — {result.detail}", highlight=False, soft_wrap=True)
     console.print(f"[bold]Steps:[/] {result.steps} · tokens {result.prompt_tokens} in / {result.completion_tokens} out"
-                  f" · {result.seconds:.1f}s", highlight=False)
+                  f" · {result.seconds:.1f}s", highlight=False, soft_wrap=True)
     if result.changed:
-        console.print("[bold]Changed:[/] " + ", ".join(result.changed), highlight=False)
+        console.print("[bold]Changed:[/] " + ", ".join(result.changed), highlight=False, soft_wrap=True)
     else:
-        console.print("[bold]Changed:[/] nothing", highlight=False)
+        console.print("[bold]Changed:[/] nothing", highlight=False, soft_wrap=True)
     if result.summary:
-        console.print(f"[bold]Summary:[/] {result.summary}", highlight=False)
+        console.print(f"[bold]Summary:[/] {result.summary}", highlight=False, soft_wrap=True)
     if outcome.trajectory:
-        console.print(f"[dim]Trajectory: {outcome.trajectory}[/]", highlight=False)
+        console.print(f"[dim]Trajectory: {outcome.trajectory}[/]", highlight=False, soft_wrap=True)

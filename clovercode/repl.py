@@ -13,6 +13,7 @@ from rich.console import Console
 
 from clovercode.config import Config, state_dir
 from clovercode.errors import CloverError
+from clovercode.executors.select import NO_SANDBOX_WARNING
 from clovercode.session import Session, open_session
 from clovercode.ui.render import ConsoleRenderer
 
@@ -138,6 +139,8 @@ def run_repl(root: Path, cfg: Config, console: Console) -> int:
     from clovercode import __version__
 
     console.print(BANNER.format(version=__version__, root=root), highlight=False, markup=False)
+    if cfg["sandbox"] == "none":
+        console.print(f"[bold red]{NO_SANDBOX_WARNING}[/]", highlight=False)
     repl = Repl(root, cfg, console, session)
     lines = _tty_lines(cfg) if sys.stdin.isatty() and sys.stdout.isatty() else _plain_lines()
     try:

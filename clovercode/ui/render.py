@@ -38,7 +38,8 @@ class ConsoleRenderer:
         self.show_reasoning = show_reasoning
         self.stream = StreamFilter()
         self.at_line_start = True
-        self.total_tokens = 0
+        self.last_style = ""
+
 
     def emit(self, kind: str, **data: Any) -> None:
         handler = getattr(self, f"_on_{kind}", None)
@@ -46,6 +47,11 @@ class ConsoleRenderer:
             handler(**data)
 
     def _write(self, text: str, style: str = "") -> None:
+        if style != self.last_style:  # reasoning and prose each start on their own line
+            self._newline()
+            self.last_style = style
+        if self.at_line_start:
+            text = text.lstrip("\n")  # no blank lines from the model's own framing newlines
         if text:
             self.console.print(Text(text, style=style), end="", soft_wrap=True)
             self.at_line_start = text.endswith("\n")

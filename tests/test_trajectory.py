@@ -1,0 +1,69 @@
+"""Every run writes a JSON Lines trajectory; trajectories replay, directly or converted."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from conftest import EXAMPLES, git, make_git_repo, run_cli
+
+
+def trajectories() -> list[Path]:
+    return sorted((Path(os.environ["XDG_STATE_HOME"]) / "clovercode" / "trajectories").glob("*.jsonl"))
+
+
+def test_trajectory_records_the_run(calc_repo):
+    proc = run_cli("fix", "mean is wrong", "--repo", str(calc_repo), "--model", f"replay:{EXAMPLES / 'calc.replay.jsonl'}",
+                   "--sandbox", "none", "--json")
+    path = Path(json.loads(proc.stdout)["trajectory"])
+    assert path in trajectories()
+    events = [json.loads(line) for line in path.read_text().splitlines()]
+    kinds = [e["kind"] for e in events]
+    assert kinds[0] == "run_start" and kinds[-1] == "run_end"
+    assert kinds.count("model_turn") == 4 and kinds.count("observation") == 3 and kinds.count("tool_call") == 3
+    assert "text_delta" not in kinds
+    assert all(isinstance(e["t"], float) or isinstance(e["t"], int) for e in events)
+    start = events[0]
+    assert start["task"] == "mean is wrong" and "view_file" in start["tools"]
+    turn = next(e for e in events if e["kind"] == "model_turn")
+    assert turn["calls"] == [{"id": "call_1_1", "name": "view_file", "arguments": {"path": "calc.py"}, "valid": True}]
+    assert turn["reasoning"].startswith("The issue says") and "usage" in turn and "seconds" in turn
+    end = events[-1]
+    assert end["stop_reason"] == "finished" and end["changed_files"] == ["calc.py"]
+
+
+def test_trajectory_replays_directly_and_after_conversion(calc_repo, tmp_path):
+    run_cli("fix", "mean is wrong", "--repo", str(calc_repo), "--model", f"replay:{EXAMPLES / 'calc.replay.jsonl'}",
+            "--sandbox", "none")
+    recorded = trajectories()[0]
+
+    again = make_git_repo(tmp_path / "again", EXAMPLES / "calc")
+    direct = run_cli("fix", "mean is wrong", "--repo", str(again), "--model", f"replay:{recorded}", "--sandbox", "none", "--json")
+    assert json.loads(direct.stdout)["status"] == "fixed"
+
+    converted = tmp_path / "converted.jsonl"
+    proc = run_cli("trajectory", "to-replay", str(recorded), "-o", str(converted))
+    assert proc.returncode == 0
+    original = [json.loads(l)["text"] for l in (EXAMPLES / "calc.replay.jsonl").read_text().splitlines()]
+    assert [json.loads(l)["text"] for l in converted.read_text().splitlines()] == original
+
+    third = make_git_repo(tmp_path / "third", EXAMPLES / "calc")
+    via_file = run_cli("fix", "mean is wrong", "--repo", str(third), "--model", f"replay:{converted}", "--sandbox", "none", "--json")
+    assert json.loads(via_file.stdout)["status"] == "fixed"
+    assert git(third, "diff") == git(again, "diff")
+
+
+def test_to_replay_rejects_files_without_turns(tmp_path):
+    empty = tmp_path / "t.jsonl"
+    empty.write_text(json.dumps({"kind": "run_start"}) + "\n")
+    proc = run_cli("trajectory", "to-replay", str(empty))
+    assert proc.returncode == 2 and "holds no model turns" in proc.stderr
+
+
+def test_trajectory_dir_is_configurable(calc_repo, tmp_path):
+    target = tmp_path / "trajs"
+    (calc_repo / "clovercode.toml").write_text(f'trajectory_dir = "{target}"\n')
+    run_cli("fix", "x", "--repo", str(calc_repo), "--model", f"replay:{EXAMPLES / 'calc.replay.jsonl'}", "--sandbox", "none")
+    assert len(list(target.glob("*.jsonl"))) == 1
