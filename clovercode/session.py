@@ -43,17 +43,25 @@ class Session:
     approve: Approver = approve_all
     conversation: Conversation = field(default_factory=Conversation)
     last_trajectory: Path | None = None
+    last_context: ToolContext | None = None
 
-    def run_task(self, task: str, sink: EventSink | None = None):
-        ctx = ToolContext(self.root, self.executor, self.cfg["command_timeout"], None, self.approve)
+    def run_task(self, task: str, sink: EventSink | None = None, *, follow_up: bool = False):
+        """Run ``task``; ``follow_up=True`` continues the last task instead (same tool context and
+        trajectory file; the message is tagged "feedback", e.g. test failures after finish)."""
+        if follow_up and self.last_context is not None and self.last_trajectory is not None:
+            ctx = self.last_context
+        else:
+            follow_up = False
+            ctx = ToolContext(self.root, self.executor, self.cfg["command_timeout"], None, self.approve)
+            self.last_trajectory = new_trajectory_path(trajectory_dir(self.cfg, self.env), task.split("\n")[0])
+        self.last_context = ctx
         toolbox = Toolbox(ctx)
         prompt = FullHistoryPrompt(system_prompt(self.root, self.interactive))
-        self.last_trajectory = new_trajectory_path(trajectory_dir(self.cfg, self.env), task.split("\n")[0])
         writer = TrajectoryWriter(self.last_trajectory)
         try:
             agent = Agent(self.backend, toolbox, prompt, Limits.from_config(self.cfg), generation_params(self.cfg),
                           MultiSink(writer, sink), interactive=self.interactive)
-            return agent.run(self.conversation, task)
+            return agent.run(self.conversation, task, tag="feedback" if follow_up else "goal")
         finally:
             writer.close()
 

@@ -63,8 +63,13 @@ class Agent:
         self.sink = sink or RecordingSink()
         self.validator = Validator(toolbox.specs)
 
-    def run(self, conversation: Conversation, task: str) -> RunResult:
-        conversation.add(Message("user", task, tags=frozenset({"goal"})))
+    def run(self, conversation: Conversation, task: str, *, tag: str = "goal") -> RunResult:
+        """Add ``task`` as a user message tagged ``tag`` and run until a stop reason.
+
+        A later call on the same conversation continues it: ``fix`` sends test failures back with
+        ``tag="feedback"`` after the model called finish, so the original goal stays the goal.
+        """
+        conversation.add(Message("user", task, tags=frozenset({tag})))
         state = _State(started=self.clock())
         repeats = RepeatTracker(self.limits.max_repeats)
         self.sink.emit("run_start", task=task, model=self.backend.name, executor=self.toolbox.ctx.executor.name,
