@@ -55,6 +55,21 @@ SETTINGS: tuple[Setting, ...] = (
     # files written by clovercode
     Setting("trajectory_dir", str, "", "Where run trajectories go (default: $XDG_STATE_HOME/clovercode/trajectories)."),
     Setting("history_file", str, "", "REPL input history (default: $XDG_STATE_HOME/clovercode/history)."),
+    # `clovercode fix`: tests, branch, commit, push, pull request (docs/ci.md)
+    Setting("fix.test_command", str, "", "Command that runs the project's tests after the model's edits "
+            "('' detects pytest, npm test, go test, cargo test or make test; 'none' runs no tests)."),
+    Setting("fix.test_rounds", int, 3, "How often failing tests are fed back to the model before the fix is "
+            "committed as failing (0: run the tests once, never feed back).", minimum=0),
+    Setting("fix.test_timeout", float, 900.0, "Seconds the test command may take before it is killed.", minimum=1.0),
+    Setting("fix.branch_prefix", str, "clovercode/", "Prefix of the branch each fix is committed on."),
+    Setting("fix.author", str, "", "Commit author as 'Name <email>' ('' = git's user.name/user.email, else clovercode)."),
+    Setting("fix.remote", str, "origin", "Git remote that --push and --pr push the fix branch to."),
+    Setting("fix.base", str, "", "Branch pull requests target ('' = the branch you are on if the remote has it, "
+            "else the repository's default branch)."),
+    Setting("github.api_url", str, "https://api.github.com", "GitHub REST API base URL (GitHub Enterprise: "
+            "https://HOST/api/v3). Never taken from a project file: the token is sent there."),
+    Setting("github.repo", str, "", "OWNER/REPO that pull requests are opened in ('' = from --github-issue, "
+            "else from the remote's URL)."),
 )
 
 SETTINGS_BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}

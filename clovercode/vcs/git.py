@@ -1,0 +1,215 @@
+"""The git side of ``clovercode fix`` (GitPython): a clean start, one commit on a fix branch, a push.
+
+The user's uncommitted work is never touched: a checkout with changes to tracked files is refused
+before the model runs, and files that were untracked before the run are never committed.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable
+
+from clovercode.errors import UsageError, VcsError
+
+if TYPE_CHECKING:  # GitPython is imported only when a command needs git
+    from git import Actor, Repo
+
+NO_PROMPT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GCM_INTERACTIVE": "never"}  # CI must fail, not hang on a prompt
+DEFAULT_AUTHOR = ("clovercode", "clovercode@users.noreply.github.com")
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where a fix starts: the commit it is based on and what was there before the model ran."""
+
+    base: str  # full sha of HEAD
+    branch: str | None  # the checked-out branch, None when HEAD is detached
+    untracked: frozenset[str]  # top-relative paths; never committed by clovercode
+
+
+@dataclass(frozen=True)
+class FileStat:
+    path: str
+    added: int | None  # None for binary files
+    removed: int | None
+
+
+@dataclass
+class Pending:
+    """What a commit would contain, and what is deliberately left out."""
+
+    paths: list[str] = field(default_factory=list)  # top-relative
+    skipped: list[str] = field(default_factory=list)  # changed by the model but untracked before, or ignored
+
+
+class Checkout:
+    """A git working tree that holds the project root."""
+
+    def __init__(self, repo: "Repo", root: Path):
+        self.repo = repo
+        self.top = Path(repo.working_tree_dir or root).resolve()
+        self.root = root.resolve()
+
+    # -- reading --------------------------------------------------------------------------------
+    def start(self) -> Start:
+        """The starting point; raises VcsError if HEAD has no commit or tracked files have changes."""
+        try:
+            base = self.repo.head.commit.hexsha
+        except ValueError:
+            raise VcsError("the repository has no commit yet, so there is nothing to branch from",
+                           hint="Commit the project first (git add -A && git commit -m 'initial').") from None
+        dirty = self.tracked_changes()
+        if dirty:
+            shown = ", ".join(dirty[:8]) + (f" and {len(dirty) - 8} more" if len(dirty) > 8 else "")
+            raise VcsError(f"the working tree has uncommitted changes to tracked files: {shown}",
+                           hint="clovercode fix never touches uncommitted work. Commit or stash it first "
+                                "(git stash), or pass --no-commit to let the model edit the working tree as it is.")
+        branch = None if self.repo.head.is_detached else self.repo.active_branch.name
+        return Start(base, branch, frozenset(self.repo.untracked_files))
+
+    def tracked_changes(self) -> list[str]:
+        """Tracked files that differ from HEAD, in the index or the working tree."""
+        out = self._git("diff", "--name-only", "--no-renames", "-z", "HEAD")
+        return [p for p in out.split("\0") if p]
+
+    def local_branches(self) -> list[str]:
+        return [head.name for head in self.repo.heads]
+
+    def remote_url(self, remote: str) -> str:
+        """The URL pushes to ``remote`` go to, as configured (pushurl, else url; insteadOf not applied)."""
+        if remote not in [r.name for r in self.repo.remotes]:
+            known = ", ".join(r.name for r in self.repo.remotes) or "none"
+            raise UsageError(f"git remote '{remote}' does not exist (remotes: {known})",
+                             hint="Pass --remote NAME, or add one: git remote add origin URL.")
+        reader = self.repo.config_reader()
+        section = f'remote "{remote}"'
+        return str(reader.get_value(section, "pushurl", default="") or reader.get_value(section, "url", default=""))
+
+    def remote_heads(self, remote: str, *patterns: str) -> dict[str, str]:
+        """Branch name -> sha for the branches matching the glob ``patterns`` where pushes to ``remote`` go."""
+        push_url = self._git("remote", "get-url", "--push", remote).strip()
+        refs = [f"refs/heads/{p}" for p in patterns or ("*",)]
+        out = self._git("ls-remote", "--heads", push_url, *refs, network=True)
+        heads = {}
+        for line in out.splitlines():
+            sha, _, ref = line.partition("\t")
+            if ref.startswith("refs/heads/"):
+                heads[ref[len("refs/heads/"):]] = sha
+        return heads
+
+    def identity(self) -> tuple[str, str] | None:
+        """git's configured user.name / user.email, if both are set."""
+        reader = self.repo.config_reader()
+        name = reader.get_value("user", "name", default="")
+        email = reader.get_value("user", "email", default="")
+        return (str(name), str(email)) if name and email else None
+
+    def pending(self, start: Start, changed: Iterable[str]) -> Pending:
+        """Tracked files that changed since ``start`` plus new files the model wrote (root-relative ``changed``)."""
+        result = Pending(paths=self.tracked_changes())
+        candidates = []
+        for rel in changed:
+            path = (self.root / rel).resolve()
+            try:
+                top_rel = path.relative_to(self.top).as_posix()
+            except ValueError:
+                continue
+            if top_rel in result.paths:
+                continue
+            if top_rel in start.untracked:
+                result.skipped.append(top_rel)
+            elif path.is_file() and not self._tracked(top_rel):
+                candidates.append(top_rel)
+        ignored = self._ignored(candidates)
+        result.paths += [p for p in candidates if p not in ignored]
+        result.skipped += sorted(ignored)
+        result.paths.sort()
+        return result
+
+    def diff_stat(self, base: str, commit: str) -> list[FileStat]:
+        out = self._git("diff", "--numstat", "--no-renames", "-z", base, commit)
+        stats = []
+        for record in out.split("\0"):
+            if not record.strip():
+                continue
+            added, removed, path = record.split("\t", 2)
+            stats.append(FileStat(path, None if added == "-" else int(added), None if removed == "-" else int(removed)))
+        return stats
+
+    def diff_stat_text(self, base: str, commit: str) -> str:
+        return self._git("diff", "--stat", "--no-renames", base, commit)
+
+    def commits_between(self, base: str, tip: str) -> int:
+        return int(self._git("rev-list", "--count", f"{base}..{tip}").strip())
+
+    # -- writing --------------------------------------------------------------------------------
+    def commit_on_branch(self, start: Start, branch: str, pending: Pending, message: str,
+                         author: tuple[str, str], committer: tuple[str, str]) -> str:
+        """Point ``branch`` at the base, carry the working-tree changes onto it and commit exactly ``pending``.
+
+        The checkout stays on ``branch`` afterwards, so the person sees the fix in their tree.
+        Hooks are not run (like ``git commit --no-verify``): they are the repository's code, outside the sandbox.
+        """
+        from git import Actor
+
+        if self.repo.head.commit.hexsha != start.base:
+            raise VcsError(f"HEAD moved during the run (it was {start.base[:12]}); nothing was committed",
+                           hint="The model's changes are still in the working tree.")
+        self._git("checkout", "-q", "-B", branch)
+        self._git("add", "-A", "--", *pending.paths)
+        commit = self.repo.index.commit(message, parent_commits=[self.repo.commit(start.base)],
+                                        author=Actor(*author), committer=Actor(*committer), skip_hooks=True)
+        return commit.hexsha
+
+    def push(self, remote: str, branch: str, expected: str | None) -> None:
+        """Push ``branch``, replacing the remote's copy only if it is still ``expected`` (None: must not exist)."""
+        lease = f"--force-with-lease=refs/heads/{branch}:{expected or ''}"
+        self._git("push", "--porcelain", lease, remote, f"refs/heads/{branch}:refs/heads/{branch}", network=True)
+
+    # -- plumbing -------------------------------------------------------------------------------
+    def _tracked(self, top_rel: str) -> bool:
+        return bool(self._git("ls-files", "--", top_rel).strip())
+
+    def _ignored(self, paths: list[str]) -> set[str]:
+        if not paths:
+            return set()
+        # check-ignore exits 1 when nothing is ignored: not an error here. -z needs --stdin.
+        proc = subprocess.run(["git", "-C", str(self.top), "check-ignore", "--no-index", "-z", "--stdin"],
+                              input="\0".join(paths).encode(), capture_output=True)
+        return {p for p in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if p}
+
+    def _git(self, *args: str, network: bool = False) -> str:
+        from git import GitCommandError
+
+        try:
+            return self.repo.git.execute(["git", *args], env=NO_PROMPT_ENV if network else None,
+                                         strip_newline_in_stdout=False)
+        except GitCommandError as exc:
+            detail = (exc.stderr or "").strip().removeprefix("stderr:").strip(" '\n") or str(exc)
+            raise VcsError(f"git {args[0]} failed: {detail}") from None
+
+
+def open_checkout(root: Path) -> Checkout | None:
+    """The git working tree holding ``root``, or None if ``root`` is not inside one."""
+    try:
+        from git import InvalidGitRepositoryError, NoSuchPathError, Repo
+        from git.exc import GitCommandNotFound
+    except ImportError as exc:  # pragma: no cover - GitPython imports fine wherever git is installed
+        raise VcsError(f"git is not usable: {exc}", hint="Install git (e.g. apt-get install git).") from None
+    try:
+        return Checkout(Repo(root, search_parent_directories=True), root)
+    except (InvalidGitRepositoryError, NoSuchPathError):
+        return None
+    except GitCommandNotFound:  # pragma: no cover
+        raise VcsError("git is not installed", hint="Install git (e.g. apt-get install git).") from None
+
+
+def parse_author(text: str, source: str = "--author") -> tuple[str, str]:
+    """'Name <email>' -> (name, email); a UsageError naming ``source`` otherwise."""
+    match = re.fullmatch(r"\s*([^<>]*?)\s*<([^<>\s]+@[^<>\s]+)>\s*", text)
+    if not match or not match.group(1):
+        raise UsageError(f"{source}: expected 'Name <email>', got {text!r}")
+    return match.group(1), match.group(2)
