@@ -108,22 +108,42 @@ def main_callback(
 
 @app.command()
 def fix(
-    issue: str = typer.Argument(..., help="The issue to fix, as text."),
+    issue: Optional[str] = typer.Argument(None, help="The issue to fix, as text (or use --issue-file / --github-issue)."),
+    issue_file: Optional[Path] = typer.Option(None, "--issue-file", help="Read the issue from a file (first line: title)."),
+    github_issue: Optional[str] = typer.Option(None, "--github-issue", help="Fetch the issue OWNER/REPO#N from GitHub."),
     repo: Optional[Path] = RepoOpt,
     model: Optional[str] = ModelOpt,
     sandbox: Optional[str] = SandboxOpt,
-    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Most model turns."),
-    max_time: Optional[float] = typer.Option(None, "--max-time", help="Wall-clock budget in seconds."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Most model turns per round."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Wall-clock budget of each round in seconds."),
+    test_command: Optional[str] = typer.Option(None, "--test-command", help="Command that runs the tests ('none': no tests)."),
+    test_rounds: Optional[int] = typer.Option(None, "--test-rounds", help="Times failing tests go back to the model."),
+    commit: bool = typer.Option(True, "--commit/--no-commit", help="Commit on a fix branch (default), or only edit the working tree."),
+    branch: Optional[str] = typer.Option(None, "--branch", help="Branch name (default: clovercode/<number>-<slug>)."),
+    author: Optional[str] = typer.Option(None, "--author", help="Commit author, 'Name <email>'."),
+    push: bool = typer.Option(False, "--push", help="Push the fix branch to the remote."),
+    pr: bool = typer.Option(False, "--pr", help="Push and open (or update) a GitHub pull request."),
+    draft: bool = typer.Option(False, "--draft", help="Open the pull request as a draft even when the tests pass."),
+    remote: Optional[str] = typer.Option(None, "--remote", help="Git remote to push to (default: origin)."),
+    base: Optional[str] = typer.Option(None, "--base", help="Branch the pull request targets."),
+    github_repo: Optional[str] = typer.Option(None, "--github-repo", help="OWNER/REPO to open the pull request in."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON result object on stdout (for CI bots)."),
 ) -> None:
-    """Run the agent once on ISSUE, without prompts, and exit with a documented code."""
+    """Fix an issue unattended: branch, model + test loop, one commit, optionally push and a pull request.
+
+    Exit codes: 0 fixed (tests pass), 1 tests fail, 3 gave up, 4 no change, 5 model, 6 sandbox,
+    7 git/GitHub, 130 interrupted (docs/ci.md)."""
     from clovercode.fixcmd import run_fix
+    from clovercode.fixflow.plan import FixRequest
 
     console = make_console(stderr=as_json)
     try:
         root = project_root(repo)
-        cfg = effective_config(root, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time)
-        outcome = run_fix(root, cfg, issue, console)
+        cfg = effective_config(root, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
+                               **{"fix.test_command": test_command, "fix.test_rounds": test_rounds,
+                                  "fix.remote": remote, "fix.base": base})
+        request = FixRequest(issue, issue_file, github_issue, commit, push or pr, pr, branch, author, github_repo, draft)
+        outcome = run_fix(root, cfg, request, console)
     except CloverError as exc:
         if not as_json:
             raise
@@ -133,6 +153,28 @@ def fix(
     if as_json:
         typer.echo(json.dumps(outcome.to_json(), ensure_ascii=False))
     raise typer.Exit(int(outcome.exit_code))
+
+
+ci_app = typer.Typer(cls=CloverGroup, help="Set up clovercode as a CI bot.", no_args_is_help=True)
+app.add_typer(ci_app, name="ci")
+
+
+@ci_app.command("init")
+def ci_init(
+    repo: Optional[Path] = RepoOpt,
+    model_on: str = typer.Option("gpu-runner", "--model-on", help="gpu-runner (self-hosted, model in-process) or endpoint."),
+    label: str = typer.Option("clovercode", "--label", help="Issue label that starts a fix."),
+    command: str = typer.Option("/clovercode", "--command", help="Comment command that starts a fix."),
+    runner: Optional[str] = typer.Option(None, "--runner", help="runs-on labels, comma-separated."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing workflow file."),
+) -> None:
+    """Write .github/workflows/clovercode.yml: fix issues on a label or a comment command (docs/ci.md)."""
+    from clovercode.github.workflow import WorkflowOptions, write_workflow
+
+    root = project_root(repo)
+    path = write_workflow(root, WorkflowOptions(model_on, label, command, runner), force=force)
+    Console().print(f"wrote {path}\nNext: read docs/ci.md for the token permissions and the repository settings.",
+                    highlight=False)
 
 
 tools_app = typer.Typer(cls=CloverGroup, help="List the tools the model can call, or show one's schema.")

@@ -1,74 +1,209 @@
-"""``clovercode fix``: one unattended run of the loop, a summary, and an exit code."""
+"""``clovercode fix``: issue → branch → model + test loop → one commit → push → pull request.
+
+Exit codes (docs/ci.md): 0 fixed and the tests pass, 1 changed but the tests fail, 3 gave up,
+4 no change, 5 model unavailable, 6 sandbox unavailable, 7 git/GitHub failure (local work kept),
+130 interrupted.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from rich.console import Console
+from rich.markup import escape
 
 from clovercode.agent.budget import StopReason
 from clovercode.agent.loop import RunResult
 from clovercode.config import Config
-from clovercode.errors import ExitCode
+from clovercode.errors import ExitCode, VcsError
 from clovercode.executors.select import NO_SANDBOX_WARNING
+from clovercode.fixflow.issue import Issue
+from clovercode.fixflow.plan import FixRequest, Plan, make_plan
+from clovercode.fixflow.report import commit_message, pull_body, subject, tests_line
+from clovercode.fixflow.rounds import Rounds, record_event, run_rounds
+from clovercode.fixflow.testrun import TestCommand, TestRun
+from clovercode.github.api import PullRequest, PullSpec, publish_pull
 from clovercode.session import open_session
 from clovercode.ui.render import ConsoleRenderer
+from clovercode.vcs.git import FileStat
+
+STATUS = {ExitCode.OK: "fixed", ExitCode.TESTS_FAILED: "tests_failed", ExitCode.NO_CHANGE: "no_change",
+          ExitCode.GAVE_UP: "gave_up", ExitCode.INTERRUPTED: "interrupted", ExitCode.MODEL_UNAVAILABLE: "model_error",
+          ExitCode.SANDBOX_UNAVAILABLE: "sandbox_error", ExitCode.VCS_ERROR: "vcs_error"}
 
 
 @dataclass
 class FixOutcome:
-    result: RunResult
+    issue: Issue
+    result: RunResult  # the loop's last run
     exit_code: ExitCode
     trajectory: Path | None
+    steps: int = 0
+    summary: str | None = None
+    test_command: TestCommand | None = None
+    tests: list[TestRun] = field(default_factory=list)
+    branch: str | None = None
+    base: str | None = None
+    commit: str | None = None
+    files: list[FileStat] = field(default_factory=list)
+    diffstat: str = ""
+    skipped: list[str] = field(default_factory=list)  # changed, but deliberately not committed
+    pushed: str | None = None  # the remote the branch was pushed to
+    pull: PullRequest | None = None
+    error: str | None = None  # what failed after the model's work was safe
+    notes: list[str] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
 
     @property
     def status(self) -> str:
-        return {ExitCode.OK: "fixed", ExitCode.NO_CHANGE: "no_change", ExitCode.GAVE_UP: "gave_up",
-                ExitCode.INTERRUPTED: "interrupted", ExitCode.MODEL_UNAVAILABLE: "model_error",
-                ExitCode.TESTS_FAILED: "tests_failed"}.get(self.exit_code, "error")
+        return STATUS.get(self.exit_code, "error")
+
+    @property
+    def tests_passed(self) -> bool | None:
+        return self.tests[-1].passed if self.tests else None
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "exit_code": int(self.exit_code), **self.result.to_json(),
+        result = self.result.to_json()
+        result.update(steps=self.steps, summary=self.summary, seconds=round(self.seconds, 3),
+                      usage={"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens})
+        return {"status": self.status, "exit_code": int(self.exit_code), **result,
+                "issue": {"title": self.issue.title, "number": self.issue.number,
+                          "repo": str(self.issue.ref.repo) if self.issue.ref else None, "url": self.issue.url or None},
+                "tests": {"command": self.test_command.command if self.test_command else None,
+                          "source": self.test_command.source if self.test_command else None,
+                          "passed": self.tests_passed, "runs": [t.to_json() for t in self.tests]},
+                "branch": self.branch, "base": self.base, "commit": self.commit,
+                "diffstat": [{"path": f.path, "added": f.added, "removed": f.removed} for f in self.files],
+                "not_committed": self.skipped, "pushed_to": self.pushed,
+                "pull_request": self.pull.to_json() if self.pull else None, "error": self.error, "notes": self.notes,
                 "trajectory": str(self.trajectory) if self.trajectory else None}
 
 
-def exit_code_for(result: RunResult) -> ExitCode:
-    if result.stop is StopReason.FINISHED:
-        return ExitCode.OK if result.changed else ExitCode.NO_CHANGE
-    if result.stop is StopReason.INTERRUPTED:
-        return ExitCode.INTERRUPTED
-    if result.stop is StopReason.MODEL_ERROR:
-        return ExitCode.MODEL_UNAVAILABLE
-    return ExitCode.GAVE_UP
-
-
-def run_fix(root: Path, cfg: Config, issue: str, console: Console) -> FixOutcome:
+def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console,
+            env: Mapping[str, str] | None = None) -> FixOutcome:
+    if isinstance(request, str):
+        request = FixRequest(issue_text=request)
+    env = os.environ if env is None else env
     cfg = cfg.with_overrides({"approval": "full-auto"}, "fix (always full-auto)")
+    plan = make_plan(root, cfg, request, env)
     if cfg["sandbox"] == "none":
         console.print(f"[bold red]{NO_SANDBOX_WARNING}[/]", highlight=False, soft_wrap=True)
-    session = open_session(root, cfg, interactive=False)
+    for note in plan.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
+    if plan.git:
+        console.print(f"[dim]Fix branch {plan.git.branch} from {plan.git.start.branch or 'detached HEAD'} "
+                      f"@ {plan.git.start.base[:12]}[/]", highlight=False, soft_wrap=True)
+
+    def has_changes(result: RunResult) -> bool:
+        if plan.git is None:
+            return bool(result.changed)
+        return bool(plan.git.checkout.pending(plan.git.start, result.changed).paths)
+
+    session = open_session(root, cfg, interactive=False, env=env)
     try:
-        result = session.run_task(issue, ConsoleRenderer(console))
+        rounds = run_rounds(session, plan.issue.task(plan.tests.command if plan.tests else None), plan.tests,
+                            cfg["fix.test_rounds"], cfg["fix.test_timeout"], ConsoleRenderer(console), console, has_changes)
     finally:
         session.close()
-    outcome = FixOutcome(result, exit_code_for(result), session.last_trajectory)
+    outcome = FixOutcome(plan.issue, rounds.result, ExitCode.GAVE_UP, session.last_trajectory, rounds.steps,
+                         rounds.summary, plan.tests, rounds.tests, notes=plan.notes,
+                         prompt_tokens=rounds.prompt_tokens, completion_tokens=rounds.completion_tokens,
+                         seconds=rounds.seconds)
+    conclude(outcome, rounds, plan, request, cfg, has_changes)
+    record_event(outcome.trajectory, "fix_result", **outcome.to_json())
     print_summary(console, outcome)
     return outcome
 
 
+def conclude(outcome: FixOutcome, rounds: Rounds, plan: Plan, request: FixRequest, cfg: Config, has_changes) -> None:
+    """Decide the exit code; commit, push and open the pull request when there is a finished change."""
+    stop = rounds.result.stop
+    if stop is StopReason.INTERRUPTED:
+        outcome.exit_code = ExitCode.INTERRUPTED
+    elif stop is StopReason.MODEL_ERROR:
+        outcome.exit_code = ExitCode.MODEL_UNAVAILABLE
+    elif not rounds.finished:
+        outcome.exit_code = ExitCode.GAVE_UP
+    elif not has_changes(rounds.result):
+        outcome.exit_code = ExitCode.NO_CHANGE
+    else:
+        outcome.exit_code = ExitCode.TESTS_FAILED if outcome.tests_passed is False else ExitCode.OK
+        if plan.git is not None:
+            try:
+                commit_fix(outcome, plan)
+                publish(outcome, plan, request, cfg)
+            except VcsError as exc:
+                outcome.error = str(exc)
+                outcome.exit_code = ExitCode.VCS_ERROR
+        return
+    if outcome.result.changed:
+        outcome.notes.append("nothing was committed: the model's unfinished changes are in the working tree")
+
+
+def commit_fix(outcome: FixOutcome, plan: Plan) -> None:
+    git = plan.git
+    assert git is not None
+    pending = git.checkout.pending(git.start, outcome.result.changed)
+    reference = plan.pull.reference if plan.pull else (str(plan.issue.ref) if plan.issue.ref else None)
+    message = commit_message(plan.issue, outcome.summary, plan.tests, outcome.tests, reference)
+    outcome.skipped = pending.skipped
+    outcome.commit = git.checkout.commit_on_branch(git.start, git.branch, pending, message, git.author, git.committer)
+    outcome.branch, outcome.base = git.branch, git.start.base
+    outcome.files = git.checkout.diff_stat(git.start.base, outcome.commit)
+    outcome.diffstat = git.checkout.diff_stat_text(git.start.base, outcome.commit)
+
+
+def publish(outcome: FixOutcome, plan: Plan, request: FixRequest, cfg: Config) -> None:
+    git, pull = plan.git, plan.pull
+    assert git is not None
+    if git.remote:
+        git.checkout.push(git.remote, git.branch, git.remote_sha)
+        outcome.pushed = git.remote
+    if pull is not None:
+        body = pull_body(plan.issue, outcome.summary, plan.tests, outcome.tests, outcome.files, pull.reference,
+                         cfg["model"] if not cfg["endpoint"] else cfg["endpoint"], outcome.steps)
+        spec = PullSpec(pull.target, pull.head, pull.base, subject(plan.issue), body,
+                        draft=request.draft or outcome.tests_passed is False)
+        outcome.pull = publish_pull(pull.client, spec)
+
+
 def print_summary(console: Console, outcome: FixOutcome) -> None:
     result = outcome.result
+
+    def line(label: str, text: str) -> None:
+        console.print(f"[bold]{label}:[/] {escape(text)}", highlight=False, soft_wrap=True)
+
     console.print()
-    console.print(f"[bold]Result:[/] {outcome.status} — {result.detail}", highlight=False, soft_wrap=True)
-    console.print(f"[bold]Steps:[/] {result.steps} · tokens {result.prompt_tokens} in / {result.completion_tokens} out"
-                  f" · {result.seconds:.1f}s", highlight=False, soft_wrap=True)
-    if result.changed:
-        console.print("[bold]Changed:[/] " + ", ".join(result.changed), highlight=False, soft_wrap=True)
-    else:
-        console.print("[bold]Changed:[/] nothing", highlight=False, soft_wrap=True)
-    if result.summary:
-        console.print(f"[bold]Summary:[/] {result.summary}", highlight=False, soft_wrap=True)
+    line("Result", f"{outcome.status} — {result.detail}")
+    line("Steps", f"{outcome.steps} · tokens {outcome.prompt_tokens} in / {outcome.completion_tokens} out · {outcome.seconds:.1f}s")
+    line("Tests", tests_line(outcome.test_command, outcome.tests).removeprefix("Tests: "))
+    line("Changed", ", ".join(result.changed) if result.changed else "nothing")
+    if outcome.commit:
+        line("Commit", f"{outcome.commit[:12]} on branch {outcome.branch} (one commit on {outcome.base[:12] if outcome.base else '?'})")
+        if outcome.diffstat:
+            console.print(escape(outcome.diffstat.rstrip("\n")), highlight=False, soft_wrap=True)
+    if outcome.skipped:
+        line("Not committed", ", ".join(outcome.skipped) + " (untracked before the run, or ignored by git)")
+    if outcome.pushed:
+        line("Pushed", f"{outcome.branch} to {outcome.pushed}")
+    if outcome.pull:
+        kind = ", draft" if outcome.pull.draft else ""
+        line("Pull request", f"#{outcome.pull.number} {outcome.pull.url} ({outcome.pull.action}{kind})")
+    if outcome.summary:
+        line("Summary", outcome.summary)
+    if outcome.error:
+        console.print(f"[red]error:[/] {escape(outcome.error)}", highlight=False, soft_wrap=True)
+        if outcome.commit:
+            console.print(f"Nothing is lost: the fix is committed on the local branch {outcome.branch}. Fix the "
+                          "problem, switch back to the branch you started from and run again to push it and open "
+                          "the pull request (the branch and pull request are updated, not duplicated).", highlight=False, soft_wrap=True)
+    for note in outcome.notes:
+        if note.startswith("nothing was committed"):
+            console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
     if outcome.trajectory:
         console.print(f"[dim]Trajectory: {outcome.trajectory}[/]", highlight=False, soft_wrap=True)

@@ -1,0 +1,1 @@
+"""The parts of `clovercode fix`: the issue, the test loop, the report (fixcmd.py joins them)."""

@@ -1,0 +1,157 @@
+"""The project's tests: which command runs them, running it in the sandbox, and the feedback text."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from clovercode.executors.base import Executor
+
+FEEDBACK_TAIL_CHARS = 6000  # the end of a test log holds the failures and the summary
+REPORT_TAIL_CHARS = 3000
+NPM_PLACEHOLDER = "no test specified"  # what `npm init` writes into scripts.test
+SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".tox", "build", "dist", "target"}
+
+
+@dataclass(frozen=True)
+class TestCommand:
+    __test__ = False  # not a pytest test class
+
+    command: str
+    source: str  # where it came from, for the summary: "setting fix.test_command", "detected: go.mod", ...
+
+
+@dataclass(frozen=True)
+class TestRun:
+    __test__ = False
+
+    command: str
+    exit_code: int | None
+    timed_out: bool
+    seconds: float
+    output: str
+    round: int  # 0: after the model's first finish; n: after the n-th round of feedback
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def describe(self) -> str:
+        if self.timed_out:
+            return f"timed out after {self.seconds:.0f} s"
+        return f"{'passed' if self.passed else 'failed'} (exit code {self.exit_code}, {self.seconds:.1f} s)"
+
+    def tail(self, chars: int = REPORT_TAIL_CHARS) -> str:
+        text = self.output.rstrip()
+        return text if len(text) <= chars else "…" + text[-chars:]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"command": self.command, "exit_code": self.exit_code, "passed": self.passed, "timed_out": self.timed_out,
+                "seconds": round(self.seconds, 3), "round": self.round, "output_tail": self.tail()}
+
+
+def configured_test_command(value: str, source: str) -> TestCommand | None | str:
+    """The ``fix.test_command`` setting: a command, None for 'none', or the string 'detect'."""
+    stripped = value.strip()
+    if not stripped:
+        return "detect"
+    if stripped.lower() == "none":
+        return None
+    return TestCommand(stripped, f"fix.test_command from {source}")
+
+
+def detect_test_command(root: Path, python_has_pytest: Callable[[], bool] | None = None) -> TestCommand | None:
+    """The conventional test command of the project at ``root``, judged from its files; None if none fits."""
+    for name in ("Makefile", "makefile", "GNUmakefile"):
+        text = _read(root / name)
+        if text is not None and re.search(r"^test\s*:(?!=)", text, re.MULTILINE):
+            return TestCommand("make test", f"detected: `test` target in {name}")
+    package = _read(root / "package.json")
+    if package is not None:
+        try:
+            script = (json.loads(package).get("scripts") or {}).get("test")
+        except (json.JSONDecodeError, AttributeError):
+            script = None
+        if isinstance(script, str) and script.strip() and NPM_PLACEHOLDER not in script:
+            return TestCommand("npm test", "detected: scripts.test in package.json")
+    if (root / "Cargo.toml").is_file():
+        return TestCommand("cargo test", "detected: Cargo.toml")
+    if (root / "go.mod").is_file():
+        return TestCommand("go test ./...", "detected: go.mod")
+    reason = _python_tests(root)
+    if reason:
+        for venv in (".venv", "venv"):
+            if (root / venv / "bin" / "python").is_file():
+                return TestCommand(f"{venv}/bin/python -m pytest -q", f"detected: {reason}, project virtualenv {venv}/")
+        has_pytest = python_has_pytest or system_python_has_pytest
+        if has_pytest():
+            return TestCommand("python3 -m pytest -q", f"detected: {reason}")
+        return TestCommand("python3 -m unittest -q", f"detected: {reason} (pytest is not installed: unittest)")
+    return None
+
+
+def _python_tests(root: Path) -> str | None:
+    if (root / "pytest.ini").is_file() or (root / "conftest.py").is_file():
+        return "pytest configuration"
+    if "[tool.pytest" in (_read(root / "pyproject.toml") or ""):
+        return "[tool.pytest] in pyproject.toml"
+    if "[tool:pytest]" in (_read(root / "setup.cfg") or "") or "[pytest]" in (_read(root / "tox.ini") or ""):
+        return "pytest configuration"
+    for path in _walk(root, depth=4):
+        if re.fullmatch(r"test_.*\.py|.*_test\.py", path.name):
+            return f"Python tests ({path.relative_to(root).as_posix()})"
+    return None
+
+
+def _walk(root: Path, depth: int):
+    try:
+        entries = sorted(root.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        if entry.is_file():
+            yield entry
+    if depth > 1:
+        for entry in entries:
+            if entry.is_dir() and not entry.is_symlink() and entry.name not in SKIP_DIRS and not entry.name.startswith("."):
+                yield from _walk(entry, depth - 1)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+    except OSError:
+        return None
+
+
+def system_python_has_pytest() -> bool:
+    """Whether ``python3`` on PATH can import pytest (isolated mode, run from /: no project code is imported)."""
+    python = shutil.which("python3")
+    if not python:
+        return False
+    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('pytest') is None)"
+    try:
+        return subprocess.run([python, "-I", "-c", probe], cwd="/", capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def run_tests(executor: Executor, root: Path, command: str, timeout: float, round_: int) -> TestRun:
+    """Run the test command through the session's executor, so it is sandboxed like the model's commands."""
+    result = executor.run(command, root, timeout)
+    return TestRun(command, result.exit_code, result.timed_out, result.seconds, result.output, round_)
+
+
+def feedback_message(run: TestRun, round_: int, rounds: int) -> str:
+    """What the model reads when its finished change still fails the tests."""
+    status = f"timed out after {run.seconds:.0f} s" if run.timed_out else f"exit code {run.exit_code}"
+    return (f"The project's tests fail after your changes (feedback round {round_} of {rounds}).\n"
+            f"Command: `{run.command}` ({status})\n"
+            f"Output (the last part):\n```\n{run.tail(FEEDBACK_TAIL_CHARS)}\n```\n"
+            "Find the cause and fix the code (change a test only if the test itself is wrong), "
+            "then call finish again with a summary of the whole change.")
