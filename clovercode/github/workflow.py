@@ -1,0 +1,161 @@
+"""`clovercode ci init`: the GitHub Actions workflow that runs `clovercode fix` on a label or a comment."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from clovercode import __version__
+from clovercode.errors import UsageError
+
+WORKFLOW_PATH = Path(".github/workflows/clovercode.yml")
+MODEL_PLACES = ("gpu-runner", "endpoint")
+DEFAULT_RUNNERS = {"gpu-runner": "self-hosted,linux,gpu", "endpoint": "ubuntu-latest"}
+BOT_AUTHOR = "github-actions[bot] <41898282+github-actions[bot]@users.noreply.github.com>"
+
+HEADER = """\
+# Written by `clovercode ci init` (clovercode @@VERSION@@); docs/ci.md explains every part.
+# Label an issue '@@LABEL@@', or comment '@@COMMAND@@' on it (owners, members and collaborators only),
+# and clovercode fixes it on a branch and opens a pull request (a draft when the tests fail).
+name: clovercode
+
+on:
+  issues:
+    types: [labeled]
+  issue_comment:
+    types: [created]
+
+permissions:
+  contents: write        # push the fix branch
+  pull-requests: write   # open or update the pull request
+  issues: read           # read the issue
+
+concurrency:             # one run per issue at a time; a second waits instead of racing the first
+  group: clovercode-${{ github.event.issue.number }}
+  cancel-in-progress: false
+
+jobs:
+  fix:
+    if: >-
+      (github.event_name == 'issues' && github.event.label.name == '@@LABEL@@') ||
+      (github.event_name == 'issue_comment' && !github.event.issue.pull_request &&
+       startsWith(github.event.comment.body, '@@COMMAND@@') &&
+       contains(fromJSON('["OWNER", "MEMBER", "COLLABORATOR"]'), github.event.comment.author_association))
+    runs-on: @@RUNNER@@
+    timeout-minutes: 90
+    steps:
+      - uses: actions/checkout@v4
+"""
+
+GPU_STEPS = """\
+      # The model runs in-process on this self-hosted GPU runner. Set the repository variable
+      # CLOVERCODE_MODEL to a local model directory (kept on the runner) or another model spec.
+      - name: Install clovercode
+        run: |
+          python3 -m venv "$RUNNER_TEMP/clovercode-venv"
+          "$RUNNER_TEMP/clovercode-venv/bin/pip" install --quiet "@@INSTALL@@"
+          echo "$RUNNER_TEMP/clovercode-venv/bin" >> "$GITHUB_PATH"
+"""
+
+ENDPOINT_STEPS = """\
+      # The model is served elsewhere (clovercode serve, SGLang, vLLM …): set the repository variable
+      # CLOVERCODE_ENDPOINT to its OpenAI-compatible URL and the secret CLOVERCODE_API_KEY if it needs one.
+      - uses: actions/setup-python@v5
+        with:
+          python-version: "3.12"
+      - name: Install clovercode and the sandbox
+        run: |
+          pip install --quiet "@@INSTALL@@"
+          sudo apt-get install -y -q bubblewrap
+          # Ubuntu 24.04 keeps unprivileged user namespaces from bubblewrap unless this is lifted
+          sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 || true
+"""
+
+FIX_STEPS = """\
+      # Install what the project's tests need here, so the test loop can run them, e.g.:
+      # - run: pip install -e ".[test]"
+      - name: Fix the issue
+        env:
+          GITHUB_TOKEN: ${{ secrets.GITHUB_TOKEN }}
+          ISSUE: ${{ github.repository }}#${{ github.event.issue.number }}
+          CLOVERCODE_TRAJECTORY_DIR: ${{ runner.temp }}/clovercode-trajectories
+@@MODEL_ENV@@        run: |
+          set +e
+          clovercode fix --github-issue "$ISSUE" --pr --json \\
+            --author "@@AUTHOR@@" > "$RUNNER_TEMP/clovercode-result.json"
+          code=$?
+          set -e
+          echo "clovercode fix exited with $code (see docs/ci.md for the codes)" >> "$GITHUB_STEP_SUMMARY"
+          case $code in
+            0|1) exit 0 ;;  # a pull request is open (a draft when the tests fail)
+            3|4) echo "::warning::clovercode made no pull request (exit code $code)"; exit 0 ;;
+            *) exit $code ;;
+          esac
+      - name: Keep the result and the trajectory
+        if: always()
+        uses: actions/upload-artifact@v4
+        with:
+          name: clovercode-issue-${{ github.event.issue.number }}
+          path: |
+            ${{ runner.temp }}/clovercode-result.json
+            ${{ runner.temp }}/clovercode-trajectories/
+          if-no-files-found: ignore
+"""
+
+MODEL_ENV = {
+    "gpu-runner": "          CLOVERCODE_MODEL: ${{ vars.CLOVERCODE_MODEL || 'clover' }}\n",
+    "endpoint": "          CLOVERCODE_ENDPOINT: ${{ vars.CLOVERCODE_ENDPOINT }}\n"
+                "          CLOVERCODE_API_KEY: ${{ secrets.CLOVERCODE_API_KEY }}\n",
+}
+
+
+@dataclass(frozen=True)
+class WorkflowOptions:
+    model_on: str = "gpu-runner"
+    label: str = "clovercode"
+    command: str = "/clovercode"
+    runner: str | None = None  # comma-separated runs-on labels
+    install: str | None = None  # pip requirement for clovercode itself
+
+
+def render_workflow(options: WorkflowOptions) -> str:
+    """The workflow text for ``options`` (pure); raises UsageError for values that would break it."""
+    if options.model_on not in MODEL_PLACES:
+        raise UsageError(f"--model-on must be one of {', '.join(MODEL_PLACES)}; got {options.model_on!r}")
+    # These land inside quoted YAML and expression strings: allow only characters that need no escaping.
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9 _.:/+-]{0,49}", options.label):
+        raise UsageError(f"--label {options.label!r}: use letters, digits, spaces and _ . : / + - (at most 50)")
+    if not re.fullmatch(r"/[A-Za-z0-9_.-]{1,40}", options.command):
+        raise UsageError(f"--command {options.command!r}: use a slash and a word, like /clovercode")
+    labels = [s.strip() for s in (options.runner or DEFAULT_RUNNERS[options.model_on]).split(",") if s.strip()]
+    if not labels or not all(re.fullmatch(r"[A-Za-z0-9_.-]+", s) for s in labels):
+        raise UsageError(f"--runner {options.runner!r}: comma-separated runner labels, like self-hosted,linux,gpu")
+    install = options.install or ("clovercode[engine]" if options.model_on == "gpu-runner" else "clovercode")
+    if not re.fullmatch(r"[A-Za-z0-9_.\[\],<>=!~+:/@-]+", install):
+        raise UsageError(f"install spec {install!r} has characters that do not belong in a pip requirement")
+    runner = labels[0] if len(labels) == 1 else "[" + ", ".join(labels) + "]"
+    text = HEADER + (GPU_STEPS if options.model_on == "gpu-runner" else ENDPOINT_STEPS) + FIX_STEPS
+    for key, value in (("MODEL_ENV", MODEL_ENV[options.model_on]), ("VERSION", __version__), ("LABEL", options.label),
+                       ("COMMAND", options.command), ("RUNNER", runner), ("INSTALL", install), ("AUTHOR", BOT_AUTHOR)):
+        text = text.replace(f"@@{key}@@", value)
+    return text
+
+
+def write_workflow(root: Path, options: WorkflowOptions, *, force: bool = False) -> Path:
+    """Write the workflow under ``root`` atomically; an existing file is kept unless ``force``."""
+    text = render_workflow(options)
+    path = root / WORKFLOW_PATH
+    if path.exists() and not force:
+        raise UsageError(f"{path} already exists", hint="Pass --force to overwrite it.")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".clovercode-", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return path
