@@ -1,0 +1,68 @@
+"""Test data that ships on npm, fetched at test-setup time with npm itself and cached under .cache/npm.
+
+- GitHub's published REST API description (@octokit/openapi): the fake GitHub server checks every
+  request clovercode sends, and every answer it gives, against it.
+- GitHub's own workflow parser (@actions/workflow-parser): checks the workflow `ci init` writes.
+
+Versions are pinned so a test run means the same thing tomorrow; bump them here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("CLOVER_TEST_NPM_CACHE", REPO_ROOT / ".cache" / "npm"))
+OPENAPI_PACKAGE = "@octokit/openapi@23.0.2"
+OPENAPI_MEMBER = "package/generated/api.github.com.json"
+WORKFLOW_PARSER_PACKAGE = "@actions/workflow-parser@0.3.61"
+
+
+class NpmUnavailable(RuntimeError):
+    pass
+
+
+def _npm(*args: str, cwd: Path) -> None:
+    npm = shutil.which("npm")
+    if npm is None:
+        raise NpmUnavailable("npm is not installed; scripts/setup.sh installs it (apt-get install npm)")
+    proc = subprocess.run([npm, *args, "--no-audit", "--no-fund", "--loglevel=error"], cwd=cwd,
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise NpmUnavailable(f"npm {' '.join(args)} failed:\n{proc.stderr[-2000:]}")
+
+
+def github_openapi_path() -> Path:
+    """api.github.com.json from @octokit/openapi, downloaded once with `npm pack` (one file is extracted)."""
+    target = CACHE / OPENAPI_PACKAGE.replace("/", "+") / "api.github.com.json"
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        _npm("pack", OPENAPI_PACKAGE, "--pack-destination", tmp, cwd=Path(tmp))
+        tarball = next(Path(tmp).glob("*.tgz"))
+        with tarfile.open(tarball) as archive:
+            member = archive.extractfile(OPENAPI_MEMBER)
+            if member is None:
+                raise NpmUnavailable(f"{tarball.name} has no {OPENAPI_MEMBER}")
+            partial = Path(tmp) / "api.json"
+            partial.write_bytes(member.read())
+        json.loads(partial.read_text(encoding="utf-8"))  # a truncated download fails here, not in a test
+        os.replace(partial, target)
+    return target
+
+
+def workflow_parser_dir() -> Path:
+    """A node_modules prefix holding @actions/workflow-parser."""
+    prefix = CACHE / WORKFLOW_PARSER_PACKAGE.replace("/", "+")
+    if (prefix / "node_modules" / "@actions" / "workflow-parser" / "package.json").is_file():
+        return prefix
+    prefix.mkdir(parents=True, exist_ok=True)
+    _npm("install", "--prefix", str(prefix), WORKFLOW_PARSER_PACKAGE, cwd=prefix)
+    return prefix
