@@ -173,7 +173,7 @@ def ci_init(
 
     root = project_root(repo)
     path = write_workflow(root, WorkflowOptions(model_on, label, command, runner), force=force)
-    Console().print(f"wrote {path}\nNext: read docs/ci.md for the token permissions and the repository settings.",
+    make_console().print(f"wrote {path}\nNext: read docs/ci.md for the token permissions and the repository settings.",
                     highlight=False)
 
 

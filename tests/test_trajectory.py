@@ -21,16 +21,17 @@ def test_trajectory_records_the_run(calc_repo):
     assert path in trajectories()
     events = [json.loads(line) for line in path.read_text().splitlines()]
     kinds = [e["kind"] for e in events]
-    assert kinds[0] == "run_start" and kinds[-1] == "run_end"
+    # the loop's run, then what fix adds after it: the test run and the outcome
+    assert kinds[0] == "run_start" and kinds[-3:] == ["run_end", "test_run", "fix_result"]
     assert kinds.count("model_turn") == 4 and kinds.count("observation") == 3 and kinds.count("tool_call") == 3
     assert "text_delta" not in kinds
     assert all(isinstance(e["t"], float) or isinstance(e["t"], int) for e in events)
     start = events[0]
-    assert start["task"] == "mean is wrong" and "view_file" in start["tools"]
+    assert start["task"].startswith("mean is wrong\n\nThe project's tests run with") and "view_file" in start["tools"]
     turn = next(e for e in events if e["kind"] == "model_turn")
     assert turn["calls"] == [{"id": "call_1_1", "name": "view_file", "arguments": {"path": "calc.py"}, "valid": True}]
     assert turn["reasoning"].startswith("The issue says") and "usage" in turn and "seconds" in turn
-    end = events[-1]
+    end = events[-3]
     assert end["stop_reason"] == "finished" and end["changed_files"] == ["calc.py"]
 
 
