@@ -12,6 +12,16 @@ if ! command -v bwrap >/dev/null 2>&1; then
   fi
 fi
 
+# Node.js and npm: the tests fetch GitHub's REST API description (@octokit/openapi) and GitHub's
+# workflow parser (@actions/workflow-parser) from the npm registry (tests/npm_fixtures.py).
+if ! command -v npm >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get install -y -q nodejs npm >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q nodejs npm >/dev/null; }
+  else
+    echo "npm is not installed: the GitHub tests need it (e.g. sudo apt-get install nodejs npm)" >&2
+  fi
+fi
+
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 pip() { .venv/bin/python -m pip --disable-pip-version-check -q "$@" 2>&1 | grep -v "^WARNING: Location" || true; }

@@ -78,3 +78,9 @@ def test_the_parser_catches_a_broken_workflow(tmp_path, parse_workflow):
 def test_values_that_would_break_the_workflow_are_refused(options, message):
     with pytest.raises(UsageError, match=message.replace("-", r"\-")):
         render_workflow(options)
+
+
+def test_docs_show_the_workflow_as_written():
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "ci.md").read_text()
+    block = docs.split("The workflow (default options), as written:\n\n```yaml\n", 1)[1].split("```\n", 1)[0]
+    assert yaml.safe_load(block) == yaml.safe_load(render_workflow(WorkflowOptions()))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -44,7 +44,11 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
         if not has_changes(result):
             break
         console.print(f"[bold]Running the tests:[/] {escape(tests.command)} [dim]({escape(tests.source)})[/]", highlight=False)
-        run = run_tests(session.executor, session.root, tests.command, timeout, feedback)
+        try:
+            run = run_tests(session.executor, session.root, tests.command, timeout, feedback)
+        except KeyboardInterrupt:  # the executor has killed the tests; report like an interrupted run
+            done.result = replace(result, stop=StopReason.INTERRUPTED, detail="interrupted while the tests ran")
+            break
         done.tests.append(run)
         done.seconds += run.seconds
         record_event(session.last_trajectory, "test_run", **run.to_json())
