@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from rich.console import Console
 from rich.markup import escape
@@ -120,7 +120,8 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
     return outcome
 
 
-def conclude(outcome: FixOutcome, rounds: Rounds, plan: Plan, request: FixRequest, cfg: Config, has_changes) -> None:
+def conclude(outcome: FixOutcome, rounds: Rounds, plan: Plan, request: FixRequest, cfg: Config,
+             has_changes: Callable[[RunResult], bool]) -> None:
     """Decide the exit code; commit, push and open the pull request when there is a finished change."""
     stop = rounds.result.stop
     if stop is StopReason.INTERRUPTED:

@@ -113,3 +113,29 @@ def test_fix_help_lists_the_exit_codes():
     for option in ("--issue-file", "--github-issue", "--push", "--pr", "--remote", "--base", "--author", "--test-command"):
         assert option in proc.stdout
     assert "130 interrupted" in proc.stdout
+
+
+def test_ctrl_c_during_the_tests_is_an_interrupted_run(work):
+    import os
+    import signal
+    import sys
+    import time
+
+    (work / "clovercode.toml").write_text('[fix]\ntest_command = "sleep 60"\n')
+    git(work, "add", "clovercode.toml")
+    git(work, "commit", "-q", "-m", "slow tests")
+    proc = subprocess.Popen([sys.executable, "-m", "clovercode", "fix", "format_duration(5400) gives 1h90m",
+                             "--repo", str(work), "--model", REPLAY, "--sandbox", "none", "--json"],
+                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    states = Path(os.environ["XDG_STATE_HOME"]) / "clovercode" / "trajectories"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and '"run_end"' not in "".join(p.read_text() for p in states.glob("*.jsonl")):
+        time.sleep(0.1)
+    time.sleep(1.0)  # the test command is running now
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    result = json.loads(out)
+    assert result["status"] == "interrupted" and result["commit"] is None
+    assert git(work, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
+    assert "seconds % 3600 // 60" in (work / "durations.py").read_text()  # the model's work is kept

@@ -189,3 +189,22 @@ def test_empty_repository_is_a_clear_error(tmp_path):
     git(tmp_path / "e", "init", "-q")
     with pytest.raises(VcsError, match="no commit yet"):
         open_checkout(tmp_path / "e").start()
+
+
+def test_push_with_a_stale_lease_is_refused_readably(tmp_path):
+    import subprocess
+
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
+    work = make_git_repo(tmp_path / "p", FIXTURES / "durations")
+    git(work, "remote", "add", "origin", origin.as_uri())
+    git(work, "push", "-q", "origin", "main:fix")
+    checkout = open_checkout(work)
+    assert checkout.remote_heads("origin", "fix") == {"fix": git(work, "rev-parse", "HEAD").strip()}
+    git(work, "switch", "-q", "-c", "fix")
+    git(work, "commit", "-q", "--allow-empty", "-m", "another")
+    with pytest.raises(VcsError) as err:  # clovercode believed the branch did not exist yet
+        checkout.push("origin", "fix", None)
+    assert err.value.message.startswith("git push failed: error: failed to push some refs")
+    assert err.value.message.endswith("([rejected] (stale info))")
+    assert "\n  stderr:" not in err.value.message

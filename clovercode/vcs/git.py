@@ -188,8 +188,21 @@ class Checkout:
             return self.repo.git.execute(["git", *args], env=NO_PROMPT_ENV if network else None,
                                          strip_newline_in_stdout=False)
         except GitCommandError as exc:
-            detail = (exc.stderr or "").strip().removeprefix("stderr:").strip(" '\n") or str(exc)
+            detail = _captured(exc.stderr, "stderr") or str(exc)
+            # push --porcelain tells why a ref was refused on stdout: "!<TAB>src:dst<TAB>[rejected] (stale info)"
+            refused = [line.split("\t")[-1] for line in _captured(exc.stdout, "stdout").splitlines() if line.startswith("!")]
+            if refused:
+                detail += " (" + "; ".join(refused) + ")"
             raise VcsError(f"git {args[0]} failed: {detail}") from None
+
+
+def _captured(text: object, label: str) -> str:
+    """GitPython's ``"\n  stderr: '...'"`` rendering of captured output, back to the plain text."""
+    value = str(text or "").strip()
+    value = value.removeprefix(f"{label}:").strip()
+    if len(value) >= 2 and value[0] == value[-1] == "'":
+        value = value[1:-1]
+    return value.strip()
 
 
 def open_checkout(root: Path) -> Checkout | None:
