@@ -26,6 +26,7 @@ from clovercode.fixflow.report import commit_message, pull_body, subject, tests_
 from clovercode.fixflow.rounds import Rounds, record_event, run_rounds
 from clovercode.fixflow.testrun import TestCommand, TestRun
 from clovercode.github.api import PullRequest, PullSpec, publish_pull
+from clovercode.github.refs import without_secrets
 from clovercode.session import open_session
 from clovercode.ui.render import ConsoleRenderer
 from clovercode.vcs.git import FileStat
@@ -105,6 +106,7 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
         return bool(plan.git.checkout.pending(plan.git.start, result.changed).paths)
 
     session = open_session(root, cfg, interactive=False, env=env)
+    session.command_env = without_secrets(env)  # the model's commands and the tests never see a token
     try:
         rounds = run_rounds(session, plan.issue.task(plan.tests.command if plan.tests else None), plan.tests,
                             cfg["fix.test_rounds"], cfg["fix.test_timeout"], ConsoleRenderer(console), console, has_changes)
@@ -163,7 +165,7 @@ def publish(outcome: FixOutcome, plan: Plan, request: FixRequest, cfg: Config) -
     git, pull = plan.git, plan.pull
     assert git is not None
     if git.remote:
-        git.checkout.push(git.remote, git.branch, git.remote_sha)
+        git.checkout.push(git.remote, git.branch, git.remote_sha, git.push_env)
         outcome.pushed = git.remote
     if pull is not None:
         body = pull_body(plan.issue, outcome.summary, plan.tests, outcome.tests, outcome.files, pull.reference,

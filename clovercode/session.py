@@ -44,6 +44,7 @@ class Session:
     conversation: Conversation = field(default_factory=Conversation)
     last_trajectory: Path | None = None
     last_context: ToolContext | None = None
+    command_env: Mapping[str, str] | None = None  # environment of the model's commands (None: inherit)
 
     def run_task(self, task: str, sink: EventSink | None = None, *, follow_up: bool = False):
         """Run ``task``; ``follow_up=True`` continues the last task instead (same tool context and
@@ -52,7 +53,7 @@ class Session:
             ctx = self.last_context
         else:
             follow_up = False
-            ctx = ToolContext(self.root, self.executor, self.cfg["command_timeout"], None, self.approve)
+            ctx = ToolContext(self.root, self.executor, self.cfg["command_timeout"], self.command_env, self.approve)
             self.last_trajectory = new_trajectory_path(trajectory_dir(self.cfg, self.env), task.split("\n")[0])
         self.last_context = ctx
         toolbox = Toolbox(ctx)

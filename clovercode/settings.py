@@ -64,6 +64,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("fix.branch_prefix", str, "clovercode/", "Prefix of the branch each fix is committed on."),
     Setting("fix.author", str, "", "Commit author as 'Name <email>' ('' = git's user.name/user.email, else clovercode)."),
     Setting("fix.remote", str, "origin", "Git remote that --push and --pr push the fix branch to."),
+    Setting("fix.push_token", bool, False, "Push with the GitHub token (GITHUB_TOKEN / GH_TOKEN) instead of git's own "
+            "credentials, so a CI checkout can keep the token out of .git/config while the model works."),
     Setting("fix.base", str, "", "Branch pull requests target ('' = the branch you are on if the remote has it, "
             "else the repository's default branch)."),
     Setting("github.api_url", str, "https://api.github.com", "GitHub REST API base URL (GitHub Enterprise: "

@@ -50,6 +50,9 @@ def test_ci_init_writes_a_valid_workflow(tmp_path, parse_workflow):
     fix_step = next(s for s in workflow["jobs"]["fix"]["steps"] if s.get("name") == "Fix the issue")
     assert 'clovercode fix --github-issue "$ISSUE" --pr --json' in fix_step["run"]
     assert fix_step["env"]["GITHUB_TOKEN"] == "${{ secrets.GITHUB_TOKEN }}"
+    assert fix_step["env"]["CLOVERCODE_FIX_PUSH_TOKEN"] == "true"  # pushes with the token ...
+    assert workflow["jobs"]["fix"]["steps"][0]["with"] == {"persist-credentials": False}  # ... not kept in .git/config
+    assert fix_step["env"]["CLOVERCODE_GITHUB_API_URL"] == "${{ github.api_url }}"  # GitHub Enterprise too
     # the issue text never reaches the shell through an expression (script injection)
     assert "github.event.issue.title" not in path.read_text() and "comment.body }}" not in path.read_text()
 

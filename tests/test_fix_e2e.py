@@ -224,3 +224,24 @@ def test_pull_request_opened_meanwhile_is_updated(project, github):
     proc, result = fix(work, github, "durations.replay.jsonl", "--github-issue", "octo/durations#7", "--pr")
     assert proc.returncode == 7 and "already exists" in result["error"]
     assert len(github.pulls) == 1 and github.violations == []
+
+
+def test_tokens_never_reach_the_models_commands_or_the_tests(project, github, tmp_path):
+    work, _ = project
+    (work / "clovercode.toml").write_text('[fix]\ntest_command = "env > test-env.txt && python3 -m unittest -q"\n')
+    git(work, "add", "clovercode.toml")
+    git(work, "commit", "-q", "-m", "tests")
+    turns = [json.loads(line) for line in (FIXTURES / "durations.replay.jsonl").read_text().splitlines()]
+    spy = {"text": "<tool_call>\n<function=run_command>\n<parameter=command>\nenv > model-env.txt\n</parameter>\n"
+                   "</function>\n</tool_call>"}
+    replay = tmp_path / "spy.replay.jsonl"
+    replay.write_text("".join(json.dumps(t) + "\n" for t in [spy, *turns]))
+    env = cli_env(GITHUB_TOKEN=TOKEN, GH_TOKEN=TOKEN, CLOVERCODE_API_KEY="sk-secret", CLOVERCODE_GITHUB_API_URL=github.url)
+    proc = run_cli("fix", "--repo", str(work), "--sandbox", "none", "--model", f"replay:{replay}", "--json",
+                   "--github-issue", "octo/durations#7", "--pr", env=env)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("model-env.txt", "test-env.txt"):
+        seen = (work / name).read_text()
+        assert "PATH=" in seen and TOKEN not in seen and "sk-secret" not in seen, name
+    assert git(work, "show", "--name-only", "--format=", "HEAD").split() == ["durations.py"]
+    assert github.calls("pulls/create")[0].headers["authorization"] == f"Bearer {TOKEN}"

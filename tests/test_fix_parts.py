@@ -208,3 +208,18 @@ def test_push_with_a_stale_lease_is_refused_readably(tmp_path):
     assert err.value.message.startswith("git push failed: error: failed to push some refs")
     assert err.value.message.endswith("([rejected] (stale info))")
     assert "\n  stderr:" not in err.value.message
+
+
+def test_push_credentials_only_for_the_github_host():
+    import base64
+
+    from clovercode.github.refs import push_auth_env, without_secrets
+
+    env = push_auth_env("https://github.com/octo/calc.git", "https://api.github.com", "tok")
+    assert env["GIT_CONFIG_COUNT"] == "1" and env["GIT_CONFIG_KEY_0"] == "http.https://github.com/.extraheader"
+    assert env["GIT_CONFIG_VALUE_0"] == "AUTHORIZATION: basic " + base64.b64encode(b"x-access-token:tok").decode()
+    assert push_auth_env("https://ghe.example.com/o/r.git", "https://ghe.example.com/api/v3", "t")["GIT_CONFIG_KEY_0"] \
+        == "http.https://ghe.example.com/.extraheader"
+    for url in ("https://evil.example/o/r.git", "git@github.com:o/r.git", "http://github.com/o/r", "file:///srv/r.git"):
+        assert push_auth_env(url, "https://api.github.com", "tok") == {}
+    assert without_secrets({"PATH": "/bin", "GITHUB_TOKEN": "x", "GH_TOKEN": "y", "CLOVERCODE_API_KEY": "z"}) == {"PATH": "/bin"}

@@ -13,7 +13,8 @@ from clovercode.fixflow.issue import Issue, choose_source, issue_from_file, issu
 from clovercode.fixflow.testrun import TestCommand, configured_test_command, detect_test_command
 from clovercode.github.api import default_branch, fetch_issue
 from clovercode.github.client import GitHubClient
-from clovercode.github.refs import RepoRef, find_token, issue_reference, parse_issue, parse_repo, repo_from_remote_url
+from clovercode.github.refs import (RepoRef, find_token, issue_reference, parse_issue, parse_repo, push_auth_env,
+                                    repo_from_remote_url)
 from clovercode.vcs.branches import branch_name, existing_issue_branch, valid_branch_name
 from clovercode.vcs.git import DEFAULT_AUTHOR, Checkout, Start, open_checkout, parse_author
 
@@ -44,6 +45,7 @@ class GitPlan:
     remote: str | None = None  # set when pushing
     remote_sha: str | None = None  # the branch on the remote before the push (the lease)
     remote_heads: dict[str, str] = field(default_factory=dict)  # the remote's branches that matter here
+    push_env: dict[str, str] = field(default_factory=dict)  # credentials for the push (fix.push_token)
 
 
 @dataclass
@@ -85,6 +87,8 @@ def make_plan(root: Path, cfg: Config, request: FixRequest, env: Mapping[str, st
         issue = issue_from_text(request.issue_text or "")
     tests = resolve_tests(root, cfg)
     git = plan_git(root, cfg, request, issue, notes) if request.commit else None
+    if git is not None and git.remote and cfg["fix.push_token"]:
+        git.push_env = push_credentials(root, cfg, git, env)
     if not request.commit:
         notes.append("--no-commit: the changes stay in the working tree (no branch, no commit)")
     pull = None
@@ -138,6 +142,18 @@ def plan_git(root: Path, cfg: Config, request: FixRequest, issue: Issue, notes: 
     author = _author(request, cfg, checkout)
     committer = checkout.identity() or author
     return GitPlan(checkout, start, branch, author, committer, remote, remote_heads.get(branch), remote_heads)
+
+
+def push_credentials(root: Path, cfg: Config, git: GitPlan, env: Mapping[str, str]) -> dict[str, str]:
+    token = find_token(env)
+    if not token:
+        raise UsageError("fix.push_token is on, but GITHUB_TOKEN / GH_TOKEN is not set")
+    push_url = git.checkout.push_url(git.remote or "")
+    credentials = push_auth_env(push_url, api_url(root, cfg), token)
+    if not credentials:
+        raise UsageError(f"fix.push_token: the push URL of '{git.remote}' is not https on the GitHub host of "
+                         f"github.api_url ({push_url})", hint="Turn fix.push_token off to push with git's own credentials.")
+    return credentials
 
 
 def _author(request: FixRequest, cfg: Config, checkout: Checkout) -> tuple[str, str]:

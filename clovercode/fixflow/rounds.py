@@ -45,7 +45,7 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
             break
         console.print(f"[bold]Running the tests:[/] {escape(tests.command)} [dim]({escape(tests.source)})[/]", highlight=False)
         try:
-            run = run_tests(session.executor, session.root, tests.command, timeout, feedback)
+            run = run_tests(session.executor, session.root, tests.command, timeout, feedback, session.command_env)
         except KeyboardInterrupt:  # the executor has killed the tests; report like an interrupted run
             done.result = replace(result, stop=StopReason.INTERRUPTED, detail="interrupted while the tests ran")
             break

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from clovercode.executors.base import Executor
 
@@ -141,9 +141,10 @@ def system_python_has_pytest() -> bool:
         return False
 
 
-def run_tests(executor: Executor, root: Path, command: str, timeout: float, round_: int) -> TestRun:
+def run_tests(executor: Executor, root: Path, command: str, timeout: float, round_: int,
+              env: Mapping[str, str] | None = None) -> TestRun:
     """Run the test command through the session's executor, so it is sandboxed like the model's commands."""
-    result = executor.run(command, root, timeout)
+    result = executor.run(command, root, timeout, env)
     return TestRun(command, result.exit_code, result.timed_out, result.seconds, result.output, round_)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 from dataclasses import dataclass
 from typing import Mapping
@@ -12,6 +13,10 @@ from clovercode.errors import UsageError
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})"
 _REPO = r"[A-Za-z0-9._-]{1,100}"
 TOKEN_VARS = ("GITHUB_TOKEN", "GH_TOKEN")
+# Never handed to the model's commands or the project's tests: a test that writes one into a
+# committed file would publish it with the push.
+SECRET_VARS = frozenset({*TOKEN_VARS, "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN", "CLOVERCODE_API_KEY",
+                         "ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN"})
 
 
 @dataclass(frozen=True)
@@ -87,3 +92,22 @@ def issue_reference(issue: IssueRef, target: RepoRef) -> str:
     """'#42' within the same repository, 'owner/repo#42' across repositories (both close the issue on merge)."""
     same = (issue.repo.owner.lower(), issue.repo.name.lower()) == (target.owner.lower(), target.name.lower())
     return f"#{issue.number}" if same else str(issue)
+
+
+def without_secrets(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k not in SECRET_VARS}
+
+
+def push_auth_env(push_url: str, api_url: str, token: str) -> dict[str, str]:
+    """Environment that makes ``git push`` to ``push_url`` authenticate with ``token`` (the header
+    actions/checkout uses), given through GIT_CONFIG_* so it is neither in .git/config nor in argv.
+    Empty when ``push_url`` is not https on the GitHub host that ``api_url`` belongs to."""
+    push, api = urlsplit(push_url), urlsplit(api_url)
+    if push.scheme != "https" or not push.hostname or not api.hostname:
+        return {}
+    api_host = "github.com" if api.hostname == "api.github.com" else api.hostname
+    if push.hostname.lower() != api_host.lower():
+        return {}
+    basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"http.https://{push.hostname}/.extraheader",
+            "GIT_CONFIG_VALUE_0": f"AUTHORIZATION: basic {basic}"}

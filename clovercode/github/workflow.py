@@ -48,6 +48,8 @@ jobs:
     timeout-minutes: 90
     steps:
       - uses: actions/checkout@v4
+        with:
+          persist-credentials: false   # no token in .git/config while the model works; fix pushes with it
 """
 
 GPU_STEPS = """\
@@ -81,6 +83,8 @@ FIX_STEPS = """\
         env:
           GITHUB_TOKEN: ${{ secrets.GITHUB_TOKEN }}
           ISSUE: ${{ github.repository }}#${{ github.event.issue.number }}
+          CLOVERCODE_GITHUB_API_URL: ${{ github.api_url }}
+          CLOVERCODE_FIX_PUSH_TOKEN: "true"
           CLOVERCODE_TRAJECTORY_DIR: ${{ runner.temp }}/clovercode-trajectories
 @@MODEL_ENV@@        run: |
           set +e

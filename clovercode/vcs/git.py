@@ -10,7 +10,7 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from clovercode.errors import UsageError, VcsError
 
@@ -90,9 +90,8 @@ class Checkout:
 
     def remote_heads(self, remote: str, *patterns: str) -> dict[str, str]:
         """Branch name -> sha for the branches matching the glob ``patterns`` where pushes to ``remote`` go."""
-        push_url = self._git("remote", "get-url", "--push", remote).strip()
         refs = [f"refs/heads/{p}" for p in patterns or ("*",)]
-        out = self._git("ls-remote", "--heads", push_url, *refs, network=True)
+        out = self._git("ls-remote", "--heads", self.push_url(remote), *refs, network=True)
         heads = {}
         for line in out.splitlines():
             sha, _, ref = line.partition("\t")
@@ -164,10 +163,16 @@ class Checkout:
                                         author=Actor(*author), committer=Actor(*committer), skip_hooks=True)
         return commit.hexsha
 
-    def push(self, remote: str, branch: str, expected: str | None) -> None:
-        """Push ``branch``, replacing the remote's copy only if it is still ``expected`` (None: must not exist)."""
+    def push(self, remote: str, branch: str, expected: str | None, env: Mapping[str, str] | None = None) -> None:
+        """Push ``branch``, replacing the remote's copy only if it is still ``expected`` (None: must not exist).
+        ``env`` adds to git's environment (e.g. credentials from :func:`push_auth_env`)."""
         lease = f"--force-with-lease=refs/heads/{branch}:{expected or ''}"
-        self._git("push", "--porcelain", lease, remote, f"refs/heads/{branch}:refs/heads/{branch}", network=True)
+        self._git("push", "--porcelain", lease, remote, f"refs/heads/{branch}:refs/heads/{branch}", network=True,
+                  env=env)
+
+    def push_url(self, remote: str) -> str:
+        """Where pushes to ``remote`` really go (pushurl or url, insteadOf applied)."""
+        return self._git("remote", "get-url", "--push", remote).strip()
 
     # -- plumbing -------------------------------------------------------------------------------
     def _tracked(self, top_rel: str) -> bool:
@@ -181,12 +186,12 @@ class Checkout:
                               input="\0".join(paths).encode(), capture_output=True)
         return {p for p in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if p}
 
-    def _git(self, *args: str, network: bool = False) -> str:
+    def _git(self, *args: str, network: bool = False, env: Mapping[str, str] | None = None) -> str:
         from git import GitCommandError
 
+        extra = {**(NO_PROMPT_ENV if network else {}), **(env or {})}
         try:
-            return self.repo.git.execute(["git", *args], env=NO_PROMPT_ENV if network else None,
-                                         strip_newline_in_stdout=False)
+            return self.repo.git.execute(["git", *args], env=extra or None, strip_newline_in_stdout=False)
         except GitCommandError as exc:
             detail = _captured(exc.stderr, "stderr") or str(exc)
             # push --porcelain tells why a ref was refused on stdout: "!<TAB>src:dst<TAB>[rejected] (stale info)"
