@@ -139,3 +139,15 @@ def test_ctrl_c_during_the_tests_is_an_interrupted_run(work):
     assert result["status"] == "interrupted" and result["commit"] is None
     assert git(work, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
     assert "seconds % 3600 // 60" in (work / "durations.py").read_text()  # the model's work is kept
+
+
+def test_project_in_a_subdirectory_of_the_repository(tmp_path):
+    top = tmp_path / "mono"
+    shutil.copytree(FIXTURES / "durations", top / "tools" / "durations")
+    make_git_repo(top)
+    proc = fix("format_duration(5400) gives 1h90m", "--repo", str(top / "tools" / "durations"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["changed_files"] == ["durations.py"]
+    assert [f["path"] for f in result["diffstat"]] == ["tools/durations/durations.py"]
+    assert git(top, "show", "--name-only", "--format=", "HEAD").split() == ["tools/durations/durations.py"]
