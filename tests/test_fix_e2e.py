@@ -173,9 +173,11 @@ def test_dirty_tree_is_refused_and_untouched(project, github):
 def test_untracked_files_are_never_committed(project, github):
     work, _ = project
     (work / "scratch.txt").write_text("mine\n")
-    proc, result = fix(work, github, "durations.replay.jsonl", "--issue-file", str(FIXTURES / "durations" / "README.md"))
+    proc, result = fix(work, github, "durations.replay.jsonl", "--issue-file", str(FIXTURES / "durations" / "README.md"),
+                       "--author", "Ada Lovelace <ada@example.org>")
     assert proc.returncode == 0, proc.stderr
     assert result["branch"] == "clovercode/durations"
+    assert git(work, "log", "-1", "--format=%an <%ae>|%cn").strip() == "Ada Lovelace <ada@example.org>|Test"
     assert git(work, "show", "--name-only", "--format=", "HEAD").split() == ["durations.py"]
     assert (work / "scratch.txt").read_text() == "mine\n"
     assert result["pushed_to"] is None and github.requests == []
