@@ -117,6 +117,8 @@ def test_commit_message_and_pull_body():
                      [FileStat("calc.py", 1, 1), FileStat("logo.png", None, None)], "o/r#3", "replay:x", 4)
     assert body.startswith("Fixes o/r#3\n") and "| `calc.py` | +1 −1 |" in body and "| `logo.png` | binary |" in body
     assert "this pull request is a draft" in body and "````\nE   assert 1 == 2\n```\n````" in body
+    huge = pull_body(issue, "word " * 30000, None, [], [], None, "m", 1)
+    assert len(huge) < 65536 and "the summary is cut here" in huge
 
 
 def test_feedback_message_keeps_the_end_of_the_log():

@@ -9,7 +9,7 @@ from typing import Mapping
 
 from clovercode.config import PROJECT_FILE, Config
 from clovercode.errors import ConfigError, UsageError, VcsError
-from clovercode.fixflow.issue import Issue, choose_source, issue_from_file, issue_from_text
+from clovercode.fixflow.issue import MAX_ISSUE_CHARS, Issue, choose_source, issue_from_file, issue_from_text
 from clovercode.fixflow.testrun import TestCommand, configured_test_command, detect_test_command
 from clovercode.github.api import default_branch, fetch_issue
 from clovercode.github.client import GitHubClient
@@ -80,7 +80,9 @@ def make_plan(root: Path, cfg: Config, request: FixRequest, env: Mapping[str, st
         ref = parse_issue(request.github_issue or "")
         client = GitHubClient(api_url(root, cfg), find_token(env))
         fetched = fetch_issue(client, ref)
-        issue = Issue(fetched.title, fetched.body, ref, fetched.url)
+        body = fetched.body if len(fetched.body) <= MAX_ISSUE_CHARS else (
+            fetched.body[:MAX_ISSUE_CHARS] + "\n\n[… the rest of the issue is cut]")
+        issue = Issue(fetched.title, body, ref, fetched.url)
     elif source == "file":
         issue = issue_from_file(request.issue_file)  # type: ignore[arg-type]
     else:

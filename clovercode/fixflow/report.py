@@ -10,6 +10,7 @@ from clovercode.fixflow.testrun import TestCommand, TestRun
 from clovercode.vcs.git import FileStat
 
 SUBJECT_CHARS = 72
+SUMMARY_CHARS = 20_000  # GitHub refuses pull request bodies over 65,536 characters
 
 
 def subject(issue: Issue) -> str:
@@ -59,7 +60,10 @@ def pull_body(issue: Issue, summary: str | None, command: TestCommand | None, ru
     parts = []
     if reference:
         parts.append(f"Fixes {reference}")
-    parts.append("## Summary\n\n" + (summary or "The model gave no summary.").strip())
+    text = (summary or "The model gave no summary.").strip()
+    if len(text) > SUMMARY_CHARS:
+        text = text[:SUMMARY_CHARS] + "\n\n[… the summary is cut here; the commit message has all of it]"
+    parts.append("## Summary\n\n" + text)
     parts.append("## Changes\n\n" + diffstat_table(stats))
     tests = "## Tests\n\n" + tests_line(command, runs).removeprefix("Tests: ")
     if runs:
