@@ -220,6 +220,20 @@ def sandbox_run(
     raise typer.Exit(run_in_sandbox(root, cfg, command, timeout, explain, Console(stderr=True)))
 
 
+@app.command()
+def undo(repo: Optional[Path] = RepoOpt,
+         redo: bool = typer.Option(False, "--redo", help="Take the last undo back."),
+         list_: bool = typer.Option(False, "--list", help="List the checkpoints instead.")) -> None:
+    """Restore the files as they were before clovercode's last run changed them."""
+    from clovercode.undocmd import list_checkpoints, run_undo
+
+    root = project_root(repo)
+    if list_:
+        list_checkpoints(root, Console())
+    else:
+        run_undo(root, Console(), redoing=redo)
+
+
 @bench_app.command("sandbox")
 def bench_sandbox(sandbox: str = typer.Option("workspace-write", "--sandbox", help="Policy to measure."),
                   runs: int = typer.Option(30, "--runs", min=3, help="Runs per command and side.")) -> None:

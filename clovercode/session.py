@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Mapping
 
 from clovercode.actions.context import Approver, ToolContext, approve_all
+from clovercode.actions.guards import FileGuard, FileStamps
 from clovercode.actions.toolbox import Toolbox
 from clovercode.agent.budget import Limits
 from clovercode.agent.events import EventSink, MultiSink
@@ -19,6 +20,7 @@ from clovercode.backends.registry import open_backend
 from clovercode.config import Config, state_dir
 from clovercode.executors.base import Executor
 from clovercode.executors.select import make_executor
+from clovercode.vcs.checkpoint import Checkpointer
 
 
 def generation_params(cfg: Config) -> GenerationParams:
@@ -42,10 +44,13 @@ class Session:
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     approve: Approver = approve_all
     conversation: Conversation = field(default_factory=Conversation)
+    stamps: FileStamps = field(default_factory=FileStamps)  # what the model has viewed (read-before-edit)
     last_trajectory: Path | None = None
 
     def run_task(self, task: str, sink: EventSink | None = None):
-        ctx = ToolContext(self.root, self.executor, self.cfg["command_timeout"], None, self.approve)
+        ctx = ToolContext(self.root, self.executor, self.cfg["command_timeout"], None, self.approve,
+                          checkpoint=Checkpointer(self.root, self.env, task.split("\n")[0]), stamps=self.stamps,
+                          guard=FileGuard.from_policy_data(self.env))
         toolbox = Toolbox(ctx)
         prompt = FullHistoryPrompt(system_prompt(self.root, self.interactive))
         self.last_trajectory = new_trajectory_path(trajectory_dir(self.cfg, self.env), task.split("\n")[0])
