@@ -68,8 +68,7 @@ class Session:
 
 def open_session(root: Path, cfg: Config, *, interactive: bool, approve: Approver = approve_all,
                  env: Mapping[str, str] | None = None) -> Session:
-    from clovercode.sandboxcmd import warn_stderr
-
-    executor = make_executor(cfg, root, env=env, warn=warn_stderr)
+    # `--sandbox none` is warned about by the caller (fix, REPL), next to its other output.
+    executor = make_executor(cfg, root, env=env)
     backend = open_backend(cfg, base_dir=root)
     return Session(root.resolve(), cfg, backend, executor, interactive, dict(env or os.environ), approve)

@@ -74,12 +74,16 @@ def test_project_is_writable_and_the_command_sees_it(world):
 
 def test_writes_outside_the_writable_root_fail(world):
     target = world.outside / "outside.txt"
-    result = world.run(f"echo pwned > {target}; touch {world.outside}/new; touch {world.home}/new; "
-                       "touch /etc/clovercode-pwned; echo done")
-    assert "Read-only file system" in result.output
-    assert target.read_text() == "original\n"
-    assert not (world.outside / "new").exists() and not (world.home / "new").exists()
-    assert not Path("/etc/clovercode-pwned").exists()
+    etc = Path("/etc") / f"clovercode-pwned-{world.base.name}"
+    try:
+        result = world.run(f"echo pwned > {target}; touch {world.outside}/new; touch {world.home}/new; "
+                           f"touch {etc}; echo done")
+        assert "Read-only file system" in result.output
+        assert target.read_text() == "original\n"
+        assert not (world.outside / "new").exists() and not (world.home / "new").exists()
+        assert not etc.exists()
+    finally:
+        etc.unlink(missing_ok=True)  # if the guard failed, do not leave the proof behind
 
 
 def test_private_tmp_does_not_reach_the_host(world):
@@ -195,8 +199,12 @@ def test_capabilities_are_empty_even_as_root(world):
     lines = dict(line.split(":\t") for line in result.output.splitlines() if line.startswith("Cap"))
     assert lines == {"CapPrm": "0000000000000000", "CapEff": "0000000000000000",
                      "CapBnd": "0000000000000000", "CapAmb": "0000000000000000"}, result.output
-    remount = world.run("mount -o remount,rw / 2>&1; touch /etc/clovercode-remount; echo done")
-    assert not Path("/etc/clovercode-remount").exists(), remount.output
+    marker = Path("/etc") / f"clovercode-remount-{world.base.name}"
+    try:
+        remount = world.run(f"mount -o remount,rw / 2>&1; touch {marker}; echo done")
+        assert not marker.exists(), remount.output
+    finally:
+        marker.unlink(missing_ok=True)
 
 
 def _processes_with(marker: str) -> list[str]:
@@ -213,16 +221,18 @@ def _processes_with(marker: str) -> list[str]:
 
 
 def test_background_processes_die_with_the_command(world):
-    result = world.run("(sleep 4711.25; touch late) > /dev/null 2>&1 & echo started")
+    marker = f"background-{world.base.name}"
+    result = world.run(f"sh -c 'sleep 300; touch late' {marker} > /dev/null 2>&1 & echo started")
     assert result.exit_code == 0 and "started" in result.output
-    assert _processes_with("4711.25") == []
+    assert _processes_with(marker) == []
 
 
 def test_a_command_that_sleeps_forever_is_killed_at_its_timeout(world):
-    result = world.run("sleep 4712.5 & sleep infinity", timeout=1.5)
+    marker = f"forever-{world.base.name}"
+    result = world.run(f"sh -c 'sleep 300; :' {marker}-bg & while :; do sleep 0.2; done # {marker}", timeout=1.5)
     assert result.timed_out and result.exit_code is None
     assert result.seconds < 10
-    assert _processes_with("4712.5") == [] and _processes_with("sleep infinity") == []
+    assert _processes_with(marker) == []
 
 
 def test_stdin_is_closed(world):

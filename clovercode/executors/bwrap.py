@@ -55,18 +55,19 @@ class BwrapExecutor:
             env: Mapping[str, str] | None = None) -> CommandResult:
         layout = self.layout(cwd)
         read_fd, write_fd = os.pipe()
+        status: dict = {}
         try:
             try:
                 code, out, timed_out, omitted, seconds = run_captured(
                     self.argv(command, layout, write_fd), Path(layout.cwd), timeout, self.env(env),
                     self.output_limit, pass_fds=(write_fd,))
-            finally:
+            finally:  # also on Ctrl-C: the namespace ends and planted protected paths go
                 os.close(write_fd)
-            status = _read_status(read_fd)
+                status = _read_status(read_fd)
+                end_namespace(status)
+                removed = remove_created(layout)
         finally:
             os.close(read_fd)
-        end_namespace(status)
-        removed = remove_created(layout)
         if not timed_out and "exit-code" not in status:
             message = out.strip()[-600:] or f"bwrap exited with code {code}"
             raise SandboxUnavailable(f"the sandbox could not start, so the command was not run: {message}",

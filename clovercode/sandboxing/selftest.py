@@ -34,7 +34,7 @@ for p in "$@"; do
   if [ -d "$p" ]; then [ -z "$(ls -A "$p" 2>/dev/null)" ] || echo "SECRET_VISIBLE=$p"
   else [ -z "$(head -c 1 "$p" 2>/dev/null)" ] || echo "SECRET_VISIBLE=$p"; fi
 done
-(sleep 4242.75 &) ; echo "DONE=yes"
+(sh -c 'sleep 300; :' "$MARKER" &) ; echo "DONE=yes"
 """
 
 
@@ -80,17 +80,19 @@ def run_checks(policy_name: str, host_env: Mapping[str, str], scratch_parent: Pa
         checks.append(Check("sandbox starts (user namespaces)", True))
         layout = executor.layout()
         hidden = [*layout.hidden_dirs, *layout.hidden_files]
-        result = executor.run(["/bin/sh", "-c", PROBE, "probe", str(outside), CANARY, *hidden], project, 30)
+        marker = f"clovercode-check-{scratch.name}"
+        result = executor.run(["/bin/sh", "-c", f"MARKER={marker}-bg\n" + PROBE, "probe", str(outside), CANARY, *hidden],
+                              project, 30)
         facts = _facts(result.output)
-        checks += _judge(facts, policy.project_writable, policy.network, project, outside, len(hidden))
-        checks.append(_timeout_check(executor, project))
+        checks += _judge(facts, policy.project_writable, policy.network, project, outside, len(hidden), marker)
+        checks.append(_timeout_check(executor, project, marker))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return checks
 
 
 def _judge(facts: dict[str, list[str]], writable: bool, network: bool, project: Path, outside: Path,
-           hidden_count: int) -> list[Check]:
+           hidden_count: int, marker: str) -> list[Check]:
     def one(key: str) -> str:
         return facts.get(key, ["?"])[0]
 
@@ -115,14 +117,14 @@ def _judge(facts: dict[str, list[str]], writable: bool, network: bool, project: 
     else:
         checks.append(Check("no network (only loopback)", interfaces == ["lo"], ",".join(interfaces) or "none",
                             policy_fix))
-    checks.append(Check("background processes end with the command", one("DONE") == "yes" and not _alive("4242.75"),
+    checks.append(Check("background processes end with the command", one("DONE") == "yes" and not _alive(f"{marker}-bg"),
                         "", policy_fix))
     return checks
 
 
-def _timeout_check(executor, project: Path) -> Check:
-    result = executor.run(["/bin/sh", "-c", "sleep 4243.5"], project, 0.5)
-    ok = result.timed_out and result.seconds < 5 and not _alive("4243.5")
+def _timeout_check(executor, project: Path, marker: str) -> Check:
+    result = executor.run(["/bin/sh", "-c", "sleep 300; :", f"{marker}-timeout"], project, 0.5)
+    ok = result.timed_out and result.seconds < 5 and not _alive(f"{marker}-timeout")
     return Check("timeout kills the command", ok, f"{result.seconds:.1f}s", "Report this with the output of this check.")
 
 
