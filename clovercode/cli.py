@@ -231,6 +231,59 @@ def config_show(repo: Optional[Path] = RepoOpt,
 bench_app = typer.Typer(cls=CloverGroup, help="Benchmarks: ratios measured side by side in one run.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 
+
+# --- workspace safety (sandbox, undo): bodies in sandboxcmd.py, bench/sandbox.py, undocmd.py ---
+sandbox_app = typer.Typer(cls=CloverGroup, help="Check the command sandbox, or run one command in it.", no_args_is_help=True)
+app.add_typer(sandbox_app, name="sandbox")
+
+
+@sandbox_app.command("check")
+def sandbox_check(repo: Optional[Path] = RepoOpt, sandbox: Optional[str] = SandboxOpt) -> None:
+    """Self-test this host: bubblewrap, user namespaces, and whether the policy holds."""
+    from clovercode.sandboxcmd import run_check
+
+    root = project_root(repo)
+    raise typer.Exit(run_check(root, effective_config(root, sandbox=sandbox), Console()))
+
+
+@sandbox_app.command("run")
+def sandbox_run(
+    command: list[str] = typer.Argument(..., help="The command (after --); one argument with spaces runs as a shell line."),
+    repo: Optional[Path] = RepoOpt,
+    sandbox: Optional[str] = SandboxOpt,
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before the command is killed."),
+    explain: bool = typer.Option(False, "--explain", help="Print the bwrap command line first (on stderr)."),
+) -> None:
+    """Run one command under the active sandbox policy, as run_command would."""
+    from clovercode.sandboxcmd import run_in_sandbox
+
+    root = project_root(repo)
+    cfg = effective_config(root, sandbox=sandbox)
+    raise typer.Exit(run_in_sandbox(root, cfg, command, timeout, explain, Console(stderr=True)))
+
+
+@app.command()
+def undo(repo: Optional[Path] = RepoOpt,
+         redo: bool = typer.Option(False, "--redo", help="Take the last undo back."),
+         list_: bool = typer.Option(False, "--list", help="List the checkpoints instead.")) -> None:
+    """Restore the files as they were before clovercode's last run changed them."""
+    from clovercode.undocmd import list_checkpoints, run_undo
+
+    root = project_root(repo)
+    if list_:
+        list_checkpoints(root, Console())
+    else:
+        run_undo(root, Console(), redoing=redo)
+
+
+@bench_app.command("sandbox")
+def bench_sandbox(sandbox: str = typer.Option("workspace-write", "--sandbox", help="Policy to measure."),
+                  runs: int = typer.Option(30, "--runs", min=3, help="Runs per command and side.")) -> None:
+    """Sandbox start overhead per command: bwrap vs a plain subprocess, as a ratio."""
+    from clovercode.bench.sandbox import measure, report
+
+    typer.echo(report(measure(sandbox, runs), sandbox, runs))
+
 traj_app = typer.Typer(cls=CloverGroup, help="Work with run trajectories.")
 app.add_typer(traj_app, name="trajectory")
 

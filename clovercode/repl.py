@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from rich.console import Console
+from rich.markup import escape
 
 from clovercode.config import Config, state_dir
 from clovercode.errors import CloverError
@@ -44,7 +45,11 @@ class Repl:
                 self.console.print(f"[yellow]unknown command /{name}[/]; /help lists them", highlight=False)
                 return True
             return command.run(self, rest.strip())
-        result = self.session.run_task(text, ConsoleRenderer(self.console))
+        try:
+            result = self.session.run_task(text, ConsoleRenderer(self.console))
+        except CloverError as exc:  # e.g. the sandbox stopped working: say so, keep the REPL
+            self.console.print(f"[red]error[/]: {escape(str(exc))}", highlight=False)
+            return True
         if result.summary and result.stop.value in ("finished", "answered"):
             self.console.print(result.summary, highlight=False, markup=False)
         return True
@@ -83,8 +88,23 @@ def _model(repl: Repl, arg: str) -> bool:
 
 def _clear(repl: Repl, _: str) -> bool:
     repl.session.conversation.clear()
+    repl.session.stamps.clear()  # the model no longer remembers what it viewed
     repl.console.print("conversation cleared", highlight=False)
     return True
+
+
+def _undo(repl: Repl, _: str, redoing: bool = False) -> bool:
+    from clovercode.undocmd import run_undo
+
+    try:
+        run_undo(repl.root, repl.console, redoing=redoing)
+    except CloverError as exc:
+        repl.console.print(escape(str(exc)), highlight=False)
+    return True
+
+
+def _redo(repl: Repl, arg: str) -> bool:
+    return _undo(repl, arg, redoing=True)
 
 
 def _exit(repl: Repl, _: str) -> bool:
@@ -97,6 +117,8 @@ def default_commands() -> list[SlashCommand]:
         SlashCommand("tools", "list the tools the model can call", _tools),
         SlashCommand("model", "show the model, or switch: /model SPEC", _model),
         SlashCommand("clear", "forget the conversation so far", _clear),
+        SlashCommand("undo", "restore the files as they were before the last change", _undo),
+        SlashCommand("redo", "take the last /undo back", _redo),
         SlashCommand("exit", "leave (Ctrl-D works too)", _exit),
         SlashCommand("quit", "leave", _exit),
     ]
@@ -135,14 +157,23 @@ def _plain_lines() -> Iterator[str]:
 
 
 def run_repl(root: Path, cfg: Config, console: Console) -> int:
-    session = open_session(root, cfg, interactive=True)
+    from clovercode.actions.approval import ModeApprover
+    from clovercode.ui.approval_prompt import make_ask, plain_read_line, tty_read_line
+
+    tty = sys.stdin.isatty() and sys.stdout.isatty()
+    approver = ModeApprover(cfg["approval"], cfg["sandbox"] != "none",
+                            make_ask(console, tty_read_line if tty else plain_read_line))
+    session = open_session(root, cfg, interactive=True, approve=approver)
     from clovercode import __version__
 
     console.print(BANNER.format(version=__version__, root=root), highlight=False, markup=False)
     if cfg["sandbox"] == "none":
         console.print(f"[bold red]{NO_SANDBOX_WARNING}[/]", highlight=False)
+    console.print(f"sandbox: {cfg['sandbox']} · approval: {cfg['approval']}", highlight=False, markup=False)
+    if approver.notice():
+        console.print(f"[yellow]{escape(approver.notice() or '')}[/]", highlight=False)
     repl = Repl(root, cfg, console, session)
-    lines = _tty_lines(cfg) if sys.stdin.isatty() and sys.stdout.isatty() else _plain_lines()
+    lines = _tty_lines(cfg) if tty else _plain_lines()
     try:
         for line in lines:
             try:

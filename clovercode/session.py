@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Mapping
 
 from clovercode.actions.context import Approver, ToolContext, approve_all
+from clovercode.actions.guards import FileGuard, FileStamps
 from clovercode.actions.toolbox import Toolbox
 from clovercode.agent.budget import Limits
 from clovercode.agent.events import EventSink, MultiSink
@@ -19,6 +20,7 @@ from clovercode.backends.registry import open_backend
 from clovercode.config import Config, state_dir
 from clovercode.executors.base import Executor
 from clovercode.executors.select import make_executor
+from clovercode.vcs.checkpoint import Checkpointer
 
 
 def generation_params(cfg: Config) -> GenerationParams:
@@ -42,6 +44,7 @@ class Session:
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     approve: Approver = approve_all
     conversation: Conversation = field(default_factory=Conversation)
+    stamps: FileStamps = field(default_factory=FileStamps)  # what the model has viewed (read-before-edit)
     last_trajectory: Path | None = None
     last_context: ToolContext | None = None
     command_env: Mapping[str, str] | None = None  # environment of the model's commands (None: inherit)
@@ -53,7 +56,9 @@ class Session:
             ctx = self.last_context
         else:
             follow_up = False
-            ctx = ToolContext(self.root, self.executor, self.cfg["command_timeout"], self.command_env, self.approve)
+            ctx = ToolContext(self.root, self.executor, self.cfg["command_timeout"], self.command_env, self.approve,
+                              checkpoint=Checkpointer(self.root, self.env, task.split("\n")[0]), stamps=self.stamps,
+                              guard=FileGuard.from_policy_data(self.env))
             self.last_trajectory = new_trajectory_path(trajectory_dir(self.cfg, self.env), task.split("\n")[0])
         self.last_context = ctx
         toolbox = Toolbox(ctx)
@@ -72,6 +77,7 @@ class Session:
 
 def open_session(root: Path, cfg: Config, *, interactive: bool, approve: Approver = approve_all,
                  env: Mapping[str, str] | None = None) -> Session:
-    executor = make_executor(cfg)
+    # `--sandbox none` is warned about by the caller (fix, REPL), next to its other output.
+    executor = make_executor(cfg, root, env=env)
     backend = open_backend(cfg, base_dir=root)
     return Session(root.resolve(), cfg, backend, executor, interactive, dict(env or os.environ), approve)

@@ -18,8 +18,8 @@ PROMPT = "clover>"
 
 def spawn(repo: Path, model: str, **env: str) -> pexpect.spawn:
     environment = cli_env(PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", COLUMNS="120", LINES="40", **env)
-    child = pexpect.spawn(sys.executable, ["-m", "clovercode", "--model", model, "--sandbox", "none",
-                                           "--approval", "full-auto"],
+    # full-auto asks nothing only inside the sandbox, so these run in the default (bubblewrap) one.
+    child = pexpect.spawn(sys.executable, ["-m", "clovercode", "--model", model, "--approval", "full-auto"],
                           cwd=str(repo), env=environment, encoding="utf-8", timeout=30, dimensions=(40, 120))
     child.expect_exact(PROMPT)
     return child

@@ -12,7 +12,10 @@ def run_command(ctx: ToolContext, args: dict[str, Any]) -> Observation:
     timeout = float(args.get("timeout") or ctx.command_timeout)
     if not ctx.approve(ApprovalRequest("command", command, f"runs in sandbox: {ctx.executor.name}")):
         raise ToolError("The user declined to run this command.")
+    # Commands may change files too: record the checkpoint first (a read-only sandbox cannot).
+    warning = ctx.checkpoint() if ctx.executor.name != "read-only" else None
     result = ctx.executor.run(command, ctx.root, timeout, ctx.command_env)
     ok = result.exit_code == 0 and not result.timed_out
-    return Observation(ok, result.describe(), {"exit_code": result.exit_code, "timed_out": result.timed_out,
+    text = result.describe() + (f"\n{warning}" if warning else "")
+    return Observation(ok, text, {"exit_code": result.exit_code, "timed_out": result.timed_out,
                                                "omitted_bytes": result.omitted_bytes, "seconds": round(result.seconds, 3)})

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from clovercode.executors.base import Executor
+
+if TYPE_CHECKING:
+    from clovercode.actions.guards import FileGuard, FileStamps
 
 
 class ToolError(Exception):
@@ -28,10 +31,29 @@ class ApprovalRequest:
 
 
 Approver = Callable[[ApprovalRequest], bool]
+# Called before the first change of a run; returns a warning for the model when no checkpoint
+# could be recorded (the change still happens), else None.
+Checkpoint = Callable[[], "str | None"]
 
 
 def approve_all(request: ApprovalRequest) -> bool:
     return True
+
+
+def no_checkpoint() -> str | None:
+    return None
+
+
+def _default_guard() -> "FileGuard":
+    from clovercode.actions.guards import FileGuard
+
+    return FileGuard.from_policy_data()
+
+
+def _new_stamps() -> "FileStamps":
+    from clovercode.actions.guards import FileStamps
+
+    return FileStamps()
 
 
 @dataclass
@@ -42,3 +64,6 @@ class ToolContext:
     command_env: Mapping[str, str] | None = None
     approve: Approver = approve_all
     changed: set[str] = field(default_factory=set)  # project-relative paths changed this run
+    checkpoint: Checkpoint = no_checkpoint
+    stamps: "FileStamps" = field(default_factory=_new_stamps)  # read-before-edit records
+    guard: "FileGuard" = field(default_factory=_default_guard)

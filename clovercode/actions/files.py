@@ -1,14 +1,13 @@
-"""File tools: view_file, list_files, search_text, edit_file, write_file."""
+"""Reading tools: view_file, list_files, search_text (the writing ones are in editing.py)."""
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import re
 from typing import Any
 
-from clovercode.actions.context import ApprovalRequest, Observation, ToolContext, ToolError
-from clovercode.actions.fileio import read_text, write_atomic
+from clovercode.actions.context import Observation, ToolContext, ToolError
+from clovercode.actions.fileio import read_text
 from clovercode.actions.listing import project_files
 from clovercode.actions.paths import display, resolve_in_root
 
@@ -19,7 +18,10 @@ LIST_MAX_ENTRIES = 500
 def view_file(ctx: ToolContext, args: dict[str, Any]) -> Observation:
     path = resolve_in_root(ctx.root, args["path"], must_exist=True)
     shown = display(ctx.root, path)
-    lines = read_text(path, shown).text.splitlines()
+    ctx.guard.check_read(path, shown)
+    content = read_text(path, shown)
+    ctx.stamps.record(path, content.digest)  # read-before-edit: the model has now seen this version
+    lines = split_lines(content.text)
     total = len(lines)
     start = args.get("start_line", 1)
     end = args.get("end_line", total)
@@ -43,6 +45,8 @@ def list_files(ctx: ToolContext, args: dict[str, Any]) -> Observation:
     depth, pattern = args.get("max_depth", 3), args.get("pattern")
     entries: list[str] = []
     for path in project_files(ctx.root, base):
+        if ctx.guard.is_secret(path):
+            continue
         rel = path.relative_to(base)
         if len(rel.parts) > depth or (pattern and not fnmatch.fnmatch(path.name, pattern)):
             continue
@@ -65,13 +69,13 @@ def search_text(ctx: ToolContext, args: dict[str, Any]) -> Observation:
     hits: list[str] = []
     files = [base] if base.is_file() else project_files(ctx.root, base)
     for path in files:
-        if glob and not fnmatch.fnmatch(path.name, glob):
+        if (glob and not fnmatch.fnmatch(path.name, glob)) or ctx.guard.is_secret(path):
             continue
         try:
             text = read_text(path, display(ctx.root, path)).text
         except ToolError:
             continue  # binary, unreadable or huge files are not searched
-        for number, line in enumerate(text.splitlines(), 1):
+        for number, line in enumerate(split_lines(text), 1):
             if regex.search(line):
                 hits.append(f"{display(ctx.root, path)}:{number}: {line.strip()[:200]}")
                 if len(hits) > limit:
@@ -84,49 +88,10 @@ def search_text(ctx: ToolContext, args: dict[str, Any]) -> Observation:
     return Observation(True, "\n".join(hits[:limit]) + more)
 
 
-def edit_file(ctx: ToolContext, args: dict[str, Any]) -> Observation:
-    path = resolve_in_root(ctx.root, args["path"], must_exist=True)
-    shown = display(ctx.root, path)
-    original = read_text(path, shown)
-    old, new = args["old_text"], args["new_text"]
-    count = original.text.count(old)
-    if count == 0:
-        raise ToolError(f"old_text was not found in {shown}. View the file and copy the text exactly, including indentation.")
-    if count > 1 and not args.get("replace_all", False):
-        raise ToolError(f"old_text occurs {count} times in {shown} (lines {_line_numbers(original.text, old)}); "
-                        "include more surrounding lines so it matches once, or set replace_all to true.")
-    updated = original.text.replace(old, new) if args.get("replace_all") else original.text.replace(old, new, 1)
-    return _write(ctx, path, shown, original.text, updated, original.encoding)
-
-
-def write_file(ctx: ToolContext, args: dict[str, Any]) -> Observation:
-    path = resolve_in_root(ctx.root, args["path"])
-    shown = display(ctx.root, path)
-    if path.is_dir():
-        raise ToolError(f"'{shown}' is a directory.")
-    before = read_text(path, shown) if path.exists() else None
-    return _write(ctx, path, shown, before.text if before else "", args["content"], before.encoding if before else "utf-8")
-
-
-def _write(ctx: ToolContext, path, shown: str, before: str, after: str, encoding: str) -> Observation:
-    diff = unified_diff(shown, before, after)
-    if before == after:
-        return Observation(True, f"{shown} is unchanged (the new text equals the old).")
-    if not ctx.approve(ApprovalRequest("edit", f"edit {shown}", diff)):
-        raise ToolError(f"The user declined the change to {shown}.")
-    write_atomic(path, after, encoding)
-    ctx.changed.add(shown)
-    return Observation(True, f"Changed {shown}:\n{diff}", {"path": shown, "diff": diff})
-
-
-def unified_diff(shown: str, before: str, after: str, context: int = 2) -> str:
-    lines = difflib.unified_diff(before.splitlines(), after.splitlines(), f"a/{shown}", f"b/{shown}", n=context, lineterm="")
-    return "\n".join(lines)
-
-
-def _line_numbers(text: str, needle: str) -> str:
-    numbers, start = [], 0
-    while (index := text.find(needle, start)) != -1:
-        numbers.append(str(text.count("\n", 0, index) + 1))
-        start = index + 1
-    return ", ".join(numbers)
+def split_lines(text: str) -> list[str]:
+    """Lines as edit_file and apply_patch count them: split on "\n" only (a stray form feed or
+    U+2028 inside a line must not shift the numbers the model sees)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from clovercode.actions import commands, files
+from clovercode.actions import commands, editing, files, patching
 from clovercode.actions.context import Observation, ToolContext, ToolError
 from clovercode.toolcalls.schemas import ToolSpec, load_tool_specs
 from clovercode.toolcalls.validate import CheckedCall
@@ -17,8 +17,9 @@ HANDLERS: dict[str, Handler] = {
     "view_file": files.view_file,
     "list_files": files.list_files,
     "search_text": files.search_text,
-    "edit_file": files.edit_file,
-    "write_file": files.write_file,
+    "edit_file": editing.edit_file,
+    "write_file": editing.write_file,
+    "apply_patch": patching.apply_patch,
     "run_command": commands.run_command,
 }
 

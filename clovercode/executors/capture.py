@@ -50,13 +50,15 @@ class OutputCap:
 
 
 def run_captured(argv: Sequence[str], cwd: Path, timeout: float, env: Mapping[str, str] | None,
-                 limit: int) -> tuple[int | None, str, bool, int, float]:
-    """Run ``argv``; return (exit_code or None, capped output, timed_out, omitted_bytes, seconds)."""
+                 limit: int, pass_fds: Sequence[int] = ()) -> tuple[int | None, str, bool, int, float]:
+    """Run ``argv``; return (exit_code or None, capped output, timed_out, omitted_bytes, seconds).
+    ``pass_fds`` stay open in the child (bwrap's status pipe)."""
     start = time.monotonic()
     proc = subprocess.Popen(
         list(argv), cwd=cwd, env=dict(env) if env is not None else None,
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         start_new_session=True,  # its own process group, so the timeout kills children too
+        pass_fds=tuple(pass_fds),
     )
     try:
         return _pump(proc, start, timeout, limit)

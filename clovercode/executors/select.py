@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import Callable, Mapping
+
 from clovercode.config import Config
-from clovercode.errors import SandboxUnavailable
 from clovercode.executors.base import Executor
 from clovercode.executors.local import LocalExecutor
 
@@ -11,8 +14,21 @@ NO_SANDBOX_WARNING = ("WARNING: --sandbox none: commands the model writes run di
                       "with your permissions, network and environment.")
 
 
-def make_executor(cfg: Config) -> Executor:
+def make_executor(cfg: Config, root: Path | None = None, *, env: Mapping[str, str] | None = None,
+                  warn: Callable[[str], None] | None = None, preflight: bool = True) -> Executor:
+    """The executor for ``cfg["sandbox"]``; raises SandboxUnavailable when the sandbox cannot start.
+
+    ``none`` is only ever chosen explicitly, and ``warn`` is told so loudly.
+    """
     if cfg["sandbox"] == "none":
+        if warn is not None:
+            warn(NO_SANDBOX_WARNING)
         return LocalExecutor(cfg["output_limit"])
-    raise SandboxUnavailable(f"the '{cfg['sandbox']}' sandbox is not available in this build",
-                             hint="Pass --sandbox none to run commands without a sandbox (not recommended).")
+    from clovercode.executors.bwrap import BwrapExecutor
+    from clovercode.sandboxing.policy import load_policy
+
+    executor = BwrapExecutor(load_policy(cfg["sandbox"]), (root or Path.cwd()),
+                             dict(os.environ if env is None else env), cfg["output_limit"])
+    if preflight:
+        executor.preflight()
+    return executor

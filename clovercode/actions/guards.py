@@ -1,0 +1,69 @@
+"""What the file tools may touch beyond "inside the project": protected paths they must not write,
+host secrets they must not read, and read-before-edit (a file must be viewed, unchanged since)."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from clovercode.actions.context import ToolError
+
+
+@dataclass(frozen=True)
+class FileGuard:
+    refused: tuple[str, ...] = ()  # protected.toml tool_refused: no slash = any component
+    secrets: tuple[str, ...] = ()  # absolute glob patterns of host secrets
+
+    @classmethod
+    def from_policy_data(cls, env: Mapping[str, str] | None = None) -> "FileGuard":
+        from clovercode.sandboxing.policy import expand_patterns, home_dirs, load_hidden, load_tool_refused
+
+        homes = home_dirs(os.environ if env is None else env)
+        return cls(load_tool_refused(), expand_patterns(load_hidden(), homes))
+
+    def check_read(self, path: Path, shown: str) -> None:
+        if self.is_secret(path):
+            raise ToolError(f"'{shown}' holds credentials or other secrets; clovercode does not read it.")
+
+    def check_write(self, root: Path, path: Path, shown: str) -> None:
+        self.check_read(path, shown)
+        rel = path.relative_to(root.resolve()).as_posix() if path != root.resolve() else ""
+        for entry in self.refused:
+            hit = (entry in rel.split("/")) if "/" not in entry else (rel == entry or rel.startswith(entry + "/"))
+            if hit:
+                raise ToolError(f"'{shown}' is protected ({entry}): clovercode does not change it, because it can run "
+                                "code or change settings outside the sandbox. Ask the user to make this change.")
+
+    def is_secret(self, path: Path) -> bool:
+        text = str(path)
+        candidates = [text, *(str(p) for p in path.parents)]
+        return any(fnmatch.fnmatchcase(c, pattern) for pattern in self.secrets for c in candidates)
+
+
+@dataclass
+class FileStamps:
+    """Digests of files as the model last saw them (viewed or written), by resolved path."""
+
+    seen: dict[Path, str] = field(default_factory=dict)
+
+    def record(self, path: Path, digest: str) -> None:
+        self.seen[path] = digest
+
+    def forget(self, path: Path) -> None:
+        self.seen.pop(path, None)
+
+    def clear(self) -> None:
+        self.seen.clear()
+
+    def require_current(self, path: Path, shown: str, digest: str) -> None:
+        """Refuse editing a file the model has not viewed, or one that changed since it did."""
+        known = self.seen.get(path)
+        if known is None:
+            raise ToolError(f"You have not viewed {shown} yet. Call view_file on it first, then make the edit "
+                            "with text copied from what you saw.")
+        if known != digest:
+            raise ToolError(f"{shown} changed on disk since you last viewed it (a command or the user changed it). "
+                            "View it again before editing.")

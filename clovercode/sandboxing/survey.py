@@ -1,0 +1,88 @@
+"""Look at the host once per command: which protected, hidden and masked paths exist, so the pure
+argv builder gets plain facts. Also the after-run guard for protected paths that did not exist."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+from pathlib import Path
+from typing import Mapping
+
+from clovercode.errors import SandboxUnavailable
+from clovercode.sandboxing.argv import Layout
+from clovercode.sandboxing.policy import Policy, expand_patterns, home_dirs
+
+PRIVATE_TMP = "/tmp"
+
+
+def survey(policy: Policy, project: Path, cwd: Path, env: Mapping[str, str]) -> Layout:
+    root = os.path.realpath(project)
+    if root == "/":
+        raise SandboxUnavailable("the project directory is /; a sandbox that may write / protects nothing",
+                                 hint="Run clovercode in a project directory.")
+    here = os.path.realpath(cwd)
+    if not _within(here, root):
+        here = root
+    read_only, absent = [], []
+    for rel in policy.read_only:
+        path = os.path.join(root, rel)
+        if os.path.exists(path):
+            read_only.append(path)
+        elif not os.path.lexists(path):
+            absent.append(path)
+    masked = [m for m in policy.masked if os.path.isdir(m) and not os.path.islink(m)]
+    exposed = [os.path.realpath(e) for e in policy.expose
+               if os.path.exists(e) and any(_within(os.path.realpath(e), m) for m in masked)]
+    hidden_dirs, hidden_files = [], []
+    for path in _existing(expand_patterns(policy.hidden, home_dirs(env))):
+        real = os.path.realpath(path)
+        if _within(root, real):
+            continue  # hiding it would hide the project itself
+        if not _visible(real, root, masked):
+            continue
+        (hidden_dirs if os.path.isdir(real) else hidden_files).append(real)
+    return Layout(root, here, tuple(read_only), tuple(absent), tuple(dict.fromkeys(hidden_dirs)),
+                  tuple(dict.fromkeys(hidden_files)), tuple(masked), tuple(dict.fromkeys(exposed)))
+
+
+def remove_created(layout: Layout) -> list[str]:
+    """Delete protected paths a command created (they were absent before it ran); return them.
+
+    A read-only bind needs an existing path, so the sandbox cannot pre-empt these; removing them
+    afterwards keeps hooks and start-up files planted by a command from ever running outside.
+    """
+    removed = []
+    for path in layout.absent_protected:
+        if not os.path.lexists(path):
+            continue
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        removed.append(os.path.relpath(path, layout.project))
+    return removed
+
+
+def _existing(patterns: tuple[str, ...]) -> list[str]:
+    found = []
+    for pattern in patterns:
+        if glob.has_magic(pattern):
+            found.extend(sorted(glob.glob(pattern)))
+        elif os.path.exists(pattern):
+            found.append(pattern)
+    return found
+
+
+def _visible(path: str, project: str, masked: list[str]) -> bool:
+    """Whether a host path would be visible inside the sandbox (private /tmp and masks hide it)."""
+    if _within(path, project):
+        return True
+    return not any(_within(path, m) for m in [PRIVATE_TMP, *masked])
+
+
+def _within(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")

@@ -1,0 +1,174 @@
+"""Checkpoints for projects that are not git repositories: a manifest per snapshot and
+content-addressed copies of the files under the state directory, so repeated snapshots of a mostly
+unchanged project cost little."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from clovercode.vcs.checkpoint import MAX_FILE_BYTES, CheckpointError, Snapshot, new_stamp, write_file_atomic
+
+MAX_TOTAL_BYTES = 1024 * 1024 * 1024
+# Build outputs, caches and environments: recreated by tools, too big to copy on every run.
+SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache", ".pytest_cache",
+             ".tox", ".ruff_cache", "dist", "build", "target", ".clovercode"}
+
+Entry = dict  # {"sha", "mode", "size", "mtime_ns"} for a file, {"link": target} for a symlink
+
+
+class DirStore:
+    def __init__(self, root: Path, base: Path):
+        self.root = root
+        self.home = base / hashlib.sha256(str(root).encode()).hexdigest()[:16]
+        self.objects = self.home / "objects"
+
+    def save(self, kind: str, label: str) -> Snapshot:
+        files = self.scan(store=True)
+        snap = Snapshot(kind, new_stamp(), " ".join(label.split())[:200] or "checkpoint")
+        path = self._manifest(snap)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        manifest = {"root": str(self.root), "label": snap.label, "files": files}
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(manifest), encoding="utf-8")
+        os.replace(tmp, path)
+        return snap
+
+    def list(self, kind: str) -> list[Snapshot]:
+        directory = self.home / kind
+        if not directory.is_dir():
+            return []
+        snaps = []
+        for path in directory.glob("*.json"):
+            try:
+                label = json.loads(path.read_text(encoding="utf-8")).get("label", "")
+            except (OSError, ValueError):
+                continue
+            snaps.append(Snapshot(kind, path.stem, label))
+        return sorted(snaps, key=lambda s: s.stamp, reverse=True)
+
+    def same_as_now(self, snap: Snapshot) -> bool:
+        return _comparable(self._files(snap)) == _comparable(self.scan(store=False))
+
+    def drop(self, snap: Snapshot) -> None:
+        self._manifest(snap).unlink(missing_ok=True)
+        self._collect_garbage()
+
+    def restore(self, snap: Snapshot) -> list[str]:
+        target, current = self._files(snap), self.scan(store=False)
+        changed = []
+        for rel in sorted(set(current) - set(target)):
+            path = self.root / rel
+            os.unlink(path)
+            _prune_empty(path.parent, self.root)
+            changed.append(rel)
+        for rel, entry in sorted(target.items()):
+            if _comparable({rel: entry}) == _comparable({rel: current[rel]} if rel in current else {}):
+                continue
+            path = self.root / rel
+            if path.is_dir() and not path.is_symlink():
+                try:
+                    path.rmdir()
+                except OSError:
+                    raise CheckpointError(f"cannot restore {rel}: a non-empty directory is in its place") from None
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if "link" in entry:
+                if os.path.lexists(path):
+                    os.unlink(path)
+                os.symlink(entry["link"], path)
+            else:
+                write_file_atomic(path, (self.objects / entry["sha"]).read_bytes(), bool(entry["mode"] & 0o111))
+                os.chmod(path, entry["mode"])
+            changed.append(rel)
+        return sorted(set(changed))
+
+    def scan(self, store: bool) -> dict[str, Entry]:
+        """The project's files now; with ``store``, their contents are copied into the object store."""
+        previous = self._latest_files()
+        files: dict[str, Entry] = {}
+        total = 0
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+            for name in sorted(filenames):
+                path = Path(dirpath) / name
+                rel = path.relative_to(self.root).as_posix()
+                if path.is_symlink():
+                    files[rel] = {"link": os.readlink(path)}
+                    continue
+                info = path.stat()
+                if not path.is_file() or info.st_size > MAX_FILE_BYTES:
+                    continue
+                total += info.st_size
+                if total > MAX_TOTAL_BYTES:
+                    raise CheckpointError(f"the project holds more than {MAX_TOTAL_BYTES >> 20} MiB of files; "
+                                          "put it under git to get checkpoints")
+                old = previous.get(rel)
+                if old and "sha" in old and (old["size"], old["mtime_ns"]) == (info.st_size, info.st_mtime_ns) \
+                        and (self.objects / old["sha"]).exists():
+                    sha = old["sha"]
+                else:
+                    sha = _sha256(path)
+                if store:
+                    self._keep(path, sha)
+                files[rel] = {"sha": sha, "mode": info.st_mode & 0o7777, "size": info.st_size, "mtime_ns": info.st_mtime_ns}
+        return files
+
+    def _keep(self, path: Path, sha: str) -> None:
+        target = self.objects / sha
+        if target.exists():
+            return
+        self.objects.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.objects)
+        os.close(fd)
+        shutil.copyfile(path, tmp)
+        os.replace(tmp, target)
+
+    def _files(self, snap: Snapshot) -> dict[str, Entry]:
+        try:
+            return json.loads(self._manifest(snap).read_text(encoding="utf-8"))["files"]
+        except (OSError, ValueError, KeyError) as exc:
+            raise CheckpointError(f"checkpoint {snap.stamp} is unreadable: {exc}") from None
+
+    def _latest_files(self) -> dict[str, Entry]:
+        for kind in ("checkpoints", "undone"):
+            for snap in self.list(kind)[:1]:
+                return self._files(snap)
+        return {}
+
+    def _manifest(self, snap: Snapshot) -> Path:
+        return self.home / snap.kind / f"{snap.stamp}.json"
+
+    def _collect_garbage(self) -> None:
+        used = set()
+        for kind in ("checkpoints", "undone"):
+            for snap in self.list(kind):
+                used.update(e["sha"] for e in self._files(snap).values() if "sha" in e)
+        if self.objects.is_dir():
+            for blob in self.objects.iterdir():
+                if blob.name not in used:
+                    blob.unlink(missing_ok=True)
+
+
+def _comparable(files: dict[str, Entry]) -> dict[str, tuple]:
+    return {rel: (e.get("link"), e.get("sha"), e.get("mode")) for rel, e in files.items()}
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _prune_empty(directory: Path, root: Path) -> None:
+    while directory != root and root in directory.parents:
+        try:
+            directory.rmdir()
+        except OSError:
+            return
+        directory = directory.parent

@@ -1,0 +1,119 @@
+"""Approval modes (suggest / auto-edit / full-auto) and the REPL prompt that shows the diff or command,
+through the real CLI (piped stdin) and a real pty; /undo in the REPL."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from clovercode.actions.approval import ALWAYS, NO, YES, ModeApprover, needs_asking, parse_answer
+from clovercode.actions.context import ApprovalRequest
+from conftest import EXAMPLES, cli_env, run_cli
+
+REPLAY = f"replay:{EXAMPLES / 'calc.replay.jsonl'}"
+WIDE = cli_env(COLUMNS="200")  # rich wraps at the terminal width; keep messages on one line
+EDIT = ApprovalRequest("edit", "edit calc.py", "diff")
+COMMAND = ApprovalRequest("command", "pytest", "runs in sandbox: workspace-write")
+
+
+def test_which_actions_each_mode_asks_about():
+    table = {(mode, kind, sandboxed): needs_asking(mode, kind, sandboxed)
+             for mode in ("suggest", "auto-edit", "full-auto") for kind in ("edit", "command") for sandboxed in (True, False)}
+    assert table == {
+        ("suggest", "edit", True): True, ("suggest", "edit", False): True,
+        ("suggest", "command", True): True, ("suggest", "command", False): True,
+        ("auto-edit", "edit", True): False, ("auto-edit", "edit", False): False,
+        ("auto-edit", "command", True): True, ("auto-edit", "command", False): True,
+        ("full-auto", "edit", True): False, ("full-auto", "edit", False): False,
+        ("full-auto", "command", True): False, ("full-auto", "command", False): True,  # full-auto only in the sandbox
+    }
+
+
+def test_always_is_remembered_per_kind():
+    asked, answers = [], iter([ALWAYS, NO])
+    approver = ModeApprover("suggest", True, lambda r: asked.append(r.kind) or next(answers))
+    assert approver(EDIT) and approver(EDIT)
+    assert not approver(COMMAND)
+    assert asked == ["edit", "command"]
+    assert ModeApprover("full-auto", False, lambda r: YES).notice()
+    assert ModeApprover("full-auto", True, lambda r: YES).notice() is None
+
+
+def test_answers():
+    assert [parse_answer(a) for a in ("y", "YES", "n", "", "a", "always", "maybe")] == [YES, YES, NO, NO, ALWAYS, ALWAYS, None]
+
+
+def repl(calc_repo, approval: str, stdin: str):
+    return run_cli("--repo", str(calc_repo), "--model", REPLAY, "--approval", approval, input=stdin, cwd=calc_repo,
+                   env=WIDE)
+
+
+def test_suggest_shows_the_diff_and_the_command_and_obeys_the_answers(calc_repo):
+    original = (calc_repo / "calc.py").read_text()
+    proc = repl(calc_repo, "suggest", "mean() is wrong\ny\nn\n/undo\n/exit\n")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "clovercode wants to edit calc.py" in out and "+    return sum(values) / len(values)" in out
+    assert "Apply this change?" in out
+    assert "clovercode wants to run a command" in out and "$ python3 -m unittest -q" in out and "Run it?" in out
+    assert "declined to run this command" in out
+    assert "Restored" in out  # /undo
+    assert (calc_repo / "calc.py").read_text() == original
+
+
+def test_a_declined_edit_leaves_the_file(calc_repo):
+    original = (calc_repo / "calc.py").read_text()
+    proc = repl(calc_repo, "suggest", "mean() is wrong\nn\nn\n/exit\n")
+    assert proc.returncode == 0, proc.stderr
+    assert "declined the change" in proc.stdout
+    assert (calc_repo / "calc.py").read_text() == original
+
+
+def test_auto_edit_asks_only_about_commands(calc_repo):
+    proc = repl(calc_repo, "auto-edit", "mean() is wrong\ny\n/exit\n")
+    assert proc.returncode == 0, proc.stderr
+    assert "Apply this change?" not in proc.stdout and "Run it?" in proc.stdout
+    assert "Exit code: 0" in proc.stdout or "OK" in proc.stdout
+    assert "sum(values) / len(values)" in (calc_repo / "calc.py").read_text()
+
+
+def test_full_auto_asks_nothing_inside_the_sandbox(calc_repo):
+    proc = repl(calc_repo, "full-auto", "mean() is wrong\n/exit\n")
+    assert proc.returncode == 0, proc.stderr
+    assert "Apply this change?" not in proc.stdout and "Run it?" not in proc.stdout
+    assert "sum(values) / len(values)" in (calc_repo / "calc.py").read_text()
+
+
+def test_full_auto_without_a_sandbox_still_asks_about_commands(calc_repo):
+    proc = run_cli("--repo", str(calc_repo), "--model", REPLAY, "--approval", "full-auto", "--sandbox", "none",
+                   input="mean() is wrong\nn\n/exit\n", cwd=calc_repo, env=WIDE)
+    assert proc.returncode == 0, proc.stderr
+    assert "commands are still asked about" in proc.stdout
+    assert "Run it?" in proc.stdout and "Apply this change?" not in proc.stdout
+
+
+def test_the_prompt_in_a_real_terminal(calc_repo):
+    pexpect = pytest.importorskip("pexpect")
+    original = (calc_repo / "calc.py").read_text()
+    env = cli_env(TERM="xterm", COLUMNS="120", LINES="40")
+    child = pexpect.spawn(sys.executable, ["-m", "clovercode", "--repo", str(calc_repo), "--model", REPLAY],
+                          env=env, cwd=str(calc_repo), encoding="utf-8", timeout=60, dimensions=(40, 120))
+    try:
+        child.expect("clover>")
+        child.sendline("mean() is wrong")
+        child.expect("Apply this change")
+        child.sendline("y")
+        child.expect(r"python3 -m unittest")
+        child.expect("Run it")
+        child.sendline("y")
+        child.expect("clover>")
+        assert "sum(values) / len(values)" in (calc_repo / "calc.py").read_text()
+        child.sendline("/undo")
+        child.expect("Restored")
+        child.expect("clover>")
+        assert (calc_repo / "calc.py").read_text() == original
+        child.sendline("/exit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)

@@ -1,0 +1,121 @@
+"""Policy data → bwrap argv and environment: pure functions, compared as whole lists."""
+
+from pathlib import Path
+
+import shutil
+
+import pytest
+
+from clovercode.errors import SandboxUnavailable
+from clovercode.sandboxing.argv import Layout, bwrap_argv, sandbox_env
+from clovercode.sandboxing.policy import PROFILES, Policy, expand_patterns, load_policy, load_tool_refused
+from clovercode.resources import data_dir
+from clovercode.sandboxing.survey import remove_created, survey
+
+POLICY = Policy("workspace-write", "test", project_writable=True, network=False,
+                env_allow=("PATH", "HOME", "LC_*", "MY_*"), env_deny=("*TOKEN*", "*_KEY"),
+                env_set=(("TMPDIR", "/tmp"),))
+
+LAYOUT = Layout(project="/work/proj", cwd="/work/proj/src", read_only=("/work/proj/.git",),
+                hidden_dirs=("/root/.ssh",), hidden_files=("/etc/shadow",), masked=("/run",),
+                exposed=("/run/systemd/resolve",))
+
+
+def test_workspace_write_argv_whole_list():
+    assert bwrap_argv(POLICY, LAYOUT, ["/bin/sh", "-c", "make test"]) == [
+        "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--unshare-net",
+        "--hostname", "sandbox", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+        "--tmpfs", "/run",
+        "--ro-bind", "/run/systemd/resolve", "/run/systemd/resolve",
+        "--bind", "/work/proj", "/work/proj",
+        "--ro-bind", "/work/proj/.git", "/work/proj/.git",
+        "--tmpfs", "/root/.ssh", "--remount-ro", "/root/.ssh",
+        "--ro-bind", "/dev/null", "/etc/shadow",
+        "--chdir", "/work/proj/src", "--", "/bin/sh", "-c", "make test",
+    ]
+
+
+def test_read_only_network_profile_and_status_fd():
+    policy = Policy("ro-net", "", project_writable=False, network=True)
+    layout = Layout(project="/p", cwd="/p")
+    assert bwrap_argv(policy, layout, ["true"], status_fd=7) == [
+        "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+        "--hostname", "sandbox", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+        "--ro-bind", "/p", "/p",
+        "--json-status-fd", "7", "--chdir", "/p", "--", "true",
+    ]
+
+
+def test_sandbox_env_is_an_allowlist_with_deny_patterns():
+    host = {"PATH": "/usr/bin", "HOME": "/root", "LC_ALL": "C", "GITHUB_TOKEN": "t", "AWS_SECRET_ACCESS_KEY": "s",
+            "MY_API_TOKEN": "x", "MY_VAR": "ok", "OPENAI_API_KEY": "k", "TMPDIR": "/var/tmp", "EDITOR": "vi"}
+    assert sandbox_env(POLICY, host) == {"HOME": "/root", "LC_ALL": "C", "MY_VAR": "ok", "PATH": "/usr/bin",
+                                         "TMPDIR": "/tmp"}
+
+
+def test_sandbox_env_has_a_path_even_when_the_host_has_none():
+    assert sandbox_env(POLICY, {})["PATH"] == "/usr/local/bin:/usr/bin:/bin"
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_shipped_profiles_load(name):
+    policy = load_policy(name)
+    assert policy.name == name
+    assert ".git" in policy.read_only and "~/.ssh" in policy.hidden and "/run" in policy.masked
+    assert policy.network is (name == "workspace-write-network")
+    assert policy.project_writable is (name != "read-only")
+    assert ".git" in load_tool_refused()
+
+
+def test_unknown_or_broken_policy_is_a_clear_error(tmp_path):
+    with pytest.raises(SandboxUnavailable, match="unknown sandbox policy 'nope'"):
+        load_policy("nope")
+    for name in ("protected.toml", "secrets.toml", "environment.toml"):
+        shutil.copy(data_dir("sandbox") / name, tmp_path / name)
+    (tmp_path / "workspace-write.toml").write_text("project_writable = 'yes'\nnetwork = false\n")
+    with pytest.raises(SandboxUnavailable, match="'project_writable' must be true or false"):
+        load_policy("workspace-write", tmp_path)
+
+
+def test_expand_patterns_per_home():
+    assert expand_patterns(("~/.ssh", "/etc/shadow"), ("/root", "/home/ci")) == ("/root/.ssh", "/home/ci/.ssh", "/etc/shadow")
+
+
+def test_survey_finds_protected_hidden_and_absent_paths(tmp_path):
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".netrc").write_text("machine x password y\n")
+    project = tmp_path / "proj"
+    (project / ".git").mkdir(parents=True)
+    (project / "clovercode.toml").write_text("")
+    policy = Policy("t", "", True, False, read_only=(".git", "clovercode.toml", ".bashrc"),
+                    hidden=("~/.ssh", "~/.netrc", "~/.aws"), masked=())
+    layout = survey(policy, project, project, {"HOME": str(home)})
+    # HOME sits under /tmp here, which the sandbox replaces anyway: nothing of it needs hiding.
+    assert layout.read_only == (f"{project}/.git", f"{project}/clovercode.toml")
+    assert layout.absent_protected == (f"{project}/.bashrc",)
+    # A home outside the private /tmp is hidden.
+    outside = Path("/var/tmp") / f"clovercode-test-home-{tmp_path.name}"
+    try:
+        (outside / ".ssh").mkdir(parents=True)
+        (outside / ".netrc").write_text("x")
+        layout = survey(policy, project, project, {"HOME": str(outside)})
+        assert f"{outside}/.ssh" in layout.hidden_dirs and f"{outside}/.netrc" in layout.hidden_files
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
+
+
+def test_survey_refuses_root_as_project(tmp_path):
+    with pytest.raises(SandboxUnavailable, match="project directory is /"):
+        survey(load_policy("workspace-write"), Path("/"), Path("/"), {})
+
+
+def test_remove_created_only_touches_paths_absent_before(tmp_path):
+    layout = Layout(str(tmp_path), str(tmp_path), absent_protected=(f"{tmp_path}/.bashrc", f"{tmp_path}/.vscode"))
+    (tmp_path / ".vscode").mkdir()
+    (tmp_path / ".vscode" / "tasks.json").write_text("{}")
+    (tmp_path / "keep.txt").write_text("mine")
+    assert remove_created(layout) == [".vscode"]
+    assert not (tmp_path / ".vscode").exists() and (tmp_path / "keep.txt").exists()
