@@ -258,6 +258,25 @@ def config_show(repo: Optional[Path] = RepoOpt,
 bench_app = typer.Typer(cls=CloverGroup, help="Benchmarks: ratios measured side by side in one run.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 
+
+@bench_app.command("serve")
+def bench_serve(
+    model: str = typer.Option("tiny", "--model", "-m", help="Model spec each `clovercode serve` process loads."),
+    clients: int = typer.Option(8, "--clients", min=1, help="Concurrent clients (simulated CI bots)."),
+    requests: int = typer.Option(3, "--requests", min=1, help="Requests each client sends, one after another."),
+    max_tokens: int = typer.Option(48, "--max-tokens", min=1, help="Tokens each request asks for."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Load-test `clovercode serve`: one-at-a-time vs queued vs batched, measured in one run."""
+    from clovercode.bench.serve import print_report, run_bench
+
+    report = run_bench(model, clients, requests, max_tokens)
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+    else:
+        print_report(report, Console())
+    raise typer.Exit(0 if report["ok"] else 1)
+
 traj_app = typer.Typer(cls=CloverGroup, help="Work with run trajectories.")
 app.add_typer(traj_app, name="trajectory")
 

@@ -25,5 +25,9 @@ def open_backend(cfg: Config, base_dir: Path | None = None) -> ModelBackend:
         if not path.is_absolute() and base_dir is not None and not path.exists():
             path = base_dir / path
         return ReplayBackend(path)
+    if spec == "tiny" or spec.startswith("tiny:"):
+        from clovercode.backends.tiny import TinyBackend, parse_spec
+
+        return TinyBackend(parse_spec(spec))
     raise ModelUnavailable(f"model '{spec}' is not available in this build",
                            hint="Use --model replay:FILE.jsonl to replay a recorded session.")

@@ -150,7 +150,7 @@ class Scheduler:
             s = self.stats
             return {"queued": len(self.queue), "active": self.active, "max_batch": self.max_batch,
                     "submitted": s.submitted, "completed": s.completed, "cancelled": s.cancelled,
-                    "failed": s.failed, "rejected": s.rejected, "batch_steps": s.steps,
+                    "failed": s.failed, "rejected": s.rejected, "batch_steps": s.steps, "batch_rows": s.rows,
                     "mean_batch": round(s.rows / s.steps, 3) if s.steps else None}
 
     # ---- workers ----------------------------------------------------------------------------
