@@ -38,7 +38,7 @@ class ServerStopping(Exception):
     pass
 
 
-@dataclass
+@dataclass(eq=False)  # identity matters: the queue removes this very job
 class Job:
     id: str
     messages: Sequence[Message]
@@ -89,6 +89,18 @@ class FairQueue:
                 else:
                     del self._lanes[client]
             return out
+
+    def remove(self, job: Job) -> bool:
+        """Take ``job`` out if it is still waiting; False when a worker already has it."""
+        with self._cond:
+            lane = self._lanes.get(job.client)
+            if lane is None or not any(j is job for j in lane):
+                return False
+            lane.remove(job)
+            self._size -= 1
+            if not lane:
+                del self._lanes[job.client]
+            return True
 
     def wake(self) -> None:
         with self._cond:
@@ -144,6 +156,13 @@ class Scheduler:
             raise
         with self._lock:
             self.stats.submitted += 1
+
+    def cancel(self, job: Job) -> None:
+        """Stop ``job``: a waiting one leaves the queue now (freeing its place), a running one
+        stops at the model's next step, a finished one is unaffected."""
+        job.cancel()
+        if self.queue.remove(job):
+            self._finish(job, cancelled=True)
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:

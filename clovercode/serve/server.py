@@ -80,6 +80,12 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # http.server's per-request noise: off
         pass
 
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (ConnectionError, TimeoutError):
+            pass  # a keep-alive client that went away between requests: nothing to answer
+
     # ---- routes -----------------------------------------------------------------------------
 
     def do_GET(self) -> None:
@@ -140,7 +146,7 @@ class Handler(BaseHTTPRequestHandler):
             outcome = "internal error"
         finally:
             if job is not None:
-                job.cancel()  # no-op when it finished; stops generation when this handler gave up
+                self.app.scheduler.cancel(job)  # no-op when it finished; stops it when this handler gave up
         if job is not None:
             waited = (job.started or time.monotonic()) - job.enqueued
             self.app.log(f"{job.id} client={job.client} {outcome} waited={waited:.3f}s total={time.monotonic() - started:.3f}s")
