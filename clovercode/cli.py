@@ -200,7 +200,7 @@ def serve(
     cfg = load_config(None, os.environ, {"model": model, "serve.host": host, "serve.port": port, "serve.api_key": api_key,
                                          "serve.model_name": model_name, "serve.max_batch": max_batch,
                                          "serve.max_queue": max_queue})
-    raise typer.Exit(run_serve(cfg, Console(stderr=True)))
+    raise typer.Exit(run_serve(cfg, make_console(stderr=True)))
 
 
 tools_app = typer.Typer(cls=CloverGroup, help="List the tools the model can call, or show one's schema.")
@@ -274,7 +274,7 @@ def bench_serve(
     if as_json:
         typer.echo(json.dumps(report, indent=2))
     else:
-        print_report(report, Console())
+        print_report(report, make_console())
     raise typer.Exit(0 if report["ok"] else 1)
 
 traj_app = typer.Typer(cls=CloverGroup, help="Work with run trajectories.")

@@ -297,7 +297,7 @@ def print_report(report: dict[str, Any], console: Any) -> None:
     from rich.table import Table
 
     if console.width < 100:  # a pipe or a narrow terminal: ten numeric columns need the room
-        console = Console(width=100, file=console.file, force_terminal=console.is_terminal)
+        console = Console(width=100, file=console.file, force_terminal=console.is_terminal, highlight=False)
 
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title=f"clovercode serve under load — model {report['model']}, {report['clients']} clients × "
                   f"{report['requests_per_client']} requests, {report['max_tokens']} tokens each")
