@@ -197,9 +197,10 @@ def serve(
     """Serve the model over an OpenAI-compatible HTTP API (/v1/chat/completions) for many clients."""
     from clovercode.serve.command import run_serve
 
+    # `endpoint` is for clients: a GPU box whose config points at itself must still serve its own model.
     cfg = load_config(None, os.environ, {"model": model, "serve.host": host, "serve.port": port, "serve.api_key": api_key,
                                          "serve.model_name": model_name, "serve.max_batch": max_batch,
-                                         "serve.max_queue": max_queue})
+                                         "serve.max_queue": max_queue}).with_overrides({"endpoint": ""}, "serve")
     raise typer.Exit(run_serve(cfg, make_console(stderr=True)))
 
 

@@ -207,3 +207,16 @@ def test_base_url_forms(url, expected):
 def test_bad_base_urls_are_config_errors(url):
     with pytest.raises(ConfigError):
         parse_base_url(url)
+
+
+def test_a_server_that_ignores_stream_true_still_works():
+    completion = {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+        "role": "assistant", "content": "Reading.", "reasoning_content": "need the file",
+        "tool_calls": [{"id": "c9", "type": "function", "function": {"name": "view_file", "arguments": "{\"path\": \"x.py\"}"}}]}}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 4}}
+    with StubServer() as stub:
+        stub.script.append(status(200, completion))
+        events = run(backend(stub))
+    assert events == [TextDelta("need the file", reasoning=True), TextDelta("Reading."),
+                      ToolCallEvent("view_file", {"path": "x.py"}, "c9"), events[3], Finish("tool_calls")]
+    assert (events[3].prompt_tokens, events[3].completion_tokens) == (10, 4)

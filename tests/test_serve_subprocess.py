@@ -9,12 +9,14 @@ import socket
 import subprocess
 import sys
 import threading
+import urllib.request
 from contextlib import contextmanager
 from typing import Iterator
 
 import openai
 import pytest
 from conftest import EXAMPLES, cli_env, run_cli
+from serve_helpers import wait_for
 
 from clovercode.agent.messages import Message
 from clovercode.backends.base import ContextTooLong, Finish, GenerationParams, TextDelta, Usage
@@ -115,7 +117,9 @@ def test_endpoint_backend_names_the_models_a_server_has(tiny_url):
 
 def test_fix_runs_through_serve_with_an_api_key(calc_repo):
     replay = str(EXAMPLES / "calc.replay.jsonl")
-    with serve("--model", f"replay:{replay}", env=cli_env(CLOVERCODE_SERVE_API_KEY="k-123")) as (url, _):
+    # A client-side `endpoint` in the server's environment must not turn serve into a proxy.
+    with serve("--model", f"replay:{replay}", env=cli_env(CLOVERCODE_SERVE_API_KEY="k-123",
+                                                          CLOVERCODE_ENDPOINT="http://127.0.0.1:9/v1")) as (url, _):
         denied = run_cli("fix", "mean() is wrong", "--repo", str(calc_repo), "--sandbox", "none", "--endpoint", url, "--json",
                          env=cli_env(CLOVERCODE_ENDPOINT_RETRIES="0"))
         assert denied.returncode == 5
@@ -152,3 +156,28 @@ def test_a_port_in_use_is_a_usage_error(tiny_url):
     port = tiny_url.rsplit(":", 1)[1].split("/")[0]
     proc = run_cli("serve", "--model", TINY, "--port", port)
     assert proc.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in proc.stderr
+
+
+def test_sigterm_answers_a_waiting_request_with_503():
+    with serve("--model", "tiny", "--max-batch", "1") as (url, proc):
+        c = client(url)
+        running = c.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "long"}], max_tokens=4000,
+                                            stream=True)
+        next(iter(running))
+        outcome: list = []
+
+        def waiting() -> None:
+            try:
+                outcome.append(c.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "w"}], max_tokens=5))
+            except openai.APIStatusError as exc:
+                outcome.append(exc)
+
+        thread = threading.Thread(target=waiting)
+        thread.start()
+        health = f"{url.rsplit('/v1', 1)[0]}/health"
+        assert wait_for(lambda: json.load(urllib.request.urlopen(health))["queued"] == 1)
+        proc.send_signal(signal.SIGTERM)
+        thread.join(20)
+        assert isinstance(outcome[0], openai.APIStatusError) and outcome[0].status_code == 503
+        assert "shutting down" in outcome[0].message
+        assert proc.wait(20) == 0

@@ -109,7 +109,10 @@ class EndpointBackend:
         started = time.monotonic()
         response = self._open_stream(messages, tools, params)
         try:
-            yield from self._decode(response, messages, started)
+            if "json" in (response.getheader("Content-Type") or ""):  # a server that ignored stream: true
+                yield from self._decode_whole(response, messages, started)
+            else:
+                yield from self._decode(response, messages, started)
         except socket.timeout:
             raise ModelError(f"the endpoint {self.target.url} sent nothing for {self.options.read_timeout:g} s mid-reply",
                              hint="Raise endpoint_read_timeout if the server is just slow.") from None
@@ -201,6 +204,30 @@ class EndpointBackend:
                 yield ToolCallEvent(call["name"], _decode_arguments(call["arguments"]), call["id"])
         yield _usage(usage, messages, chars, time.monotonic() - started)
         yield Finish("tool_calls" if calls else finish if finish in ("stop", "length", "tool_calls") else "stop")
+
+    def _decode_whole(self, response: http.client.HTTPResponse, messages: Sequence[Message], started: float) -> Iterator[Event]:
+        try:
+            body = json.loads(response.read())
+            choice = body["choices"][0]
+            message = choice["message"]
+        except (json.JSONDecodeError, KeyError, IndexError, TypeError):
+            raise ModelError(f"the endpoint {self.target.url} answered with JSON that is not a chat completion") from None
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            yield TextDelta(reasoning, reasoning=True)
+        content = message.get("content")
+        if isinstance(content, str) and content:
+            yield TextDelta(content)
+        calls: dict[int, dict[str, Any]] = {}
+        for index, call in enumerate(message.get("tool_calls") or ()):
+            _merge_call(calls, {**call, "index": index})
+        for index in sorted(calls):
+            if calls[index]["name"]:
+                yield ToolCallEvent(calls[index]["name"], _decode_arguments(calls[index]["arguments"]), calls[index]["id"])
+        chars = len(content or "") + len(reasoning or "")
+        yield _usage(body.get("usage"), messages, chars, time.monotonic() - started)
+        finish = choice.get("finish_reason")
+        yield Finish("tool_calls" if calls else finish if finish in ("stop", "length") else "stop")
 
     def _retry(self, attempt: Callable[[], Any]) -> Any:
         return with_retries(attempt, self.options.retries, backoff=self.options.backoff,

@@ -48,21 +48,25 @@ def run_serve(cfg: Config, console: Console, *, print_line: Callable[[str], None
     if not is_loopback(host) and not api_key:
         console.print(f"[bold yellow]warning[/]: serving on {host} without an API key: anyone who can reach this "
                       "machine can use the model. Set CLOVERCODE_SERVE_API_KEY.", highlight=False)
-    backend = open_backend(cfg)
+    try:  # bind before loading: a busy port should fail in a second, not after minutes of loading weights
+        server = make_server(None, host, port)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                         hint="Pick another port with --port (0 picks a free one).") from None
+    try:
+        backend = open_backend(cfg)
+    except BaseException:
+        server.server_close()
+        raise
 
     def log(line: str) -> None:
         console.print(f"{time.strftime('%H:%M:%S')} {line}", style="dim", highlight=False, markup=False, soft_wrap=True)
 
     scheduler = Scheduler(backend, max_batch=cfg["serve.max_batch"], max_queue=cfg["serve.max_queue"], log=log)
     window = getattr(backend, "context_window", None)
-    app = ServeApp(scheduler, served_name(cfg), Limits(cfg["max_new_tokens"], cfg["thinking"]), api_key,
-                   cfg["serve.max_request_bytes"], window if isinstance(window, int) else None, log)
-    try:
-        server = make_server(app, host, port)
-    except OSError as exc:
-        backend.close()
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-                         hint="Pick another port with --port (0 picks a free one).") from None
+    server.app = ServeApp(scheduler, served_name(cfg), Limits(cfg["max_new_tokens"], cfg["thinking"]), api_key,
+                          cfg["serve.max_request_bytes"], window if isinstance(window, int) else None, log)
+    app = server.app
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     scheduler.start()
@@ -78,6 +82,7 @@ def run_serve(cfg: Config, console: Console, *, print_line: Callable[[str], None
         log("shutting down")
         server.shutdown()
         scheduler.stop()
+        time.sleep(0.2)  # let handler threads send the 503s / final events scheduler.stop() caused
         server.server_close()
         backend.close()
         for sig, handler in previous.items():

@@ -57,12 +57,13 @@ class ServeHTTPServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 256  # a fleet of bots connecting at once must not be refused by the backlog
 
-    def __init__(self, address: tuple[str, int], app: ServeApp):
-        self.app = app
+    def __init__(self, address: tuple[str, int], app: ServeApp | None):
+        self.app = app  # type: ignore[assignment]  # may be set after binding, before serve_forever
         super().__init__(address, Handler)
 
 
-def make_server(app: ServeApp, host: str, port: int) -> ServeHTTPServer:
+def make_server(app: ServeApp | None, host: str, port: int) -> ServeHTTPServer:
+    """Bind now (a busy port fails here); ``app`` may be attached later, before serving."""
     return ServeHTTPServer((host, port), app)
 
 
