@@ -14,6 +14,12 @@ from clovercode.toolcalls.schemas import load_tool_specs
 TOOLS = [s.openai_tool() for s in load_tool_specs(names=["view_file", "list_files"])]
 
 
+@pytest.fixture(scope="module")
+def echo_app():
+    with running_server(EchoBackend()) as app:
+        yield app
+
+
 def client(app, key: str = "none") -> openai.OpenAI:
     return openai.OpenAI(base_url=f"http://127.0.0.1:{app.port}/v1", api_key=key, max_retries=0, timeout=20)
 
@@ -213,3 +219,28 @@ def test_concurrent_clients_on_a_batching_backend_get_their_own_replies():
             t.join()
     assert replies == {i: f"echo: bot {i} asks {i * 17}" for i in range(8)}
     assert max(backend.widths) > 1
+
+
+@pytest.mark.parametrize("body", [
+    {"messages": [{"role": ["user"], "content": "x"}]},
+    {"messages": [{"role": "user", "content": {"a": 1}}]},
+    {"messages": [{"role": "assistant", "tool_calls": [None]}]},
+    {"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": 3}}]}]},
+    {"messages": [{"role": "user", "content": "x"}], "tools": "all"},
+    {"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": []}}]},
+    {"messages": [{"role": "user", "content": "x"}], "tool_choice": {"type": "function"}},
+    {"messages": [{"role": "user", "content": "x"}], "stream": "yes"},
+    {"messages": [{"role": "user", "content": "x"}], "stream_options": [1]},
+    {"messages": [{"role": "user", "content": "x"}], "max_tokens": True},
+    {"messages": [{"role": "user", "content": "x"}], "seed": "7"},
+    {"messages": [{"role": "user", "content": "x"}], "model": 5},
+    {"messages": "hello"},
+    [1, 2],
+    "text",
+    None,
+])
+def test_malformed_requests_get_400_not_500(echo_app, body):
+    status, _, answer = raw(echo_app, "POST", "/v1/chat/completions", json.dumps(body).encode(),
+                            {"Content-Type": "application/json"})
+    assert status == 400, answer
+    assert answer["error"]["type"] == "invalid_request_error" and answer["error"]["message"]

@@ -19,7 +19,7 @@ from typing import Any, Iterator, Sequence
 
 from clovercode.agent.messages import Message
 from clovercode.backends.base import (ContextTooLong, Event, Finish, GenerationParams, TextDelta, Usage)
-from clovercode.errors import UsageError
+from clovercode.errors import ModelUnavailable, UsageError
 from clovercode.toolcalls.schemas import ToolSpec
 
 PREFIX = "tiny"
@@ -239,7 +239,11 @@ class TinyBackend:
     """The model protocol (one request at a time) plus ``open_batch`` for ``clovercode serve``."""
 
     def __init__(self, config: TinyConfig | None = None):
-        import torch
+        try:
+            import torch
+        except ImportError:
+            raise ModelUnavailable("the tiny model needs PyTorch, which is not installed",
+                                   hint="Install the engine extra: pip install 'clovercode[engine]'.") from None
 
         # Matrices this small only pay synchronisation for extra threads, and on a shared machine
         # they oversubscribe the cores (measured: 25x slower with 2 threads under load).

@@ -136,7 +136,7 @@ def _messages(raw: Any) -> list[Message]:
         where = f"messages[{index}]"
         if not isinstance(item, dict):
             raise _bad(where, "must be an object")
-        role = ROLES.get(item.get("role"))  # type: ignore[arg-type]
+        role = ROLES.get(item["role"]) if isinstance(item.get("role"), str) else None
         if role is None:
             raise _bad(f"{where}.role", f"must be one of {', '.join(ROLES)}")
         content = _content(item.get("content"), f"{where}.content")
@@ -195,7 +195,8 @@ def _tools(raw: Any) -> list[ToolSpec]:
         function = tool.get("function") if isinstance(tool, dict) and tool.get("type", "function") == "function" else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
             raise _bad(f"tools[{index}]", "must be {\"type\": \"function\", \"function\": {\"name\", \"parameters\"}}")
-        parameters = function.get("parameters") or {"type": "object", "properties": {}}
+        parameters = function.get("parameters")
+        parameters = {"type": "object", "properties": {}} if parameters is None else parameters
         if not isinstance(parameters, dict):
             raise _bad(f"tools[{index}].function.parameters", "must be a JSON Schema object")
         description = function.get("description") if isinstance(function.get("description"), str) else ""
