@@ -86,6 +86,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("serve.max_batch", int, 8, "Requests generated together when the backend can batch; other backends run one at a time.", minimum=1),
     Setting("serve.max_queue", int, 64, "Requests allowed to wait for the model; more are refused with HTTP 429.", minimum=1),
     Setting("serve.max_request_bytes", int, 4_194_304, "Largest request body `clovercode serve` accepts (HTTP 413 beyond).", minimum=1024),
+    Setting("serve.max_connections", int, 256, "Open client connections `clovercode serve` holds at once (HTTP 503 beyond).", minimum=1),
 )
 
 SETTINGS_BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}

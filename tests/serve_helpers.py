@@ -118,11 +118,12 @@ class EchoBatchBackend(EchoBackend):
 
 @contextmanager
 def running_server(backend: Any, *, max_batch: int = 8, max_queue: int = 16, api_key: str = "",
-                   max_request_bytes: int = 1 << 20, max_new_tokens: int = 512) -> Iterator[ServeApp]:
+                   max_request_bytes: int = 1 << 20, max_new_tokens: int = 512,
+                   max_connections: int = 64) -> Iterator[ServeApp]:
     scheduler = Scheduler(backend, max_batch=max_batch, max_queue=max_queue)
     app = ServeApp(scheduler, "test-model", Limits(max_new_tokens, True), api_key, max_request_bytes,
                    getattr(backend, "context_window", None))
-    server = make_server(app, "127.0.0.1", 0)
+    server = make_server(app, "127.0.0.1", 0, max_connections)
     app.port = server.server_address[1]  # type: ignore[attr-defined]
     scheduler.start()
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)

@@ -244,3 +244,22 @@ def test_malformed_requests_get_400_not_500(echo_app, body):
                             {"Content-Type": "application/json"})
     assert status == 400, answer
     assert answer["error"]["type"] == "invalid_request_error" and answer["error"]["message"]
+
+
+def test_connections_beyond_the_limit_get_an_immediate_503():
+    with running_server(EchoBackend(), max_connections=2) as app:
+        idle = [socket.create_connection(("127.0.0.1", app.port)) for _ in range(2)]  # accepted first: FIFO backlog
+        third = socket.create_connection(("127.0.0.1", app.port))
+        third.settimeout(5)
+        assert third.recv(4096).startswith(b"HTTP/1.1 503")
+        third.close()
+        idle[0].close()
+        assert wait_for(lambda: _status_ok(app))
+        idle[1].close()
+
+
+def _status_ok(app) -> bool:
+    try:
+        return raw(app, "GET", "/health")[0] == 200
+    except OSError:
+        return False

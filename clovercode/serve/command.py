@@ -49,7 +49,7 @@ def run_serve(cfg: Config, console: Console, *, print_line: Callable[[str], None
         console.print(f"[bold yellow]warning[/]: serving on {host} without an API key: anyone who can reach this "
                       "machine can use the model. Set CLOVERCODE_SERVE_API_KEY.", highlight=False)
     try:  # bind before loading: a busy port should fail in a second, not after minutes of loading weights
-        server = make_server(None, host, port)
+        server = make_server(None, host, port, cfg["serve.max_connections"])
     except OSError as exc:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
                          hint="Pick another port with --port (0 picks a free one).") from None

@@ -14,6 +14,7 @@ import queue
 import secrets
 import select
 import socket
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -23,13 +24,16 @@ from typing import Any, Callable
 from clovercode.backends.base import ContextTooLong, Finish, TextDelta, ToolCallEvent, Usage
 from clovercode.backends.sse import sse_event
 from clovercode.errors import CloverError
-from clovercode.serve.protocol import (ApiError, ChatRequest, Limits, chunk_object, completion_object, finish_reason,
-                                       model_list, new_completion_id, parse_chat_request, tool_call_objects,
-                                       usage_chunk_object)
+from clovercode.serve.protocol import (ApiError, ChatRequest, Limits, chunk_object, completion_object, error_body,
+                                       finish_reason, model_list, new_completion_id, parse_chat_request,
+                                       tool_call_objects, usage_chunk_object)
 from clovercode.serve.reply import Reply, ReplySplitter, collect
 from clovercode.serve.scheduler import DONE, Failed, Job, QueueFull, Scheduler, ServerStopping
 
 HEALTH_PATHS = ("/health", "/healthz", "/v1/health")
+_BUSY_BODY = json.dumps(error_body("too many open connections; retry shortly", "server_error", "too_many_connections")).encode()
+_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+         b"Connection: close\r\nContent-Length: " + str(len(_BUSY_BODY)).encode() + b"\r\n\r\n" + _BUSY_BODY)
 CHAT_PATH = "/v1/chat/completions"
 DISCONNECT_CHECK_S = 0.25
 
@@ -53,18 +57,38 @@ class ServeApp:
 
 
 class ServeHTTPServer(ThreadingHTTPServer):
+    """A thread per connection, at most ``max_connections`` of them: beyond that a connection gets
+    an immediate 503, so idle or stalled clients cannot exhaust the process."""
+
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 256  # a fleet of bots connecting at once must not be refused by the backlog
 
-    def __init__(self, address: tuple[str, int], app: ServeApp | None):
+    def __init__(self, address: tuple[str, int], app: ServeApp | None, max_connections: int = 256):
         self.app = app  # type: ignore[assignment]  # may be set after binding, before serve_forever
+        self._slots = threading.BoundedSemaphore(max_connections)
         super().__init__(address, Handler)
 
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            try:
+                request.sendall(_BUSY)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
 
-def make_server(app: ServeApp | None, host: str, port: int) -> ServeHTTPServer:
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+def make_server(app: ServeApp | None, host: str, port: int, max_connections: int = 256) -> ServeHTTPServer:
     """Bind now (a busy port fails here); ``app`` may be attached later, before serving."""
-    return ServeHTTPServer((host, port), app)
+    return ServeHTTPServer((host, port), app, max_connections)
 
 
 class Handler(BaseHTTPRequestHandler):
