@@ -97,6 +97,7 @@ class Handler(BaseHTTPRequestHandler):
     timeout = 120  # seconds a connection may sit idle or dribble a request
     server: ServeHTTPServer
     _last_check = 0.0  # when _client_gone last looked (per handler instance once set)
+    _streaming = False  # a 200 event stream has begun on this request
 
     @property
     def app(self) -> ServeApp:
@@ -135,6 +136,7 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def do_POST(self) -> None:
+        self._streaming = False
         path = self._path()
         started = time.monotonic()
         job: Job | None = None
@@ -167,7 +169,11 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             outcome = "client gone"
         except Exception as exc:  # a bug: the client still gets an answer, the log gets the traceback
-            self._send_error(_api_error(exc, self.app.log))
+            error = _api_error(exc, self.app.log)
+            if self._streaming:  # the status line is gone: an error event is all that can be said
+                self._end_stream_quietly(error)
+            else:
+                self._send_error(error)
             outcome = "internal error"
         finally:
             if job is not None:
@@ -211,6 +217,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        self._streaming = True
         created, model = int(time.time()), self.app.model_name
         with_usage = request.include_usage
 
@@ -265,6 +272,14 @@ class Handler(BaseHTTPRequestHandler):
         flush()
         self._write_chunk(b"")
         return f"200 stream {usage.completion_tokens} tokens" if failure is None else f"stream failed: {failure.message}"
+
+    def _end_stream_quietly(self, error: ApiError) -> None:
+        self.close_connection = True
+        try:
+            self._write_chunk(sse_event(json.dumps(error.body())) + sse_event("[DONE]"))
+            self._write_chunk(b"")
+        except ClientGone:
+            pass
 
     def _next(self, job: Job) -> Any:
         """The job's next event; raises ClientGone as soon as the client has hung up."""
