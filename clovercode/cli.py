@@ -74,6 +74,8 @@ def _version(value: bool) -> None:
 RepoOpt = typer.Option(None, "--repo", "-C", help="Project directory (default: the current directory).")
 ModelOpt = typer.Option(None, "--model", "-m", help="Model: replay:FILE.jsonl, a local dir, an HF repo id, a .gguf, or an alias.")
 SandboxOpt = typer.Option(None, "--sandbox", help="Sandbox policy: read-only, workspace-write, workspace-write-network, none.")
+EndpointOpt = typer.Option(None, "--endpoint", help="OpenAI-compatible server to use instead of a local model, e.g. http://127.0.0.1:30000/v1.")
+ApiKeyOpt = typer.Option(None, "--api-key", help="API key for --endpoint (prefer the CLOVERCODE_API_KEY env var).")
 
 
 def project_root(repo: Optional[Path]) -> Path:
@@ -95,6 +97,8 @@ def main_callback(
     model: Optional[str] = ModelOpt,
     sandbox: Optional[str] = SandboxOpt,
     approval: Optional[str] = typer.Option(None, "--approval", help="suggest, auto-edit or full-auto."),
+    endpoint: Optional[str] = EndpointOpt,
+    api_key: Optional[str] = ApiKeyOpt,
 ) -> None:
     """Without a command: open the interactive REPL in the project directory."""
     if ctx.invoked_subcommand is not None:
@@ -102,7 +106,7 @@ def main_callback(
     from clovercode.repl import run_repl
 
     root = project_root(repo)
-    cfg = effective_config(root, model=model, sandbox=sandbox, approval=approval)
+    cfg = effective_config(root, model=model, sandbox=sandbox, approval=approval, endpoint=endpoint, api_key=api_key)
     raise typer.Exit(run_repl(root, cfg, make_console()))
 
 
@@ -128,6 +132,8 @@ def fix(
     base: Optional[str] = typer.Option(None, "--base", help="Branch the pull request targets."),
     github_repo: Optional[str] = typer.Option(None, "--github-repo", help="OWNER/REPO to open the pull request in."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON result object on stdout (for CI bots)."),
+    endpoint: Optional[str] = EndpointOpt,
+    api_key: Optional[str] = ApiKeyOpt,
 ) -> None:
     """Fix an issue unattended: branch, model + test loop, one commit, optionally push and a pull request.
 
@@ -140,6 +146,7 @@ def fix(
     try:
         root = project_root(repo)
         cfg = effective_config(root, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
+                               endpoint=endpoint, api_key=api_key,
                                **{"fix.test_command": test_command, "fix.test_rounds": test_rounds,
                                   "fix.remote": remote, "fix.base": base})
         request = FixRequest(issue, issue_file, github_issue, commit, push or pr, pr, branch, author, github_repo, draft)
@@ -175,6 +182,26 @@ def ci_init(
     path = write_workflow(root, WorkflowOptions(model_on, label, command, runner), force=force)
     make_console().print(f"wrote {path}\nNext: read docs/ci.md for the token permissions and the repository settings.",
                     highlight=False)
+
+
+@app.command()
+def serve(
+    model: Optional[str] = ModelOpt,
+    host: Optional[str] = typer.Option(None, "--host", help="Address to bind (default 127.0.0.1: this machine only)."),
+    port: Optional[int] = typer.Option(None, "--port", help="Port (default 8700; 0 picks a free one)."),
+    api_key: Optional[str] = typer.Option(None, "--api-key", help="Require this bearer token (prefer CLOVERCODE_SERVE_API_KEY)."),
+    model_name: Optional[str] = typer.Option(None, "--model-name", help="Model id clients see and must ask for."),
+    max_batch: Optional[int] = typer.Option(None, "--max-batch", help="Requests decoded together when the backend can batch."),
+    max_queue: Optional[int] = typer.Option(None, "--max-queue", help="Requests allowed to wait; more get HTTP 429."),
+) -> None:
+    """Serve the model over an OpenAI-compatible HTTP API (/v1/chat/completions) for many clients."""
+    from clovercode.serve.command import run_serve
+
+    # `endpoint` is for clients: a GPU box whose config points at itself must still serve its own model.
+    cfg = load_config(None, os.environ, {"model": model, "serve.host": host, "serve.port": port, "serve.api_key": api_key,
+                                         "serve.model_name": model_name, "serve.max_batch": max_batch,
+                                         "serve.max_queue": max_queue}).with_overrides({"endpoint": ""}, "serve")
+    raise typer.Exit(run_serve(cfg, make_console(stderr=True)))
 
 
 tools_app = typer.Typer(cls=CloverGroup, help="List the tools the model can call, or show one's schema.")
@@ -218,12 +245,13 @@ def config_show(repo: Optional[Path] = RepoOpt,
 
     cfg = effective_config(project_root(repo))
     if as_json:
-        typer.echo(json.dumps({k: {"value": cfg[k], "source": cfg.sources[k]} for k in cfg.values}, indent=2))
+        typer.echo(json.dumps({k: {"value": "***" if k.endswith("api_key") and cfg[k] else cfg[k], "source": cfg.sources[k]}
+                               for k in cfg.values}, indent=2))
         return
     console = make_console()
     for setting in SETTINGS:
         value = cfg[setting.key]
-        shown = "***" if setting.key == "api_key" and value else json.dumps(value)
+        shown = "***" if setting.key.endswith("api_key") and value else json.dumps(value)
         console.print(f"[bold]{setting.key}[/] = {shown}  [dim]# {cfg.sources[setting.key]} · {setting.env_var}[/]",
                       highlight=False)
 
@@ -243,7 +271,7 @@ def sandbox_check(repo: Optional[Path] = RepoOpt, sandbox: Optional[str] = Sandb
     from clovercode.sandboxcmd import run_check
 
     root = project_root(repo)
-    raise typer.Exit(run_check(root, effective_config(root, sandbox=sandbox), Console()))
+    raise typer.Exit(run_check(root, effective_config(root, sandbox=sandbox), make_console()))
 
 
 @sandbox_app.command("run")
@@ -259,7 +287,7 @@ def sandbox_run(
 
     root = project_root(repo)
     cfg = effective_config(root, sandbox=sandbox)
-    raise typer.Exit(run_in_sandbox(root, cfg, command, timeout, explain, Console(stderr=True)))
+    raise typer.Exit(run_in_sandbox(root, cfg, command, timeout, explain, make_console(stderr=True)))
 
 
 @app.command()
@@ -271,9 +299,9 @@ def undo(repo: Optional[Path] = RepoOpt,
 
     root = project_root(repo)
     if list_:
-        list_checkpoints(root, Console())
+        list_checkpoints(root, make_console())
     else:
-        run_undo(root, Console(), redoing=redo)
+        run_undo(root, make_console(), redoing=redo)
 
 
 @bench_app.command("sandbox")
@@ -283,6 +311,26 @@ def bench_sandbox(sandbox: str = typer.Option("workspace-write", "--sandbox", he
     from clovercode.bench.sandbox import measure, report
 
     typer.echo(report(measure(sandbox, runs), sandbox, runs))
+
+
+@bench_app.command("serve")
+def bench_serve(
+    model: str = typer.Option("tiny", "--model", "-m", help="Model spec each `clovercode serve` process loads."),
+    clients: int = typer.Option(8, "--clients", min=1, help="Concurrent clients (simulated CI bots)."),
+    requests: int = typer.Option(3, "--requests", min=1, help="Requests each client sends, one after another."),
+    max_tokens: int = typer.Option(48, "--max-tokens", min=1, help="Tokens each request asks for."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Load-test `clovercode serve`: one-at-a-time vs queued vs batched, measured in one run."""
+    from clovercode.bench.serve import print_report, run_bench
+
+    report = run_bench(model, clients, requests, max_tokens)
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+    else:
+        print_report(report, make_console())
+    raise typer.Exit(0 if report["ok"] else 1)
+
 
 traj_app = typer.Typer(cls=CloverGroup, help="Work with run trajectories.")
 app.add_typer(traj_app, name="trajectory")

@@ -72,6 +72,21 @@ SETTINGS: tuple[Setting, ...] = (
             "https://HOST/api/v3). Never taken from a project file: the token is sent there."),
     Setting("github.repo", str, "", "OWNER/REPO that pull requests are opened in ('' = from --github-issue, "
             "else from the remote's URL)."),
+    # endpoint backend (docs/endpoint.md). Flat `endpoint_*` keys, not an `[endpoint]` table: `endpoint`
+    # itself is the URL, and TOML cannot make one key both a string and a table.
+    Setting("endpoint_model", str, "", "Model name to request from `endpoint` (default: --model when given, else the one model the server lists)."),
+    Setting("endpoint_connect_timeout", float, 10.0, "Seconds to wait for a connection to `endpoint`.", minimum=0.1),
+    Setting("endpoint_read_timeout", float, 600.0, "Seconds to wait for the next bytes of a reply (queueing and prefill on a busy server count).", minimum=1.0),
+    Setting("endpoint_retries", int, 4, "Retries on HTTP 429 / 5xx and connection errors, with exponential backoff.", minimum=0),
+    # clovercode serve (docs/endpoint.md)
+    Setting("serve.host", str, "127.0.0.1", "Address `clovercode serve` binds to; anything but loopback exposes the model to the network."),
+    Setting("serve.port", int, 8700, "Port of `clovercode serve` (0: any free port).", minimum=0),
+    Setting("serve.api_key", str, "", "Bearer token `clovercode serve` requires from clients (prefer the CLOVERCODE_SERVE_API_KEY env var)."),
+    Setting("serve.model_name", str, "", "Model id `clovercode serve` lists and accepts (default: the --model spec)."),
+    Setting("serve.max_batch", int, 8, "Requests generated together when the backend can batch; other backends run one at a time.", minimum=1),
+    Setting("serve.max_queue", int, 64, "Requests allowed to wait for the model; more are refused with HTTP 429.", minimum=1),
+    Setting("serve.max_request_bytes", int, 4_194_304, "Largest request body `clovercode serve` accepts (HTTP 413 beyond).", minimum=1024),
+    Setting("serve.max_connections", int, 256, "Open client connections `clovercode serve` holds at once (HTTP 503 beyond).", minimum=1),
 )
 
 SETTINGS_BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}

@@ -143,9 +143,13 @@ class Agent:
         parts: list[str] = []
         calls: list[ParsedCall] = []
         usage = Usage()
+        in_reasoning = False  # servers stream reasoning in many deltas: they form one <think> block
         for event in self.backend.generate(messages, self.toolbox.specs, self.params):
             if isinstance(event, TextDelta):
-                parts.append(f"<think>{event.text}</think>" if event.reasoning else event.text)
+                if event.reasoning != in_reasoning:
+                    parts.append("<think>" if event.reasoning else "</think>")
+                    in_reasoning = event.reasoning
+                parts.append(event.text)
                 self.sink.emit("text_delta", text=event.text, reasoning=event.reasoning)
             elif isinstance(event, ToolCallEvent):
                 calls.append(_server_call(event))
@@ -153,6 +157,8 @@ class Agent:
                 usage = event
             elif isinstance(event, Finish):
                 break
+        if in_reasoning:
+            parts.append("</think>")
         return "".join(parts), calls, usage
 
     def _handle_format(self, conversation: Conversation, state: _State, review: TurnReview) -> None:

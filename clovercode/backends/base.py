@@ -73,3 +73,7 @@ class ModelError(CloverError):
     """Generation failed mid-run (server gone, replay exhausted, out of memory)."""
 
     exit_code = ExitCode.MODEL_UNAVAILABLE
+
+
+class ContextTooLong(ModelError):
+    """The prompt does not fit the model's context window (compaction or a shorter task may help)."""

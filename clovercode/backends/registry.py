@@ -14,8 +14,9 @@ REPLAY_PREFIX = "replay:"
 def open_backend(cfg: Config, base_dir: Path | None = None) -> ModelBackend:
     """The backend for ``cfg``; raises ModelUnavailable with a fix when it cannot be had."""
     if cfg["endpoint"]:
-        raise ModelUnavailable("the endpoint backend is not available in this build",
-                               hint="Use --model replay:FILE.jsonl, or a local model.")
+        from clovercode.backends.endpoint import EndpointBackend, options_from_config
+
+        return EndpointBackend.connect(options_from_config(cfg))
     spec: str = cfg["model"]
     if spec.startswith(REPLAY_PREFIX):
         from clovercode.backends.replay import ReplayBackend
@@ -24,5 +25,9 @@ def open_backend(cfg: Config, base_dir: Path | None = None) -> ModelBackend:
         if not path.is_absolute() and base_dir is not None and not path.exists():
             path = base_dir / path
         return ReplayBackend(path)
+    if spec == "tiny" or spec.startswith("tiny:"):
+        from clovercode.backends.tiny import TinyBackend, parse_spec
+
+        return TinyBackend(parse_spec(spec))
     raise ModelUnavailable(f"model '{spec}' is not available in this build",
                            hint="Use --model replay:FILE.jsonl to replay a recorded session.")

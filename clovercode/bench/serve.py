@@ -1,0 +1,328 @@
+"""``clovercode bench serve``: N simulated CI bots against real ``clovercode serve`` processes.
+
+One run measures three ways of answering the same requests, side by side:
+- one at a time: a single client, each request after the previous one (the baseline);
+- queued: N concurrent clients, the server generating one request at a time (``--max-batch 1``);
+- batched: N concurrent clients, the server batching up to N requests per decoding step.
+It prints throughput, p50/p95 latency and time to first token for each, and the ratios to the
+baseline. It also checks what must hold under load: no request lost, no reply mixed up with another
+(every reply must equal the baseline's reply to the same prompt: the model is greedy and
+deterministic), and a client killed mid-stream is noticed and cancelled without stalling the rest.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clovercode.backends.sse import iter_sse_data
+from clovercode.errors import ModelUnavailable
+
+KILLED_CLIENT = r"""
+import http.client, json, sys, time
+conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=60)
+body = {"model": sys.argv[2], "stream": True, "max_tokens": 100000, "user": "killed-bot",
+        "messages": [{"role": "user", "content": "a long job whose client dies"}]}
+conn.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
+response = conn.getresponse()
+response.readline()
+print("streaming", flush=True)
+time.sleep(3600)
+"""
+
+
+@dataclass
+class Reply:
+    key: str
+    ok: bool = False
+    text: str = ""
+    finish: str | None = None
+    tokens: int = 0
+    latency: float = 0.0
+    first_token: float | None = None
+    response_id: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class ModeResult:
+    name: str
+    wall: float
+    replies: list[Reply]
+    health: dict[str, Any]
+    killed: dict[str, Any] | None = None
+    mixed: list[str] = field(default_factory=list)
+
+    @property
+    def completed(self) -> list[Reply]:
+        return [r for r in self.replies if r.ok]
+
+    @property
+    def tokens(self) -> int:
+        return sum(r.tokens for r in self.completed)
+
+    def summary(self) -> dict[str, Any]:
+        done = self.completed
+        latencies = sorted(r.latency for r in done)
+        firsts = sorted(r.first_token for r in done if r.first_token is not None)
+        return {"mode": self.name, "requests": len(self.replies), "completed": len(done),
+                "lost": len(self.replies) - len(done), "mixed_up": len(self.mixed), "seconds": round(self.wall, 3),
+                "requests_per_s": round(len(done) / self.wall, 3) if self.wall else None,
+                "tokens_per_s": round(self.tokens / self.wall, 1) if self.wall else None,
+                "latency_p50_s": _pct(latencies, 50), "latency_p95_s": _pct(latencies, 95),
+                "first_token_p50_s": _pct(firsts, 50), "mean_batch": self.health.get("mean_batch"),
+                "errors": sorted({r.error for r in self.replies if r.error})[:5], "killed_client": self.killed}
+
+
+def _pct(values: list[float], pct: int) -> float | None:
+    if not values:
+        return None
+    rank = max(0, min(len(values) - 1, round(pct / 100 * len(values) + 0.5) - 1))
+    return round(values[rank], 4)
+
+
+class ServerProcess:
+    """A real ``clovercode serve`` subprocess on 127.0.0.1 with a free port."""
+
+    def __init__(self, model: str, max_batch: int, max_queue: int, env: dict[str, str] | None = None):
+        package_root = str(Path(__file__).resolve().parents[2])
+        env = dict(env or os.environ)
+        env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "clovercode", "serve", "--model", model, "--port", "0",
+             "--max-batch", str(max_batch), "--max-queue", str(max_queue)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        self.port = 0
+        self.model_name = ""
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        assert self.proc.stdout is not None
+        ready: list[str] = []
+        reader = threading.Thread(target=lambda: ready.append(self.proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+        reader.start()
+        reader.join(timeout)
+        line = ready[0] if ready else ""
+        if "listening on http://" not in line:
+            self.stop()
+            stderr = self.proc.stderr.read() if self.proc.stderr else ""
+            raise ModelUnavailable(f"clovercode serve did not start: {(stderr or line).strip()[-800:]}")
+        self.port = int(line.split("listening on http://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+        self.model_name = line.split("(model '", 1)[1].split("'", 1)[0]
+
+    def health(self) -> dict[str, Any]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            conn.request("GET", "/health")
+            return json.loads(conn.getresponse().read())
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def stream_chat(port: int, body: dict[str, Any], key: str, timeout: float = 300.0) -> Reply:
+    """One streaming chat completion with the standard library, timed from send to [DONE]."""
+    reply = Reply(key)
+    started = time.monotonic()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        if response.status != 200:
+            reply.error = f"HTTP {response.status}: {response.read()[:200].decode(errors='replace')}"
+            return reply
+        parts: list[str] = []
+        for data in iter_sse_data(response.readline):
+            if data == "[DONE]":
+                reply.ok = reply.finish is not None
+                break
+            chunk = json.loads(data)
+            if "error" in chunk:
+                reply.error = chunk["error"].get("message")
+                break
+            reply.response_id = chunk.get("id", reply.response_id)
+            if chunk.get("usage"):
+                reply.tokens = chunk["usage"]["completion_tokens"]
+            for choice in chunk.get("choices") or ():
+                text = choice["delta"].get("content")
+                if text:
+                    if reply.first_token is None:
+                        reply.first_token = time.monotonic() - started
+                    parts.append(text)
+                reply.finish = choice.get("finish_reason") or reply.finish
+        reply.text = "".join(parts)
+        if not reply.ok and reply.error is None:
+            reply.error = "the stream ended without [DONE]"
+    except (OSError, http.client.HTTPException, json.JSONDecodeError) as exc:
+        reply.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        conn.close()
+        reply.latency = time.monotonic() - started
+    return reply
+
+
+def workload(clients: int, requests: int, max_tokens: int, model: str) -> list[list[tuple[str, dict[str, Any]]]]:
+    """Per client, its requests in order: each prompt is unique, so a mixed-up reply shows."""
+    plan = []
+    for c in range(clients):
+        jobs = []
+        for r in range(requests):
+            key = f"bot{c}-job{r}"
+            body = {"model": model, "stream": True, "stream_options": {"include_usage": True}, "max_tokens": max_tokens,
+                    "temperature": 0, "user": f"ci-bot-{c}",
+                    "messages": [{"role": "system", "content": "You fix failing CI jobs."},
+                                 {"role": "user", "content": f"CI bot {c}, job {r}: test_case_{c * 31 + r * 7} fails with "
+                                  f"AssertionError in module_{r}.py line {c * 13 + r}"}]}
+            jobs.append((key, body))
+        plan.append(jobs)
+    return plan
+
+
+def run_mode(name: str, server: ServerProcess, plan: list[list[tuple[str, dict[str, Any]]]], *, concurrent: bool,
+             kill_one: bool) -> ModeResult:
+    before = server.health()
+    killed = _start_killed_client(server) if kill_one else None
+    replies: list[Reply] = []
+    lock = threading.Lock()
+
+    def bot(jobs: list[tuple[str, dict[str, Any]]]) -> None:
+        for key, body in jobs:
+            reply = stream_chat(server.port, body, key)
+            with lock:
+                replies.append(reply)
+
+    started = time.monotonic()
+    if concurrent:
+        threads = [threading.Thread(target=bot, args=(jobs,)) for jobs in plan]
+        for thread in threads:
+            thread.start()
+        watcher = _kill_and_watch(server, killed, before) if killed is not None else None
+        for thread in threads:
+            thread.join()
+        if watcher is not None:
+            watcher.join()
+    else:
+        bot([job for jobs in plan for job in jobs])
+    wall = time.monotonic() - started
+    health = server.health()
+    steps = health["batch_steps"] - before["batch_steps"]
+    health["mean_batch"] = round((health["batch_rows"] - before["batch_rows"]) / steps, 2) if steps else 1.0
+    return ModeResult(name, wall, replies, health, killed.get("report") if killed is not None else None)
+
+
+def _start_killed_client(server: ServerProcess) -> dict[str, Any]:
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_CLIENT, str(server.port), server.model_name],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # its stream has started: it holds the model
+    if "streaming" not in line:
+        proc.kill()
+        raise ModelUnavailable(f"the killed-client probe could not start a stream: {proc.stderr.read() if proc.stderr else ''}")
+    return {"proc": proc}
+
+
+def _kill_and_watch(server: ServerProcess, killed: dict[str, Any], before: dict[str, Any],
+                    limit: float = 30.0) -> threading.Thread:
+    """SIGKILL the probe client now; a thread records how soon the server cancels its request."""
+    killed["proc"].kill()
+    killed["proc"].wait()
+    kill_at = time.monotonic()
+    killed["report"] = {"cancelled": False, "noticed_within_s": None}
+
+    def watch() -> None:
+        while time.monotonic() - kill_at < limit:
+            if server.health()["cancelled"] > before["cancelled"]:
+                killed["report"] = {"cancelled": True, "noticed_within_s": round(time.monotonic() - kill_at, 3)}
+                return
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def run_bench(model: str = "tiny", clients: int = 8, requests: int = 3, max_tokens: int = 48) -> dict[str, Any]:
+    queued_server = ServerProcess(model, 1, clients * requests + 8)
+    batched_server = ServerProcess(model, clients, clients * requests + 8)
+    try:
+        queued_server.wait_ready()
+        batched_server.wait_ready()
+        plan = workload(clients, requests, max_tokens, queued_server.model_name)
+        run_mode("warm-up", queued_server, [plan[0][:1]], concurrent=False, kill_one=False)
+        run_mode("warm-up", batched_server, [plan[0][:1]], concurrent=False, kill_one=False)
+        baseline = run_mode("one-by-one", queued_server, plan, concurrent=False, kill_one=False)
+        queued = run_mode("queued", queued_server, plan, concurrent=True, kill_one=True)
+        batched = run_mode("batched", batched_server, plan, concurrent=True, kill_one=True)
+    finally:
+        queued_server.stop()
+        batched_server.stop()
+    reference = {r.key: r.text for r in baseline.completed}
+    modes = [baseline, queued, batched]
+    for mode in modes:
+        mode.mixed = [r.key for r in mode.completed if r.key in reference and r.text != reference[r.key]]
+        ids = [r.response_id for r in mode.completed]
+        if len(set(ids)) != len(ids):
+            mode.mixed.append("duplicate response ids")
+    base_rps = baseline.summary()["requests_per_s"] or 0.0
+    base_p95 = baseline.summary()["latency_p95_s"] or 0.0
+    rows = [m.summary() for m in modes]
+    for row in rows:
+        row["throughput_vs_one_at_a_time"] = round(row["requests_per_s"] / base_rps, 2) if base_rps and row["requests_per_s"] else None
+        row["p95_latency_vs_one_at_a_time"] = round(row["latency_p95_s"] / base_p95, 2) if base_p95 and row["latency_p95_s"] else None
+    ok = all(r["lost"] == 0 and r["mixed_up"] == 0 for r in rows) and all(
+        r["killed_client"]["cancelled"] for r in rows if r["killed_client"] is not None)
+    return {"model": model, "clients": clients, "requests_per_client": requests, "max_tokens": max_tokens,
+            "modes": rows, "ok": ok}
+
+
+def print_report(report: dict[str, Any], console: Any) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    if console.width < 100:  # a pipe or a narrow terminal: ten numeric columns need the room
+        console = Console(width=100, file=console.file, force_terminal=console.is_terminal, highlight=False)
+
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title=f"clovercode serve under load — model {report['model']}, {report['clients']} clients × "
+                  f"{report['requests_per_client']} requests, {report['max_tokens']} tokens each")
+    for column in ("mode", "done", "req/s", "tok/s", "p50 s", "p95 s", "TTFT p50", "batch", "req/s ×", "p95 ×"):
+        table.add_column(column, justify="left" if column == "mode" else "right", no_wrap=True)
+    for row in report["modes"]:
+        table.add_row(row["mode"], f"{row['completed']}/{row['requests']}", _fmt(row["requests_per_s"], 1),
+                      _fmt(row["tokens_per_s"], 0), _fmt(row["latency_p50_s"], 3), _fmt(row["latency_p95_s"], 3),
+                      _fmt(row["first_token_p50_s"], 3), _fmt(row["mean_batch"], 1),
+                      _fmt(row["throughput_vs_one_at_a_time"], 2), _fmt(row["p95_latency_vs_one_at_a_time"], 2))
+    console.print(table)
+    for row in report["modes"]:
+        problems = []
+        if row["lost"]:
+            problems.append(f"{row['lost']} lost ({'; '.join(row['errors'])})")
+        if row["mixed_up"]:
+            problems.append(f"{row['mixed_up']} replies differ from the one-at-a-time reply to the same prompt")
+        killed = row["killed_client"]
+        if killed is not None:
+            problems.append(f"killed client cancelled after {killed['noticed_within_s']} s" if killed["cancelled"]
+                            else "killed client was NOT cancelled")
+        console.print(f"{row['mode']}: " + ("; ".join(problems) if problems else "all requests answered, none mixed up"),
+                      highlight=False)
+    console.print("[green]OK[/]" if report["ok"] else "[red]FAILED[/]: see above")
+
+
+def _fmt(value: Any, digits: int) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"

@@ -1,0 +1,1 @@
+"""``clovercode serve``: any model backend behind an OpenAI-compatible HTTP API (docs/endpoint.md)."""

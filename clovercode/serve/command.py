@@ -1,0 +1,95 @@
+"""``clovercode serve``: load the configured backend once and serve it until SIGINT / SIGTERM."""
+
+from __future__ import annotations
+
+import ipaddress
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from rich.console import Console
+
+from clovercode.backends.registry import REPLAY_PREFIX, open_backend
+from clovercode.config import Config
+from clovercode.errors import UsageError
+from clovercode.serve.protocol import Limits
+from clovercode.serve.scheduler import Scheduler
+from clovercode.serve.server import ServeApp, make_server
+
+READY_PREFIX = "clovercode serve: listening on "  # tests and scripts wait for this line on stdout
+
+
+def served_name(cfg: Config) -> str:
+    """The model id clients see: ``serve.model_name``, else a short form of the model spec."""
+    if cfg["serve.model_name"]:
+        return cfg["serve.model_name"]
+    spec: str = cfg["model"]
+    if spec.startswith(REPLAY_PREFIX):
+        return "replay"
+    if "/" in spec and Path(spec).expanduser().exists():
+        return Path(spec).name
+    return spec
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def run_serve(cfg: Config, console: Console, *, print_line: Callable[[str], None] | None = None) -> int:
+    host, port, api_key = cfg["serve.host"], cfg["serve.port"], cfg["serve.api_key"]
+    if not is_loopback(host) and not api_key:
+        console.print(f"[bold yellow]warning[/]: serving on {host} without an API key: anyone who can reach this "
+                      "machine can use the model. Set CLOVERCODE_SERVE_API_KEY.", highlight=False)
+    try:  # bind before loading: a busy port should fail in a second, not after minutes of loading weights
+        server = make_server(None, host, port, cfg["serve.max_connections"])
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                         hint="Pick another port with --port (0 picks a free one).") from None
+    try:
+        backend = open_backend(cfg)
+    except BaseException:
+        server.server_close()
+        raise
+
+    def log(line: str) -> None:
+        console.print(f"{time.strftime('%H:%M:%S')} {line}", style="dim", highlight=False, markup=False, soft_wrap=True)
+
+    scheduler = Scheduler(backend, max_batch=cfg["serve.max_batch"], max_queue=cfg["serve.max_queue"], log=log)
+    window = getattr(backend, "context_window", None)
+    server.app = ServeApp(scheduler, served_name(cfg), Limits(cfg["max_new_tokens"], cfg["thinking"]), api_key,
+                          cfg["serve.max_request_bytes"], window if isinstance(window, int) else None, log)
+    app = server.app
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    scheduler.start()
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+    thread.start()
+    bound_host, bound_port = server.server_address[:2]
+    mode = f"batching up to {scheduler.max_batch}" if scheduler.batching else "one request at a time"
+    (print_line or _print_flush)(f"{READY_PREFIX}http://{bound_host}:{bound_port}/v1 (model '{app.model_name}', {mode})")
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        log("shutting down")
+        server.shutdown()
+        scheduler.stop()
+        time.sleep(0.2)  # let handler threads send the 503s / final events scheduler.stop() caused
+        server.server_close()
+        backend.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
+
+
+def _print_flush(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,121 @@
+"""Generated text → what an OpenAI client gets: reasoning, content and tool calls.
+
+Streaming and non-streaming replies go through the same :class:`ReplySplitter`, so both carry the
+same result. Reasoning (``<think>…</think>``) streams as ``reasoning_content``; prose streams as
+``content``; from the first tool call on, text is held back and parsed when generation ends. A
+call that does not parse is returned as plain content, so a client with its own parser (clovercode's
+endpoint backend) sees exactly what the model wrote and can tell the model what was wrong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from clovercode.toolcalls.parser import THINK_CLOSE, THINK_OPEN, TOOL_OPEN, ParsedCall, parse_turn
+
+CALL_OPENERS = (TOOL_OPEN, "<function=")
+
+
+@dataclass
+class Reply:
+    """The whole reply, for non-streaming responses."""
+
+    content: str = ""
+    reasoning: str = ""
+    calls: list[ParsedCall] = field(default_factory=list)
+
+
+class ReplySplitter:
+    def __init__(self, parse_tools: bool):
+        self.parse_tools = parse_tools
+        self.mode = "start"  # start (only whitespace so far) | reasoning | content | held
+        self.pending = ""  # a possible tag cut across deltas
+        self.held = ""
+
+    def feed(self, text: str, reasoning: bool = False) -> list[tuple[str, str]]:
+        """(kind, text) segments ready to send now; kind is "content" or "reasoning"."""
+        if reasoning:  # the backend already separated it
+            return [("reasoning", text)] if text else []
+        out: list[tuple[str, str]] = []
+        if self.mode == "held":
+            self.held += text
+            return out
+        buf, self.pending = self.pending + text, ""
+        while buf:
+            index = buf.find("<")
+            if index == -1:
+                self._emit(out, buf)
+                break
+            self._emit(out, buf[:index])
+            buf = buf[index:]
+            tag = next((t for t in self._tags() if buf.startswith(t)), None)
+            if tag is not None:
+                buf = self._switch(tag, buf)
+                if self.mode == "held":
+                    self.held += buf
+                    break
+                continue
+            if any(t.startswith(buf) for t in self._tags()):
+                self.pending = buf
+                break
+            self._emit(out, "<")
+            buf = buf[1:]
+        return out
+
+    def finish(self) -> tuple[list[tuple[str, str]], list[ParsedCall]]:
+        """The last segments and the parsed tool calls, once generation has ended."""
+        out: list[tuple[str, str]] = []
+        pending, self.pending = self.pending, ""
+        if self.mode != "held":
+            self._emit(out, pending)
+            return out, []
+        held = self.held + pending
+        turn = parse_turn(held)
+        if turn.errors or not turn.calls:
+            out.append(("content", held))
+            return out, []
+        if turn.content:
+            out.append(("content", turn.content))
+        return out, turn.calls
+
+    def _tags(self) -> tuple[str, ...]:
+        calls = CALL_OPENERS if self.parse_tools else ()
+        if self.mode == "reasoning":
+            return (THINK_CLOSE, *calls)
+        if self.mode == "start":
+            return (THINK_OPEN, THINK_CLOSE, *calls)
+        return (THINK_CLOSE, *calls)
+
+    def _switch(self, tag: str, buf: str) -> str:
+        if tag in CALL_OPENERS:
+            self.mode = "held"
+            return buf  # the opener is part of the call text
+        if tag == THINK_OPEN:
+            self.mode = "reasoning"
+        else:
+            # "</think>" after reasoning; or in prose when the template opened <think> in the prompt,
+            # in which case what streamed as content was reasoning: the stray tag is dropped.
+            self.mode = "start"
+        return buf[len(tag):]
+
+    def _emit(self, out: list[tuple[str, str]], text: str) -> None:
+        if not text:
+            return
+        if self.mode == "start":
+            text = text.lstrip()
+            if not text:
+                return
+            self.mode = "content"
+        kind = "reasoning" if self.mode == "reasoning" else "content"
+        if out and out[-1][0] == kind:
+            out[-1] = (kind, out[-1][1] + text)
+        else:
+            out.append((kind, text))
+
+
+def collect(segments: list[tuple[str, str]], reply: Reply) -> None:
+    for kind, text in segments:
+        if kind == "reasoning":
+            reply.reasoning += text
+        else:
+            reply.content += text

@@ -1,0 +1,285 @@
+"""Who generates next: a fair queue in front of one model, and the worker that drives it.
+
+Fairness is per client (the request's ``user``, else its address): waiting requests are taken
+round-robin across clients, so one bot that queues twenty requests does not starve the other seven.
+A backend with ``open_batch`` decodes up to ``max_batch`` requests together and admits new ones
+between steps; any other backend runs one request at a time. Every job gets exactly one terminal
+item on its event queue (``DONE`` or ``Failed``), whether it finished, failed or was cancelled.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import traceback
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from clovercode.agent.messages import Message
+from clovercode.backends.base import Finish, GenerationParams, ModelBackend
+from clovercode.backends.batch import BatchingBackend, BatchSession
+from clovercode.toolcalls.schemas import ToolSpec
+
+DONE = "done"  # terminal item on a job's event queue
+
+
+@dataclass(frozen=True)
+class Failed:
+    error: BaseException
+
+
+class QueueFull(Exception):
+    pass
+
+
+class ServerStopping(Exception):
+    pass
+
+
+@dataclass(eq=False)  # identity matters: the queue removes this very job
+class Job:
+    id: str
+    messages: Sequence[Message]
+    tools: Sequence[ToolSpec]
+    params: GenerationParams
+    client: str
+    events: "queue.SimpleQueue[Any]" = field(default_factory=queue.SimpleQueue)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    enqueued: float = field(default_factory=time.monotonic)
+    started: float | None = None
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+
+class FairQueue:
+    """Jobs waiting for the model, one lane per client, taken round-robin across lanes."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._lanes: OrderedDict[str, deque[Job]] = OrderedDict()
+        self._size = 0
+        self._cond = threading.Condition()
+
+    def __len__(self) -> int:
+        return self._size
+
+    def put(self, job: Job) -> None:
+        with self._cond:
+            if self._size >= self.limit:
+                raise QueueFull(f"{self._size} requests are already waiting (serve.max_queue = {self.limit})")
+            self._lanes.setdefault(job.client, deque()).append(job)
+            self._size += 1
+            self._cond.notify()
+
+    def take(self, count: int, timeout: float = 0.0) -> list[Job]:
+        """Up to ``count`` jobs, one per client in turn; waits up to ``timeout`` s when empty."""
+        with self._cond:
+            if not self._size and timeout > 0:
+                self._cond.wait(timeout)
+            out: list[Job] = []
+            while self._size and len(out) < count:
+                client, lane = next(iter(self._lanes.items()))
+                out.append(lane.popleft())
+                self._size -= 1
+                if lane:
+                    self._lanes.move_to_end(client)
+                else:
+                    del self._lanes[client]
+            return out
+
+    def remove(self, job: Job) -> bool:
+        """Take ``job`` out if it is still waiting; False when a worker already has it."""
+        with self._cond:
+            lane = self._lanes.get(job.client)
+            if lane is None or not any(j is job for j in lane):
+                return False
+            lane.remove(job)
+            self._size -= 1
+            if not lane:
+                del self._lanes[job.client]
+            return True
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+
+@dataclass
+class Stats:
+    submitted: int = 0
+    completed: int = 0
+    cancelled: int = 0
+    failed: int = 0
+    rejected: int = 0
+    steps: int = 0  # batched decoding steps
+    rows: int = 0  # requests advanced, summed over steps (rows / steps = mean batch size)
+
+
+class Scheduler:
+    def __init__(self, backend: ModelBackend, *, max_batch: int = 8, max_queue: int = 64,
+                 log: Callable[[str], None] | None = None):
+        self.backend = backend
+        self.batching = max_batch > 1 and isinstance(backend, BatchingBackend)
+        self.max_batch = max_batch if self.batching else 1
+        self.queue = FairQueue(max_queue)
+        self.stats = Stats()
+        self.active = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._log = log or (lambda line: None)
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        target = self._batch_loop if self.batching else self._serial_loop
+        self._thread = threading.Thread(target=target, name="clovercode-serve-worker", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self.queue.wake()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        for job in self.queue.take(len(self.queue) + 1):
+            self._finish(job, error=ServerStopping("the server is shutting down"))
+
+    def submit(self, job: Job) -> None:
+        if self._stop.is_set():
+            raise ServerStopping("the server is shutting down")
+        try:
+            self.queue.put(job)
+        except QueueFull:
+            with self._lock:
+                self.stats.rejected += 1
+            raise
+        with self._lock:
+            self.stats.submitted += 1
+
+    def cancel(self, job: Job) -> None:
+        """Stop ``job``: a waiting one leaves the queue now (freeing its place), a running one
+        stops at the model's next step, a finished one is unaffected."""
+        job.cancel()
+        if self.queue.remove(job):
+            self._finish(job, cancelled=True)
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            s = self.stats
+            return {"queued": len(self.queue), "active": self.active, "max_batch": self.max_batch,
+                    "submitted": s.submitted, "completed": s.completed, "cancelled": s.cancelled,
+                    "failed": s.failed, "rejected": s.rejected, "batch_steps": s.steps, "batch_rows": s.rows,
+                    "mean_batch": round(s.rows / s.steps, 3) if s.steps else None}
+
+    # ---- workers ----------------------------------------------------------------------------
+
+    def _serial_loop(self) -> None:
+        while not self._stop.is_set():
+            for job in self.queue.take(1, timeout=0.2):
+                self._run_one(job)
+
+    def _run_one(self, job: Job) -> None:
+        if job.cancelled.is_set():
+            self._finish(job, cancelled=True)
+            return
+        self._started(job)
+        error: BaseException | None = None
+        cancelled = False
+        stream = None
+        try:
+            stream = iter(self.backend.generate(job.messages, job.tools, job.params))
+            for event in stream:
+                if self._stop.is_set():
+                    error = ServerStopping("the server is shutting down")
+                    break
+                if job.cancelled.is_set():
+                    cancelled = True
+                    break
+                job.events.put(event)
+                if isinstance(event, Finish):
+                    break
+        except Exception as exc:  # the backend failed: this job fails, the server goes on
+            error = exc
+        finally:
+            if stream is not None:
+                _close_quietly(stream)
+        self._finish(job, error=error, cancelled=cancelled)
+
+    def _batch_loop(self) -> None:
+        session: BatchSession | None = None
+        active: dict[str, Job] = {}
+        try:
+            while not self._stop.is_set():
+                if session is None:
+                    session = self.backend.open_batch(self.max_batch)  # type: ignore[attr-defined]
+                for key, job in list(active.items()):
+                    if job.cancelled.is_set():
+                        session.remove(key)
+                        del active[key]
+                        self._finish(job, cancelled=True)
+                room = self.max_batch - len(active)
+                for job in self.queue.take(room, timeout=0.0 if active else 0.2) if room else ():
+                    if job.cancelled.is_set():
+                        self._finish(job, cancelled=True)
+                        continue
+                    self._started(job)
+                    try:
+                        session.add(job.id, job.messages, job.tools, job.params)
+                    except Exception as exc:
+                        self._finish(job, error=exc)
+                        continue
+                    active[job.id] = job
+                if not active:
+                    continue
+                rows = len(active)
+                try:
+                    events = session.step()
+                except Exception as exc:
+                    self._log("batch step failed: " + "".join(traceback.format_exception_only(type(exc), exc)).strip())
+                    for job in active.values():
+                        self._finish(job, error=exc)
+                    active.clear()
+                    _close_quietly(session)
+                    session = None
+                    continue
+                with self._lock:
+                    self.stats.steps += 1
+                    self.stats.rows += rows
+                for key, event in events:
+                    job = active.get(key)
+                    if job is None:
+                        continue
+                    job.events.put(event)
+                    if isinstance(event, Finish):
+                        del active[key]
+                        self._finish(job)
+        finally:
+            for job in active.values():
+                self._finish(job, error=ServerStopping("the server is shutting down"))
+            if session is not None:
+                _close_quietly(session)
+
+    def _started(self, job: Job) -> None:
+        job.started = time.monotonic()
+        with self._lock:
+            self.active += 1
+
+    def _finish(self, job: Job, *, error: BaseException | None = None, cancelled: bool = False) -> None:
+        with self._lock:
+            if job.started is not None:
+                self.active -= 1
+            if cancelled:
+                self.stats.cancelled += 1
+            elif error is not None:
+                self.stats.failed += 1
+            else:
+                self.stats.completed += 1
+        job.events.put(Failed(error) if error is not None else DONE)
+
+
+def _close_quietly(thing: Any) -> None:
+    try:
+        thing.close()
+    except Exception:
+        pass

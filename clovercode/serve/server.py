@@ -1,0 +1,393 @@
+"""The HTTP side of ``clovercode serve``: routes, auth, limits, SSE, disconnect detection.
+
+Standard library only (``http.server`` with a thread per connection): handler threads parse and
+answer; the one model is driven by the scheduler's worker. A handler that notices its client has
+gone (a failed write, or the socket closing while it waits) cancels the job, which frees the
+model at the next step.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import queue
+import secrets
+import select
+import socket
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+from clovercode.backends.base import ContextTooLong, Finish, TextDelta, ToolCallEvent, Usage
+from clovercode.backends.sse import sse_event
+from clovercode.errors import CloverError
+from clovercode.serve.protocol import (ApiError, ChatRequest, Limits, chunk_object, completion_object, error_body,
+                                       finish_reason, model_list, new_completion_id, parse_chat_request,
+                                       tool_call_objects, usage_chunk_object)
+from clovercode.serve.reply import Reply, ReplySplitter, collect
+from clovercode.serve.scheduler import DONE, Failed, Job, QueueFull, Scheduler, ServerStopping
+
+HEALTH_PATHS = ("/health", "/healthz", "/v1/health")
+_BUSY_BODY = json.dumps(error_body("too many open connections; retry shortly", "server_error", "too_many_connections")).encode()
+_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+         b"Connection: close\r\nContent-Length: " + str(len(_BUSY_BODY)).encode() + b"\r\n\r\n" + _BUSY_BODY)
+CHAT_PATH = "/v1/chat/completions"
+DISCONNECT_CHECK_S = 0.25
+
+
+class ClientGone(Exception):
+    pass
+
+
+@dataclass
+class ServeApp:
+    """What every request handler shares."""
+
+    scheduler: Scheduler
+    model_name: str
+    limits: Limits
+    api_key: str = ""
+    max_request_bytes: int = 4 * 1024 * 1024
+    context_window: int | None = None
+    log: Callable[[str], None] = lambda line: None
+    created: int = field(default_factory=lambda: int(time.time()))
+
+
+class ServeHTTPServer(ThreadingHTTPServer):
+    """A thread per connection, at most ``max_connections`` of them: beyond that a connection gets
+    an immediate 503, so idle or stalled clients cannot exhaust the process."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 256  # a fleet of bots connecting at once must not be refused by the backlog
+
+    def __init__(self, address: tuple[str, int], app: ServeApp | None, max_connections: int = 256):
+        self.app = app  # type: ignore[assignment]  # may be set after binding, before serve_forever
+        self._slots = threading.BoundedSemaphore(max_connections)
+        super().__init__(address, Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            try:
+                request.sendall(_BUSY)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+def make_server(app: ServeApp | None, host: str, port: int, max_connections: int = 256) -> ServeHTTPServer:
+    """Bind now (a busy port fails here); ``app`` may be attached later, before serving."""
+    return ServeHTTPServer((host, port), app, max_connections)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections; streams use chunked encoding
+    server_version = "clovercode-serve"
+    timeout = 120  # seconds a connection may sit idle or dribble a request
+    server: ServeHTTPServer
+    _last_check = 0.0  # when _client_gone last looked (per handler instance once set)
+    _streaming = False  # a 200 event stream has begun on this request
+
+    @property
+    def app(self) -> ServeApp:
+        return self.server.app
+
+    def log_message(self, format: str, *args: Any) -> None:  # http.server's per-request noise: off
+        pass
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (ConnectionError, TimeoutError):
+            pass  # a keep-alive client that went away between requests: nothing to answer
+
+    # ---- routes -----------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        path = self._path()
+        try:
+            if path in HEALTH_PATHS:
+                self._send_json(200, {"status": "ok", "model": self.app.model_name, **self.app.scheduler.snapshot()})
+                return
+            self._authorize()
+            if path == "/v1/models":
+                self._send_json(200, model_list(self.app.model_name, self.app.created, self.app.context_window))
+            elif path == f"/v1/models/{self.app.model_name}":
+                self._send_json(200, model_list(self.app.model_name, self.app.created, self.app.context_window)["data"][0])
+            elif path == CHAT_PATH:
+                raise ApiError(405, f"use POST for {CHAT_PATH}", headers={"Allow": "POST"})
+            else:
+                raise ApiError(404, f"no route {path}; this server offers {CHAT_PATH}, /v1/models and /health",
+                               code="not_found")
+        except ApiError as exc:
+            self._send_error(exc)
+        except ClientGone:
+            self.close_connection = True
+
+    def do_POST(self) -> None:
+        self._streaming = False
+        path = self._path()
+        started = time.monotonic()
+        job: Job | None = None
+        try:
+            if path != CHAT_PATH:
+                raise ApiError(404 if path not in ("/v1/models", *HEALTH_PATHS) else 405,
+                               f"no POST route {path}; post chat completions to {CHAT_PATH}", code="not_found")
+            self._authorize()
+            request = parse_chat_request(self._read_json(), self.app.limits)
+            if request.model and request.model != self.app.model_name:
+                raise ApiError(404, f"The model '{request.model}' does not exist; this server serves "
+                               f"'{self.app.model_name}'.", code="model_not_found", param="model")
+            job = Job(new_completion_id(), request.messages, request.tools, request.params,
+                      request.user or self.client_address[0])
+            try:
+                self.app.scheduler.submit(job)
+            except QueueFull as exc:
+                raise ApiError(429, f"the server is busy: {exc}; retry shortly", type="rate_limit_error",
+                               code="queue_full", headers={"Retry-After": "1"}) from None
+            except ServerStopping as exc:
+                raise ApiError(503, str(exc), type="server_error") from None
+            if request.stream:
+                outcome = self._stream(job, request)
+            else:
+                outcome = self._whole(job, request)
+        except ApiError as exc:
+            self._send_error(exc)
+            outcome = f"error {exc.status}"
+        except ClientGone:
+            self.close_connection = True
+            outcome = "client gone"
+        except Exception as exc:  # a bug: the client still gets an answer, the log gets the traceback
+            error = _api_error(exc, self.app.log)
+            if self._streaming:  # the status line is gone: an error event is all that can be said
+                self._end_stream_quietly(error)
+            else:
+                self._send_error(error)
+            outcome = "internal error"
+        finally:
+            if job is not None:
+                self.app.scheduler.cancel(job)  # no-op when it finished; stops it when this handler gave up
+        if job is not None:
+            waited = (job.started or time.monotonic()) - job.enqueued
+            self.app.log(f"{job.id} client={job.client} {outcome} waited={waited:.3f}s total={time.monotonic() - started:.3f}s")
+
+    # ---- answering ---------------------------------------------------------------------------
+
+    def _whole(self, job: Job, request: ChatRequest) -> str:
+        splitter, reply, usage, reason, extra_calls = ReplySplitter(request.parse_tools), Reply(), Usage(), "stop", []
+        while True:
+            item = self._next(job)
+            if item == DONE:
+                break
+            if isinstance(item, Failed):
+                raise _api_error(item.error, self.app.log)
+            if isinstance(item, TextDelta):
+                collect(splitter.feed(item.text, item.reasoning), reply)
+            elif isinstance(item, ToolCallEvent):
+                extra_calls.append(_event_call(item))
+            elif isinstance(item, Usage):
+                usage = item
+            elif isinstance(item, Finish):
+                reason = item.reason
+        segments, calls = splitter.finish()
+        collect(segments, reply)
+        tool_calls = tool_call_objects(calls, request.tools) + extra_calls
+        body = completion_object(job.id, self.app.model_name, int(time.time()), reply.content.strip(),
+                                 reply.reasoning.strip(), tool_calls, finish_reason(reason, bool(tool_calls)), usage)
+        self._send_json(200, body)
+        return f"200 {usage.completion_tokens} tokens"
+
+    def _stream(self, job: Job, request: ChatRequest) -> str:
+        first = self._next(job)  # wait before answering 200, so early failures get a real status
+        if isinstance(first, Failed):
+            raise _api_error(first.error, self.app.log)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self._streaming = True
+        created, model = int(time.time()), self.app.model_name
+        with_usage = request.include_usage
+
+        out: list[bytes] = []
+
+        def send(obj: dict[str, Any]) -> None:
+            out.append(sse_event(json.dumps(obj, ensure_ascii=False)))
+
+        def flush() -> None:
+            # Events that are already waiting go out in one write: under load that saves a syscall
+            # (and a wake-up of the client) per token.
+            if out:
+                self._write_chunk(b"".join(out))
+                out.clear()
+
+        def send_segments(segments: list[tuple[str, str]]) -> None:
+            for kind, text in segments:
+                key = "reasoning_content" if kind == "reasoning" else "content"
+                send(chunk_object(job.id, model, created, {key: text}, with_usage_field=with_usage))
+
+        send(chunk_object(job.id, model, created, {"role": "assistant", "content": ""}, with_usage_field=with_usage))
+        splitter, usage, reason, extra_calls = ReplySplitter(request.parse_tools), Usage(), "stop", []
+        item, failure = first, None
+        while item != DONE:
+            if isinstance(item, Failed):
+                failure = _api_error(item.error, self.app.log)
+                break
+            if isinstance(item, TextDelta):
+                send_segments(splitter.feed(item.text, item.reasoning))
+            elif isinstance(item, ToolCallEvent):
+                extra_calls.append(_event_call(item))
+            elif isinstance(item, Usage):
+                usage = item
+            elif isinstance(item, Finish):
+                reason = item.reason
+            if job.events.empty():
+                flush()
+            item = self._next(job)
+        segments, calls = splitter.finish()
+        send_segments(segments)
+        if failure is not None:  # mid-stream: the status is already 200, so the error is an event
+            send(failure.body())
+        else:
+            tool_calls = tool_call_objects(calls, request.tools) + extra_calls
+            if tool_calls:
+                send(chunk_object(job.id, model, created, {"tool_calls": [dict(call, index=i) for i, call in enumerate(tool_calls)]},
+                                  with_usage_field=with_usage))
+            send(chunk_object(job.id, model, created, {}, finish_reason(reason, bool(tool_calls)), with_usage_field=with_usage))
+            if with_usage:
+                send(usage_chunk_object(job.id, model, created, usage))
+        out.append(sse_event("[DONE]"))
+        flush()
+        self._write_chunk(b"")
+        return f"200 stream {usage.completion_tokens} tokens" if failure is None else f"stream failed: {failure.message}"
+
+    def _end_stream_quietly(self, error: ApiError) -> None:
+        self.close_connection = True
+        try:
+            self._write_chunk(sse_event(json.dumps(error.body())) + sse_event("[DONE]"))
+            self._write_chunk(b"")
+        except ClientGone:
+            pass
+
+    def _next(self, job: Job) -> Any:
+        """The job's next event; raises ClientGone as soon as the client has hung up."""
+        while True:
+            now = time.monotonic()
+            if now - self._last_check >= DISCONNECT_CHECK_S:
+                self._last_check = now
+                if self._client_gone():
+                    raise ClientGone()
+            try:
+                return job.events.get(timeout=DISCONNECT_CHECK_S)
+            except queue.Empty:
+                continue
+
+    def _client_gone(self) -> bool:
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            if not readable:
+                return False
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+
+    # ---- plumbing ----------------------------------------------------------------------------
+
+    def _path(self) -> str:
+        return self.path.split("?", 1)[0].rstrip("/") or "/"
+
+    def _authorize(self) -> None:
+        key = self.app.api_key
+        if not key:
+            return
+        given = self.headers.get("Authorization", "")
+        token = given[7:].strip() if given.lower().startswith("bearer ") else ""
+        if not hmac.compare_digest(token.encode(), key.encode()):
+            self.close_connection = True  # the body was not read
+            raise ApiError(401, "missing or wrong API key: send 'Authorization: Bearer <key>'",
+                           type="authentication_error", code="invalid_api_key")
+
+    def _read_json(self) -> Any:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower() or self.headers.get("Content-Length") is None:
+            self.close_connection = True
+            raise ApiError(411, "send the request body with a Content-Length header")
+        try:
+            length = int(self.headers["Content-Length"])
+        except ValueError:
+            self.close_connection = True
+            raise ApiError(400, "Content-Length is not a number") from None
+        if length > self.app.max_request_bytes:
+            self.close_connection = True
+            raise ApiError(413, f"the request body is {length} bytes; this server accepts at most "
+                           f"{self.app.max_request_bytes} (serve.max_request_bytes)", code="request_too_large")
+        try:
+            raw = self.rfile.read(length)
+        except OSError:
+            raise ClientGone() from None
+        if len(raw) < length:
+            raise ClientGone()
+        try:
+            return json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ApiError(400, f"the request body is not valid JSON: {exc}") from None
+
+    def _send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            if self.close_connection:
+                self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+            raise ClientGone() from None
+
+    def _send_error(self, exc: ApiError) -> None:
+        try:
+            self._send_json(exc.status, exc.body(), exc.headers)
+        except ClientGone:
+            pass
+
+    def _write_chunk(self, data: bytes) -> None:
+        try:
+            self.wfile.write(f"{len(data):x}\r\n".encode("ascii") + data + b"\r\n")
+            self.wfile.flush()
+        except OSError:
+            raise ClientGone() from None
+
+
+def _event_call(event: ToolCallEvent) -> dict[str, Any]:
+    arguments = event.arguments if isinstance(event.arguments, str) else json.dumps(event.arguments, ensure_ascii=False)
+    return {"id": event.id or "call_" + secrets.token_hex(8), "type": "function",
+            "function": {"name": event.name, "arguments": arguments}}
+
+
+def _api_error(error: BaseException, log: Callable[[str], None]) -> ApiError:
+    if isinstance(error, ApiError):
+        return error
+    if isinstance(error, ContextTooLong):
+        return ApiError(400, error.message, code="context_length_exceeded", param="messages")
+    if isinstance(error, ServerStopping):
+        return ApiError(503, str(error), type="server_error", code="shutting_down")
+    if isinstance(error, CloverError):
+        return ApiError(500, f"the model failed: {error.message}", type="server_error", code="model_error")
+    log("internal error:\n" + "".join(traceback.format_exception(type(error), error, error.__traceback__)))
+    return ApiError(500, "internal error in clovercode serve (the server log has the details)", type="server_error")

@@ -1,0 +1,193 @@
+"""The fair queue and the worker that drives the model: ordering, cancellation, batching, failures."""
+
+import pytest
+from serve_helpers import EchoBackend, EchoBatchBackend, wait_for
+
+from clovercode.agent.messages import Message
+from clovercode.backends.base import ContextTooLong, Finish, GenerationParams, TextDelta
+from clovercode.serve.scheduler import DONE, Failed, FairQueue, Job, QueueFull, Scheduler
+
+PARAMS = GenerationParams()
+
+
+def job(client: str, text: str, key: str | None = None) -> Job:
+    return Job(key or f"{client}:{text}", [Message("user", text)], [], PARAMS, client)
+
+
+def drain(j: Job, timeout: float = 10.0) -> tuple[str, object]:
+    """The job's text and its terminal item."""
+    text = ""
+    while True:
+        item = j.events.get(timeout=timeout)
+        if item == DONE or isinstance(item, Failed):
+            return text, item
+        if isinstance(item, TextDelta):
+            text += item.text
+
+
+def test_fair_queue_takes_round_robin_across_clients():
+    q = FairQueue(limit=10)
+    for j in [job("a", "1"), job("a", "2"), job("a", "3"), job("b", "1"), job("c", "1"), job("b", "2")]:
+        q.put(j)
+    assert [j.id for j in q.take(10)] == ["a:1", "b:1", "c:1", "a:2", "b:2", "a:3"]
+    assert len(q) == 0
+
+
+def test_fair_queue_refuses_beyond_its_limit():
+    q = FairQueue(limit=2)
+    q.put(job("a", "1"))
+    q.put(job("b", "1"))
+    with pytest.raises(QueueFull, match="2 requests are already waiting"):
+        q.put(job("c", "1"))
+    assert len(q.take(1)) == 1
+    q.put(job("c", "1"))
+
+
+def test_serial_worker_answers_each_job_and_counts():
+    scheduler = Scheduler(EchoBackend(), max_batch=8)
+    assert not scheduler.batching
+    scheduler.start()
+    try:
+        jobs = [job(f"c{i}", f"hello {i}") for i in range(4)]
+        for j in jobs:
+            scheduler.submit(j)
+        assert [drain(j) for j in jobs] == [(f"echo: hello {i}", DONE) for i in range(4)]
+        assert scheduler.snapshot()["completed"] == 4
+    finally:
+        scheduler.stop()
+
+
+def test_cancelling_a_running_job_closes_the_backend_stream():
+    backend = EchoBackend(delay=0.05)
+    scheduler = Scheduler(backend)
+    scheduler.start()
+    try:
+        j = job("a", "a long reply " * 20)
+        scheduler.submit(j)
+        assert isinstance(j.events.get(timeout=5), TextDelta)
+        j.cancel()
+        assert wait_for(lambda: backend.closed_early == 1)
+        assert wait_for(lambda: scheduler.snapshot()["cancelled"] == 1)
+        assert scheduler.snapshot()["active"] == 0
+    finally:
+        scheduler.stop()
+
+
+def test_a_cancelled_queued_job_never_starts():
+    backend = EchoBackend(delay=0.02)
+    scheduler = Scheduler(backend)
+    first, second = job("a", "x" * 30), job("b", "never")
+    second.cancel()
+    scheduler.submit(first)
+    scheduler.submit(second)
+    scheduler.start()
+    try:
+        assert drain(first)[1] == DONE
+        assert drain(second) == ("", DONE)
+        assert backend.started == 1
+    finally:
+        scheduler.stop()
+
+
+def test_a_failing_request_fails_alone():
+    scheduler = Scheduler(EchoBackend())
+    scheduler.start()
+    try:
+        bad, good = job("a", "HUGE prompt"), job("b", "fine")
+        scheduler.submit(bad)
+        scheduler.submit(good)
+        text, end = drain(bad)
+        assert isinstance(end, Failed) and isinstance(end.error, ContextTooLong)
+        assert drain(good) == ("echo: fine", DONE)
+        assert scheduler.snapshot()["failed"] == 1
+    finally:
+        scheduler.stop()
+
+
+def test_batching_worker_runs_requests_together_without_mixing_them():
+    backend = EchoBatchBackend()
+    scheduler = Scheduler(backend, max_batch=3)
+    assert scheduler.batching
+    jobs = [job(f"c{i}", f"message number {i}") for i in range(7)]
+    for j in jobs:
+        scheduler.submit(j)
+    scheduler.start()
+    try:
+        assert [drain(j)[0] for j in jobs] == [f"echo: message number {i}" for i in range(7)]
+        assert max(backend.widths) == 3  # never beyond max_batch, and actually batched
+        snap = scheduler.snapshot()
+        assert snap["completed"] == 7 and snap["mean_batch"] > 1.5
+    finally:
+        scheduler.stop()
+
+
+def test_batching_cancel_frees_the_slot_and_add_errors_stay_local():
+    backend = EchoBatchBackend(delay=0.01)
+    scheduler = Scheduler(backend, max_batch=2)
+    scheduler.start()
+    try:
+        long, huge, short = job("a", "z" * 200), job("b", "HUGE"), job("c", "short")
+        for j in (long, huge, short):
+            scheduler.submit(j)
+        assert isinstance(drain(huge)[1].error, ContextTooLong)
+        assert isinstance(long.events.get(timeout=5), TextDelta)
+        long.cancel()
+        assert wait_for(lambda: backend.removed == [long.id])
+        assert drain(short) == ("echo: short", DONE)
+    finally:
+        scheduler.stop()
+
+
+def test_a_crashing_batch_step_fails_its_requests_and_the_next_batch_works():
+    backend = EchoBatchBackend()
+    scheduler = Scheduler(backend, max_batch=4)
+    crash = job("a", "CRASH now")
+    scheduler.submit(crash)
+    scheduler.start()
+    try:
+        end = drain(crash)[1]
+        assert isinstance(end, Failed) and "crashed" in str(end.error)
+        after = job("b", "after")
+        scheduler.submit(after)
+        assert drain(after) == ("echo: after", DONE)
+        assert backend.sessions_closed == 1
+    finally:
+        scheduler.stop()
+
+
+def test_stop_fails_waiting_jobs_and_refuses_new_ones():
+    scheduler = Scheduler(EchoBackend())
+    waiting = job("a", "never started")
+    scheduler.submit(waiting)
+    scheduler.stop()
+    end = drain(waiting)[1]
+    assert isinstance(end, Failed) and "shutting down" in str(end.error)
+    with pytest.raises(Exception, match="shutting down"):
+        scheduler.submit(job("b", "late"))
+
+
+def test_finish_events_reach_the_job():
+    scheduler = Scheduler(EchoBackend())
+    scheduler.start()
+    try:
+        j = job("a", "hi")
+        scheduler.submit(j)
+        items = []
+        while (item := j.events.get(timeout=5)) != DONE:
+            items.append(item)
+        assert items[-1] == Finish("stop")
+    finally:
+        scheduler.stop()
+
+
+def test_cancelling_a_waiting_job_frees_its_place_at_once():
+    scheduler = Scheduler(EchoBackend(), max_queue=1)  # not started: jobs wait
+    waiting, next_one = job("a", "1"), job("b", "2")
+    scheduler.submit(waiting)
+    with pytest.raises(QueueFull):
+        scheduler.submit(next_one)
+    scheduler.cancel(waiting)
+    assert drain(waiting) == ("", DONE)
+    scheduler.submit(next_one)
+    assert scheduler.snapshot()["cancelled"] == 1 and scheduler.snapshot()["queued"] == 1
+    scheduler.stop()
