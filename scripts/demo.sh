@@ -8,7 +8,8 @@ trap 'rm -rf "$work"' EXIT
 cp -r "$here/examples/calc" "$work/calc"
 cd "$work/calc"
 git init -q && git add -A
-git -c user.name=demo -c user.email=demo@example.invalid commit -q -m "calc with a bug"
+git config user.name "Demo User" && git config user.email demo@example.invalid
+git commit -q -m "calc with a bug"
 base="$(git rev-parse HEAD)"
 set +e
 "$here/.venv/bin/clovercode" fix "mean([1, 2, 3, 4]) returns 2 but should return 2.5" \
