@@ -142,7 +142,7 @@ def summarise(head: Sequence[Message], budget: int, text_tokens: Callable[[str],
         drop = max(1, len(lines) // 8)
         lines, dropped = lines[drop:], dropped + drop
     if dropped:
-        lines.insert(0, f"- … {dropped} earlier steps omitted")
+        lines.insert(0, f"- … {dropped} earlier lines of this summary omitted")
     return "\n".join([SUMMARY_HEADER, *lines])
 
 
