@@ -56,7 +56,7 @@ class Repl:
 
         status = context_line(self.session)
         if status:
-            self.console.print(status, style="dim", highlight=False, markup=False)
+            self.console.print(status, style="dim", highlight=False, markup=False, soft_wrap=True)
         return True
 
 

@@ -72,10 +72,10 @@ def resume_into(session: Any, ident: str, console: Console) -> None:
         raise UsageError(f"saved session {saved.id} holds no conversation to continue")
     if saved.root and saved.root != str(session.root):
         console.print(f"[yellow]note[/]: session {saved.id} was saved in {saved.root}; continuing in {session.root}",
-                      highlight=False)
+                      highlight=False, soft_wrap=True)
     session.conversation.messages[:] = saved.messages
     console.print(f"resumed {saved.id}: {len(saved.messages)} messages; last task: {saved.goal or '(none)'}",
-                  highlight=False, markup=False)
+                  highlight=False, markup=False, soft_wrap=True)
 
 
 def context_line(session: Any) -> str | None:
@@ -86,8 +86,11 @@ def context_line(session: Any) -> str | None:
 
 
 def ensure_prompt(session: Any) -> Any:
-    """The session's prompt builder, made now (without a task) when no task has run yet."""
-    if session.prompt is None:
+    """The session's prompt builder, made now (without a task) when no task has run yet. Between
+    tasks it reports to no sink: the last task's trajectory is closed."""
+    if session.prompt is not None:
+        session.prompt.sink = None
+    else:
         from clovercode.context.assemble import ContextAssembler
         from clovercode.toolcalls.schemas import load_tool_specs
 
@@ -111,7 +114,7 @@ def compact_command(repl: Any, _: str) -> bool:
         repl.console.print(f"compacted the history: {before} → {after} tokens", highlight=False)
     line = context_line(session)
     if line:
-        repl.console.print(f"[dim]{line}[/]", highlight=False)
+        repl.console.print(line, style="dim", highlight=False, markup=False, soft_wrap=True)
     return True
 
 
@@ -119,6 +122,6 @@ def context_command(repl: Any, _: str) -> bool:
     session = repl.session
     prompt = ensure_prompt(session)
     prompt.build(session.conversation)
-    repl.console.print(context_line(session) or "context: empty", highlight=False, markup=False)
+    repl.console.print(context_line(session) or "context: empty", highlight=False, markup=False, soft_wrap=True)
     return True
 
