@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -17,6 +18,7 @@ from clovercode.toolcalls.schemas import ToolSpec
 
 TOOLS_OVERHEAD = 40  # the template's wrapper around the tool list
 MAP_WINDOW_SHARE = 8  # the map never takes more than 1/8 of the window
+_PATHLIKE = re.compile(r"[\w.][\w./-]*")
 
 
 def tools_tokens(specs: Sequence[ToolSpec], count: Callable[[str], int]) -> int:
@@ -37,6 +39,21 @@ def conversation_texts(messages: Sequence[Message]) -> list[str]:
     return texts
 
 
+def mentioned_paths(root: Path, text: str) -> set[str]:
+    """Existing project paths written in ``text`` (so their AGENTS.md apply even without a map)."""
+    found = set()
+    for word in _PATHLIKE.findall(text):
+        word = word.rstrip(".,:;")
+        if ("/" not in word and "." not in word) or word.startswith(("/", "..")):
+            continue
+        try:
+            if (root / word).exists():
+                found.add(word[2:] if word.startswith("./") else word)
+        except OSError:  # a "word" too long to be a file name
+            continue
+    return found
+
+
 class ContextAssembler:
     def __init__(self, root: Path, cfg: Any, env: Mapping[str, str], interactive: bool):
         self.root, self.cfg, self.env, self.interactive = root, cfg, env, interactive
@@ -46,7 +63,7 @@ class ContextAssembler:
         count, exact = counter_for(backend)
         window = window_for(backend, self.cfg["context.window"])
         budget = Budget.from_config(self.cfg, window, max_new_tokens)
-        touched = touched_paths(conversation.messages)
+        touched = touched_paths(conversation.messages) | mentioned_paths(self.root, task)
         repo_map = ""
         map_budget = min(self.cfg["context.map_tokens"], window // MAP_WINDOW_SHARE)
         if map_budget > 0:

@@ -29,6 +29,16 @@ OWN_SHARE = 0.2  # of a file's steps, those to names it defines
 BACK_SHARE = 0.2  # of a name's steps, those back to files that use it
 FOCUS_IDENT_WEIGHT = 10.0
 GENERIC_DEFINERS = 5  # a name defined in more files than this says little about any one of them
+# Method names every standard library has (dict.get, list.append, str.split, Array.push, …): a call
+# `x.get()` is far more often one of those than the project's own `get`.
+COMMON_NAMES = frozenset("""
+get set add append extend insert remove pop push shift clear copy update keys values items entries
+join split strip format replace find index count sort reverse slice splice concat filter map reduce
+lower upper startswith endswith encode decode read write close open flush send recv seek
+len size length iter next hash equals toString hashCode valueOf isEmpty contains has apply call bind
+new clone unwrap expect collect unwrap_or into from as_str to_string println printf print Println
+Printf Sprintf Errorf Error String then catch resolve reject log info warn debug error run main test
+""".split())
 
 
 @dataclass(frozen=True)
@@ -46,6 +56,8 @@ def ident_weight(name: str, definers: int, focus: bool) -> float:
 
 def _shape_weight(name: str) -> float:
     weight = 0.1 if name[:1] == "_" else 1.0
+    if name in COMMON_NAMES:
+        return weight * 0.03
     size = len(name)
     if size <= 2:
         return weight * 0.1
