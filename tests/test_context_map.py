@@ -9,7 +9,7 @@ from conftest import git, make_git_repo
 from golden_map import GOLDEN, render_sample_map, sample_git_repo
 
 from clovercode.context.cache import cache_file
-from clovercode.context.index import IndexOptions, build_index, parse_files
+from clovercode.context.index import IndexOptions, build_index, parse_batch, parse_files, parse_in_worker
 from clovercode.context.mentions import find_mentions
 from clovercode.context.rank import rank_definitions
 from clovercode.context.render import fit_outline, render_outline
@@ -206,8 +206,12 @@ def test_parallel_workers_give_the_same_tags_as_one_process(tmp_path):
     root = tmp_path / "many"
     for i in range(70):
         write(root, f"m{i:02}.py", f"def function_{i}(x):\n    return helper_{i % 5}(x)\n")
+    write(root, "odd\tname\nwith breaks.py", "def odd_name():\n    pass\n")
     files = select_files(make_git_repo(root), 10**6).files
     assert parse_files(files, jobs=2) == parse_files(files, jobs=1)
+    items = [(f.rel, str(f.path), f.language) for f in files]
+    in_worker = parse_in_worker(items)  # the subprocess itself, not its in-process fallback
+    assert in_worker == dict(parse_batch(items)) and "odd\tname\nwith breaks.py" in in_worker
 
 
 def test_outline_fits_the_budget_with_the_given_counter(tmp_path):

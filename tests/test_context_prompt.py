@@ -152,6 +152,8 @@ def test_one_output_larger_than_the_window_is_squeezed_to_fit(tmp_path):
     messages = prompt.build(conversation)
     assert prompt_tokens(prompt, messages) <= prompt.limit
     assert GOAL in [m.content for m in messages]
+    latest = messages[-1]  # the output the model just asked for: shortened, not summarised away
+    assert latest.role == "tool" and latest.content.startswith("log line") and "characters omitted" in latest.content
 
 
 def test_forced_compaction_shrinks_the_history(tmp_path):

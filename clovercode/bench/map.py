@@ -44,12 +44,11 @@ def prepare_copy(source: Path, target: Path) -> None:
 
 
 def measure(root: Path, cache_dir: Path, tokens: int, jobs: int, label: str) -> Run:
-    package_parent = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = package_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    from clovercode.context.worker import python_argv
+
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "clovercode.bench.map", "--child", str(root), str(cache_dir),
-                           str(tokens), str(jobs)], env=env, capture_output=True, text=True)
+    proc = subprocess.run(python_argv("clovercode.bench.map", "--child", str(root), str(cache_dir), str(tokens),
+                                      str(jobs)), capture_output=True, text=True)
     wall = time.perf_counter() - started
     if proc.returncode != 0:
         raise RuntimeError(f"bench child failed ({label}):\n{proc.stderr[-2000:]}")

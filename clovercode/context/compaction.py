@@ -103,7 +103,8 @@ def compact(messages: Sequence[Message], *, count: MessageCounter, budget: Compa
 
 def _tail_start(messages: Sequence[Message], count: MessageCounter, budget: int) -> int:
     """Where the verbatim tail begins: as early as ``budget`` allows, never on a tool result (its
-    call would be summarised away) and never on a previous summary or files block."""
+    call would be summarised away) nor on a previous summary or files block, and never after the
+    latest assistant turn: the model must see the results of what it just did."""
     used, start = 0, len(messages)
     for i in range(len(messages) - 1, -1, -1):
         used += count(messages[i])
@@ -113,6 +114,9 @@ def _tail_start(messages: Sequence[Message], count: MessageCounter, budget: int)
             start = i
     while start < len(messages) and (messages[start].role == "tool" or messages[start].tags & {SUMMARY, FILES}):
         start += 1
+    if start == len(messages):  # the latest exchange alone is over budget: keep it anyway, shortened later
+        start = next((i for i in range(len(messages) - 1, -1, -1)
+                      if messages[i].role != "tool" and not messages[i].tags & {SUMMARY, FILES}), len(messages))
     return start
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import subprocess
-import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,32 +109,42 @@ def parse_files(todo: list[SourceFile], jobs: int = 0) -> dict[str, FileTags]:
     items.sort(key=lambda item: -sizes[item[0]])
     shares = [items[i::workers] for i in range(workers)]
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        results = list(pool.map(_run_worker, shares))
+        results = list(pool.map(_parse_share, shares))
     out: dict[str, FileTags] = {}
     for result in results:
         out.update(result)
     return out
 
 
-def _run_worker(items: list[tuple[str, str, str]]) -> dict[str, FileTags]:
-    """Parse ``items`` in a fresh interpreter; if that fails for any reason, parse them here."""
-    package_parent = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = package_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+class WorkerFailed(Exception):
+    """A parser worker process did not deliver; its share is parsed in-process instead."""
+
+
+def _parse_share(items: list[tuple[str, str, str]]) -> dict[str, FileTags]:
     try:
-        proc = subprocess.run([sys.executable, "-m", "clovercode.context.worker"], env=env, capture_output=True,
-                              input="".join(f"{rel}\t{path}\t{lang}\n" for rel, path, lang in items),
-                              text=True, encoding="utf-8", errors="surrogateescape", timeout=WORKER_TIMEOUT)
-        if proc.returncode == 0:
-            out = {}
-            for line in proc.stdout.splitlines():
-                rel, _, data = line.partition("\t")
-                out[rel] = FileTags.from_json(json.loads(data))
-            if len(out) == len(items):
-                return out
-    except (OSError, subprocess.SubprocessError, ValueError, KeyError):
-        pass
-    return dict(parse_batch(items))
+        return parse_in_worker(items)
+    except WorkerFailed:
+        return dict(parse_batch(items))
+
+
+def parse_in_worker(items: list[tuple[str, str, str]]) -> dict[str, FileTags]:
+    """Parse ``items`` in a fresh interpreter (JSON lines both ways, so any file name survives)."""
+    from clovercode.context.worker import python_argv
+
+    try:
+        proc = subprocess.run(python_argv("clovercode.context.worker"), capture_output=True, text=True,
+                              input="".join(json.dumps(item) + "\n" for item in items), timeout=WORKER_TIMEOUT)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise WorkerFailed(str(exc)) from None
+    if proc.returncode != 0:
+        raise WorkerFailed(proc.stderr[-500:])
+    try:
+        out = {rel: FileTags.from_json(data) for rel, data in map(json.loads, proc.stdout.splitlines())}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise WorkerFailed(f"unreadable worker output: {exc}") from None
+    if len(out) != len(items):
+        raise WorkerFailed(f"worker returned {len(out)} of {len(items)} files")
+    return out
 
 
 def parse_batch(items: list[tuple[str, str, str]]) -> list[tuple[str, FileTags]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from clovercode.context.cache import default_cache_dir
-from clovercode.context.index import IndexOptions, IndexStats, RepoIndex, build_index
+from clovercode.context.index import IndexOptions, IndexStats, RepoIndex
 from clovercode.context.mentions import find_mentions
 from clovercode.context.rank import rank_definitions
 from clovercode.context.render import fit_outline, max_definitions
