@@ -20,7 +20,7 @@ from clovercode.backends.registry import open_backend
 from clovercode.config import Config, state_dir
 from clovercode.context.assemble import ContextAssembler
 from clovercode.context.prompt import ContextPrompt
-from clovercode.context.resume import record_conversation
+from clovercode.context.resume import SnapshotBeforeEnd
 from clovercode.executors.base import Executor
 from clovercode.executors.select import make_executor
 from clovercode.vcs.checkpoint import Checkpointer
@@ -67,7 +67,7 @@ class Session:
         self.last_context = ctx
         toolbox = Toolbox(ctx)
         writer = TrajectoryWriter(self.last_trajectory)
-        events = MultiSink(writer, sink)
+        events = MultiSink(SnapshotBeforeEnd(writer, self.root, self.conversation), sink)  # what --resume loads
         try:
             if follow_up and self.prompt is not None:  # same task: same map, same compaction state
                 self.prompt.sink = events
@@ -78,7 +78,6 @@ class Session:
                           events, interactive=self.interactive)
             return agent.run(self.conversation, task, tag="feedback" if follow_up else "goal")
         finally:
-            record_conversation(writer, self.root, self.conversation)  # what --resume loads
             writer.close()
 
     def close(self) -> None:

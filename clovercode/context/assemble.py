@@ -64,23 +64,23 @@ class ContextAssembler:
         window = window_for(backend, self.cfg["context.window"])
         budget = Budget.from_config(self.cfg, window, max_new_tokens)
         touched = touched_paths(conversation.messages) | mentioned_paths(self.root, task)
-        repo_map = ""
         map_budget = min(self.cfg["context.map_tokens"], window // MAP_WINDOW_SHARE)
+        repo_map: Any = ""
         if map_budget > 0:
-            repo_map, focus = self._map(conversation, task, map_budget, count, touched, sink)
-            touched |= focus
+            messages = list(conversation.messages)  # what was said before this task; the task itself is `task`
+            repo_map = lambda: self._map(messages, task, map_budget, count, set(touched), sink)  # noqa: E731
         return ContextPrompt(root=self.root, base_system=system_prompt(self.root, self.interactive), repo_map=repo_map,
                              tools_tokens=tools_tokens(specs, count), count=count, exact=exact, budget=budget,
                              touched=touched, instructions=self.cfg["context.instructions"], sink=sink)
 
-    def _map(self, conversation: Conversation, task: str, budget: int, count: Callable[[str], int],
+    def _map(self, messages: Sequence[Message], task: str, budget: int, count: Callable[[str], int],
              touched: set[str], sink: EventSink | None) -> tuple[str, set[str]]:
         from clovercode.context.index import build_index
         from clovercode.context.repomap import index_options, map_for_texts
 
         try:
             index = build_index(self.root, index_options(self.cfg, self.env))
-            repo_map = map_for_texts(index, budget, [*conversation_texts(conversation.messages), task], count,
+            repo_map = map_for_texts(index, budget, [*conversation_texts(messages), task], count,
                                      extra_files=touched)
         except (CloverError, OSError, sqlite3.Error) as exc:
             if sink is not None:

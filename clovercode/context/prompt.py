@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from clovercode.agent.events import EventSink
 from clovercode.agent.messages import Message
@@ -19,6 +19,7 @@ from clovercode.errors import ConfigError
 MESSAGE_OVERHEAD = 8  # role markers and separators a chat template puts around each message
 ESTIMATE_MARGIN = 0.03  # share of the window left free when tokens are estimated rather than counted
 MAX_READ_BYTES = 1024 * 1024
+MapLoader = Callable[[], "tuple[str, set[str]]"]  # → (map text, files it focused on)
 MAP_HEADER = ("# Repository map\nThe project's most used definitions, ranked for this task (file, then "
               "line: signature). It is an outline, not the code: view a file before changing it.")
 
@@ -83,10 +84,13 @@ class ContextPrompt:
     """A PromptBuilder that fits the window. It compacts ``conversation`` in place when the history
     passes ``compact_at`` of the window; everything else only changes the returned view."""
 
-    def __init__(self, *, root: Path, base_system: str, repo_map: str, tools_tokens: int, count: TokenCounter,
-                 exact: bool, budget: Budget, touched: Iterable[str] = (), instructions: bool = True,
-                 sink: EventSink | None = None):
-        self.root, self.base_system, self.repo_map = root, base_system, repo_map
+    def __init__(self, *, root: Path, base_system: str, repo_map: str | MapLoader, tools_tokens: int,
+                 count: TokenCounter, exact: bool, budget: Budget, touched: Iterable[str] = (),
+                 instructions: bool = True, sink: EventSink | None = None):
+        # A loader is called at the first build, inside the run (after its run_start event).
+        self._map_loader = None if isinstance(repo_map, str) else repo_map
+        self.root, self.base_system = root, base_system
+        self.repo_map = repo_map if isinstance(repo_map, str) else ""
         self.tools_tokens, self.count, self.exact, self.budget = tools_tokens, count, exact, budget
         self.touched = set(touched)
         self.use_instructions = instructions
@@ -137,6 +141,10 @@ class ContextPrompt:
         return "\n\n".join(parts), instructions_tokens, map_tokens
 
     def build(self, conversation: Conversation) -> list[Message]:
+        if self._map_loader is not None:
+            loader, self._map_loader = self._map_loader, None
+            self.repo_map, focus = loader()
+            self.touched |= focus
         system, instructions_tokens, map_tokens = self.system_parts(conversation)
         system_tokens = self.text_tokens(system) + MESSAGE_OVERHEAD
         if map_tokens and system_tokens + self.tools_tokens > self.limit // 2:

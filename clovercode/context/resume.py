@@ -1,5 +1,5 @@
-"""Saved sessions: every run's trajectory ends with a ``conversation`` event (the whole history and the
-project root); ``clovercode --resume [ID]`` loads it back. A trajectory cut short by a crash has no
+"""Saved sessions: every run's trajectory holds a ``conversation`` event just before its ``run_end``
+(the whole history and the project root); ``clovercode --resume [ID]`` loads it back. A trajectory cut short by a crash has no
 such event; its conversation is rebuilt from the run's own events."""
 
 from __future__ import annotations
@@ -34,8 +34,17 @@ class SavedSession:
         return goals[-1].split("\n")[0] if goals else ""
 
 
-def record_conversation(sink: EventSink, root: Path, conversation: Conversation) -> None:
-    sink.emit(SNAPSHOT, root=str(root), messages=[m.to_json() for m in conversation.messages])
+class SnapshotBeforeEnd:
+    """An EventSink in front of the trajectory writer: writes the ``conversation`` snapshot just
+    before the run's ``run_end`` (which stays the last event), when the history is complete."""
+
+    def __init__(self, inner: EventSink, root: Path, conversation: Conversation):
+        self.inner, self.root, self.conversation = inner, root, conversation
+
+    def emit(self, kind: str, **data: Any) -> None:
+        if kind == "run_end":
+            self.inner.emit(SNAPSHOT, root=str(self.root), messages=[m.to_json() for m in self.conversation.messages])
+        self.inner.emit(kind, **data)
 
 
 def _events(path: Path) -> Iterator[dict[str, Any]]:
