@@ -117,7 +117,8 @@ def parse_files(todo: list[SourceFile], jobs: int = 0) -> dict[str, FileTags]:
 
 
 class WorkerFailed(Exception):
-    """A parser worker process did not deliver; its share is parsed in-process instead."""
+    """A parser worker process did not deliver; its share is parsed in-process instead (not when
+    it was killed by a signal: after Ctrl-C, parsing everything again would hold up the interrupt)."""
 
 
 def _parse_share(items: list[tuple[str, str, str]]) -> dict[str, FileTags]:
@@ -136,6 +137,8 @@ def parse_in_worker(items: list[tuple[str, str, str]]) -> dict[str, FileTags]:
                               input="".join(json.dumps(item) + "\n" for item in items), timeout=WORKER_TIMEOUT)
     except (OSError, subprocess.SubprocessError) as exc:
         raise WorkerFailed(str(exc)) from None
+    if proc.returncode < 0:  # killed by a signal: Ctrl-C (the whole group gets it) or the OOM killer
+        raise ContextUnavailable(f"a parser worker was stopped by signal {-proc.returncode}")
     if proc.returncode != 0:
         raise WorkerFailed(proc.stderr[-500:])
     try:
