@@ -339,7 +339,7 @@ def bench_serve(
 @app.command("map")
 def map_command(path: Optional[Path] = typer.Argument(None, help="Project directory (default: the current directory)."),
                 tokens: Optional[int] = typer.Option(None, "--tokens", "-t", help="Token budget (default: context.map_tokens)."),
-                focus: list[str] = typer.Option([], "--focus", "-f", help="Rank for this FILE or SYMBOL (repeatable, or comma-separated)."),
+                focus: list[str] = typer.Option([], "--focus", "-f", metavar="FILE|SYMBOL", help="Rank for this FILE or SYMBOL (repeatable, or comma-separated)."),
                 stats: bool = typer.Option(False, "--stats", help="Also report what was indexed, on stderr.")) -> None:
     """Print the repository map: the most used definitions, as an outline that fits the budget."""
     from clovercode.context.commands import print_map
