@@ -184,6 +184,12 @@ def test_corrupt_cache_is_rebuilt_not_fatal(tmp_path):
     assert (again.stats.parsed, again.stats.cached) == (1, 12)
     assert [d.name for d in again.files["pkg/hub.py"].defs] == ["hub_service", "hub_helper"]
 
+    with sqlite3.connect(db_path) as db:  # damaged details (decoded lazily): names survive, the map renders
+        db.execute("UPDATE tags SET defs = '[[1' WHERE path = 'pkg/left.py'")
+    lazy = build_index(root, IndexOptions(cache_dir=cache_dir))
+    assert lazy.stats.cached == 13 and [d.name for d in lazy.files["pkg/left.py"].defs] == ["left_parse"]
+    assert "left_parse" in make_repo_map(lazy, 1000).text
+
 
 def test_unwritable_cache_directory_means_no_cache_not_failure(tmp_path):
     root = hub_repo(tmp_path / "repo")

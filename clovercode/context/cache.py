@@ -10,8 +10,8 @@ import sqlite3
 from pathlib import Path
 from typing import Iterable, Mapping
 
-CACHE_VERSION = "1"  # bump when the stored row format changes
-Row = tuple[int, int, str]  # mtime_ns, size, tags as JSON
+CACHE_VERSION = "2"  # bump when the stored row format changes
+Row = tuple[int, int, str, str]  # mtime_ns, size, tags as JSON, definitions as JSON
 
 
 def default_cache_dir(env: Mapping[str, str]) -> Path:
@@ -57,12 +57,13 @@ class TagCache:
         db = sqlite3.connect(str(path), timeout=5, isolation_level=None)
         try:
             db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
-            db.execute("CREATE TABLE IF NOT EXISTS tags (path TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, data TEXT)")
             found = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
             if found is None or found[0] != self.version:
                 # Tags made by another row format or other queries would be wrong, not just old.
-                db.execute("DELETE FROM tags")
+                db.execute("DROP TABLE IF EXISTS tags")
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('version', ?)", (self.version,))
+            db.execute("CREATE TABLE IF NOT EXISTS tags "
+                       "(path TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, data TEXT, defs TEXT)")
         except BaseException:
             db.close()
             raise
@@ -72,19 +73,19 @@ class TagCache:
         if self._db is None:
             return {}
         try:
-            return {path: (mtime, size, data) for path, mtime, size, data in
-                    self._db.execute("SELECT path, mtime_ns, size, data FROM tags")}
+            return {path: (mtime, size, data, defs) for path, mtime, size, data, defs in
+                    self._db.execute("SELECT path, mtime_ns, size, data, defs FROM tags")}
         except sqlite3.DatabaseError as exc:
             self._fail(exc)
             return {}
 
-    def store(self, rows: Iterable[tuple[str, int, int, str]], stale: Iterable[str] = ()) -> None:
+    def store(self, rows: Iterable[tuple[str, int, int, str, str]], stale: Iterable[str] = ()) -> None:
         """Save new rows and forget files that are gone, in one transaction; failures only cost speed."""
         if self._db is None:
             return
         try:
             with _transaction(self._db):
-                self._db.executemany("INSERT OR REPLACE INTO tags VALUES (?, ?, ?, ?)", rows)
+                self._db.executemany("INSERT OR REPLACE INTO tags VALUES (?, ?, ?, ?, ?)", rows)
                 self._db.executemany("DELETE FROM tags WHERE path = ?", ((p,) for p in stale))
         except sqlite3.DatabaseError as exc:
             self._fail(exc)

@@ -45,7 +45,7 @@ class RepoIndex:
 
     @property
     def definition_count(self) -> int:
-        return sum(len(t.defs) for t in self.files.values())
+        return sum(len(t.names) for t in self.files.values())
 
 
 @dataclass(frozen=True)
@@ -74,8 +74,8 @@ def build_index(root: Path, options: IndexOptions) -> RepoIndex:
         parsed = parse_files(todo, options.jobs)
         files.update(parsed)
         listed = {s.rel for s in selection.files}
-        cache.store(((s.rel, s.mtime_ns, s.size, json.dumps(parsed[s.rel].to_json(), separators=(",", ":")))
-                     for s in todo), stale=[p for p in rows if p not in listed])
+        cache.store(((s.rel, s.mtime_ns, s.size, *parsed[s.rel].cache_columns()) for s in todo),
+                    stale=[p for p in rows if p not in listed])
     finally:
         cache.close()
     stats = IndexStats(len(selection.files), len(todo), len(selection.files) - len(todo))
@@ -89,13 +89,13 @@ def build_index(root: Path, options: IndexOptions) -> RepoIndex:
     return RepoIndex(root, dict(sorted(files.items())), stats)
 
 
-def _cached(row: tuple[int, int, str], source: SourceFile) -> FileTags | None:
-    mtime, size, data = row
+def _cached(row: tuple[int, int, str, str], source: SourceFile) -> FileTags | None:
+    mtime, size, data, defs = row
     if mtime != source.mtime_ns or size != source.size:
         return None
     try:
-        return FileTags.from_json(json.loads(data))
-    except (ValueError, KeyError, TypeError):
+        return FileTags.from_cache_columns(data, defs)
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None  # a damaged row: parse the file again
 
 

@@ -61,7 +61,7 @@ def map_for_texts(index: RepoIndex, budget: int, texts: Iterable[str], count_tok
 
 
 def defined_names(index: RepoIndex) -> set[str]:
-    return {d.name for tags in index.files.values() for d in tags.defs}
+    return {name for tags in index.files.values() for name in tags.names}
 
 
 def resolve_focus(index: RepoIndex, items: Iterable[str], cwd: Path) -> tuple[set[str], set[str]]:

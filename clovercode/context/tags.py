@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from clovercode.context.grammars import Grammar
@@ -23,14 +24,40 @@ class Definition:
     signature: str  # the header as one line, with its original indentation
 
 
-@dataclass
 class FileTags:
-    """What the map knows of one file. ``skipped`` says why a file was not parsed (binary, generated)."""
+    """What the map knows of one file. ``skipped`` says why a file was not parsed (binary, generated).
 
-    language: str
-    defs: list[Definition] = field(default_factory=list)
-    refs: dict[str, int] = field(default_factory=dict)
-    skipped: str = ""
+    ``names`` lists the definitions' names in order; ranking needs nothing more. The definitions
+    themselves (lines, signatures: most of the cached bytes) are decoded from the cache only when
+    asked for, which on a warm map is a few dozen files out of thousands."""
+
+    __slots__ = ("language", "refs", "skipped", "names", "_defs", "_raw")
+
+    def __init__(self, language: str, defs: list[Definition] | None = None, refs: dict[str, int] | None = None,
+                 skipped: str = ""):
+        self.language, self.refs, self.skipped = language, refs if refs is not None else {}, skipped
+        self._defs: list[Definition] | None = list(defs or [])
+        self._raw: str | None = None
+        self.names = [d.name for d in self._defs]
+
+    @property
+    def defs(self) -> list[Definition]:
+        if self._defs is None:
+            try:
+                self._defs = [Definition(*d) for d in json.loads(self._raw or "[]")]
+            except (ValueError, TypeError):
+                self._defs = []
+            if [d.name for d in self._defs] != self.names:  # a damaged row: keep the names, lose the details
+                self._defs = [Definition(name, "?", 0, name) for name in self.names]
+            self._raw = None
+        return self._defs
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FileTags) and (self.language, self.skipped, self.refs, self.defs) == (
+            other.language, other.skipped, other.refs, other.defs)
+
+    def __repr__(self) -> str:
+        return f"FileTags({self.language!r}, {len(self.names)} defs, {len(self.refs)} refs, skipped={self.skipped!r})"
 
     def to_json(self) -> dict[str, Any]:
         return {"l": self.language, "s": self.skipped, "r": self.refs,
@@ -39,6 +66,22 @@ class FileTags:
     @staticmethod
     def from_json(data: dict[str, Any]) -> "FileTags":
         return FileTags(data["l"], [Definition(*d) for d in data["d"]], data["r"], data.get("s", ""))
+
+    def cache_columns(self) -> tuple[str, str]:
+        """(everything but the definitions' details, the details) as two JSON texts."""
+        head = {"l": self.language, "s": self.skipped, "r": self.refs, "n": self.names}
+        details = [[d.name, d.kind, d.line, d.signature] for d in self.defs]
+        return json.dumps(head, separators=(",", ":")), json.dumps(details, separators=(",", ":"))
+
+    @staticmethod
+    def from_cache_columns(head: str, details: str) -> "FileTags":
+        data = json.loads(head)
+        tags = FileTags(data["l"], None, data["r"], data.get("s", ""))
+        names = data["n"]
+        if not isinstance(names, list) or not isinstance(tags.refs, dict):
+            raise ValueError("damaged cache row")
+        tags.names, tags._defs, tags._raw = names, None, details
+        return tags
 
 
 def skip_reason(source: bytes) -> str:
