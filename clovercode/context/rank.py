@@ -30,8 +30,8 @@ OWN_SHARE = 0.2  # of a file's steps, those to names it defines
 BACK_SHARE = 0.2  # of a name's steps, those back to files that use it
 FOCUS_IDENT_WEIGHT = 10.0
 GENERIC_DEFINERS = 5  # a name defined in more files than this says little about any one of them
-# Method names every standard library has (dict.get, list.append, str.split, Array.push, …): a call
-# `x.get()` is far more often one of those than the project's own `get`.
+# Method names every standard library has (dict.get, list.append, str.split, Array.push, …) and
+# Python builtins: a call `x.get()` or `dict()` is far more often one of those than the project's own.
 COMMON_NAMES = frozenset("""
 get set add append extend insert remove pop push shift clear copy update keys values items entries
 join split strip format replace find index count sort reverse slice splice concat filter map reduce
@@ -39,6 +39,9 @@ lower upper startswith endswith encode decode read write close open flush send r
 len size length iter next hash equals toString hashCode valueOf isEmpty contains has apply call bind
 new clone unwrap expect collect unwrap_or into from as_str to_string println printf print Println
 Printf Sprintf Errorf Error String then catch resolve reject log info warn debug error run main test
+group groups groupdict span start end match search sub fullmatch findall finditer compile
+dict list str int float tuple bool bytes object type range sorted min max sum any all isinstance
+getattr setattr hasattr super repr zip enumerate property staticmethod classmethod
 """.split())
 
 
