@@ -99,7 +99,8 @@ def rank_definitions(files: dict[str, FileTags], focus_files: Iterable[str] = ()
     defined = ri >= 0  # references to names the project does not define (library calls) drop out
     rf, ri, rc = rf[defined], ri[defined], rc[defined]
 
-    pairs = np.unique(dident * n_files + dfile)  # one def edge per (name, file), however often defined there
+    # One def edge per (name, file), however often the file defines the name; `same` counts how often.
+    pairs, inverse, same = np.unique(dident * n_files + dfile, return_inverse=True, return_counts=True)
     pair_ident, pair_file = pairs // n_files, pairs % n_files
     definers = np.bincount(pair_ident, minlength=n_idents)
     sole = np.full(n_idents, -1, dtype=np.int64)
@@ -143,7 +144,6 @@ def rank_definitions(files: dict[str, FileTags], focus_files: Iterable[str] = ()
     # a sliver of the file's own rank orders the definitions nobody refers to.
     share = np.zeros(n_idents)
     share[pair_ident] = np.where(used_by[di] > 0, 1.0 - BACK_SHARE, 1.0) / definers[pair_ident]
-    _, inverse, same = np.unique(dident * n_files + dfile, return_inverse=True, return_counts=True)
     scores = rank[n_files + dident] * share[dident] / same[inverse] + 1e-3 * rank[dfile]
     order = np.argsort(-scores, kind="stable")
     if limit is not None:
