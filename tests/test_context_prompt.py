@@ -209,6 +209,7 @@ def test_the_loop_gets_prompts_that_fit_the_models_window(tmp_path):
     root = project(tmp_path)
     (root / "big.txt").write_text("\n".join(f"line {i} of a long file with many words" for i in range(3000)))
     turns = [tool_turn("view_file", path="big.txt", start_line=1 + 300 * i, end_line=300 * (i + 1)) for i in range(8)]
+    turns.append(tool_turn("view_file", path="src/parser/lexer.py"))  # read before edit
     turns.append(tool_turn("edit_file", path="src/parser/lexer.py", old_text="text.split()", new_text="text.split(' ')"))
     turns.append(tool_turn("finish", summary="done"))
     replay = tmp_path / "turns.jsonl"

@@ -93,5 +93,5 @@ def write_starter(root: Path, force: bool = False) -> Path:
     if path.exists() and not force:
         raise UsageError(f"{path} already exists; clovercode init leaves it as it is",
                          hint="Edit it by hand, or pass --force to replace it with a fresh starter.")
-    write_atomic(path, starter_text(root))
+    write_atomic(path, starter_text(root).encode("utf-8"))
     return path
