@@ -99,15 +99,19 @@ def main_callback(
     approval: Optional[str] = typer.Option(None, "--approval", help="suggest, auto-edit or full-auto."),
     endpoint: Optional[str] = EndpointOpt,
     api_key: Optional[str] = ApiKeyOpt,
+    resume: Optional[str] = typer.Option(None, "--resume", metavar="[ID]",
+                                         help="Continue a saved session: the newest of this project, or the one with this ID."),
 ) -> None:
     """Without a command: open the interactive REPL in the project directory."""
     if ctx.invoked_subcommand is not None:
+        if resume is not None:
+            raise UsageError("--resume continues a session in the REPL; use it without a command")
         return
     from clovercode.repl import run_repl
 
     root = project_root(repo)
     cfg = effective_config(root, model=model, sandbox=sandbox, approval=approval, endpoint=endpoint, api_key=api_key)
-    raise typer.Exit(run_repl(root, cfg, make_console()))
+    raise typer.Exit(run_repl(root, cfg, make_console(), resume=resume))
 
 
 @app.command()
@@ -332,6 +336,40 @@ def bench_serve(
     raise typer.Exit(0 if report["ok"] else 1)
 
 
+@app.command("map")
+def map_command(path: Optional[Path] = typer.Argument(None, help="Project directory (default: the current directory)."),
+                tokens: Optional[int] = typer.Option(None, "--tokens", "-t", help="Token budget (default: context.map_tokens)."),
+                focus: list[str] = typer.Option([], "--focus", "-f", metavar="FILE|SYMBOL", help="Rank for this FILE or SYMBOL (repeatable, or comma-separated)."),
+                stats: bool = typer.Option(False, "--stats", help="Also report what was indexed, on stderr.")) -> None:
+    """Print the repository map: the most used definitions, as an outline that fits the budget."""
+    from clovercode.context.commands import print_map
+
+    root = project_root(path)
+    print_map(root, effective_config(root), tokens, focus, stats, make_console(), make_console(stderr=True))
+
+
+@app.command("init")
+def init_command(repo: Optional[Path] = RepoOpt,
+                 force: bool = typer.Option(False, "--force", help="Replace an existing AGENTS.md.")) -> None:
+    """Write a starter AGENTS.md (instructions every run includes in the prompt)."""
+    from clovercode.context.starter import write_starter
+
+    path = write_starter(project_root(repo), force)
+    typer.echo(f"wrote {path}: fill in the <placeholders>; clovercode puts it verbatim in the system prompt")
+
+
+@bench_app.command("map")
+def bench_map(path: Optional[Path] = typer.Argument(None, help="Tree to map (default: a git copy of this Python's standard library)."),
+              tokens: int = typer.Option(2048, "--tokens", help="Map budget in tokens."),
+              jobs: int = typer.Option(0, "--jobs", help="Parser processes (0: one per core).")) -> None:
+    """Cold and warm repo-map time and peak memory (targets: cold ≤ 15 s, warm ≤ 1 s)."""
+    from clovercode.bench.map import run_bench
+
+    if path is not None and not path.is_dir():
+        raise UsageError(f"not a directory: {path}")
+    raise typer.Exit(run_bench(path, tokens, jobs, typer.echo))
+
+
 traj_app = typer.Typer(cls=CloverGroup, help="Work with run trajectories.")
 app.add_typer(traj_app, name="trajectory")
 
@@ -350,4 +388,6 @@ def trajectory_to_replay(path: Path = typer.Argument(..., help="A trajectory .js
 
 
 def main() -> None:
-    app(prog_name="clovercode")
+    from clovercode.context.commands import resume_argv
+
+    app(prog_name="clovercode", args=resume_argv(sys.argv[1:]))

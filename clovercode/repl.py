@@ -52,6 +52,11 @@ class Repl:
             return True
         if result.summary and result.stop.value in ("finished", "answered"):
             self.console.print(result.summary, highlight=False, markup=False)
+        from clovercode.context.commands import context_line
+
+        status = context_line(self.session)
+        if status:
+            self.console.print(status, style="dim", highlight=False, markup=False, soft_wrap=True)
         return True
 
 
@@ -111,6 +116,18 @@ def _exit(repl: Repl, _: str) -> bool:
     return False
 
 
+def _compact(repl: Repl, arg: str) -> bool:
+    from clovercode.context.commands import compact_command
+
+    return compact_command(repl, arg)
+
+
+def _context(repl: Repl, arg: str) -> bool:
+    from clovercode.context.commands import context_command
+
+    return context_command(repl, arg)
+
+
 def default_commands() -> list[SlashCommand]:
     return [
         SlashCommand("help", "show these commands", _help),
@@ -119,6 +136,8 @@ def default_commands() -> list[SlashCommand]:
         SlashCommand("clear", "forget the conversation so far", _clear),
         SlashCommand("undo", "restore the files as they were before the last change", _undo),
         SlashCommand("redo", "take the last /undo back", _redo),
+        SlashCommand("compact", "summarise the history now, keeping the goal, plan and edited files", _compact),
+        SlashCommand("context", "show how full the context window is", _context),
         SlashCommand("exit", "leave (Ctrl-D works too)", _exit),
         SlashCommand("quit", "leave", _exit),
     ]
@@ -156,7 +175,7 @@ def _plain_lines() -> Iterator[str]:
         yield line.rstrip("\n")
 
 
-def run_repl(root: Path, cfg: Config, console: Console) -> int:
+def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = None) -> int:
     from clovercode.actions.approval import ModeApprover
     from clovercode.ui.approval_prompt import make_ask, plain_read_line, tty_read_line
 
@@ -172,6 +191,14 @@ def run_repl(root: Path, cfg: Config, console: Console) -> int:
     console.print(f"sandbox: {cfg['sandbox']} · approval: {cfg['approval']}", highlight=False, markup=False)
     if approver.notice():
         console.print(f"[yellow]{escape(approver.notice() or '')}[/]", highlight=False)
+    if resume is not None:
+        from clovercode.context.commands import resume_into
+
+        try:
+            resume_into(session, resume, console)
+        except BaseException:
+            session.close()
+            raise
     repl = Repl(root, cfg, console, session)
     lines = _tty_lines(cfg) if tty else _plain_lines()
     try:

@@ -13,11 +13,14 @@ from clovercode.actions.toolbox import Toolbox
 from clovercode.agent.budget import Limits
 from clovercode.agent.events import EventSink, MultiSink
 from clovercode.agent.loop import Agent
-from clovercode.agent.prompts import Conversation, FullHistoryPrompt, system_prompt
+from clovercode.agent.prompts import Conversation
 from clovercode.agent.trajectory import TrajectoryWriter, new_trajectory_path
 from clovercode.backends.base import GenerationParams, ModelBackend
 from clovercode.backends.registry import open_backend
 from clovercode.config import Config, state_dir
+from clovercode.context.assemble import ContextAssembler
+from clovercode.context.prompt import ContextPrompt
+from clovercode.context.resume import SnapshotBeforeEnd
 from clovercode.executors.base import Executor
 from clovercode.executors.select import make_executor
 from clovercode.vcs.checkpoint import Checkpointer
@@ -48,6 +51,7 @@ class Session:
     last_trajectory: Path | None = None
     last_context: ToolContext | None = None
     command_env: Mapping[str, str] | None = None  # environment of the model's commands (None: inherit)
+    prompt: ContextPrompt | None = None  # the last task's prompt builder (for /compact and /context)
 
     def run_task(self, task: str, sink: EventSink | None = None, *, follow_up: bool = False):
         """Run ``task``; ``follow_up=True`` continues the last task instead (same tool context and
@@ -62,11 +66,16 @@ class Session:
             self.last_trajectory = new_trajectory_path(trajectory_dir(self.cfg, self.env), task.split("\n")[0])
         self.last_context = ctx
         toolbox = Toolbox(ctx)
-        prompt = FullHistoryPrompt(system_prompt(self.root, self.interactive))
         writer = TrajectoryWriter(self.last_trajectory)
+        events = MultiSink(SnapshotBeforeEnd(writer, self.root, self.conversation), sink)  # what --resume loads
         try:
-            agent = Agent(self.backend, toolbox, prompt, Limits.from_config(self.cfg), generation_params(self.cfg),
-                          MultiSink(writer, sink), interactive=self.interactive)
+            if follow_up and self.prompt is not None:  # same task: same map, same compaction state
+                self.prompt.sink = events
+            else:
+                self.prompt = ContextAssembler(self.root, self.cfg, self.env, self.interactive).prompt_for(
+                    self.conversation, task, toolbox.specs, self.backend, self.cfg["max_new_tokens"], events)
+            agent = Agent(self.backend, toolbox, self.prompt, Limits.from_config(self.cfg), generation_params(self.cfg),
+                          events, interactive=self.interactive)
             return agent.run(self.conversation, task, tag="feedback" if follow_up else "goal")
         finally:
             writer.close()

@@ -87,6 +87,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("serve.max_queue", int, 64, "Requests allowed to wait for the model; more are refused with HTTP 429.", minimum=1),
     Setting("serve.max_request_bytes", int, 4_194_304, "Largest request body `clovercode serve` accepts (HTTP 413 beyond).", minimum=1024),
     Setting("serve.max_connections", int, 256, "Open client connections `clovercode serve` holds at once (HTTP 503 beyond).", minimum=1),
+    # repository context: repo map, instruction files, prompt budget, compaction (docs/context.md)
+    Setting("context.map_tokens", int, 2048, "Token budget of the repository map in the system prompt (0: no map).", minimum=0),
+    Setting("context.window", int, 0, "Context window in tokens (0: the model's own, else 32768).", minimum=0),
+    Setting("context.compact_at", float, 0.75, "Share of the window past which the history is compacted (at most 1).", minimum=0.1),
+    Setting("context.keep_recent", float, 0.3, "Share of the window kept verbatim as recent history when compacting.", minimum=0.05),
+    Setting("context.observation_chars", int, 4000, "Older tool outputs longer than this keep only their head and tail.", minimum=200),
+    Setting("context.recent_observations", int, 3, "How many of the latest tool outputs are never shortened.", minimum=0),
+    Setting("context.instructions", bool, True, "Put AGENTS.md files (root and touched directories) in the system prompt."),
+    Setting("context.max_file_kb", int, 512, "Source files larger than this (KiB) stay out of the repository map.", minimum=1),
+    Setting("context.cache", bool, True, "Cache per-file tags between runs (keyed by path, mtime and size)."),
+    Setting("context.cache_dir", str, "", "Where tag caches go (default: $XDG_CACHE_HOME/clovercode/tags)."),
+    Setting("context.jobs", int, 0, "Worker processes that parse a cold tree (0: one per CPU core).", minimum=0),
 )
 
 SETTINGS_BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}

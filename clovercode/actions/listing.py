@@ -11,13 +11,15 @@ SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache_
              ".pytest_cache", ".tox", "dist", "build", ".clovercode", "target", ".idea", ".ruff_cache"}
 
 
-def project_files(root: Path, under: Path | None = None) -> list[Path]:
-    """Sorted files (absolute paths) of the project below ``under`` (default: the root)."""
+def project_files(root: Path, under: Path | None = None, *, skip_dirs: frozenset[str] | set[str] = SKIP_DIRS) -> list[Path]:
+    """Sorted files (absolute paths) of the project below ``under`` (default: the root).
+
+    ``skip_dirs`` prunes the walk used outside git repositories (the repo map skips more)."""
     root = root.resolve()
     under = (under or root).resolve()
     listed = _git_files(root)
     if listed is None:
-        listed = _walk(root)
+        listed = _walk(root, skip_dirs)
     return sorted(p for p in listed if p == under or under in p.parents)
 
 
@@ -38,9 +40,9 @@ def _git_files(root: Path) -> list[Path] | None:
     return files
 
 
-def _walk(root: Path) -> list[Path]:
+def _walk(root: Path, skip_dirs: frozenset[str] | set[str]) -> list[Path]:
     files = []
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS]
+        dirnames[:] = [d for d in dirnames if d not in skip_dirs]
         files.extend(Path(dirpath) / f for f in filenames)
     return files

@@ -1,0 +1,175 @@
+"""Rank definitions by how much the rest of the code refers to them (PageRank over the def/ref graph),
+personalised to the files and identifiers the task mentions.
+
+The graph has a node per file and a node per defined identifier, so it stays linear in the number of
+tags (file → file edges would multiply every common name's referrers by its definers):
+
+- a file steps to the names it refers to (weight: how distinctive the name is × √count), now and
+  then to the names it defines itself, and otherwise back to the restart (``LEAK``): a file whose
+  only references are generic names passes little rank on;
+- a name steps mostly to the files that define it, sometimes back to the files that use it.
+
+Restarts go to the focus (mentioned files and names), or to every file when there is none. The
+backward steps are what bring a focused file's own outline and its callers into the map; the
+forward steps rank what it depends on. A definition scores the rank its name sends to its file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import chain, repeat
+from typing import Iterable
+
+from clovercode.context.tags import Definition, FileTags
+
+DAMPING = 0.85
+ITERATIONS = 60
+TOLERANCE = 1e-10
+LEAK = 1.0  # restart weight of every file, next to the weights of its references
+OWN_SHARE = 0.2  # of a file's steps, those to names it defines
+BACK_SHARE = 0.2  # of a name's steps, those back to files that use it
+FOCUS_IDENT_WEIGHT = 10.0
+GENERIC_DEFINERS = 5  # a name defined in more files than this says little about any one of them
+# Method names every standard library has (dict.get, list.append, str.split, Array.push, …) and
+# Python builtins: a call `x.get()` or `dict()` is far more often one of those than the project's own.
+COMMON_NAMES = frozenset("""
+get set add append extend insert remove pop push shift clear copy update keys values items entries
+join split strip format replace find index count sort reverse slice splice concat filter map reduce
+lower upper startswith endswith encode decode read write close open flush send recv seek
+len size length iter next hash equals toString hashCode valueOf isEmpty contains has apply call bind
+new clone unwrap expect collect unwrap_or into from as_str to_string println printf print Println
+Printf Sprintf Errorf Error String then catch resolve reject log info warn debug error run main test
+group groups groupdict span start end match search sub fullmatch findall finditer compile
+dict list str int float tuple bool bytes object type range sorted min max sum any all isinstance
+getattr setattr hasattr super repr zip enumerate property staticmethod classmethod
+""".split())
+
+
+@dataclass(frozen=True)
+class RankedDef:
+    rel: str
+    definition: Definition
+    score: float
+
+
+def ident_weight(name: str, definers: int, focus: bool) -> float:
+    """How much a reference to ``name`` says about where the code is going."""
+    weight = _shape_weight(name) * (FOCUS_IDENT_WEIGHT if focus else 1.0)
+    return weight * 0.1 if definers > GENERIC_DEFINERS else weight
+
+
+def _shape_weight(name: str) -> float:
+    weight = 0.1 if name[:1] == "_" else 1.0
+    if name in COMMON_NAMES:
+        return weight * 0.03
+    size = len(name)
+    if size <= 2:
+        return weight * 0.1
+    if size <= 5 and name.isalpha() and name.islower():
+        return weight * 0.3  # get, add, run, size: as often someone else's method as this project's
+    if size >= 8 and ("_" in name.strip("_") or not (name.islower() or name.isupper())):
+        return weight * 3.0  # parse_config, RepoIndex: a name that points at one thing
+    return weight
+
+
+def rank_definitions(files: dict[str, FileTags], focus_files: Iterable[str] = (),
+                     focus_idents: Iterable[str] = (), limit: int | None = None) -> list[RankedDef]:
+    """The best ``limit`` definitions of ``files`` (all when None), best first; ties keep path and
+    line order. Vectorised with numpy: a warm map of a few thousand files must take well under a second."""
+    import numpy as np
+
+    focus_files = {f for f in focus_files if f in files}
+    focus_idents = set(focus_idents)
+    tags_list = list(files.values())
+    n_files = len(tags_list)
+    # Flat arrays built with C-level iteration (map, fromiter): Python loops over every tag of a
+    # large tree would cost most of the warm map's time.
+    def_names = list(chain.from_iterable(t.names for t in tags_list))
+    if not def_names:
+        return []
+    ident_ids = {name: i for i, name in enumerate(dict.fromkeys(def_names))}
+    n_idents = len(ident_ids)
+    size = n_files + n_idents
+    dident = np.fromiter(map(ident_ids.__getitem__, def_names), dtype=np.int64, count=len(def_names))
+    dfile = np.repeat(np.arange(n_files, dtype=np.int64), [len(t.names) for t in tags_list])
+    ref_names = list(chain.from_iterable(t.refs.keys() for t in tags_list))
+    rc = np.fromiter(chain.from_iterable(t.refs.values() for t in tags_list), dtype=np.float64, count=len(ref_names))
+    rf = np.repeat(np.arange(n_files, dtype=np.int64), [len(t.refs) for t in tags_list])
+    ri = np.fromiter(map(ident_ids.get, ref_names, repeat(-1)), dtype=np.int64, count=len(ref_names))
+    defined = ri >= 0  # references to names the project does not define (library calls) drop out
+    rf, ri, rc = rf[defined], ri[defined], rc[defined]
+
+    # One def edge per (name, file), however often the file defines the name; `same` counts how often.
+    pairs, inverse, same = np.unique(dident * n_files + dfile, return_inverse=True, return_counts=True)
+    pair_ident, pair_file = pairs // n_files, pairs % n_files
+    definers = np.bincount(pair_ident, minlength=n_idents)
+    sole = np.full(n_idents, -1, dtype=np.int64)
+    sole[pair_ident] = pair_file  # meaningful where definers == 1
+    names = list(ident_ids)
+    weight = np.asarray([_shape_weight(n) for n in names]) * np.where(definers > GENERIC_DEFINERS, 0.1, 1.0)
+    for name in focus_idents:
+        if name in ident_ids:
+            weight[ident_ids[name]] *= FOCUS_IDENT_WEIGHT
+
+    keep = ~((definers[ri] == 1) & (sole[ri] == rf))  # a file's references to its own names only
+    rf, ri, rw = rf[keep], ri[keep] + n_files, weight[ri[keep]] * np.sqrt(rc[keep])
+    di, df = pair_ident + n_files, pair_file
+    dw = weight[pair_ident]
+    refs_out = np.bincount(rf, weights=rw, minlength=size)  # per file
+    defs_out = np.bincount(df, weights=dw, minlength=size)  # per file
+    used_by = np.bincount(ri, weights=rw, minlength=size)  # per name
+    forward = np.where(used_by[di] > 0, 1.0 - BACK_SHARE, 1.0) / definers[pair_ident]  # name → its files
+    src = np.concatenate([rf, di, ri, df])
+    dst = np.concatenate([ri, df, rf, di])
+    prob = np.concatenate([
+        (1.0 - OWN_SHARE) * rw / (refs_out[rf] + LEAK),  # file → names it uses
+        forward,
+        BACK_SHARE * rw / np.maximum(used_by[ri], 1e-12),  # name → files that use it
+        OWN_SHARE * dw / np.maximum(defs_out[df], 1e-12),  # file → names it defines
+    ])
+
+    personal = np.zeros(size)
+    paths = list(files)
+    for rel in focus_files:
+        personal[paths.index(rel)] = 1.0
+    for name in focus_idents:
+        if name in ident_ids:
+            personal[n_files + ident_ids[name]] = 1.0
+    if not personal.any():
+        personal[:n_files] = 1.0
+    personal /= personal.sum()
+    rank = _pagerank(src, dst, prob, personal, size)
+
+    # A definition scores what its name sends to its file, shared by same-named definitions there;
+    # a sliver of the file's own rank orders the definitions nobody refers to.
+    share = np.zeros(n_idents)
+    share[pair_ident] = np.where(used_by[di] > 0, 1.0 - BACK_SHARE, 1.0) / definers[pair_ident]
+    scores = rank[n_files + dident] * share[dident] / same[inverse] + 1e-3 * rank[dfile]
+    order = np.argsort(-scores, kind="stable")
+    if limit is not None:
+        order = order[:limit]
+    starts = np.cumsum([0] + [len(t.names) for t in tags_list])
+    ranked = []
+    for i in order.tolist():
+        fid = int(np.searchsorted(starts, i, side="right")) - 1
+        ranked.append(RankedDef(paths[fid], tags_list[fid].defs[i - starts[fid]], float(scores[i])))
+    return ranked
+
+
+def _pagerank(src, dst, prob, personal, size: int):
+    """Power iteration; whatever a node does not pass along its edges restarts at ``personal``."""
+    import numpy as np
+
+    if size == 0:
+        return np.zeros(0)
+    kept = np.bincount(src, weights=prob, minlength=size)
+    rank = personal.copy()
+    for _ in range(ITERATIONS):
+        spread = np.bincount(dst, weights=rank[src] * prob, minlength=size)
+        restart = float((rank * (1.0 - kept)).sum())
+        updated = DAMPING * (spread + restart * personal) + (1 - DAMPING) * personal
+        done = float(np.abs(updated - rank).sum()) < TOLERANCE
+        rank = updated
+        if done:
+            break
+    return rank

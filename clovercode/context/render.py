@@ -1,0 +1,56 @@
+"""Render ranked definitions as a compact outline (file → signatures) that fits a token budget."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from clovercode.context.rank import RankedDef
+from clovercode.context.tokens import TokenCounter
+
+MIN_TOKENS_PER_DEF = 3  # a line number, a keyword and a name: no definition renders shorter
+
+
+@dataclass(frozen=True)
+class FittedMap:
+    text: str
+    tokens: int
+    shown: int  # definitions shown
+    files: int  # files shown
+
+
+def render_outline(ranked: Sequence[RankedDef], count: int) -> str:
+    """The best ``count`` definitions, grouped by file (best file first), in line order within a file."""
+    by_file: dict[str, list[RankedDef]] = {}
+    for item in ranked[:count]:
+        by_file.setdefault(item.rel, []).append(item)
+    blocks = []
+    for rel, items in by_file.items():
+        lines = [f"{rel}:"]
+        for item in sorted(items, key=lambda r: r.definition.line):
+            lines.append(f"{item.definition.line:>5}: {item.definition.signature}")
+        blocks.append("\n".join(lines))
+    return "\n".join(blocks) + ("\n" if blocks else "")
+
+
+def max_definitions(budget: int) -> int:
+    """No outline within ``budget`` tokens can show more definitions than this."""
+    return max(0, budget) // MIN_TOKENS_PER_DEF + 1
+
+
+def fit_outline(ranked: Sequence[RankedDef], budget: int, count_tokens: TokenCounter) -> FittedMap:
+    """The largest outline of the best definitions whose token count stays within ``budget``."""
+    if budget <= 0 or not ranked:
+        return FittedMap("", 0, 0, 0)
+    low, high = 0, min(len(ranked), max_definitions(budget))
+    best = FittedMap("", 0, 0, 0)
+    while low <= high:  # more definitions never make the text shorter, so the count is monotone
+        middle = (low + high) // 2
+        text = render_outline(ranked, middle)
+        tokens = count_tokens(text)
+        if tokens <= budget:
+            best = FittedMap(text, tokens, middle, len({r.rel for r in ranked[:middle]}))
+            low = middle + 1
+        else:
+            high = middle - 1
+    return best
