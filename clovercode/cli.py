@@ -396,7 +396,8 @@ class _DefaultRunGroup(CloverGroup):
         return super().parse_args(ctx, args)
 
 
-eval_app = typer.Typer(cls=_DefaultRunGroup, help="Measure a model on coding tasks: valid calls, recovery, completion, latency.")
+eval_app = typer.Typer(cls=_DefaultRunGroup, help="Measure a model on coding tasks: valid calls, recovery, completion, latency. "
+                                                  "`clovercode eval [SUITE] [OPTIONS]` is short for `clovercode eval run`.")
 app.add_typer(eval_app, name="eval")
 TaskIdsOpt = typer.Option(None, "--task", help="Only this task id (repeatable).")
 

@@ -16,6 +16,10 @@ from clovercode.eval.tasks import Task
 class BackendProvider(Protocol):
     name: str
 
+    def prepare(self, tasks: Sequence[Task], repeats: int) -> None:
+        """Fail now, before any task runs, if a backend cannot be had."""
+        ...
+
     def backend_for(self, task: Task, repeat: int) -> ModelBackend:
         ...
 
@@ -33,6 +37,11 @@ class SharedBackend:
         self.cfg, self.base_dir = cfg, base_dir
         self.backend: ModelBackend | None = None
         self.name = cfg["endpoint"] or cfg["model"]
+
+    def prepare(self, tasks: Sequence[Task], repeats: int) -> None:
+        # Opened before the progress display starts: loading a model shows its own progress.
+        if tasks:
+            self.backend_for(tasks[0], 1)
 
     def backend_for(self, task: Task, repeat: int) -> ModelBackend:
         if self.backend is None:
@@ -62,7 +71,7 @@ class ReplayDirectory:
                 return candidate
         return None
 
-    def check(self, tasks: Sequence[Task], repeats: int) -> None:
+    def prepare(self, tasks: Sequence[Task], repeats: int) -> None:
         """Refuse to start when a recording is missing, rather than failing halfway through the suite."""
         missing = sorted({t.id for t in tasks for r in range(1, repeats + 1) if self.recording(t.id, r) is None})
         if missing:

@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from clovercode.config import Config
 from clovercode.errors import ExitCode
-from clovercode.eval.backends import ReplayDirectory, provider_for
+from clovercode.eval.backends import provider_for
 from clovercode.eval.check import check_task
 from clovercode.eval.progress import ProgressDisplay
 from clovercode.eval.report import print_comparison, print_report
@@ -27,11 +27,7 @@ def run_eval(suite_spec: str | None, cfg: Config, console: Console, *, cwd: Path
     """Run the suite, print the report, write the results; the exit code is 130 when interrupted."""
     suite = load_suite(suite_spec, cwd).select(task_ids, first)
     provider = provider_for(cfg, cwd)
-    if isinstance(provider, ReplayDirectory):
-        provider.check(suite.tasks, repeats)
     make_executor(cfg)  # a sandbox that cannot start is an error now, not after the first task
-    if cfg["sandbox"] == "none":
-        console.print(f"[bold red]{NO_SANDBOX_WARNING}[/]", highlight=False, soft_wrap=True)
     record = EvalRecord(suite, provider.name, repeats, {key: cfg[key] for key in RECORDED_SETTINGS})
     record.settings["max_steps"] = max_steps or "per task"
 
@@ -41,15 +37,18 @@ def run_eval(suite_spec: str | None, cfg: Config, console: Console, *, cwd: Path
         if json_out is not None:
             write_results(json_out, record.to_json())
 
-    console.print(f"[bold]clovercode eval[/] · suite {escape(suite.name)} ({len(suite.tasks)} tasks × {repeats})"
-                  f" · model {escape(provider.name)} · sandbox {escape(cfg['sandbox'])}", highlight=False, soft_wrap=True)
     with ExitStack() as stack:
+        stack.callback(provider.close)
+        provider.prepare(suite.tasks, repeats)
+        if cfg["sandbox"] == "none":
+            console.print(f"[bold red]{NO_SANDBOX_WARNING}[/]", highlight=False, soft_wrap=True)
+        console.print(f"[bold]clovercode eval[/] · suite {escape(suite.name)} ({len(suite.tasks)} tasks × {repeats})"
+                      f" · model {escape(provider.name)} · sandbox {escape(cfg['sandbox'])}", highlight=False, soft_wrap=True)
         if keep_workspaces:
             workdir = Path(tempfile.mkdtemp(prefix="clovercode-eval-"))
             console.print(f"[dim]workspaces kept in {workdir}[/]", highlight=False)
         else:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="clovercode-eval-")))
-        stack.callback(provider.close)
         display = stack.enter_context(ProgressDisplay(console, len(suite.tasks) * repeats, repeats))
         outcome = run_suite(suite, cfg, provider, workdir, observer=display, on_attempt=save,
                             options=EvalOptions(repeats=repeats, max_steps=max_steps, keep_workspaces=keep_workspaces))

@@ -233,9 +233,12 @@ def completion(attempts: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
         tally[1] += bool((attempt.get("hidden_tests") or {}).get("passed"))
     out: dict[str, Any] = {"passed": sum(c for _, c in per_task.values()), "attempts": sum(n for n, _ in per_task.values())}
     for kk in sorted({1, max(1, k)}):
+        # a task cut short by Ctrl-C may have fewer than k attempts: the estimator needs n >= k
         eligible = [(n, c) for n, c in per_task.values() if n >= kk]
         value = sum((pass_at_k(n, c, kk) for n, c in eligible), Fraction(0)) / len(eligible) if eligible else None
         out[f"pass@{kk}"] = None if value is None else float(value)
+        if kk > 1 and len(eligible) < len(per_task):
+            out[f"pass@{kk}_tasks"] = len(eligible)
     return out
 
 
