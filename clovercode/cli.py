@@ -411,6 +411,7 @@ def eval_run(
     tasks: Optional[int] = typer.Option(None, "--tasks", min=1, help="Only the first N tasks."),
     task_ids: Optional[list[str]] = TaskIdsOpt,
     repeats: int = typer.Option(1, "--repeats", min=1, help="Attempts per task (pass@k uses k = repeats)."),
+    temperature: Optional[float] = typer.Option(None, "--temperature", min=0.0, help="Sampling temperature (repeats differ only above 0)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the results, with trajectories, to this JSON file."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", min=1, help="Step budget for every task (default: each task's own)."),
     keep: bool = typer.Option(False, "--keep-workspaces", help="Keep each attempt's repository for inspection."),
@@ -418,7 +419,7 @@ def eval_run(
     """Run a suite of coding tasks and report valid calls, recovery, completion and latency."""
     from clovercode.eval.command import run_eval
 
-    cfg = load_config(None, os.environ, {"model": model, "endpoint": endpoint, "sandbox": sandbox})
+    cfg = load_config(None, os.environ, {"model": model, "endpoint": endpoint, "sandbox": sandbox, "temperature": temperature})
     raise typer.Exit(run_eval(suite, cfg, make_console(), cwd=Path.cwd(), first=tasks, task_ids=task_ids,
                               repeats=repeats, json_out=json_out, max_steps=max_steps, keep_workspaces=keep))
 

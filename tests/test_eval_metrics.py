@@ -152,6 +152,14 @@ def test_retry_budget_comes_from_the_run():
     assert (s["recovery"]["failed"], s["recovery"]["recovered"]) == (2, 1)
 
 
+def test_engine_extras_are_averaged_over_the_turns_reporting_them():
+    events = trajectory()
+    events[2]["usage"].update({"time_to_first_block": 0.5, "total_prompt_tokens": 7, "note": "text"})
+    events[6]["usage"].update({"time_to_first_block": 1.5, "tokens_per_forward": 3})
+    s = summarize([attempt("a", True, events)])
+    assert s["engine"]["extra"] == {"time_to_first_block": 1.0, "tokens_per_forward": 3.0}
+
+
 def test_error_attempts_count_as_not_completed():
     s = summarize([attempt("a", True), attempt("b", False, events=[], status="error", steps=0, stop=None)])
     assert s["errors"] == 1 and s["completion"]["pass@1"] == 0.5 and s["stop_reasons"] == {"error": 1, "finished": 1}

@@ -75,7 +75,7 @@ def test_jsonl_task_runs_at_its_base_commit_with_the_test_patch(tmp_path):
     rec = replays(tmp_path / "rec", **{"calc-1": [
         xml("view_file", path="calc.py"),
         xml("edit_file", path="calc.py", old_text="x + x + 1", new_text="x + x"),
-        xml("run_command", command="git remote -v; ls"),
+        xml("run_command", command="git remote -v; ls; git -c user.name=m -c user.email=m@x commit -qam wip"),
         xml("finish", summary="fixed")], "gone-1": [xml("finish", summary="x")]})
     saved = []
     outcome = run_suite(suite, config(rec), ReplayDirectory(rec), tmp_path / "work",
@@ -88,10 +88,11 @@ def test_jsonl_task_runs_at_its_base_commit_with_the_test_patch(tmp_path):
     assert "x + x + 1" in view["text"]  # the model saw the base commit, not the fix that came later
     listing = next(e for e in events if e["kind"] == "observation" and e["name"] == "run_command")["text"]
     assert "origin" not in listing and "test_hidden.py" not in listing  # no remote, hidden tests not there yet
+    # the model committed its change; the patch is still measured against the base
     assert first["patch"].startswith("diff --git a/calc.py b/calc.py") and "-    return x + x + 1" in first["patch"]
     assert events[0]["kind"] == "run_start" and events[0]["executor"] == "none"  # the session's sandbox
     workspace = tmp_path / "work" / "calc-1.r1"
-    assert git(workspace, "rev-parse", "HEAD~0").strip() == base and (workspace / "test_hidden.py").is_file()
+    assert git(workspace, "rev-parse", "HEAD~1").strip() == base and (workspace / "test_hidden.py").is_file()
     assert second["status"] == "error" and "cannot clone" in second["error"] and second["trajectory"] == []
 
 
@@ -236,3 +237,21 @@ def test_compare_rejects_files_that_are_not_results(tmp_path):
     assert proc.returncode == 2 and "is not a clovercode eval results file" in proc.stderr
     proc = run_cli("eval", "compare", str(tmp_path / "none.json"), str(bad))
     assert proc.returncode == 2 and "results file not found" in proc.stderr
+
+
+def test_tasks_needing_missing_programs_are_skipped_not_failed(tmp_path):
+    for name, requires in (("needs-nothing", "[]"), ("needs-zork", '["zork-compiler-9000"]')):
+        task = tmp_path / "suite" / name
+        (task / "repo").mkdir(parents=True)
+        (task / "repo" / "f.txt").write_text("x\n")
+        (task / "task.toml").write_text(f'problem = "p"\ntest_command = "true"\nrequires = {requires}\n')
+    rec = replays(tmp_path / "rec", **{"needs-nothing": [xml("finish", summary="done")]})
+    out = tmp_path / "r.json"
+    proc = run_cli("eval", str(tmp_path / "suite"), "--model", f"replay:{rec}", "--sandbox", "none", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "skipping needs-zork: zork-compiler-9000 not found" in proc.stdout
+    data = json.loads(out.read_text())
+    assert data["skipped"] == {"needs-zork": "zork-compiler-9000 not found"} and data["complete"]
+    assert [t["id"] for t in data["tasks"]] == ["needs-nothing"]
+    alone = run_cli("eval", str(tmp_path / "suite"), "--task", "needs-zork", "--model", f"replay:{rec}", "--sandbox", "none")
+    assert alone.returncode == 2 and "no task left to run" in alone.stderr

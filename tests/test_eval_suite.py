@@ -87,7 +87,8 @@ def test_directory_suite(tmp_path):
     (GOOD + 'kind = "chore"\n', "'kind' must be one of"),
     (GOOD + "max_steps = 0\n", "'max_steps' must be a positive whole number"),
     (GOOD + 'max_step = 3\n', "unknown key 'max_step'"),
-    (GOOD + "tests = 3\n", "'tests' must be a list of test names"),
+    (GOOD + "tests = 3\n", "'tests' must be a list of strings"),
+    (GOOD + "requires = [1]\n", "'requires' must be a list of strings"),
     ("problem = \n", "not valid TOML"),
 ])
 def test_directory_task_errors_name_file_and_key(tmp_path, toml, message):

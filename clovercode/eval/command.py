@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from clovercode.config import Config
-from clovercode.errors import ExitCode
+from clovercode.errors import ExitCode, UsageError
 from clovercode.eval.backends import provider_for
 from clovercode.eval.check import check_task
 from clovercode.eval.progress import ProgressDisplay
@@ -25,11 +25,17 @@ def run_eval(suite_spec: str | None, cfg: Config, console: Console, *, cwd: Path
              task_ids: list[str] | None = None, repeats: int = 1, json_out: Path | None = None,
              max_steps: int | None = None, keep_workspaces: bool = False) -> int:
     """Run the suite, print the report, write the results; the exit code is 130 when interrupted."""
-    suite = load_suite(suite_spec, cwd).select(task_ids, first)
+    suite, skipped = load_suite(suite_spec, cwd).select(task_ids).runnable()
+    suite = suite.select(first=first)
+    for task_id, why in skipped.items():
+        console.print(f"[yellow]skipping {escape(task_id)}: {escape(why)}[/]", highlight=False)
+    if not suite.tasks:
+        raise UsageError("no task left to run" + (" (the others need programs that are not installed)" if skipped else ""))
     provider = provider_for(cfg, cwd)
     make_executor(cfg)  # a sandbox that cannot start is an error now, not after the first task
     record = EvalRecord(suite, provider.name, repeats, {key: cfg[key] for key in RECORDED_SETTINGS})
     record.settings["max_steps"] = max_steps or "per task"
+    record.skipped = skipped
 
     def save(attempts: list[dict]) -> None:
         record.attempts = list(attempts)
@@ -72,8 +78,10 @@ def compare_results(a: Path, b: Path, console: Console, *, fail_on_regression: b
 def check_suite(suite_spec: str | None, cfg: Config, console: Console, *, cwd: Path,
                 task_ids: list[str] | None = None) -> int:
     """Validate each task: hidden tests fail before and pass with the reference solution. Exit 1 if any is unfair."""
-    suite = load_suite(suite_spec, cwd).select(task_ids)
+    suite, skipped = load_suite(suite_spec, cwd).select(task_ids).runnable()
     executor = make_executor(cfg)
+    for task_id, why in skipped.items():
+        console.print(f"{escape(task_id)}: [yellow]skipped[/] ({escape(why)})", highlight=False)
     bad = 0
     with tempfile.TemporaryDirectory(prefix="clovercode-eval-check-") as tmp:
         for task in suite.tasks:

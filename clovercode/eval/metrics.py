@@ -22,13 +22,16 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Iterable, Sequence
 
 FAILURE_KINDS = ("invalid_call", "edit_not_applied", "tests_failed", "command_failed", "tool_error")
 EDIT_TOOLS = {"edit_file", "write_file"}
 DEFAULT_RETRY_BUDGET = 3
+# Keys of a model_turn's usage that the loop itself writes; any other numeric key is an engine extra
+# (Usage.extra, e.g. time to first block), averaged over the turns that report it.
+USAGE_KEYS = {"prompt_tokens", "completion_tokens", "forwards", "total_prompt_tokens", "total_completion_tokens"}
 _TEST_COMMAND = re.compile(r"test|spec\b|\bcheck\b", re.IGNORECASE)
 
 
@@ -45,6 +48,7 @@ class Step:
     completion_tokens: int = 0
     forwards: int | None = None
     engine_seconds: float | None = None
+    extra: dict[str, float] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -108,7 +112,9 @@ def _step(group: list[dict[str, Any]], finished_at: float | None) -> Step | None
         success=valid and ran > 0 and ok == ran, seconds=max(seconds, 0.0), model_seconds=model_seconds,
         tool_seconds=tool_seconds, first_token_seconds=timing.get("first_token_seconds"),
         completion_tokens=int(usage.get("completion_tokens") or 0), forwards=usage.get("forwards"),
-        engine_seconds=timing.get("engine_seconds"))
+        engine_seconds=timing.get("engine_seconds"),
+        extra={k: float(v) for k, v in usage.items()
+               if k not in USAGE_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool)})
 
 
 def _failure_kind(tool: str, arguments: dict[str, Any]) -> str:
@@ -182,6 +188,7 @@ def summarize(attempts: Sequence[dict[str, Any]], k: int = 1) -> dict[str, Any]:
     step_times: dict[str, list[float]] = {"total": [], "model": [], "tool": [], "overhead": [], "first_token": []}
     tokens = forwards = tokens_with_forwards = 0
     engine_tokens, engine_seconds, model_seconds = 0, 0.0, 0.0
+    extras: dict[str, list[float]] = {}
     for attempt in attempts:
         events = attempt.get("trajectory") or []
         steps = steps_from_events(events)
@@ -208,6 +215,8 @@ def summarize(attempts: Sequence[dict[str, Any]], k: int = 1) -> dict[str, Any]:
             if step.engine_seconds:
                 engine_tokens += step.completion_tokens
                 engine_seconds += step.engine_seconds
+            for key, value in step.extra.items():
+                extras.setdefault(key, []).append(value)
     return {
         "tasks": len({a["task"] for a in attempts}),
         "attempts": len(attempts),
@@ -219,7 +228,8 @@ def summarize(attempts: Sequence[dict[str, Any]], k: int = 1) -> dict[str, Any]:
                                  for kind, (f, r) in by_kind.items() if f}},
         "latency": {"step": {name: distribution(values) for name, values in step_times.items()},
                     "task": distribution([float(a.get("seconds") or 0.0) for a in attempts])},
-        "engine": engine_figures(tokens, model_seconds, engine_tokens, engine_seconds, tokens_with_forwards, forwards),
+        "engine": {**engine_figures(tokens, model_seconds, engine_tokens, engine_seconds, tokens_with_forwards, forwards),
+                   "extra": {key: _r(sum(values) / len(values)) for key, values in sorted(extras.items())}},
         "steps": distribution([float(a.get("steps") or 0) for a in attempts]),
         "stop_reasons": dict(sorted(Counter(a.get("stop_reason") or a.get("status") for a in attempts).items())),
     }

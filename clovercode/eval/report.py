@@ -88,6 +88,8 @@ def summary_lines(data: dict[str, Any]) -> list[str]:
         engine += f" ({eng['tokens_per_second_source']})"
     engine += f" · tokens per forward {num(eng['tokens_per_forward'])}" if eng["tokens_per_forward"] else " · tokens per forward — (not reported by this backend)"
     lines.append(f"[bold]Engine[/]        {engine} · {eng['completion_tokens']} completion tokens")
+    if eng.get("extra"):
+        lines.append("              mean per turn: " + " · ".join(f"{escape(k)} {v:g}" for k, v in eng["extra"].items()))
     lines.append("[bold]Stops[/]         " + ", ".join(f"{k} {v}" for k, v in s["stop_reasons"].items()))
     return lines
 

@@ -53,6 +53,7 @@ class EvalRecord:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     interrupted: bool = False
     finished_at: str | None = None
+    skipped: dict[str, str] = field(default_factory=dict)  # task id -> why it did not run
 
     def to_json(self) -> dict[str, Any]:
         done = {a["task"] for a in self.attempts}
@@ -68,7 +69,7 @@ class EvalRecord:
             "model": self.model, "repeats": self.repeats, "settings": self.settings, "machine": self.machine,
             "started_at": self.started_at, "finished_at": self.finished_at,
             "complete": not self.interrupted and len(self.attempts) == len(self.suite.tasks) * self.repeats,
-            "interrupted": self.interrupted,
+            "interrupted": self.interrupted, "skipped": self.skipped,
             "summary": summarize(self.attempts, self.repeats), "tasks": tasks,
         }
 

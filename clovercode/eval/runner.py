@@ -15,7 +15,7 @@ from clovercode.config import Config
 from clovercode.eval.backends import BackendProvider
 from clovercode.eval.record import EventRecorder, TimedBackend
 from clovercode.eval.tasks import Suite, Task
-from clovercode.eval.workspace import WorkspaceError, changes, prepare, run_hidden_tests
+from clovercode.eval.workspace import WorkspaceError, changes, head, prepare, run_hidden_tests
 from clovercode.session import open_session
 
 
@@ -107,7 +107,7 @@ def run_attempt(task: Task, repeat: int, cfg: Config, provider: BackendProvider,
     root = workdir / f"{task.id}.r{repeat}"
     base = {"task": task.id, "repeat": repeat}
     try:
-        prepare(task, root)
+        base_commit = head(prepare(task, root))
     except (WorkspaceError, OSError) as exc:
         return {**base, "status": "error", "error": str(exc), "steps": 0, "seconds": 0.0, "trajectory": []}
     setup_seconds = clock() - started
@@ -127,7 +127,7 @@ def run_attempt(task: Task, repeat: int, cfg: Config, provider: BackendProvider,
     if result.stop is StopReason.INTERRUPTED:
         return {**record, "status": "interrupted", "trajectory": recorder.events}
     try:
-        patch = changes(root)
+        patch = changes(root, base_commit)
     except WorkspaceError as exc:  # e.g. the run removed .git (only possible without a sandbox)
         patch = f"(no patch: {exc})"
     tests = run_hidden_tests(task, root, session.executor)

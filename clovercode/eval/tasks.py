@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,10 @@ class Task:
     test_timeout: float = DEFAULT_TEST_TIMEOUT
     solution_dir: Path | None = None  # reference solution files (for `eval check`), never shown to the model
     gold_patch: str = ""  # reference solution as a diff (SWE-bench's patch)
+    requires: tuple[str, ...] = ()  # programs the task needs on PATH (python3, node, ...)
+
+    def missing_programs(self) -> list[str]:
+        return [program for program in self.requires if shutil.which(program) is None]
 
     def hidden_test_command(self) -> str:
         if not self.tests:
@@ -62,6 +67,11 @@ class Suite:
     name: str
     source: str  # where it was loaded from, for the results file
     tasks: tuple[Task, ...] = field(default_factory=tuple)
+
+    def runnable(self) -> tuple["Suite", dict[str, str]]:
+        """The tasks whose programs are installed, and why each other one is skipped."""
+        skipped = {t.id: ", ".join(t.missing_programs()) + " not found" for t in self.tasks if t.missing_programs()}
+        return Suite(self.name, self.source, tuple(t for t in self.tasks if t.id not in skipped)), skipped
 
     def select(self, ids: list[str] | None = None, first: int | None = None) -> "Suite":
         """The tasks named in ``ids`` (in suite order), then at most the ``first`` N of them."""
@@ -143,15 +153,16 @@ def load_task_dir(directory: Path) -> Task:
         max_steps=fields.positive("max_steps", int),
         test_timeout=fields.positive("test_timeout", float) or DEFAULT_TEST_TIMEOUT,
         solution_dir=solution if solution.is_dir() else None,
+        requires=fields.tests("requires"),
     )
     fields.reject_unknown({"id", "problem", "test_command", "language", "kind", "title", "tests",
-                           "max_steps", "test_timeout"})
+                           "max_steps", "test_timeout", "requires"})
     return task
 
 
 JSONL_KEYS = {"instance_id", "id", "repo", "base_commit", "problem_statement", "test_command", "tests",
               "FAIL_TO_PASS", "PASS_TO_PASS", "test_patch", "hidden_tests", "patch", "language", "kind",
-              "title", "max_steps", "test_timeout"}
+              "title", "max_steps", "test_timeout", "requires"}
 # SWE-bench rows carry more fields (created_at, version, hints_text, ...); they are accepted and ignored.
 IGNORED_SWE_BENCH_KEYS = {"created_at", "version", "hints_text", "environment_setup_commit"}
 
@@ -206,6 +217,7 @@ def _task_from_row(row: dict[str, Any], where: str, base: Path) -> Task:
         max_steps=fields.positive("max_steps", int),
         test_timeout=fields.positive("test_timeout", float) or DEFAULT_TEST_TIMEOUT,
         gold_patch=fields.text("patch"),
+        requires=fields.tests("requires"),
     )
     fields.reject_unknown(JSONL_KEYS | IGNORED_SWE_BENCH_KEYS)
     return task
@@ -259,6 +271,7 @@ class _Fields:
         return kind
 
     def tests(self, key: str = "tests") -> tuple[str, ...]:
+        """A list of strings (test names, program names)."""
         value = self.data.get(key)
         if value is None:
             return ()
@@ -266,9 +279,9 @@ class _Fields:
             try:
                 value = json.loads(value) if value.strip() else []
             except json.JSONDecodeError:
-                raise self._error(f"'{key}' must be a list of test names (or a JSON string of one)") from None
+                raise self._error(f"'{key}' must be a list of strings (or a JSON string of one)") from None
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self._error(f"'{key}' must be a list of test names")
+            raise self._error(f"'{key}' must be a list of strings")
         return tuple(value)
 
     def positive(self, key: str, kind: Callable[[Any], Any]) -> Any:

@@ -69,10 +69,15 @@ def prepare(task: Task, directory: Path) -> Path:
     return directory
 
 
-def changes(root: Path) -> str:
-    """The run's changes against the base commit as a patch (new files included)."""
+def head(root: Path) -> str:
+    return git(root, "rev-parse", "HEAD").strip()
+
+
+def changes(root: Path, base: str) -> str:
+    """The run's changes against the base commit as a patch: new files included, and commits the
+    model may have made counted too."""
     git(root, "add", "-A")
-    return git(root, "diff", "--cached", "--binary", "HEAD")
+    return git(root, "diff", "--cached", "--binary", base)
 
 
 def install_hidden_tests(task: Task, root: Path) -> None:
