@@ -48,5 +48,6 @@ class ProgressDisplay:
         self.progress.advance(self.bar)
         status = attempt["status"]
         mark = {"passed": "[green]✓ passed[/]", "failed": "[red]✗ failed[/]"}.get(status, f"[yellow]! {status}[/]")
-        detail = attempt.get("error") or f"{attempt.get('stop_reason')} after {attempt.get('steps')} steps, {attempt.get('seconds', 0):.1f}s"
+        detail = attempt.get("error") or (f"{attempt.get('stop_reason')} after {attempt.get('steps')} steps, "
+                                          f"{attempt.get('seconds', 0):.1f}s")
         self.console.print(f"{mark} {escape(self.label)} [dim]· {escape(detail)}[/]", highlight=False, soft_wrap=True)

@@ -75,7 +75,8 @@ def summary_lines(data: dict[str, Any]) -> list[str]:
         f"{name} {secs(step[key]['median'])} / {secs(step[key]['p95'])}"
         for name, key in (("total", "total"), ("model", "model"), ("tools", "tool"), ("harness", "overhead"))))
     if step["first_token"]["n"]:
-        lines.append(f"              first token median {secs(step['first_token']['median'])} / p95 {secs(step['first_token']['p95'])}")
+        first = step["first_token"]
+        lines.append(f"              first token median {secs(first['median'])} / p95 {secs(first['p95'])}")
     task = s["latency"]["task"]
     lines.append(f"[bold]Task latency[/]  median {secs(task['median'])} · p95 {secs(task['p95'])}"
                  f" · steps median {num(s['steps']['median'], 0)} · p95 {num(s['steps']['p95'], 1)}")
@@ -86,7 +87,10 @@ def summary_lines(data: dict[str, Any]) -> list[str]:
     engine = f"tokens/s {num(per_second, 1)}"
     if per_second is not None and eng["tokens_per_second_source"]:
         engine += f" ({eng['tokens_per_second_source']})"
-    engine += f" · tokens per forward {num(eng['tokens_per_forward'])}" if eng["tokens_per_forward"] else " · tokens per forward — (not reported by this backend)"
+    if eng["tokens_per_forward"]:
+        engine += f" · tokens per forward {num(eng['tokens_per_forward'])}"
+    else:
+        engine += " · tokens per forward — (not reported by this backend)"
     lines.append(f"[bold]Engine[/]        {engine} · {eng['completion_tokens']} completion tokens")
     if eng.get("extra"):
         lines.append("              mean per turn: " + " · ".join(f"{escape(k)} {v:g}" for k, v in eng["extra"].items()))

@@ -63,12 +63,12 @@ class _Interrupted(Exception):
 
 
 def run_suite(suite: Suite, cfg: Config, provider: BackendProvider, workdir: Path, *,
-              options: EvalOptions = EvalOptions(), observer: Observer | None = None,
+              options: EvalOptions | None = None, observer: Observer | None = None,
               on_attempt: Callable[[list[dict[str, Any]]], None] | None = None,
               clock: Callable[[], float] = time.monotonic) -> EvalOutcome:
     """Attempts in order (task 1 × repeats, task 2 × repeats, ...); ``on_attempt`` sees the list
     after each one (to save it as it grows)."""
-    observer = observer or QuietObserver()
+    options, observer = options or EvalOptions(), observer or QuietObserver()
     outcome = EvalOutcome()
     try:
         for task in suite.tasks:
@@ -121,9 +121,9 @@ def run_attempt(task: Task, repeat: int, cfg: Config, provider: BackendProvider,
     finally:
         provider.done_with(backend)
     record = {**base, "stop_reason": result.stop.value, "detail": result.detail, "summary": result.summary,
-              "steps": result.steps, "max_steps": task_cfg["max_steps"], "seconds": round(result.seconds, 6), "setup_seconds": round(setup_seconds, 6),
-              "usage": {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens},
-              "changed_files": result.changed}
+              "steps": result.steps, "max_steps": task_cfg["max_steps"], "seconds": round(result.seconds, 6),
+              "setup_seconds": round(setup_seconds, 6), "changed_files": result.changed,
+              "usage": {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens}}
     if result.stop is StopReason.INTERRUPTED:
         return {**record, "status": "interrupted", "trajectory": recorder.events}
     try:
