@@ -126,6 +126,22 @@ def recordings() -> dict[str, tuple[list[str], dict]]:
             xml("run_command", command="git status --short"),
             xml("finish", summary="Implemented Store, the reports and JSON persistence; all tests pass."),
         ], USAGE),
+        # Finishes with half a fix; fix's test round fails and feeds the failures back; the second
+        # round completes the fix. Turns 1-3 are round 0, turns 4-6 the feedback round.
+        "js-deep-equal.jsonl": ([
+            xml("view_file", path="src/equal.js"),
+            xml("edit_file", path="src/equal.js", old_text="  if (a === b) return true;",
+                new_text="  if (a === b || (Number.isNaN(a) && Number.isNaN(b))) return true;"),
+            xml("finish", summary="NaN now equals NaN."),
+            xml("edit_file", path="src/equal.js",
+                old_text="  for (const key of Object.keys(a)) {\n    if (!deepEqual(a[key], b[key])) return false;\n  }",
+                new_text="  if (Array.isArray(a) !== Array.isArray(b)) return false;\n"
+                         "  const keysA = Object.keys(a);\n  const keysB = Object.keys(b);\n"
+                         "  if (keysA.length !== keysB.length) return false;\n  for (const key of keysA) {\n"
+                         "    if (!Object.prototype.hasOwnProperty.call(b, key) || !deepEqual(a[key], b[key])) return false;\n  }"),
+            xml("run_command", command="node --test"),
+            xml("finish", summary="Keys are compared both ways, arrays never equal objects, NaN equals NaN."),
+        ], USAGE),
         # Three turns in a row without a valid call: prose, an unknown tool, an unknown parameter.
         "js-roman.jsonl": ([
             "Let me look at the numeral table first.",

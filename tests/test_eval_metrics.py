@@ -89,6 +89,27 @@ def test_a_step_without_a_model_turn_is_left_out():
     assert [s.step for s in steps_from_events(events)] == [1]
 
 
+def test_fix_test_rounds_fail_the_finish_step_and_are_no_step_themselves():
+    """Run 1 finishes (t 0-1); fix's tests run and fail (t 1-5); run 2 edits (t 5-6) and finishes
+    (t 6-7); the tests pass. The failed finish is recovered by the edit; the test time is in no step."""
+    events = [
+        {"kind": "run_start", "t": 0.0, "limits": {"max_format_errors": 3}},
+        {"kind": "step_start", "t": 0.0, "step": 1}, turn(1, 0.5, (("finish", True),), model=0.5),
+        {"kind": "run_end", "t": 1.0},
+        {"kind": "test_run", "t": 5.0, "round": 0, "passed": False},
+        {"kind": "run_start", "t": 5.0},
+        {"kind": "step_start", "t": 5.0, "step": 1}, turn(1, 5.5, (("edit_file", True),), model=0.5),
+        *ran(1, 5.5, "edit_file", True, 0.25),
+        {"kind": "step_start", "t": 6.0, "step": 2}, turn(2, 6.5, (("finish", True),), model=0.5),
+        {"kind": "run_end", "t": 7.0},
+        {"kind": "test_run", "t": 8.0, "round": 1, "passed": True},
+    ]
+    steps = steps_from_events(events)
+    assert [(s.failures, s.success, s.seconds) for s in steps] == [
+        (("tests_failed",), False, 1.0), ((), True, 1.0), ((), False, 1.0)]
+    assert recovered_flags(steps, 3) == [True, None, None]
+
+
 def test_recovery_window_is_the_retry_budget():
     steps = steps_from_events(trajectory())
     assert recovered_flags(steps, 3) == [None, True, True, None]

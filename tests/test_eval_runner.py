@@ -18,6 +18,7 @@ from clovercode.eval.record import EventRecorder, TimedBackend
 from clovercode.eval.results import EvalRecord, write_results
 from clovercode.eval.runner import EvalOptions, run_suite
 from clovercode.eval.tasks import load_suite
+from clovercode.eval.workspace import changes
 from conftest import cli_env, git, make_git_repo, run_cli
 from test_eval_metrics import attempt
 from test_parser_table import xml
@@ -49,7 +50,7 @@ def replays(directory: Path, **turns: list[str]) -> Path:
 
 
 def config(replay_dir: Path):
-    return load_config(None, os.environ, {"model": f"replay:{replay_dir}", "sandbox": "none"})
+    return load_config(None, os.environ, {"model": f"replay:{replay_dir}"})  # the default sandbox
 
 
 def project_with_history(tmp_path: Path) -> tuple[Path, str]:
@@ -75,7 +76,7 @@ def test_jsonl_task_runs_at_its_base_commit_with_the_test_patch(tmp_path):
     rec = replays(tmp_path / "rec", **{"calc-1": [
         xml("view_file", path="calc.py"),
         xml("edit_file", path="calc.py", old_text="x + x + 1", new_text="x + x"),
-        xml("run_command", command="git remote -v; ls; git -c user.name=m -c user.email=m@x commit -qam wip"),
+        xml("run_command", command="git remote -v; ls"),
         xml("finish", summary="fixed")], "gone-1": [xml("finish", summary="x")]})
     saved = []
     outcome = run_suite(suite, config(rec), ReplayDirectory(rec), tmp_path / "work",
@@ -88,11 +89,10 @@ def test_jsonl_task_runs_at_its_base_commit_with_the_test_patch(tmp_path):
     assert "x + x + 1" in view["text"]  # the model saw the base commit, not the fix that came later
     listing = next(e for e in events if e["kind"] == "observation" and e["name"] == "run_command")["text"]
     assert "origin" not in listing and "test_hidden.py" not in listing  # no remote, hidden tests not there yet
-    # the model committed its change; the patch is still measured against the base
     assert first["patch"].startswith("diff --git a/calc.py b/calc.py") and "-    return x + x + 1" in first["patch"]
-    assert events[0]["kind"] == "run_start" and events[0]["executor"] == "none"  # the session's sandbox
+    assert events[0]["kind"] == "run_start" and events[0]["executor"] == "workspace-write"  # the session's sandbox
     workspace = tmp_path / "work" / "calc-1.r1"
-    assert git(workspace, "rev-parse", "HEAD~1").strip() == base and (workspace / "test_hidden.py").is_file()
+    assert git(workspace, "rev-parse", "HEAD").strip() == base and (workspace / "test_hidden.py").is_file()
     assert second["status"] == "error" and "cannot clone" in second["error"] and second["trajectory"] == []
 
 
@@ -104,7 +104,7 @@ def test_hidden_tests_replace_what_the_model_wrote(tmp_path):
     (root / "task.toml").write_text('problem = "make check.sh pass"\ntest_command = "sh check.sh"\n')
     (root / "repo" / "check.sh").write_text("exit 1\n")
     (root / "hidden" / "check.sh").write_text("exit 1\n")
-    rec = replays(tmp_path / "rec", cheat=[xml("write_file", path="check.sh", content="exit 0"),
+    rec = replays(tmp_path / "rec", cheat=[xml("view_file", path="check.sh"), xml("write_file", path="check.sh", content="exit 0"),
                                            xml("run_command", command="sh check.sh"), xml("finish", summary="green")])
     suite = load_suite(str(tmp_path / "suite"), tmp_path)
     (result,) = run_suite(suite, config(rec), ReplayDirectory(rec), tmp_path / "work").attempts
@@ -174,7 +174,7 @@ def test_ctrl_c_keeps_and_writes_the_results_so_far(tmp_path):
                                        "b-slow": [xml("run_command", command="sleep 60"), xml("finish", summary="x")]})
     out = tmp_path / "results.json"
     proc = subprocess.Popen([sys.executable, "-m", "clovercode", "eval", str(tmp_path / "suite"), "--model", f"replay:{rec}",
-                             "--sandbox", "none", "--json", str(out)], env=cli_env(), stdout=subprocess.PIPE,
+                             "--json", str(out)], env=cli_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         assert wait_for(lambda: out.is_file() and len(json.loads(out.read_text())["tasks"]) == 1)
@@ -194,14 +194,14 @@ def test_ctrl_c_keeps_and_writes_the_results_so_far(tmp_path):
 
 def test_missing_recordings_are_refused_before_anything_runs(tmp_path):
     rec = replays(tmp_path / "rec", **{"py-semver": [xml("finish", summary="x")]})
-    proc = run_cli("eval", "--model", f"replay:{rec}", "--task", "py-semver", "--task", "js-chunk", "--sandbox", "none")
+    proc = run_cli("eval", "--model", f"replay:{rec}", "--task", "py-semver", "--task", "js-chunk")
     assert proc.returncode == 2 and "has no recording for task js-chunk" in proc.stderr
 
 
 def test_unknown_suite_and_task_are_usage_errors(tmp_path):
-    proc = run_cli("eval", str(tmp_path / "nope.jsonl"), "--sandbox", "none")
+    proc = run_cli("eval", str(tmp_path / "nope.jsonl"))
     assert proc.returncode == 2 and "suite not found" in proc.stderr
-    proc = run_cli("eval", "--task", "no-such-task", "--sandbox", "none")
+    proc = run_cli("eval", "--task", "no-such-task")
     assert proc.returncode == 2 and "has no task 'no-such-task'" in proc.stderr
 
 
@@ -250,8 +250,22 @@ def test_tasks_needing_missing_programs_are_skipped_not_failed(tmp_path):
     proc = run_cli("eval", str(tmp_path / "suite"), "--model", f"replay:{rec}", "--sandbox", "none", "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "skipping needs-zork: zork-compiler-9000 not found" in proc.stdout
+    assert "WARNING: --sandbox none" in proc.stdout and "sandbox none" in proc.stdout
     data = json.loads(out.read_text())
     assert data["skipped"] == {"needs-zork": "zork-compiler-9000 not found"} and data["complete"]
     assert [t["id"] for t in data["tasks"]] == ["needs-nothing"]
-    alone = run_cli("eval", str(tmp_path / "suite"), "--task", "needs-zork", "--model", f"replay:{rec}", "--sandbox", "none")
+    alone = run_cli("eval", str(tmp_path / "suite"), "--task", "needs-zork", "--model", f"replay:{rec}")
     assert alone.returncode == 2 and "no task left to run" in alone.stderr
+
+
+def test_patch_counts_commits_and_leaves_out_test_debris(tmp_path):
+    repo = make_git_repo(tmp_path / "r")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "a.py").write_text("x = 1\n")
+    git(repo, "add", "a.py")
+    git(repo, "commit", "-qm", "the model committed this")
+    (repo / "b.py").write_text("y = 2\n")
+    (repo / "__pycache__").mkdir()
+    (repo / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\x00junk")
+    patch = changes(repo, base)
+    assert "+++ b/a.py" in patch and "+++ b/b.py" in patch and "pycache" not in patch

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from clovercode.errors import UsageError
 from clovercode.eval.check import check_task
 from clovercode.eval.tasks import load_suite
-from clovercode.executors.local import LocalExecutor
+from clovercode.config import load_config
 from conftest import git, make_git_repo, run_cli
 
 
@@ -39,10 +40,11 @@ def test_builtin_suite_covers_languages_and_kinds():
 def test_every_builtin_task_is_fair(tmp_path):
     """Hidden tests fail on the untouched repository and pass with the reference solution."""
     suite = load_suite("builtin", Path.cwd())
-    executor = LocalExecutor()
+    cfg = load_config(None, os.environ)  # the default sandbox: bubblewrap, workspace-write
+    assert cfg["sandbox"] == "workspace-write"
     problems = {}
     for task in suite.tasks:
-        check = check_task(task, tmp_path, executor)
+        check = check_task(task, tmp_path, cfg)
         if not check.ok or check.after is None:
             problems[task.id] = check.problem or "no reference solution"
     assert problems == {}
@@ -165,7 +167,7 @@ def test_eval_check_cli_reports_an_unfair_task(tmp_path):
     write_task(tmp_path / "s", "already-passes", 'problem = "x"\ntest_command = "true"\n')
     write_task(tmp_path / "s", "fair", 'problem = "x"\ntest_command = "grep -q fixed a.txt"\n',
                {"repo/a.txt": "broken\n", "solution/a.txt": "fixed\n"})
-    proc = run_cli("eval", "check", str(tmp_path / "s"), "--sandbox", "none")
+    proc = run_cli("eval", "check", str(tmp_path / "s"))
     assert proc.returncode == 1, proc.stderr
     assert "already-passes: unfair: the hidden tests already pass before any change" in proc.stdout
     assert "fair: ok" in proc.stdout and "1/2 tasks are fair tests." in proc.stdout

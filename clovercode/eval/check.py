@@ -7,16 +7,17 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from clovercode.config import Config
 from clovercode.eval.tasks import Task
-from clovercode.eval.workspace import TestRun, WorkspaceError, apply_solution, prepare, run_hidden_tests
-from clovercode.executors.base import Executor
+from clovercode.eval.workspace import HiddenTestRun, WorkspaceError, apply_solution, prepare, run_hidden_tests
+from clovercode.executors.select import make_executor
 
 
 @dataclass(frozen=True)
 class TaskCheck:
     task: str
-    before: TestRun | None  # hidden tests on the base: must fail
-    after: TestRun | None  # with the reference solution: must pass (None: the task has no solution)
+    before: HiddenTestRun | None  # hidden tests on the base: must fail
+    after: HiddenTestRun | None  # with the reference solution: must pass (None: the task has no solution)
     error: str | None = None
 
     @property
@@ -38,10 +39,12 @@ class TaskCheck:
         return ""
 
 
-def check_task(task: Task, workdir: Path, executor: Executor) -> TaskCheck:
+def check_task(task: Task, workdir: Path, cfg: Config) -> TaskCheck:
+    """The hidden tests run in the configured sandbox, as they do after a model's attempt."""
     root = workdir / f"{task.id}.check"
     try:
-        before = run_hidden_tests(task, prepare(task, root), executor)
+        executor = make_executor(cfg, prepare(task, root), preflight=False)
+        before = run_hidden_tests(task, root, executor)
         prepare(task, root)
         after = run_hidden_tests(task, root, executor) if apply_solution(task, root) else None
     except WorkspaceError as exc:

@@ -79,13 +79,13 @@ def check_suite(suite_spec: str | None, cfg: Config, console: Console, *, cwd: P
                 task_ids: list[str] | None = None) -> int:
     """Validate each task: hidden tests fail before and pass with the reference solution. Exit 1 if any is unfair."""
     suite, skipped = load_suite(suite_spec, cwd).select(task_ids).runnable()
-    executor = make_executor(cfg)
+    make_executor(cfg)  # the sandbox's self-test, once
     for task_id, why in skipped.items():
         console.print(f"{escape(task_id)}: [yellow]skipped[/] ({escape(why)})", highlight=False)
     bad = 0
     with tempfile.TemporaryDirectory(prefix="clovercode-eval-check-") as tmp:
         for task in suite.tasks:
-            check = check_task(task, Path(tmp), executor)
+            check = check_task(task, Path(tmp), cfg)
             bad += not check.ok
             note = "" if check.after is not None or not check.ok else " (no reference solution)"
             mark = "[green]ok[/]" if check.ok else f"[red]unfair:[/] {escape(check.problem)}"

@@ -5,8 +5,9 @@ Definitions (docs/eval.md explains them for users):
 * a **model turn is valid** when it holds at least one call, nothing failed to parse, and every
   call validated against its schema: the calls were right the first time;
 * a **step failed** when its turn was invalid, or a call it ran failed (a failing command or test
-  run, an edit not applied, a tool error); a **step succeeded** when its turn was valid and every
-  call it ran (at least one besides ``finish``) succeeded; a finish-only step is neither;
+  run, an edit not applied, a tool error), or it was the finish that fix's test run then failed;
+  a **step succeeded** when its turn was valid and every call it ran (at least one besides
+  ``finish``) succeeded; a finish-only step is neither;
 * a failed step is **recovered** when one of the next R steps succeeded, R being the run's retry
   budget (``max_format_errors``, recorded in ``run_start``);
 * an attempt is **completed** when its hidden tests pass; pass@k uses the unbiased estimator
@@ -22,12 +23,12 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Iterable, Sequence
 
 FAILURE_KINDS = ("invalid_call", "edit_not_applied", "tests_failed", "command_failed", "tool_error")
-EDIT_TOOLS = {"edit_file", "write_file"}
+EDIT_TOOLS = {"edit_file", "write_file", "apply_patch"}
 DEFAULT_RETRY_BUDGET = 3
 # Keys of a model_turn's usage that the loop itself writes; any other numeric key is an engine extra
 # (Usage.extra, e.g. time to first block), averaged over the turns that report it.
@@ -65,27 +66,44 @@ def is_test_command(command: str) -> bool:
 
 
 def steps_from_events(events: Sequence[dict[str, Any]]) -> list[Step]:
-    """The steps of one run, from its trajectory; steps without a model turn (the model failed) are left out."""
-    groups: list[list[dict[str, Any]]] = []
-    end_t: float | None = None
+    """The steps of a trajectory, over all of its runs (fix's test rounds continue a task in a new
+    run); steps without a model turn (the model failed) are left out.
+
+    A step ends at the next ``step_start`` or ``run_end``. A failing ``test_run`` after a run (fix
+    runs the tests once the model calls finish) marks that run's last step failed: finishing did
+    not make the tests pass.
+    """
+    steps: list[Step] = []
+    group: list[dict[str, Any]] = []
+
+    def close(at: float) -> None:
+        step = _step(group, at) if group else None
+        if step is not None:
+            steps.append(step)
+        group.clear()
+
+    last_run_step: int | None = None  # index in ``steps`` of the last step of the run that just ended
     for event in events:
         kind = event.get("kind")
         if kind == "step_start":
-            groups.append([event])
+            close(float(event["t"]))
+            group.append(event)
         elif kind == "run_end":
-            end_t = float(event.get("t", 0.0))
-        elif groups:
-            groups[-1].append(event)
-    steps = []
-    for index, group in enumerate(groups):
-        finished_at = float(groups[index + 1][0]["t"]) if index + 1 < len(groups) else end_t
-        step = _step(group, finished_at)
-        if step is not None:
-            steps.append(step)
+            close(float(event.get("t", 0.0)))
+            last_run_step = len(steps) - 1 if steps else None
+        elif kind == "test_run":
+            if last_run_step is not None and not event.get("passed"):
+                failed = steps[last_run_step]
+                steps[last_run_step] = replace(failed, failures=failed.failures + ("tests_failed",), success=False)
+            last_run_step = None
+        elif group:
+            group.append(event)
+    if group:
+        close(float(group[-1].get("t", group[0]["t"])))
     return steps
 
 
-def _step(group: list[dict[str, Any]], finished_at: float | None) -> Step | None:
+def _step(group: list[dict[str, Any]], finished_at: float) -> Step | None:
     start = group[0]
     turn = next((e for e in group if e.get("kind") == "model_turn"), None)
     if turn is None:
@@ -106,7 +124,7 @@ def _step(group: list[dict[str, Any]], finished_at: float | None) -> Step | None
     usage = turn.get("usage") or {}
     timing = turn.get("timing") or {}
     model_seconds = float(timing.get("model_seconds", turn.get("seconds") or 0.0))
-    seconds = (finished_at if finished_at is not None else float(group[-1].get("t", start["t"]))) - float(start["t"])
+    seconds = finished_at - float(start["t"])
     return Step(
         step=int(start.get("step", 0)), valid=valid, failures=tuple(failures),
         success=valid and ran > 0 and ok == ran, seconds=max(seconds, 0.0), model_seconds=model_seconds,

@@ -76,7 +76,8 @@ class EvalRecord:
 
 def write_results(path: Path, data: dict[str, Any]) -> None:
     try:
-        write_atomic(path, json.dumps(data, ensure_ascii=False, indent=1) + "\n")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, (json.dumps(data, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
     except OSError as exc:
         raise UsageError(f"cannot write results to {path}: {exc.strerror or exc}") from None
 

@@ -53,6 +53,10 @@ class Task:
     def missing_programs(self) -> list[str]:
         return [program for program in self.requires if shutil.which(program) is None]
 
+    def visible_test_command(self) -> str:
+        """The command fix's test rounds run during the attempt: the named tests may not exist yet."""
+        return re.sub(r"[ \t]*\{tests\}", "", self.test_command).strip()
+
     def hidden_test_command(self) -> str:
         if not self.tests:
             return self.test_command.replace("{tests}", "")

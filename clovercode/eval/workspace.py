@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from clovercode.errors import UsageError
 from clovercode.eval.tasks import Task
@@ -17,6 +17,9 @@ GIT_IDENTITY = ("-c", "user.name=clovercode eval", "-c", "user.email=eval@clover
                 "-c", "commit.gpgsign=false")
 OUTPUT_KEPT = 4000  # characters of the hidden tests' output kept in the results (the tail)
 _NOT_COPIED = shutil.ignore_patterns("__pycache__", "*.pyc", "node_modules", ".pytest_cache")
+# What running a project's tests leaves behind is not part of the model's change.
+NOT_IN_PATCH = tuple(f":(exclude,glob){pattern}" for pattern in
+                     ("**/__pycache__/**", "**/*.pyc", "**/node_modules/**", "**/.pytest_cache/**"))
 
 
 class WorkspaceError(UsageError):
@@ -24,7 +27,7 @@ class WorkspaceError(UsageError):
 
 
 @dataclass(frozen=True)
-class TestRun:
+class HiddenTestRun:
     passed: bool
     exit_code: int | None
     timed_out: bool
@@ -76,7 +79,7 @@ def head(root: Path) -> str:
 def changes(root: Path, base: str) -> str:
     """The run's changes against the base commit as a patch: new files included, and commits the
     model may have made counted too."""
-    git(root, "add", "-A")
+    git(root, "add", "-A", "--", ".", *NOT_IN_PATCH)
     return git(root, "diff", "--cached", "--binary", base)
 
 
@@ -104,14 +107,14 @@ def _apply(root: Path, patch: str, message: str) -> None:
         raise WorkspaceError(f"{message}: {lines[0] if lines else 'git apply failed'}")
 
 
-def run_hidden_tests(task: Task, root: Path, executor: Executor) -> TestRun:
+def run_hidden_tests(task: Task, root: Path, executor: Executor, env: Mapping[str, str] | None = None) -> HiddenTestRun:
     """Install the hidden tests over whatever the run left, then run the task's test command."""
     command = task.hidden_test_command()
     try:
         install_hidden_tests(task, root)
     except (WorkspaceError, OSError) as exc:
-        return TestRun(False, None, False, 0.0, command, "", str(exc))
-    result = executor.run(command, root, task.test_timeout)
+        return HiddenTestRun(False, None, False, 0.0, command, "", str(exc))
+    result = executor.run(command, root, task.test_timeout, env)
     passed = result.exit_code == 0 and not result.timed_out
-    return TestRun(passed, result.exit_code, result.timed_out, result.seconds, command,
+    return HiddenTestRun(passed, result.exit_code, result.timed_out, result.seconds, command,
                    result.output[-OUTPUT_KEPT:])
