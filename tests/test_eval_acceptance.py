@@ -152,7 +152,7 @@ def test_engine_figures_by_hand(results):
     assert engine["completion_tokens"] == 2 * (4 * 40 + 55 * 50)
     assert engine["forwards"] == 2 * 4 * 20
     assert engine["tokens_per_forward"] == (2 * 4 * 40) / (2 * 4 * 20)
-    assert engine["tokens_per_second"] == (2 * 4 * 40) / (2 * 4 * 0.5) and engine["tokens_per_second_source"] == "engine"
+    assert engine["tokens_per_second"] == (2 * 4 * 40) / (2 * 4 * 0.5) and engine["tokens_per_second_source"] == "backend"
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -201,5 +201,5 @@ def test_report_printed(results):
     assert "Valid calls   108/118 (91.5%)" in stdout
     assert "Recovery      18/32 (56.2%)" in stdout
     assert "invalid call 4/10 · edit not applied 2/8 · tests failed 12/14" in stdout
-    assert "tokens/s 80.0 (engine) · tokens per forward 2.00" in stdout
+    assert "tokens/s 80.0 (backend) · tokens per forward 2.00" in stdout
     assert "✓ passed py-date-range #1" in stdout and "✗ failed py-semver #2 · max_steps after 14 steps" in stdout

@@ -139,7 +139,7 @@ def test_pass_at_k_unbiased_estimator():
 
 def test_engine_figures_prefer_the_engine_timing():
     assert engine_figures(300, 10.0, 100, 2.0, 100, 40) == {
-        "completion_tokens": 300, "tokens_per_second": 50.0, "tokens_per_second_source": "engine",
+        "completion_tokens": 300, "tokens_per_second": 50.0, "tokens_per_second_source": "backend",
         "forwards": 40, "tokens_per_forward": 2.5}
     measured = engine_figures(300, 10.0, 0, 0.0, 0, 0)
     assert (measured["tokens_per_second"], measured["tokens_per_second_source"], measured["tokens_per_forward"]) == (30.0, "measured", None)

@@ -269,3 +269,40 @@ def test_patch_counts_commits_and_leaves_out_test_debris(tmp_path):
     (repo / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\x00junk")
     patch = changes(repo, base)
     assert "+++ b/a.py" in patch and "+++ b/b.py" in patch and "pycache" not in patch
+
+
+def test_a_real_model_on_cpu_gets_every_metric_measured(tmp_path):
+    """`--model tiny` computes for real (random weights, gibberish): nothing valid, nothing solved,
+    but validity, recovery, latency, tokens/s and tokens per forward are all measured."""
+    out = tmp_path / "tiny.json"
+    proc = run_cli("eval", "--model", "tiny:context=8192", "--tasks", "2", "--max-steps", "2", "--json", str(out),
+                   env=cli_env(CLOVERCODE_MAX_NEW_TOKENS="48"))
+    assert proc.returncode == 0, proc.stderr
+    s = json.loads(out.read_text())["summary"]
+    assert s["attempts"] == 2 and s["completion"]["pass@1"] == 0.0
+    assert s["validity"] == {"valid_turns": 0, "turns": 4, "rate": 0.0}
+    assert s["recovery"]["failed"] == 4 and s["recovery"]["by_kind"]["invalid_call"]["failed"] == 4
+    assert s["latency"]["step"]["model"]["median"] > 0 and s["latency"]["task"]["p95"] > 0
+    engine = s["engine"]
+    assert engine["tokens_per_second_source"] == "backend" and engine["tokens_per_second"] > 0
+    assert engine["forwards"] > 0 and engine["tokens_per_forward"] > 0
+    assert "tokens per forward" in proc.stdout and "format_errors" not in s["stop_reasons"]
+
+
+def test_eval_against_an_openai_compatible_endpoint(tmp_path):
+    """A real HTTP server on 127.0.0.1 (clovercode serve's app) replaying a recorded solution."""
+    from clovercode.backends.replay import ReplayBackend
+    from serve_helpers import running_server
+
+    recording = Path(__file__).parent / "data" / "eval_replays" / "py-date-range.jsonl"
+    out = tmp_path / "endpoint.json"
+    with running_server(ReplayBackend(recording)) as app:
+        proc = run_cli("eval", "--endpoint", f"http://127.0.0.1:{app.port}/v1", "--task", "py-date-range",
+                       "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["settings"]["endpoint"].startswith("http://127.0.0.1:")
+    (attempt,) = data["tasks"][0]["attempts"]
+    assert attempt["status"] == "passed" and attempt["steps"] == 4
+    assert data["summary"]["validity"] == {"valid_turns": 4, "turns": 4, "rate": 1.0}
+    assert data["summary"]["engine"]["tokens_per_second_source"] == "backend"

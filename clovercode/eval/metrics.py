@@ -275,7 +275,7 @@ def engine_figures(tokens: int, model_seconds: float, engine_tokens: int, engine
     """tokens/s from the backend's own timing when it reports one, else from the measured model time;
     tokens per forward pass only when the backend counts its forward passes (the embedded engine)."""
     if engine_seconds > 0:
-        per_second, source = engine_tokens / engine_seconds, "engine"
+        per_second, source = engine_tokens / engine_seconds, "backend"
     elif model_seconds > 0 and tokens:
         per_second, source = tokens / model_seconds, "measured"
     else:
