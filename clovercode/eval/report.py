@@ -43,12 +43,12 @@ def task_table(data: dict[str, Any]) -> Table:
         table.add_column(name)
     for name in ("pass", "steps", "valid", "recov", "time"):
         table.add_column(name, justify="right", no_wrap=True)
-    table.add_column("stop", overflow="fold")
+    table.add_column("stop")
     for task in data["tasks"]:
         m = task["metrics"]
         done = m["completion"]
         mark = "green" if done["passed"] == done["attempts"] and done["attempts"] else ("red" if not done["passed"] else "yellow")
-        stops = ", ".join(f"{k}×{v}" if v > 1 else k for k, v in m["stop_reasons"].items())
+        stops = ", ".join((f"{k}×{v}" if v > 1 else k).replace("_", " ") for k, v in m["stop_reasons"].items())
         rec = m["recovery"]
         table.add_row(escape(task["id"]), LANGUAGES.get(task["language"], task["language"]), task["kind"],
                       f"[{mark}]{done['passed']}/{done['attempts']}[/]", num(m["steps"]["median"], 0),
