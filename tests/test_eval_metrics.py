@@ -95,19 +95,30 @@ def test_fix_test_rounds_fail_the_finish_step_and_are_no_step_themselves():
     events = [
         {"kind": "run_start", "t": 0.0, "limits": {"max_format_errors": 3}},
         {"kind": "step_start", "t": 0.0, "step": 1}, turn(1, 0.5, (("finish", True),), model=0.5),
-        {"kind": "run_end", "t": 1.0},
+        {"kind": "run_end", "t": 1.0, "stop_reason": "finished"},
         {"kind": "test_run", "t": 5.0, "round": 0, "passed": False},
         {"kind": "run_start", "t": 5.0},
         {"kind": "step_start", "t": 5.0, "step": 1}, turn(1, 5.5, (("edit_file", True),), model=0.5),
         *ran(1, 5.5, "edit_file", True, 0.25),
         {"kind": "step_start", "t": 6.0, "step": 2}, turn(2, 6.5, (("finish", True),), model=0.5),
-        {"kind": "run_end", "t": 7.0},
+        {"kind": "run_end", "t": 7.0, "stop_reason": "finished"},
         {"kind": "test_run", "t": 8.0, "round": 1, "passed": True},
     ]
     steps = steps_from_events(events)
     assert [(s.failures, s.success, s.seconds) for s in steps] == [
         (("tests_failed",), False, 1.0), ((), True, 1.0), ((), False, 1.0)]
     assert recovered_flags(steps, 3) == [True, None, None]
+
+
+def test_the_last_test_run_after_an_unfinished_round_blames_no_step():
+    events = [
+        {"kind": "step_start", "t": 0.0, "step": 1}, turn(1, 0.5, (("view_file", True),), model=0.5),
+        *ran(1, 0.5, "view_file", True, 0.25),
+        {"kind": "run_end", "t": 1.0, "stop_reason": "max_steps"},
+        {"kind": "test_run", "t": 2.0, "round": 1, "passed": False},
+    ]
+    (step,) = steps_from_events(events)
+    assert step.success and not step.failed
 
 
 def test_recovery_window_is_the_retry_budget():

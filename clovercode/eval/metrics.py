@@ -90,7 +90,10 @@ def steps_from_events(events: Sequence[dict[str, Any]]) -> list[Step]:
             group.append(event)
         elif kind == "run_end":
             close(float(event.get("t", 0.0)))
-            last_run_step = len(steps) - 1 if steps else None
+            # fix also runs the tests once after a feedback round that did not finish, to record the
+            # final state; only a finish can be "sent back"
+            finished = event.get("stop_reason") == "finished"
+            last_run_step = len(steps) - 1 if steps and finished else None
         elif kind == "test_run":
             if last_run_step is not None and not event.get("passed"):
                 failed = steps[last_run_step]

@@ -13,8 +13,9 @@ from clovercode.errors import UsageError
 from clovercode.eval.tasks import Task
 from clovercode.executors.base import Executor
 
+# The harness's own commits: a fixed identity, and none of the user's signing or hooks.
 GIT_IDENTITY = ("-c", "user.name=clovercode eval", "-c", "user.email=eval@clovercode.invalid",
-                "-c", "commit.gpgsign=false")
+                "-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null")
 OUTPUT_KEPT = 4000  # characters of the hidden tests' output kept in the results (the tail)
 _NOT_COPIED = shutil.ignore_patterns("__pycache__", "*.pyc", "node_modules", ".pytest_cache")
 # What running a project's tests leaves behind is not part of the model's change.
