@@ -306,3 +306,18 @@ def test_eval_against_an_openai_compatible_endpoint(tmp_path):
     assert attempt["status"] == "passed" and attempt["steps"] == 4
     assert data["summary"]["validity"] == {"valid_turns": 4, "turns": 4, "rate": 1.0}
     assert data["summary"]["engine"]["tokens_per_second_source"] == "backend"
+
+
+def test_eval_check_on_a_swe_bench_style_row_with_gold_patch(tmp_path):
+    repo, base = project_with_history(tmp_path)
+    gold = git(repo, "diff", base, "HEAD")  # the later commit is the reference fix
+    row = {"instance_id": "calc-1", "repo": "project", "base_commit": base, "problem_statement": "double() is off",
+           "test_command": "python3 -m unittest -q {tests}", "FAIL_TO_PASS": '["test_hidden"]', "test_patch": TEST_PATCH,
+           "patch": gold}
+    bad = dict(row, instance_id="calc-2", patch="")  # no reference: checked only for failing as given
+    broken = dict(row, instance_id="calc-3", test_patch="diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")
+    (tmp_path / "s.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (row, bad, broken)))
+    proc = run_cli("eval", "check", str(tmp_path / "s.jsonl"))
+    assert proc.returncode == 1, proc.stderr
+    assert "calc-1: ok" in proc.stdout and "calc-2: ok (no reference solution)" in proc.stdout
+    assert "calc-3: unfair: task calc-3: the test patch does not apply" in proc.stdout
