@@ -19,6 +19,7 @@ from typer.core import TyperGroup
 from clovercode import __version__
 from clovercode.config import Config, load_config, state_dir
 from clovercode.errors import CloverError, ExitCode, UsageError
+from clovercode.eval.cli import make_eval_app
 
 
 class CloverGroup(TyperGroup):
@@ -385,6 +386,9 @@ def trajectory_to_replay(path: Path = typer.Argument(..., help="A trajectory .js
         output.write_text(lines, encoding="utf-8")
     else:
         typer.echo(lines, nl=False)
+
+
+app.add_typer(make_eval_app(CloverGroup, ModelOpt, SandboxOpt, EndpointOpt, ApiKeyOpt), name="eval")
 
 
 def main() -> None:

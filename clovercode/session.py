@@ -85,8 +85,9 @@ class Session:
 
 
 def open_session(root: Path, cfg: Config, *, interactive: bool, approve: Approver = approve_all,
-                 env: Mapping[str, str] | None = None) -> Session:
+                 env: Mapping[str, str] | None = None, backend: ModelBackend | None = None) -> Session:
+    """``backend``: an already open one to use (eval shares one model across many sessions)."""
     # `--sandbox none` is warned about by the caller (fix, REPL), next to its other output.
     executor = make_executor(cfg, root, env=env)
-    backend = open_backend(cfg, base_dir=root)
+    backend = backend if backend is not None else open_backend(cfg, base_dir=root)
     return Session(root.resolve(), cfg, backend, executor, interactive, dict(env or os.environ), approve)

@@ -2,6 +2,7 @@
 
 Accepted lines (blank lines ignored):
   {"text": "<raw assistant text>", "usage": {"prompt_tokens": 0, "completion_tokens": 0}}   a replay turn
+      (usage may also carry "forwards" and "seconds", the engine figures of the recorded turn)
   {"kind": "model_turn", "raw": "...", ...}     a trajectory event: trajectories replay directly
 Other trajectory events are skipped, so ``--model replay:TRAJECTORY.jsonl`` reproduces a run.
 """
@@ -73,8 +74,13 @@ class ReplayBackend:
         for start in range(0, len(turn.text), CHUNK):
             yield TextDelta(turn.text[start:start + CHUNK])
         prompt_chars = sum(len(m.content) for m in messages)
-        yield Usage(prompt_tokens=int(turn.usage.get("prompt_tokens", prompt_chars // 4)),
-                    completion_tokens=int(turn.usage.get("completion_tokens", max(1, len(turn.text) // 4))))
+        usage = turn.usage
+        # Engine figures recorded with the turn (forwards, seconds) replay too, so a recorded
+        # engine run reproduces its tokens-per-forward in `clovercode eval`.
+        yield Usage(prompt_tokens=int(usage.get("prompt_tokens", prompt_chars // 4)),
+                    completion_tokens=int(usage.get("completion_tokens", max(1, len(turn.text) // 4))),
+                    forwards=int(usage["forwards"]) if usage.get("forwards") else None,
+                    seconds=float(usage.get("seconds") or 0.0))
         yield Finish("stop")
 
     def close(self) -> None:

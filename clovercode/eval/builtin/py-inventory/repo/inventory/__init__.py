@@ -1,0 +1,1 @@
+"""Warehouse inventory: stock levels, reports, persistence."""

@@ -1,0 +1,3 @@
+from cachelib.lru import LRUCache
+
+__all__ = ["LRUCache"]

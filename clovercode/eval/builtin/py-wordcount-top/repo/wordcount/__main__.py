@@ -1,0 +1,5 @@
+import sys
+
+from wordcount.cli import main
+
+sys.exit(main())
