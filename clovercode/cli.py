@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.console import Console
 
 from clovercode.ui.console import make_console
 from rich.text import Text

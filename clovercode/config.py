@@ -138,6 +138,12 @@ def _apply_file(cfg: Config, path: Path, *, from_project: bool) -> None:
     for key, raw in _flatten(table).items():
         setting = _setting(key, str(path))
         value = coerce_value(setting, raw, str(path))
+        if from_project and setting.user_only:
+            raise ConfigError(
+                f"{path}: '{key}' is not allowed in a project file",
+                hint="It decides where code, keys or tokens are sent, so a repository may not set it; "
+                f"set it in {user_config_path(os.environ)}, as {setting.env_var}, or as a flag.",
+            )
         if from_project and value in setting.not_from_project:
             raise ConfigError(
                 f"{path}: '{key} = {value!r}' is not allowed in a project file",

@@ -22,6 +22,8 @@ class Setting:
     # Values a project's own clovercode.toml may not set: a cloned repository must not be able to
     # weaken the sandbox of whoever runs clovercode in it.
     not_from_project: tuple[Any, ...] = ()
+    # Settings a project file may not set at all: where code, keys and tokens are sent.
+    user_only: bool = False
 
     @property
     def env_var(self) -> str:
@@ -34,8 +36,9 @@ APPROVAL_MODES = ("suggest", "auto-edit", "full-auto")
 SETTINGS: tuple[Setting, ...] = (
     # model
     Setting("model", str, "clover", "Model spec: replay:FILE.jsonl, a local dir, an HF repo id, a .gguf file, or an alias."),
-    Setting("endpoint", str, "", "OpenAI-compatible base URL (e.g. http://127.0.0.1:30000/v1); overrides `model` as the backend."),
-    Setting("api_key", str, "", "API key for `endpoint` (prefer the CLOVERCODE_API_KEY env var)."),
+    Setting("endpoint", str, "", "OpenAI-compatible base URL (e.g. http://127.0.0.1:30000/v1); overrides `model` as the backend.",
+            user_only=True),
+    Setting("api_key", str, "", "API key for `endpoint` (prefer the CLOVERCODE_API_KEY env var).", user_only=True),
     Setting("temperature", float, 0.0, "Sampling temperature; 0 is greedy.", minimum=0.0),
     Setting("top_p", float, 1.0, "Nucleus sampling mass.", minimum=0.0),
     Setting("max_new_tokens", int, 4096, "Most tokens the model may write in one turn.", minimum=1),
@@ -65,11 +68,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("fix.author", str, "", "Commit author as 'Name <email>' ('' = git's user.name/user.email, else clovercode)."),
     Setting("fix.remote", str, "origin", "Git remote that --push and --pr push the fix branch to."),
     Setting("fix.push_token", bool, False, "Push with the GitHub token (GITHUB_TOKEN / GH_TOKEN) instead of git's own "
-            "credentials, so a CI checkout can keep the token out of .git/config while the model works."),
+            "credentials, so a CI checkout can keep the token out of .git/config while the model works.", user_only=True),
     Setting("fix.base", str, "", "Branch pull requests target ('' = the branch you are on if the remote has it, "
             "else the repository's default branch)."),
     Setting("github.api_url", str, "https://api.github.com", "GitHub REST API base URL (GitHub Enterprise: "
-            "https://HOST/api/v3). Never taken from a project file: the token is sent there."),
+            "https://HOST/api/v3). Never taken from a project file: the token is sent there.", user_only=True),
     Setting("github.repo", str, "", "OWNER/REPO that pull requests are opened in ('' = from --github-issue, "
             "else from the remote's URL)."),
     # endpoint backend (docs/endpoint.md). Flat `endpoint_*` keys, not an `[endpoint]` table: `endpoint`

@@ -95,3 +95,13 @@ def test_project_file_may_not_weaken_the_sandbox(tmp_path, user_file, isolated_h
     assert load_config(tmp_path, env)["sandbox"] == "read-only"
     (tmp_path / "clovercode.toml").unlink()
     assert load_config(tmp_path, env)["sandbox"] == "workspace-write-network"
+
+
+@pytest.mark.parametrize("line", ['endpoint = "https://evil.example/v1"', 'api_key = "k"',
+                                  'github.api_url = "https://evil.example"', "fix.push_token = true"])
+def test_project_file_may_not_say_where_code_and_tokens_go(tmp_path, line):
+    key = line.split(" =")[0]
+    write(tmp_path / "clovercode.toml", line + "\n")
+    with pytest.raises(ConfigError, match=f"'{key}' is not allowed in a project file"):
+        load_config(tmp_path, {})
+    assert load_config(None, {}) is not None  # the same key from the user file or env is fine

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from clovercode.config import PROJECT_FILE, Config
-from clovercode.errors import ConfigError, UsageError, VcsError
+from clovercode.config import Config
+from clovercode.errors import UsageError, VcsError
 from clovercode.fixflow.issue import MAX_ISSUE_CHARS, Issue, choose_source, issue_from_file, issue_from_text
 from clovercode.fixflow.testrun import TestCommand, configured_test_command, detect_test_command
 from clovercode.github.api import default_branch, fetch_issue
@@ -78,7 +78,7 @@ def make_plan(root: Path, cfg: Config, request: FixRequest, env: Mapping[str, st
     source = choose_source(request.issue_text, request.issue_file, request.github_issue)
     if source == "github":
         ref = parse_issue(request.github_issue or "")
-        client = GitHubClient(api_url(root, cfg), find_token(env))
+        client = GitHubClient(cfg["github.api_url"], find_token(env))
         fetched = fetch_issue(client, ref)
         body = fetched.body if len(fetched.body) <= MAX_ISSUE_CHARS else (
             fetched.body[:MAX_ISSUE_CHARS] + "\n\n[… the rest of the issue is cut]")
@@ -98,13 +98,6 @@ def make_plan(root: Path, cfg: Config, request: FixRequest, env: Mapping[str, st
         assert git is not None
         pull = plan_pull(root, cfg, request, issue, git, client, env)
     return Plan(issue, tests, git, pull, notes)
-
-
-def api_url(root: Path, cfg: Config) -> str:
-    if cfg.sources.get("github.api_url") == str(root / PROJECT_FILE):
-        raise ConfigError(f"{root / PROJECT_FILE}: 'github.api_url' is not allowed in a project file",
-                          hint="The GitHub token is sent there; set it in your user config or CLOVERCODE_GITHUB_API_URL.")
-    return cfg["github.api_url"]
 
 
 def resolve_tests(root: Path, cfg: Config) -> TestCommand | None:
@@ -151,7 +144,7 @@ def push_credentials(root: Path, cfg: Config, git: GitPlan, env: Mapping[str, st
     if not token:
         raise UsageError("fix.push_token is on, but GITHUB_TOKEN / GH_TOKEN is not set")
     push_url = git.checkout.push_url(git.remote or "")
-    credentials = push_auth_env(push_url, api_url(root, cfg), token)
+    credentials = push_auth_env(push_url, cfg["github.api_url"], token)
     if not credentials:
         raise UsageError(f"fix.push_token: the push URL of '{git.remote}' is not https on the GitHub host of "
                          f"github.api_url ({push_url})", hint="Turn fix.push_token off to push with git's own credentials.")
@@ -168,7 +161,7 @@ def _author(request: FixRequest, cfg: Config, checkout: Checkout) -> tuple[str, 
 
 def plan_pull(root: Path, cfg: Config, request: FixRequest, issue: Issue, git: GitPlan,
               client: GitHubClient | None, env: Mapping[str, str]) -> PullPlan:
-    client = client or GitHubClient(api_url(root, cfg), find_token(env))
+    client = client or GitHubClient(cfg["github.api_url"], find_token(env))
     pushed_to = repo_from_remote_url(git.checkout.remote_url(git.remote or cfg["fix.remote"]))
     if request.github_repo or cfg["github.repo"]:
         target = parse_repo(request.github_repo or cfg["github.repo"],
