@@ -265,3 +265,20 @@ def test_a_command_printing_100_mb_is_capped_without_memory_blowup(world):
     assert length < 30000 + 200
     assert omitted > 99_000_000
     assert rss_mb < baseline_mb + 40, (baseline_mb, rss_mb)
+
+
+def test_a_toolchain_under_tmp_stays_usable_but_read_only(world):
+    """A CI checkout in /tmp keeps its virtualenv there: the private /tmp must not hide it."""
+    tools = Path(tempfile.mkdtemp(prefix="clovercode-tools-", dir="/tmp"))
+    try:
+        (tools / "bin").mkdir()
+        script = tools / "bin" / "hello-tool"
+        script.write_text("#!/bin/sh\necho tool-ran\n")
+        script.chmod(0o755)
+        path = f"{tools / 'bin'}:{os.environ['PATH']}"
+        result = world.run(f"hello-tool; touch {tools}/bin/x 2>/dev/null || echo read-only; ls /tmp | wc -l",
+                           PATH=path)
+        assert result.output.split() == ["tool-ran", "read-only", "1"], result.output
+        assert not (tools / "bin" / "x").exists()
+    finally:
+        shutil.rmtree(tools, ignore_errors=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Mapping
 
@@ -34,6 +35,9 @@ def survey(policy: Policy, project: Path, cwd: Path, env: Mapping[str, str]) -> 
     masked = [m for m in policy.masked if os.path.isdir(m) and not os.path.islink(m)]
     exposed = [os.path.realpath(e) for e in policy.expose
                if os.path.exists(e) and any(_within(os.path.realpath(e), m) for m in masked)]
+    # A toolchain that lives under /tmp or a masked directory (a CI checkout's virtualenv in /tmp,
+    # say) would vanish behind the private /tmp: keep it visible, read-only.
+    exposed += [path for path in _toolchain(env) if _hidden_below(path, root, masked)]
     hidden_dirs, hidden_files = [], []
     for path in _existing(expand_patterns(policy.hidden, home_dirs(env))):
         real = os.path.realpath(path)
@@ -75,6 +79,18 @@ def _existing(patterns: tuple[str, ...]) -> list[str]:
         elif os.path.exists(pattern):
             found.append(pattern)
     return found
+
+
+def _toolchain(env: Mapping[str, str]) -> list[str]:
+    """The directories commands are run from: PATH entries and the running Python's installation."""
+    paths = [p for p in env.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
+    paths += [sys.prefix, sys.base_prefix, os.path.dirname(sys.executable)]
+    return [os.path.realpath(p) for p in dict.fromkeys(paths) if os.path.isdir(p)]
+
+
+def _hidden_below(path: str, project: str, masked: list[str]) -> bool:
+    """Whether ``path`` lies strictly inside the private /tmp or a mask (so re-binding it is safe)."""
+    return not _within(path, project) and any(_within(path, m) and path != m for m in [PRIVATE_TMP, *masked])
 
 
 def _visible(path: str, project: str, masked: list[str]) -> bool:
