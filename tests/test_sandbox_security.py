@@ -275,10 +275,11 @@ def test_a_toolchain_under_tmp_stays_usable_but_read_only(world):
         script = tools / "bin" / "hello-tool"
         script.write_text("#!/bin/sh\necho tool-ran\n")
         script.chmod(0o755)
+        (tools / "private.txt").write_text("host tmp\n")  # beside the toolchain: stays hidden
         path = f"{tools / 'bin'}:{os.environ['PATH']}"
-        result = world.run(f"hello-tool; touch {tools}/bin/x 2>/dev/null || echo read-only; ls /tmp | wc -l",
-                           PATH=path)
-        assert result.output.split() == ["tool-ran", "read-only", "1"], result.output
+        result = world.run(f"hello-tool; touch {tools}/bin/x 2>/dev/null || echo read-only; "
+                           f"test -e {tools}/private.txt || echo hidden", PATH=path)
+        assert result.output.split() == ["tool-ran", "read-only", "hidden"], result.output
         assert not (tools / "bin" / "x").exists()
     finally:
         shutil.rmtree(tools, ignore_errors=True)
