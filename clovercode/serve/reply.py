@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from clovercode.toolcalls.parser import THINK_CLOSE, THINK_OPEN, TOOL_OPEN, ParsedCall, parse_turn
+from clovercode.toolcalls.tagscan import TagScanner
 
 CALL_OPENERS = (TOOL_OPEN, "<function=")
 
@@ -29,7 +30,7 @@ class ReplySplitter:
     def __init__(self, parse_tools: bool):
         self.parse_tools = parse_tools
         self.mode = "start"  # start (only whitespace so far) | reasoning | content | held
-        self.pending = ""  # a possible tag cut across deltas
+        self.scanner = TagScanner()
         self.held = ""
 
     def feed(self, text: str, reasoning: bool = False) -> list[tuple[str, str]]:
@@ -40,32 +41,22 @@ class ReplySplitter:
         if self.mode == "held":
             self.held += text
             return out
-        buf, self.pending = self.pending + text, ""
-        while buf:
-            index = buf.find("<")
-            if index == -1:
-                self._emit(out, buf)
-                break
-            self._emit(out, buf[:index])
-            buf = buf[index:]
-            tag = next((t for t in self._tags() if buf.startswith(t)), None)
-            if tag is not None:
-                buf = self._switch(tag, buf)
-                if self.mode == "held":
-                    self.held += buf
-                    break
+        self.scanner.feed(text)
+        while (token := self.scanner.take(self._tags())) is not None:
+            kind, value = token
+            if kind == "text":
+                self._emit(out, value)
                 continue
-            if any(t.startswith(buf) for t in self._tags()):
-                self.pending = buf
+            self._switch(value)
+            if self.mode == "held":  # the opener is part of the call text
+                self.held += value + self.scanner.drain()
                 break
-            self._emit(out, "<")
-            buf = buf[1:]
         return out
 
     def finish(self) -> tuple[list[tuple[str, str]], list[ParsedCall]]:
         """The last segments and the parsed tool calls, once generation has ended."""
         out: list[tuple[str, str]] = []
-        pending, self.pending = self.pending, ""
+        pending = self.scanner.drain()
         if self.mode != "held":
             self._emit(out, pending)
             return out, []
@@ -86,17 +77,15 @@ class ReplySplitter:
             return (THINK_OPEN, THINK_CLOSE, *calls)
         return (THINK_CLOSE, *calls)
 
-    def _switch(self, tag: str, buf: str) -> str:
+    def _switch(self, tag: str) -> None:
         if tag in CALL_OPENERS:
             self.mode = "held"
-            return buf  # the opener is part of the call text
-        if tag == THINK_OPEN:
+        elif tag == THINK_OPEN:
             self.mode = "reasoning"
         else:
             # "</think>" after reasoning; or in prose when the template opened <think> in the prompt,
             # in which case what streamed as content was reasoning: the stray tag is dropped.
             self.mode = "start"
-        return buf[len(tag):]
 
     def _emit(self, out: list[tuple[str, str]], text: str) -> None:
         if not text:

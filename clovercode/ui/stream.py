@@ -3,54 +3,35 @@ prose are shown, tool-call markup is hidden (each call is shown formatted once i
 
 from __future__ import annotations
 
-TAGS = ("<think>", "</think>", "<tool_call>", "</tool_call>")
+from clovercode.toolcalls.tagscan import TagScanner
+
+BARE_CALL = "<function="
+TAGS = ("<think>", "</think>", "<tool_call>", "</tool_call>", BARE_CALL)
+NEXT_MODE = {"<think>": "reasoning", "</think>": "content", "<tool_call>": "call", "</tool_call>": "content",
+             BARE_CALL: "call"}
 
 
 class StreamFilter:
     def __init__(self, starts_in_reasoning: bool = False):
         self.mode = "reasoning" if starts_in_reasoning else "content"  # content | reasoning | call
-        self.pending = ""
+        self.scanner = TagScanner()
 
     def feed(self, text: str) -> list[tuple[str, str]]:
         """Return (kind, text) segments ready to display; kind is "content" or "reasoning"."""
         out: list[tuple[str, str]] = []
-        buf = self.pending + text
-        self.pending = ""
-        while buf:
-            index = buf.find("<")
-            if index == -1:
-                self._emit(out, buf)
-                break
-            self._emit(out, buf[:index])
-            buf = buf[index:]
-            tag = next((t for t in TAGS if buf.startswith(t)), None)
-            if tag is None and buf.startswith("<function="):
-                self.mode = "call"  # a bare call without the <tool_call> wrapper
-                tag = "<function="
-            if tag is not None:
-                self._switch(tag)
-                buf = buf[len(tag):]
-                continue
-            if any(t.startswith(buf) for t in (*TAGS, "<function=")) and len(buf) < 12:
-                self.pending = buf  # maybe a tag split across deltas: wait for more
-                break
-            self._emit(out, "<")
-            buf = buf[1:]
+        self.scanner.feed(text)
+        while (token := self.scanner.take(TAGS)) is not None:
+            kind, value = token
+            if kind == "tag":
+                self.mode = NEXT_MODE[value]
+            else:
+                self._emit(out, value)
         return out
 
     def flush(self) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
-        self._emit(out, self.pending)
-        self.pending = ""
+        self._emit(out, self.scanner.drain())
         return out
-
-    def _switch(self, tag: str) -> None:
-        if tag == "<think>":
-            self.mode = "reasoning"
-        elif tag == "<tool_call>":
-            self.mode = "call"
-        elif tag in ("</think>", "</tool_call>"):
-            self.mode = "content"
 
     def _emit(self, out: list[tuple[str, str]], text: str) -> None:
         if not text or self.mode == "call":
