@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any, Iterator
 
 from clovercode.errors import UsageError
+from clovercode.jsonl import json_objects
 
 SKIPPED_KINDS = {"text_delta"}
 
@@ -48,16 +49,11 @@ class TrajectoryWriter:
 
 def read_events(path: Path) -> Iterator[dict[str, Any]]:
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise UsageError(f"cannot read trajectory {path}: {exc.strerror or exc}") from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            yield json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read trajectory {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    for _, event in json_objects(text, str(path), UsageError):
+        yield event
 
 
 def to_replay(path: Path) -> list[dict[str, Any]]:

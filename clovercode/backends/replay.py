@@ -9,7 +9,6 @@ Other trajectory events are skipped, so ``--model replay:TRAJECTORY.jsonl`` repr
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -17,6 +16,7 @@ from typing import Any, Iterator, Sequence
 from clovercode.agent.messages import Message
 from clovercode.backends.base import Event, Finish, GenerationParams, ModelError, TextDelta, Usage
 from clovercode.errors import ModelUnavailable
+from clovercode.jsonl import json_objects
 from clovercode.toolcalls.schemas import ToolSpec
 
 CHUNK = 24  # characters per streamed delta, so replays exercise streaming like a real model
@@ -30,21 +30,13 @@ class ReplayTurn:
 
 def load_replay(path: Path) -> list[ReplayTurn]:
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ModelUnavailable(f"replay file not found: {path}", hint="Pass --model replay:PATH to a JSON Lines file.") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ModelUnavailable(f"replay file {path} cannot be read: {exc}") from None
     turns = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ModelUnavailable(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-        if not isinstance(obj, dict):
-            raise ModelUnavailable(f"{path}:{number}: each line must be a JSON object")
+    for number, obj in json_objects(text, str(path), ModelUnavailable):
         if "text" in obj:
             text = obj["text"]
         elif obj.get("kind") == "model_turn":

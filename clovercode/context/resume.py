@@ -4,7 +4,6 @@ such event; its conversation is rebuilt from the run's own events."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -13,6 +12,7 @@ from clovercode.agent.events import EventSink
 from clovercode.agent.messages import CallRecord, Message
 from clovercode.agent.prompts import Conversation
 from clovercode.errors import UsageError
+from clovercode.jsonl import json_objects
 
 SNAPSHOT = "conversation"
 SEARCH_LIMIT = 200  # newest trajectories looked at when no ID is given
@@ -50,16 +50,11 @@ class SnapshotBeforeEnd:
 def _events(path: Path) -> Iterator[dict[str, Any]]:
     """The trajectory's events; a torn last line (a crash mid-write) is ignored, not fatal."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read saved session {path}: {exc}") from None
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(event, dict):
-            yield event
+    for _, event in json_objects(text, str(path), UsageError, skip_bad=True):
+        yield event
 
 
 def load_saved(path: Path) -> SavedSession:

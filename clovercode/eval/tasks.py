@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from clovercode.errors import UsageError
+from clovercode.jsonl import json_objects
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -173,21 +174,11 @@ IGNORED_SWE_BENCH_KEYS = {"created_at", "version", "hints_text", "environment_se
 
 def load_jsonl(path: Path) -> Suite:
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read suite {path}: {exc}") from None
-    tasks: list[Task] = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{where}: not valid JSON ({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise UsageError(f"{where}: each line must be a JSON object")
-        tasks.append(_task_from_row(row, where, path.parent))
+    tasks = [_task_from_row(row, f"{path}:{number}", path.parent)
+             for number, row in json_objects(text, str(path), UsageError)]
     if not tasks:
         raise UsageError(f"{path} holds no tasks")
     seen: set[str] = set()
