@@ -87,6 +87,8 @@ class CachedDenoiser:
         self.layout = "unknown"
 
     def _run(self, ids: Any, start: int, allowed: Any, cache: Any, keep_last: bool) -> tuple[Any, Any]:
+        """One forward. ``allowed`` None means plain causal attention: the model builds that mask itself,
+        so prefill and commit passes run exactly the kernels ``generate`` runs."""
         import torch
 
         ids = torch.as_tensor(ids, dtype=torch.long, device=self.device).view(1, -1)
@@ -95,8 +97,8 @@ class CachedDenoiser:
         if keep_last and self.slices_logits:
             kwargs["logits_to_keep"] = 1
         with torch.no_grad():
-            out = self.model(input_ids=ids, position_ids=positions,
-                             attention_mask=masks.additive(allowed.to(self.device), self.dtype), **kwargs)
+            mask = None if allowed is None else masks.additive(allowed.to(self.device), self.dtype)
+            out = self.model(input_ids=ids, position_ids=positions, attention_mask=mask, **kwargs)
         new_cache = getattr(out, "cache", None)
         if new_cache is None:
             new_cache = getattr(out, "past_key_values", None)
@@ -113,7 +115,7 @@ class CachedDenoiser:
         else:
             cache, start, last = self._new_cache(), 0, None
         if len(ids) > start:
-            logits, cache = self._run(ids[start:], start, masks.causal_rows(start, len(ids) - start), cache, True)
+            logits, cache = self._run(ids[start:], start, None, cache, True)
             last = logits[-1].float()
         self.layout = cachestate.layout(cache)
         if self.reuse_prompt:
@@ -138,8 +140,7 @@ class CachedDenoiser:
 
     def commit(self, state: CachedState, block: Any) -> CachedState:
         state.snap = None
-        logits, state.cache = self._run(block, state.length, masks.causal_rows(state.length, len(block)),
-                                        state.cache, keep_last=True)
+        logits, state.cache = self._run(block, state.length, None, state.cache, keep_last=True)
         state.length += len(block)
         state.last_logits = logits[-1].float()
         return state

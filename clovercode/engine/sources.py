@@ -113,12 +113,21 @@ def _from_hub(repo_id: str, name: str, known_remote: bool = False) -> ModelSourc
     except ImportError:  # pragma: no cover - huggingface_hub comes with transformers
         raise _engine_missing() from None
     try:
-        folder = Path(snapshot_download(repo_id, local_files_only=True))
+        folder = Path(snapshot_download(repo_id, local_files_only=True, cache_dir=hub_cache_dir(os.environ)))
     except (LocalEntryNotFoundError, FileNotFoundError, OSError, ValueError):
         raise ModelUnavailable(f"model {repo_id} is not in the local Hugging Face cache",
                                hint=f"Download it once with: {download_command(repo_id)}\n"
                                "(clovercode never downloads by itself; it loads the cached copy offline.)") from None
     return _from_dir(name, folder, repo_id, known_remote)
+
+
+def hub_cache_dir(env: Mapping[str, str]) -> str | None:
+    """The Hugging Face cache as the environment says now (the hub library reads it once, at import)."""
+    if env.get("HF_HUB_CACHE"):
+        return env["HF_HUB_CACHE"]
+    if env.get("HF_HOME"):
+        return str(Path(env["HF_HOME"]) / "hub")
+    return None
 
 
 def smollm2_gguf() -> Path:
