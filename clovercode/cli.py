@@ -391,6 +391,8 @@ def bench_engine(
     except ValueError as exc:
         raise UsageError(f"bad --thresholds or --lengths: {exc}") from None
     console = make_console(stderr=as_json)
+    if not sys.stdout.isatty():
+        console.width = 132  # the table's ten columns, when piped into a file or a log
     report = run_engine_bench(options, console)
     if as_json:
         typer.echo(json.dumps(report, indent=2))

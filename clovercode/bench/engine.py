@@ -84,11 +84,11 @@ def run_engine_bench(options: BenchOptions, console: Console) -> dict[str, Any]:
     config = EngineConfig(device=options.device, dtype=options.dtype, max_new_tokens=options.max_new_tokens)
     engine = Engine.open(options.model, config, console)
     block = engine.block_size(options.block_size or None) if engine.info.diffusion_capable else 1
-    schedules: list[tuple[ScheduleRow, dict[str, Any]]] = [(ScheduleRow("AR (B=1)", 1), {"block_size": 1})]
+    schedules: list[tuple[ScheduleRow, dict[str, Any]]] = [(ScheduleRow("AR B=1", 1), {"block_size": 1})]
     if block > 1:
-        schedules.append((ScheduleRow(f"one token per pass (B={block})", block),
+        schedules.append((ScheduleRow(f"1 token/pass B={block}", block),
                           {"block_size": block, "strategy": "topk", "top_k": 1}))
-        schedules += [(ScheduleRow(f"threshold {t:g} (B={block})", block),
+        schedules += [(ScheduleRow(f"threshold {t:g} B={block}", block),
                        {"block_size": block, "strategy": "threshold", "threshold": t}) for t in options.thresholds]
     validator = Validator(engine_specs())
     turns = held_out_turns(options.prompts, options.seed)
@@ -174,7 +174,7 @@ def prefix_scaling(engine: Engine, block: int, options: BenchOptions) -> list[di
 def check_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     """The issue's targets, each with the figure reached and whether it is met."""
     rows = {r["schedule"]: r for r in report["schedules"]}
-    pick = next((r for name, r in rows.items() if name.startswith("threshold 0.9 ")), None)
+    pick = next((r for name, r in rows.items() if name.startswith("threshold 0.9 B=")), None)
     checks = []
     if pick is not None:
         checks += [
@@ -198,9 +198,9 @@ def render_report(report: dict[str, Any], console: Console) -> None:
     console.print(f"[bold]clovercode bench engine[/] · {report['model']} · {report['device']} {report['dtype']} · "
                   f"{report['prompts']} held-out prompts · ≤{report['max_new_tokens']} new tokens", highlight=False)
     table = Table(title="Decoding schedules (every forward after prefill counted)")
-    columns = [("schedule", "schedule"), ("prefill ms", "prefill_ms"), ("first block ms", "first_block_ms"),
-               ("tok/s", "tokens_per_s"), ("tok/fwd", "tokens_per_forward"), ("forwards", "forwards"),
-               ("agree", "agreement"), ("valid", "valid_calls"), ("exact", "exact_calls"), ("× vs 1/pass", "speedup")]
+    columns = [("schedule", "schedule"), ("prefill ms", "prefill_ms"), ("1st block ms", "first_block_ms"),
+               ("tok/s", "tokens_per_s"), ("tok/fwd", "tokens_per_forward"), ("fwd", "forwards"),
+               ("agree", "agreement"), ("valid", "valid_calls"), ("exact", "exact_calls"), ("speedup", "speedup")]
     for title, _ in columns:
         table.add_column(title, justify="left" if title == "schedule" else "right")
     for row in report["schedules"]:

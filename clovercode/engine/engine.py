@@ -29,6 +29,7 @@ class Engine:
     info: ModelInfo
     config: EngineConfig
     mask_checked: bool | None = field(default=None, repr=False)  # does the model honour 4D masks?
+    shared: CachedDenoiser | None = field(default=None, repr=False)  # keeps the last prompt's cache
 
     @classmethod
     def open(cls, spec: str, config: EngineConfig, console: Console | None = None, base_dir: Path | None = None,
@@ -94,7 +95,10 @@ class Engine:
         return Stops(self.info.eos_ids, tuple(strings), keep_string)
 
     def denoiser(self) -> Denoiser:
-        return CachedDenoiser(self.model)
+        """The engine's own denoiser: it reuses the previous prompt's cache when a prompt extends it."""
+        if self.shared is None:
+            self.shared = CachedDenoiser(self.model, reuse_prompt=True)
+        return self.shared
 
     def stream(self, prompt: Sequence[int], plan: DecodePlan, stops: Stops, seed: int | None = None,
                on_pass: Callable[[PassEvent], None] | None = None,
@@ -120,7 +124,7 @@ class Engine:
     def close(self) -> None:
         import gc
 
-        self.model = None
+        self.model = self.shared = None
         gc.collect()
         try:
             import torch
