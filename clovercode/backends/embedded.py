@@ -14,7 +14,7 @@ from typing import Any, Iterator, Sequence
 from rich.console import Console
 
 from clovercode.agent.messages import Message
-from clovercode.backends.base import Event, Finish, GenerationParams, ModelError, TextDelta, Usage
+from clovercode.backends.base import ContextTooLong, Event, Finish, GenerationParams, ModelError, TextDelta, Usage
 from clovercode.engine.chat import render_prompt
 from clovercode.engine.config import EngineConfig, engine_config_from
 from clovercode.engine.decoder import DecodeResult
@@ -39,7 +39,7 @@ class EmbeddedBackend:
         prompt = self.engine.encode(render_prompt(self.engine.tokenizer, messages, tools, params.thinking))
         room = self.context_window - len(prompt)
         if room < 1:
-            raise ModelError(f"the prompt ({len(prompt)} tokens) does not fit the context window of "
+            raise ContextTooLong(f"the prompt ({len(prompt)} tokens) does not fit the context window of "
                              f"{self.engine.name} ({self.context_window} tokens)")
         plan = self.engine.plan(temperature=params.temperature, top_p=params.top_p,
                                 max_new_tokens=max(1, min(params.max_new_tokens, room)))
