@@ -97,16 +97,31 @@ def make_model(vocab: int, ids: dict[str, int], block_size: int, size: str):
 class Batcher:
     """Turns → (input_ids, position_ids, 4D mask, AR targets, diffusion targets)."""
 
-    def __init__(self, maker, tok, block: int, ids: dict[str, int]):
-        self.maker, self.tok, self.block = maker, tok, block
+    def __init__(self, maker, tok, block: int, ids: dict[str, int], induction: float = 0.0):
+        self.maker, self.tok, self.block, self.induction = maker, tok, block, induction
         self.pad, self.mask, self.eos = ids["<|endoftext|>"], ids["<|mask|>"], ids["<|im_end|>"]
+        # Ordinary tokens: after the special tokens, before the tags (added last).
+        self.plain = range(len(SPECIALS), tok.get_vocab_size() - len(TAGS))
 
     def example(self, rng: random.Random):
+        if self.induction and rng.random() < self.induction:
+            return self.induction_example(rng)
         turn = self.maker.turn(rng)
         prompt = self.tok.encode(prompt_text(turn.request)).ids
         answer = self.tok.encode(self.maker.call_text(turn)).ids + [self.eos]
         answer += [self.pad] * (-len(answer) % self.block)
         return prompt, answer
+
+    def induction_example(self, rng: random.Random):
+        """Random tokens, then the answer repeats a segment of them twice: the densest copy signal
+        there is, which is what makes the model's induction (copy) heads form at all on this budget."""
+        def tokens(low: int, high: int) -> list[int]:
+            return [rng.choice(self.plain) for _ in range(rng.randint(low, high))]
+
+        segment = tokens(4, 16)
+        prompt = tokens(0, 12) + segment + tokens(0, 12)
+        answer = segment * 2 + [self.eos]
+        return prompt, answer + [self.pad] * (-len(answer) % self.block)
 
     def batch(self, rng: random.Random, size: int):
         import torch
@@ -173,6 +188,8 @@ def main() -> int:
     parser.add_argument("--save-every", type=float, default=5.0, help="minutes between checkpoints")
     parser.add_argument("--drill", type=float, default=2.0,
                         help="weight of copy-drill turns (random identifiers written to a random path)")
+    parser.add_argument("--induction", type=float, default=0.0,
+                        help="share of examples that are random tokens whose answer repeats a segment of them")
     parser.add_argument("--init-from", type=Path, default=None,
                         help="continue from this checkpoint (weights and tokenizer); the log is appended to")
     args = parser.parse_args()
@@ -203,7 +220,8 @@ def main() -> int:
         vocab = (tok.get_vocab_size() + 63) // 64 * 64
         model = make_model(vocab, ids, args.block_size, args.size)
     params = sum(p.numel() for p in model.parameters())
-    train, evaluate = Batcher(train_maker, tok, args.block_size, ids), Batcher(eval_maker, tok, args.block_size, ids)
+    train = Batcher(train_maker, tok, args.block_size, ids, args.induction)
+    evaluate = Batcher(eval_maker, tok, args.block_size, ids)
     eval_batches = [evaluate.batch(random.Random(1000 + i), 32) for i in range(2)]
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -216,7 +234,7 @@ def main() -> int:
         print(json.dumps(entry), flush=True)
 
     record({"event": "start", "params": params, "vocab": vocab, "block_size": args.block_size, "batch": args.batch,
-            "lr": args.lr, "minutes": args.minutes, "threads": args.threads, "size": args.size, "seed": args.seed, "drill": args.drill,
+            "lr": args.lr, "minutes": args.minutes, "threads": args.threads, "size": args.size, "seed": args.seed, "drill": args.drill, "induction": args.induction,
             "init_from": str(args.init_from) if args.init_from else None})
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
     budget, warmup = args.minutes * 60.0, 100

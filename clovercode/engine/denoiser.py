@@ -106,6 +106,8 @@ class CachedDenoiser:
 
     def prefill(self, ids: Sequence[int]) -> CachedState:
         ids = [int(t) for t in ids]
+        if not ids:
+            raise ValueError("the prompt is empty: there is nothing to predict the first token from")
         point = self.checkpoint if self.reuse_prompt else None
         self.reused_tokens = 0
         if point is not None and ids[:len(point.ids)] == point.ids:

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 from rich.console import Console
 
 from clovercode.engine.config import EngineConfig
-from clovercode.engine.sources import ModelSource, _engine_missing, converted_dir, weights_bytes
+from clovercode.engine.sources import ModelSource, engine_missing, converted_dir, weights_bytes
 from clovercode.errors import ModelUnavailable
 
 BLOCK_SIZE_KEYS = ("block_size", "bd_size", "block_length", "diffusion_block_size")
@@ -76,7 +76,7 @@ def load(source: ModelSource, config: EngineConfig, console: Console, cache_root
         import torch
         import transformers
     except ImportError:
-        raise _engine_missing() from None
+        raise engine_missing() from None
     trust = _check_trust(source, config, console)
     device = pick_device(config.device)
     dtype = pick_dtype(config.dtype, device)

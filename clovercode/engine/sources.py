@@ -111,7 +111,7 @@ def _from_hub(repo_id: str, name: str, known_remote: bool = False) -> ModelSourc
         from huggingface_hub import snapshot_download
         from huggingface_hub.errors import LocalEntryNotFoundError
     except ImportError:  # pragma: no cover - huggingface_hub comes with transformers
-        raise _engine_missing() from None
+        raise engine_missing() from None
     try:
         folder = Path(snapshot_download(repo_id, local_files_only=True, cache_dir=hub_cache_dir(os.environ)))
     except (LocalEntryNotFoundError, FileNotFoundError, OSError, ValueError):
@@ -158,7 +158,7 @@ def converted_dir(gguf: Path, root: Path) -> Path:
     return root / f"{gguf.stem}-{digest}"
 
 
-def _engine_missing() -> ModelUnavailable:
+def engine_missing() -> ModelUnavailable:
     return ModelUnavailable("the embedded engine needs torch and transformers, which are not installed",
                             hint="Install them with: pip install 'clovercode[engine]'")
 
