@@ -378,6 +378,7 @@ def bench_engine(
     thresholds: str = typer.Option("0.95,0.9,0.8,0.7", "--thresholds", help="Comma-separated thresholds."),
     lengths: str = typer.Option("128,512,1024,2048", "--lengths", help="Prompt lengths for the prefix-cache table."),
     max_new_tokens: int = typer.Option(128, "--max-new-tokens", min=1),
+    repeats: int = typer.Option(3, "--repeats", min=1, help="Runs per prompt and schedule; the fastest counts."),
     device: str = typer.Option("auto", "--device"),
     dtype: str = typer.Option("auto", "--dtype"),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
@@ -387,7 +388,8 @@ def bench_engine(
 
     try:
         options = BenchOptions(model=model, prompts=prompts, block_size=block_size, thresholds=parse_floats(thresholds),
-                               lengths=parse_ints(lengths), max_new_tokens=max_new_tokens, device=device, dtype=dtype)
+                               lengths=parse_ints(lengths), max_new_tokens=max_new_tokens, repeats=repeats,
+                               device=device, dtype=dtype)
     except ValueError as exc:
         raise UsageError(f"bad --thresholds or --lengths: {exc}") from None
     console = make_console(stderr=as_json)

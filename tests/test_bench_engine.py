@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 def test_bench_engine_reports_every_schedule_as_json():
     proc = run_cli("bench", "engine", "--prompts", "2", "--thresholds", "0.9,0.7", "--lengths", "64,256",
-                   "--max-new-tokens", "48", "--json", timeout=600)
+                   "--max-new-tokens", "48", "--repeats", "1", "--json", timeout=600)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     names = [row["schedule"] for row in report["schedules"]]
