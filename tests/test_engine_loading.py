@@ -121,3 +121,26 @@ def test_cli_startup_does_not_import_torch():
             "clovercode.bench.engine; print('torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), check=True)
     assert out.stdout.strip() == "False False"
+
+
+def test_not_enough_memory_is_one_message_with_the_sizes(monkeypatch, tmp_path):
+    from clovercode.engine import loading
+
+    monkeypatch.setattr(loading, "free_memory", lambda device: 1_000_000)
+    with pytest.raises(ModelUnavailable) as err:
+        loading.load(resolve("clover-tiny"), EngineConfig(), Console(file=open("/dev/null", "w")), tmp_path)
+    text = str(err.value)
+    assert "not enough memory to load clover-tiny" in text and "GiB in float32" in text and "engine.dtype" in text
+    assert loading.parameter_count(resolve("clover-tiny").path) == 3_689_216
+
+
+def test_a_device_that_is_not_there_is_one_message():
+    import torch
+
+    from clovercode.engine.loading import pick_device
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(ModelUnavailable, match="no CUDA device"):
+        pick_device("cuda")
+    assert pick_device("auto") in ("cpu", "mps")
