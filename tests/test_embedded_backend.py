@@ -49,3 +49,11 @@ def test_extras_for_the_context_package(backend):
     assert backend.context_window == 4096
     assert backend.count_tokens("hello world") > 0
     assert backend.name == "embedded:clover-tiny"
+
+
+def test_sampling_is_reproducible_with_a_seed(backend):
+    def text(seed):
+        events = events_of(backend, "Search email for parser.", temperature=0.9, top_p=0.9, seed=seed)
+        return "".join(e.text for e in events if isinstance(e, TextDelta))
+
+    assert text(11) == text(11)
