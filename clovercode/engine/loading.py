@@ -89,8 +89,7 @@ def load(source: ModelSource, config: EngineConfig, console: Console, cache_root
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=trust)
             step(f"weights ({dtype}, {device})")
-            model = transformers.AutoModelForCausalLM.from_pretrained(
-                folder, dtype=getattr(torch, dtype), trust_remote_code=trust, attn_implementation="sdpa")
+            model = _load_weights(transformers, folder, getattr(torch, dtype), trust)
             model.to(device).eval()
         except torch.OutOfMemoryError:
             raise _memory_error(source.name, dtype, device, None, None) from None
@@ -99,6 +98,17 @@ def load(source: ModelSource, config: EngineConfig, console: Console, cache_root
                                    hint="Check that the directory holds a complete transformers model "
                                    "(config.json, tokenizer, weights).") from None
     return model, tokenizer, model_info(source.name, model, tokenizer, device, dtype)
+
+
+def _load_weights(transformers: Any, folder: Path, dtype: Any, trust: bool) -> Any:
+    """sdpa attention (it honours custom 4D masks); a model's own code that has no sdpa path keeps its own."""
+    try:
+        return transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=trust,
+                                                                 attn_implementation="sdpa")
+    except ValueError as exc:
+        if not trust or "sdpa" not in str(exc).lower():
+            raise
+        return transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=True)
 
 
 def _check_trust(source: ModelSource, config: EngineConfig, console: Console) -> bool:
