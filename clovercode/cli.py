@@ -370,6 +370,38 @@ def bench_map(path: Optional[Path] = typer.Argument(None, help="Tree to map (def
     raise typer.Exit(run_bench(path, tokens, jobs, typer.echo))
 
 
+@bench_app.command("engine")
+def bench_engine(
+    model: str = typer.Option("clover-tiny", "--model", "-m", help="Model to measure (default: the tiny trained one)."),
+    prompts: int = typer.Option(24, "--prompts", min=1, help="Held-out agent turns to decode."),
+    block_size: int = typer.Option(0, "--block-size", min=0, help="Block size (0: the model's own)."),
+    thresholds: str = typer.Option("0.95,0.9,0.8,0.7", "--thresholds", help="Comma-separated thresholds."),
+    lengths: str = typer.Option("128,512,1024,2048", "--lengths", help="Prompt lengths for the prefix-cache table."),
+    max_new_tokens: int = typer.Option(128, "--max-new-tokens", min=1),
+    repeats: int = typer.Option(3, "--repeats", min=1, help="Runs per prompt and schedule; the fastest counts."),
+    device: str = typer.Option("auto", "--device"),
+    dtype: str = typer.Option("auto", "--dtype"),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Block diffusion vs the AR and one-token-per-pass baselines, and prefix-cache scaling."""
+    from clovercode.bench.engine import BenchOptions, parse_floats, parse_ints, render_report, run_engine_bench
+
+    try:
+        options = BenchOptions(model=model, prompts=prompts, block_size=block_size, thresholds=parse_floats(thresholds),
+                               lengths=parse_ints(lengths), max_new_tokens=max_new_tokens, repeats=repeats,
+                               device=device, dtype=dtype)
+    except ValueError as exc:
+        raise UsageError(f"bad --thresholds or --lengths: {exc}") from None
+    console = make_console(stderr=as_json)
+    if not sys.stdout.isatty():
+        console.width = 132  # the table's ten columns, when piped into a file or a log
+    report = run_engine_bench(options, console)
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+    else:
+        render_report(report, console)
+
+
 traj_app = typer.Typer(cls=CloverGroup, help="Work with run trajectories.")
 app.add_typer(traj_app, name="trajectory")
 

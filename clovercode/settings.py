@@ -102,6 +102,21 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("context.cache", bool, True, "Cache per-file tags between runs (keyed by path, mtime and size)."),
     Setting("context.cache_dir", str, "", "Where tag caches go (default: $XDG_CACHE_HOME/clovercode/tags)."),
     Setting("context.jobs", int, 0, "Worker processes that parse a cold tree (0: one per CPU core).", minimum=0),
+    # engine: the embedded block-diffusion engine (docs/engine.md)
+    Setting("engine.block_size", int, 0, "Tokens per diffusion block; 0: the model's own (1 = autoregressive).", minimum=0),
+    Setting("engine.strategy", str, "threshold", "Which masked positions a denoising pass accepts.",
+            choices=("threshold", "topk", "steps")),
+    Setting("engine.threshold", float, 0.9, "threshold strategy: accept positions at least this confident (0-1].",
+            minimum=0.0),
+    Setting("engine.top_k", int, 2, "topk strategy: positions accepted per denoising pass.", minimum=1),
+    Setting("engine.steps", int, 8, "steps strategy: denoising passes per block.", minimum=1),
+    Setting("engine.device", str, "auto", "Where the model runs: auto, cpu, cuda, cuda:N or mps."),
+    Setting("engine.dtype", str, "auto", "Weights dtype (auto: bfloat16 on GPUs, float32 on CPU).",
+            choices=("auto", "float32", "bfloat16", "float16", "float64")),
+    Setting("engine.trust_remote_code", bool, False, "Let a model's own Python code run (the clover model needs it).",
+            not_from_project=(True,)),
+    Setting("engine.mask_token_id", int, -1, "Mask token id override (-1: the model's own).", minimum=-1),
+    Setting("engine.cache_dir", str, "", "Converted models (GGUF) go here (default: $XDG_CACHE_HOME/clovercode/models)."),
 )
 
 SETTINGS_BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}

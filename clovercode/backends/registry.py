@@ -6,7 +6,6 @@ from pathlib import Path
 
 from clovercode.backends.base import ModelBackend
 from clovercode.config import Config
-from clovercode.errors import ModelUnavailable
 
 REPLAY_PREFIX = "replay:"
 
@@ -29,5 +28,6 @@ def open_backend(cfg: Config, base_dir: Path | None = None) -> ModelBackend:
         from clovercode.backends.tiny import TinyBackend, parse_spec
 
         return TinyBackend(parse_spec(spec))
-    raise ModelUnavailable(f"model '{spec}' is not available in this build",
-                           hint="Use --model replay:FILE.jsonl to replay a recorded session.")
+    from clovercode.backends.embedded import open_embedded  # torch/transformers load only from here on
+
+    return open_embedded(spec, cfg, base_dir)

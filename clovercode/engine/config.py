@@ -1,0 +1,76 @@
+"""Engine knobs as one frozen dataclass, validated when it is built (bad values never reach torch)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from clovercode.errors import ConfigError
+
+STRATEGIES = ("threshold", "topk", "steps")
+DTYPES = ("auto", "float32", "bfloat16", "float16", "float64")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How the engine decodes. ``block_size`` 0 means "the model's own" (1 for autoregressive models)."""
+
+    block_size: int = 0
+    strategy: str = "threshold"  # threshold | topk | steps
+    threshold: float = 0.9  # threshold: accept every masked position at least this confident
+    top_k: int = 2  # topk: positions accepted per pass
+    steps: int = 8  # steps: denoising passes per block
+    temperature: float = 0.0  # 0 is greedy
+    top_p: float = 1.0
+    max_new_tokens: int = 4096
+    seed: int | None = None
+    device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
+    dtype: str = "auto"  # auto | float32 | bfloat16 | float16 | float64
+    trust_remote_code: bool = False
+    logit_shift: bool | None = None  # None: the model's own (default True, as in AR-adapted models)
+    mask_token_id: int | None = None  # None: the model's own
+
+    def __post_init__(self) -> None:
+        problems = list(_problems(self))
+        if problems:
+            raise ConfigError("invalid engine settings: " + "; ".join(problems),
+                              hint="See docs/engine.md (Knobs) for the allowed values.")
+
+    def with_(self, **changes: Any) -> "EngineConfig":
+        """A validated copy with ``changes`` applied."""
+        return replace(self, **changes)
+
+
+def _problems(c: EngineConfig):
+    if not isinstance(c.block_size, int) or c.block_size < 0:
+        yield f"engine.block_size must be a whole number ≥ 0 (0 = the model's own), got {c.block_size!r}"
+    if c.strategy not in STRATEGIES:
+        yield f"engine.strategy must be one of {', '.join(STRATEGIES)}, got {c.strategy!r}"
+    if not 0.0 < c.threshold <= 1.0:
+        yield f"engine.threshold must be in (0, 1], got {c.threshold!r}"
+    if c.top_k < 1:
+        yield f"engine.top_k must be ≥ 1, got {c.top_k!r}"
+    if c.steps < 1:
+        yield f"engine.steps must be ≥ 1, got {c.steps!r}"
+    if c.temperature < 0:
+        yield f"temperature must be ≥ 0, got {c.temperature!r}"
+    if not 0.0 < c.top_p <= 1.0:
+        yield f"top_p must be in (0, 1], got {c.top_p!r}"
+    if c.max_new_tokens < 1:
+        yield f"max_new_tokens must be ≥ 1, got {c.max_new_tokens!r}"
+    if c.dtype not in DTYPES:
+        yield f"engine.dtype must be one of {', '.join(DTYPES)}, got {c.dtype!r}"
+    if not (c.device == "auto" or c.device in ("cpu", "mps", "cuda") or c.device.startswith("cuda:")):
+        yield f"engine.device must be auto, cpu, cuda, cuda:N or mps, got {c.device!r}"
+    if c.mask_token_id is not None and c.mask_token_id < 0:
+        yield f"engine.mask_token_id must be ≥ 0, got {c.mask_token_id!r}"
+
+
+def engine_config_from(cfg: Any) -> EngineConfig:
+    """The engine config from the layered settings (``engine.*`` keys plus sampling keys)."""
+    mask = cfg["engine.mask_token_id"]
+    return EngineConfig(
+        block_size=cfg["engine.block_size"], strategy=cfg["engine.strategy"], threshold=cfg["engine.threshold"],
+        top_k=cfg["engine.top_k"], steps=cfg["engine.steps"], temperature=cfg["temperature"], top_p=cfg["top_p"],
+        max_new_tokens=cfg["max_new_tokens"], device=cfg["engine.device"], dtype=cfg["engine.dtype"],
+        trust_remote_code=cfg["engine.trust_remote_code"], mask_token_id=mask if mask >= 0 else None)

@@ -1,0 +1,208 @@
+"""The denoiser seam: prefill(prompt) → state; denoise(state, block) → logits, leaving committed state
+untouched; commit(state, block) → state advanced by the block.
+
+``CachedDenoiser`` adapts any transformers causal LM whose forward takes a 4D attention mask and a
+cache: attention-only models (Llama, Qwen3, SmolLM2), hybrid Gated-DeltaNet models (Qwen3.5/3.6,
+Qwen3-Next: their recurrent and conv state is snapshotted and restored around each denoising pass)
+and remote-code models (the cache argument's name is read from the forward signature, unknown cache
+classes are snapshotted by value). ``RecomputeDenoiser`` keeps no cache and recomputes the whole
+sequence every pass: the exactness reference and the "recompute" side of the benchmark.
+
+Attention semantics (docs/engine.md): committed tokens are causal; a block being denoised sees all
+committed tokens and, in attention layers, every position of its own block. Linear-attention layers
+are recurrences and see the block causally, from the committed state; the reference recomputes with
+exactly these semantics.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
+
+from clovercode.engine import cachestate, masks
+
+
+class Denoiser(Protocol):
+    def prefill(self, ids: Sequence[int]) -> Any:
+        """Process the prompt; the state's ``last_logits`` (V,) predict the first new token."""
+
+    def denoise(self, state: Any, block: Any) -> Any:
+        """Logits (B, V) for a (B,) block of token ids (some of them mask tokens)."""
+
+    def commit(self, state: Any, block: Any) -> Any:
+        """Append the finished block to the committed state; update ``last_logits``."""
+
+
+@dataclass
+class CachedState:
+    cache: Any
+    length: int  # committed tokens
+    last_logits: Any  # (V,)
+    snap: cachestate.Snapshot | None = None  # taken before the first denoising pass of a block
+
+
+def model_dtype(model: Any) -> Any:
+    """The dtype activations run in: that of the first floating-point parameter."""
+    import torch
+
+    return next((p.dtype for p in model.parameters() if p.dtype.is_floating_point), torch.float32)
+
+
+def forward_kwargs(model: Any) -> dict[str, str | bool]:
+    """How this model's forward wants its cache and logit slicing (remote code may predate 5.x names)."""
+    params = inspect.signature(model.forward).parameters
+    accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    cache_name = "cache" if "cache" in params or ("past_key_values" not in params and accepts_any) else "past_key_values"
+    return {"cache": cache_name, "logits_to_keep": "logits_to_keep" in params}
+
+
+@dataclass
+class PromptCheckpoint:
+    """The cache as it was right after the last prefill, to reuse when the next prompt extends it."""
+
+    ids: list[int]
+    cache: Any
+    snap: cachestate.Snapshot
+    last_logits: Any
+
+
+class CachedDenoiser:
+    """Prefix-cached denoiser over a transformers model (batch 1).
+
+    With ``reuse_prompt`` a prefill whose prompt starts with the previous prompt restores the cache
+    to where that prompt ended and processes only the new tokens (agent turns grow the prompt)."""
+
+    def __init__(self, model: Any, reuse_prompt: bool = False):
+        self.model = model
+        self.reuse_prompt = reuse_prompt
+        self.checkpoint: PromptCheckpoint | None = None
+        self.reused_tokens = 0  # prompt tokens the last prefill took from the checkpoint
+        # Library models get a cache written by index; remote code may need its own cache class.
+        self.own_cache = type(model).__module__.startswith("transformers.")
+        self.device = next(model.parameters()).device
+        self.dtype = model_dtype(model)
+        kwargs = forward_kwargs(model)
+        self.cache_arg, self.slices_logits = str(kwargs["cache"]), bool(kwargs["logits_to_keep"])
+        self.layout = "unknown"
+
+    def _run(self, ids: Any, start: int, allowed: Any, cache: Any, keep_last: bool) -> tuple[Any, Any]:
+        """One forward. ``allowed`` None means plain causal attention: the model builds that mask itself,
+        so prefill and commit passes run exactly the kernels ``generate`` runs."""
+        import torch
+
+        ids = torch.as_tensor(ids, dtype=torch.long, device=self.device).view(1, -1)
+        positions = torch.arange(start, start + ids.shape[1], device=self.device)[None]
+        kwargs: dict[str, Any] = {self.cache_arg: cache, "use_cache": True}
+        if keep_last and self.slices_logits:
+            kwargs["logits_to_keep"] = 1
+        with torch.no_grad():
+            mask = None if allowed is None else masks.additive(allowed.to(self.device), self.dtype)
+            out = self.model(input_ids=ids, position_ids=positions, attention_mask=mask, **kwargs)
+        new_cache = getattr(out, "cache", None)
+        if new_cache is None:
+            new_cache = getattr(out, "past_key_values", None)
+        return out.logits[0], new_cache if new_cache is not None else cache
+
+    def prefill(self, ids: Sequence[int]) -> CachedState:
+        ids = [int(t) for t in ids]
+        if not ids:
+            raise ValueError("the prompt is empty: there is nothing to predict the first token from")
+        point = self.checkpoint if self.reuse_prompt else None
+        self.reused_tokens = 0
+        if point is not None and ids[:len(point.ids)] == point.ids:
+            cachestate.restore(point.cache, point.snap)
+            cache, start, last = point.cache, len(point.ids), point.last_logits
+            self.reused_tokens = start
+        else:
+            cache, start, last = self._new_cache(), 0, None
+        if len(ids) > start:
+            logits, cache = self._run(ids[start:], start, None, cache, True)
+            last = logits[-1].float()
+        self.layout = cachestate.layout(cache)
+        if self.reuse_prompt:
+            self.checkpoint = PromptCheckpoint(ids, cache, cachestate.snapshot(cache), last)
+        return CachedState(cache, len(ids), last)
+
+    def _new_cache(self) -> Any:
+        if not self.own_cache:
+            return None
+        from clovercode.engine.kvbuffer import buffered_cache
+
+        return buffered_cache(self.model.config)
+
+    def denoise(self, state: CachedState, block: Any) -> Any:
+        if state.snap is None:
+            state.snap = cachestate.snapshot(state.cache)
+        try:
+            logits, _ = self._run(block, state.length, masks.block_rows(state.length, len(block)), state.cache, False)
+        finally:
+            cachestate.restore(state.cache, state.snap)
+        return logits.float()
+
+    def commit(self, state: CachedState, block: Any) -> CachedState:
+        state.snap = None
+        logits, state.cache = self._run(block, state.length, None, state.cache, keep_last=True)
+        state.length += len(block)
+        state.last_logits = logits[-1].float()
+        return state
+
+
+@dataclass
+class RecomputeState:
+    ids: list[int]
+    last_logits: Any
+
+    @property
+    def length(self) -> int:
+        return len(self.ids)
+
+
+class RecomputeDenoiser:
+    """No cache: every pass runs the model over everything committed plus the block."""
+
+    def __init__(self, model: Any):
+        self.model = model
+        self.device = next(model.parameters()).device
+        self.dtype = model_dtype(model)
+
+    def _logits(self, ids: list[int], allowed: Any) -> Any:
+        import torch
+
+        tensor = torch.tensor(ids, dtype=torch.long, device=self.device)[None]
+        positions = torch.arange(len(ids), device=self.device)[None]
+        with torch.no_grad():
+            out = self.model(input_ids=tensor, position_ids=positions,
+                             attention_mask=masks.additive(allowed.to(self.device), self.dtype), use_cache=False)
+        return out.logits[0].float()
+
+    def prefill(self, ids: Sequence[int]) -> RecomputeState:
+        ids = list(ids)
+        return RecomputeState(ids, self._logits(ids, masks.causal_rows(0, len(ids)))[-1])
+
+    def denoise(self, state: RecomputeState, block: Any) -> Any:
+        size = len(block)
+        full = state.ids + [int(t) for t in block]
+        return self._logits(full, masks.reference_rows(state.length, size))[state.length:]
+
+    def commit(self, state: RecomputeState, block: Any) -> RecomputeState:
+        state.ids = state.ids + [int(t) for t in block]
+        state.last_logits = self._logits(state.ids, masks.causal_rows(0, len(state.ids)))[-1]
+        return state
+
+
+def mask_is_honoured(model: Any) -> bool:
+    """Whether a custom 4D mask changes the model's output (block diffusion depends on it)."""
+    import torch
+
+    device = next(model.parameters()).device
+    dtype = model_dtype(model)
+    vocab = model.config.get_text_config().vocab_size if hasattr(model.config, "get_text_config") else model.config.vocab_size
+    ids = torch.tensor([[1 % vocab, 2 % vocab, 3 % vocab]], device=device)
+    positions = torch.arange(3, device=device)[None]
+    outs = []
+    for allowed in (masks.causal_rows(0, 3), masks.block_rows(0, 3)):
+        with torch.no_grad():
+            outs.append(model(input_ids=ids, position_ids=positions, use_cache=False,
+                              attention_mask=masks.additive(allowed.to(device), dtype)).logits[0, 0].float())
+    return not torch.allclose(outs[0], outs[1])

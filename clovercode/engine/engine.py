@@ -1,0 +1,135 @@
+"""The engine facade: one loaded model + tokenizer, decoding plans, and generation with streaming."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from rich.console import Console
+
+from clovercode.engine.config import EngineConfig
+from clovercode.engine.decoder import DecodePlan, DecodeResult, PassEvent, decode_stream
+from clovercode.engine.denoiser import CachedDenoiser, Denoiser, mask_is_honoured
+from clovercode.engine.loading import ModelInfo, load
+from clovercode.engine.sources import cache_root, resolve
+from clovercode.engine.stops import Stops
+from clovercode.errors import ModelUnavailable
+
+
+class NotDiffusionCapable(ModelUnavailable):
+    """Block diffusion was asked of a model that cannot do it."""
+
+
+@dataclass
+class Engine:
+    model: Any
+    tokenizer: Any
+    info: ModelInfo
+    config: EngineConfig
+    mask_checked: bool | None = field(default=None, repr=False)  # does the model honour 4D masks?
+    shared: CachedDenoiser | None = field(default=None, repr=False)  # keeps the last prompt's cache
+
+    @classmethod
+    def open(cls, spec: str, config: EngineConfig, console: Console | None = None, base_dir: Path | None = None,
+             env: Mapping[str, str] | None = None, cache_dir: str = "") -> "Engine":
+        """Resolve ``spec`` (alias, directory, repo id, .gguf), load it, and check the block size it will use."""
+        env = os.environ if env is None else env
+        source = resolve(spec, base_dir)
+        model, tokenizer, info = load(source, config, console or Console(stderr=True), cache_root(env, cache_dir))
+        engine = cls(model, tokenizer, info, config)
+        engine.plan()  # fail now, not at the first turn, if the model cannot decode as configured
+        return engine
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def context_window(self) -> int:
+        return self.info.context_window
+
+    def block_size(self, requested: int | None = None) -> int:
+        """The block size to use: requested, else configured, else the model's own (1 for AR models)."""
+        size = requested or self.config.block_size or self.info.block_size or (32 if self.info.diffusion_capable else 1)
+        if size > 1:
+            if not self.info.diffusion_capable and self.config.mask_token_id is None:
+                raise NotDiffusionCapable(
+                    f"model {self.name} is autoregressive (it has no mask token), so it cannot decode blocks of {size}",
+                    hint="Use a diffusion-capable model such as clover, or set engine.block_size = 0 (auto) or 1 "
+                    "to run this one autoregressively.")
+            if self.info.sliding_window:
+                raise NotDiffusionCapable(f"model {self.name} uses sliding-window attention, which the block "
+                                          "diffusion engine does not support", hint="Set engine.block_size = 1.")
+            if not self._mask_ok():
+                raise NotDiffusionCapable(f"model {self.name} ignores custom attention masks, so it cannot attend "
+                                          "bidirectionally within a block", hint="Set engine.block_size = 1.")
+        return size
+
+    def _mask_ok(self) -> bool:
+        if self.mask_checked is None:
+            self.mask_checked = mask_is_honoured(self.model)
+        return self.mask_checked
+
+    def plan(self, **overrides: Any) -> DecodePlan:
+        """A decoding plan from the config, with per-call ``overrides`` (e.g. temperature, block_size)."""
+        cfg = self.config.with_(**{k: v for k, v in overrides.items() if k != "block_size"}) if overrides else self.config
+        size = self.block_size(overrides.get("block_size"))
+        mask = cfg.mask_token_id if cfg.mask_token_id is not None else self.info.mask_token_id
+        shift = cfg.logit_shift if cfg.logit_shift is not None else self.info.logit_shift
+        return DecodePlan(block_size=size, mask_id=mask, logit_shift=shift, strategy=cfg.strategy,
+                          threshold=cfg.threshold, top_k=cfg.top_k, steps=cfg.steps, temperature=cfg.temperature,
+                          top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.encode(text))
+
+    def stops(self, strings: Sequence[str] = (), keep_string: bool = True) -> Stops:
+        return Stops(self.info.eos_ids, tuple(strings), keep_string)
+
+    def denoiser(self) -> Denoiser:
+        """The engine's own denoiser: it reuses the previous prompt's cache when a prompt extends it."""
+        if self.shared is None:
+            self.shared = CachedDenoiser(self.model, reuse_prompt=True)
+        return self.shared
+
+    def stream(self, prompt: Sequence[int], plan: DecodePlan, stops: Stops, seed: int | None = None,
+               on_pass: Callable[[PassEvent], None] | None = None,
+               denoiser: Denoiser | None = None) -> Iterator[str | DecodeResult]:
+        """Yield text as each block commits, then the DecodeResult."""
+        import torch
+
+        generator = None
+        if plan.temperature > 0:
+            generator = torch.Generator(device=self.info.device)
+            generator.manual_seed(seed if seed is not None else torch.seed())
+        return decode_stream(denoiser or self.denoiser(), prompt, plan, self.detokenize, stops,
+                             on_pass=on_pass, generator=generator)
+
+    def generate(self, prompt: Sequence[int], plan: DecodePlan, stops: Stops, **kwargs: Any) -> DecodeResult:
+        result = None
+        for item in self.stream(prompt, plan, stops, **kwargs):
+            if isinstance(item, DecodeResult):
+                result = item
+        assert result is not None
+        return result
+
+    def close(self) -> None:
+        import gc
+
+        self.model = self.shared = None
+        gc.collect()
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except ImportError:  # pragma: no cover
+            pass

