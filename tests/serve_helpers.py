@@ -1,4 +1,5 @@
-"""Test backends at the model seam and an in-process `clovercode serve` on 127.0.0.1.
+"""Test backends at the model seam, an in-process `clovercode serve` on 127.0.0.1, and a real
+`clovercode serve` subprocess (`serve(...)`) with the official `openai` client (`client(url)`).
 
 The backends answer by echoing the last user message, so a reply that went to the wrong client
 shows at once. Words in that message steer them: HUGE → ContextTooLong before any output,
@@ -7,13 +8,20 @@ BREAK → a failure mid-reply, CALL:name → a tool call in Qwen3-Coder XML, SLO
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import threading
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
+import openai
+from conftest import cli_env
+
 from clovercode.agent.messages import Message
 from clovercode.backends.base import ContextTooLong, Event, Finish, GenerationParams, ModelError, TextDelta, Usage
+from clovercode.serve.command import READY_PREFIX
 from clovercode.serve.protocol import Limits
 from clovercode.serve.scheduler import Scheduler
 from clovercode.serve.server import ServeApp, make_server
@@ -143,3 +151,29 @@ def wait_for(predicate: Any, timeout: float = 5.0) -> bool:
             return True
         time.sleep(0.01)
     return False
+
+
+@contextmanager
+def serve(*args: str, env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Start `clovercode serve --port 0 ARGS`; yield its base URL; stop it with SIGTERM (exit 0)."""
+    proc = subprocess.Popen([sys.executable, "-m", "clovercode", "serve", "--port", "0", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env or cli_env())
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(60)
+    try:
+        assert lines and lines[0].startswith(READY_PREFIX), (lines, proc.poll(), proc.stderr.read() if proc.poll() is not None else "")
+        yield lines[0][len(READY_PREFIX):].split()[0], proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+        assert code == 0, proc.stderr.read()
+
+
+def client(url: str, key: str = "none") -> openai.OpenAI:
+    return openai.OpenAI(base_url=url, api_key=key, max_retries=0, timeout=60)

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 
-import pytest
 from typer.testing import CliRunner
 
 from clovercode import __version__

@@ -3,7 +3,7 @@
 import pytest
 
 from clovercode.agent.messages import CallRecord, Message
-from clovercode.engine.chat import plain_messages, render_prompt, supports_tools, tool_section
+from clovercode.engine.chat import CHATML, plain_messages, render_prompt, supports_tools, tool_section
 from clovercode.engine.sources import tiny_model_dir
 from clovercode.toolcalls.parser import parse_turn
 from clovercode.toolcalls.schemas import load_tool_specs
@@ -18,9 +18,23 @@ TOOLS_TEMPLATE = (
 
 @pytest.fixture
 def tokenizer():
+    """A tokenizer whose chat template knows nothing of tools (plain ChatML)."""
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(tiny_model_dir())
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir())
+    tok.chat_template = CHATML
+    return tok
+
+
+def test_clover_tiny_takes_tools_but_keeps_them_out_of_its_prompt():
+    """The tiny model was trained on bare requests: its own template accepts `tools` and drops them."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir())
+    assert supports_tools(tok)
+    request = [Message("user", "Show lines 3-9 of a.py.")]
+    assert render_prompt(tok, request, load_tool_specs(), thinking=False) == render_prompt(tok, request, (), thinking=False) \
+        == "<|im_start|>user\nShow lines 3-9 of a.py.<|im_end|>\n<|im_start|>assistant\n"
 
 
 CONVERSATION = [

@@ -24,7 +24,7 @@ CODE = Path(__file__).parent / "data" / "tinyremote"
 
 @pytest.fixture(scope="module")
 def remote_dir(tmp_path_factory):
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, dynamic_module_utils
+    from transformers import dynamic_module_utils
 
     with pytest.MonkeyPatch.context() as patch:  # remote code is copied into a modules cache: keep it in tmp
         patch.setattr(dynamic_module_utils, "HF_MODULES_CACHE", str(tmp_path_factory.mktemp("hf_modules")))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 
 from clovercode.actions.context import ToolContext
 from clovercode.actions.toolbox import Toolbox

@@ -6,59 +6,29 @@ from __future__ import annotations
 import json
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import urllib.request
-from contextlib import contextmanager
 from typing import Iterator
 
 import openai
 import pytest
 from conftest import EXAMPLES, cli_env, run_cli
-from serve_helpers import wait_for
+from serve_helpers import client, serve, wait_for
 
 from clovercode.agent.messages import Message
-from clovercode.backends.base import ContextTooLong, Finish, GenerationParams, TextDelta, Usage
+from clovercode.backends.base import ContextTooLong, GenerationParams, TextDelta, Usage
 from clovercode.backends.endpoint import EndpointBackend, EndpointOptions
 from clovercode.backends.tiny import TinyBackend, parse_spec
 from clovercode.errors import ModelUnavailable
-from clovercode.serve.command import READY_PREFIX
 from clovercode.toolcalls.schemas import load_tool_specs
 
 TINY = "tiny:context=512"
-
-
-@contextmanager
-def serve(*args: str, env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
-    """Start `clovercode serve --port 0 ARGS`; yield its base URL; stop it with SIGTERM (exit 0)."""
-    proc = subprocess.Popen([sys.executable, "-m", "clovercode", "serve", "--port", "0", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env or cli_env())
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.append(proc.stdout.readline()), daemon=True)
-    reader.start()
-    reader.join(60)
-    try:
-        assert lines and lines[0].startswith(READY_PREFIX), (lines, proc.poll(), proc.stderr.read() if proc.poll() is not None else "")
-        yield lines[0][len(READY_PREFIX):].split()[0], proc
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            code = proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            raise
-        assert code == 0, proc.stderr.read()
 
 
 @pytest.fixture(scope="module")
 def tiny_url() -> Iterator[str]:
     with serve("--model", TINY, "--max-batch", "4") as (url, _):
         yield url
-
-
-def client(url: str, key: str = "none") -> openai.OpenAI:
-    return openai.OpenAI(base_url=url, api_key=key, max_retries=0, timeout=60)
 
 
 def test_binds_loopback_by_default(tiny_url):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 from conftest import EXAMPLES, git, make_git_repo, run_cli

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 from clovercode.errors import UsageError, VcsError
 
 if TYPE_CHECKING:  # GitPython is imported only when a command needs git
-    from git import Actor, Repo
+    from git import Repo
 
 NO_PROMPT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GCM_INTERACTIVE": "never"}  # CI must fail, not hang on a prompt
 DEFAULT_AUTHOR = ("clovercode", "clovercode@users.noreply.github.com")

@@ -4,7 +4,6 @@ takes ``past_key_values`` and keeps its cache as plain per-layer lists grown by 
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
 
