@@ -9,8 +9,12 @@ endpoint backend) sees exactly what the model wrote and can tell the model what 
 
 from __future__ import annotations
 
+import json
+import secrets
 from dataclasses import dataclass, field
+from typing import Any
 
+from clovercode.backends.base import Finish, TextDelta, ToolCallEvent, Usage
 from clovercode.toolcalls.parser import THINK_CLOSE, THINK_OPEN, TOOL_OPEN, ParsedCall, parse_turn
 from clovercode.toolcalls.tagscan import TagScanner
 
@@ -108,3 +112,32 @@ def collect(segments: list[tuple[str, str]], reply: Reply) -> None:
             reply.reasoning += text
         else:
             reply.content += text
+
+
+class ReplyEvents:
+    """A backend's events for one reply, sorted out: text goes through the splitter (its segments
+    are returned to send), and the usage, finish reason and calls the backend parsed itself are kept."""
+
+    def __init__(self, parse_tools: bool):
+        self.splitter = ReplySplitter(parse_tools)
+        self.usage = Usage()
+        self.reason = "stop"
+        self.backend_calls: list[dict[str, Any]] = []
+
+    def take(self, event: Any) -> list[tuple[str, str]]:
+        if isinstance(event, TextDelta):
+            return self.splitter.feed(event.text, event.reasoning)
+        if isinstance(event, ToolCallEvent):
+            self.backend_calls.append(event_call(event))
+        elif isinstance(event, Usage):
+            self.usage = event
+        elif isinstance(event, Finish):
+            self.reason = event.reason
+        return []
+
+
+def event_call(event: ToolCallEvent) -> dict[str, Any]:
+    """A call the backend parsed itself, as an OpenAI tool-call object."""
+    arguments = event.arguments if isinstance(event.arguments, str) else json.dumps(event.arguments, ensure_ascii=False)
+    return {"id": event.id or "call_" + secrets.token_hex(8), "type": "function",
+            "function": {"name": event.name, "arguments": arguments}}

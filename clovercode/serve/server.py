@@ -11,7 +11,6 @@ from __future__ import annotations
 import hmac
 import json
 import queue
-import secrets
 import select
 import socket
 import threading
@@ -21,13 +20,13 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-from clovercode.backends.base import ContextTooLong, Finish, TextDelta, ToolCallEvent, Usage
+from clovercode.backends.base import ContextTooLong
 from clovercode.backends.sse import sse_event
 from clovercode.errors import CloverError
 from clovercode.serve.protocol import (ApiError, ChatRequest, Limits, chunk_object, completion_object, error_body,
                                        finish_reason, model_list, new_completion_id, parse_chat_request,
                                        tool_call_objects, usage_chunk_object)
-from clovercode.serve.reply import Reply, ReplySplitter, collect
+from clovercode.serve.reply import Reply, ReplyEvents, collect
 from clovercode.serve.scheduler import DONE, Failed, Job, QueueFull, Scheduler, ServerStopping
 
 HEALTH_PATHS = ("/health", "/healthz", "/v1/health")
@@ -185,28 +184,19 @@ class Handler(BaseHTTPRequestHandler):
     # ---- answering ---------------------------------------------------------------------------
 
     def _whole(self, job: Job, request: ChatRequest) -> str:
-        splitter, reply, usage, reason, extra_calls = ReplySplitter(request.parse_tools), Reply(), Usage(), "stop", []
-        while True:
-            item = self._next(job)
-            if item == DONE:
-                break
+        events, reply = ReplyEvents(request.parse_tools), Reply()
+        while (item := self._next(job)) != DONE:
             if isinstance(item, Failed):
                 raise _api_error(item.error, self.app.log)
-            if isinstance(item, TextDelta):
-                collect(splitter.feed(item.text, item.reasoning), reply)
-            elif isinstance(item, ToolCallEvent):
-                extra_calls.append(_event_call(item))
-            elif isinstance(item, Usage):
-                usage = item
-            elif isinstance(item, Finish):
-                reason = item.reason
-        segments, calls = splitter.finish()
+            collect(events.take(item), reply)
+        segments, calls = events.splitter.finish()
         collect(segments, reply)
-        tool_calls = tool_call_objects(calls, request.tools) + extra_calls
+        tool_calls = tool_call_objects(calls, request.tools) + events.backend_calls
         body = completion_object(job.id, self.app.model_name, int(time.time()), reply.content.strip(),
-                                 reply.reasoning.strip(), tool_calls, finish_reason(reason, bool(tool_calls)), usage)
+                                 reply.reasoning.strip(), tool_calls, finish_reason(events.reason, bool(tool_calls)),
+                                 events.usage)
         self._send_json(200, body)
-        return f"200 {usage.completion_tokens} tokens"
+        return f"200 {events.usage.completion_tokens} tokens"
 
     def _stream(self, job: Job, request: ChatRequest) -> str:
         first = self._next(job)  # wait before answering 200, so early failures get a real status
@@ -239,33 +229,28 @@ class Handler(BaseHTTPRequestHandler):
                 send(chunk_object(job.id, model, created, {key: text}, with_usage_field=with_usage))
 
         send(chunk_object(job.id, model, created, {"role": "assistant", "content": ""}, with_usage_field=with_usage))
-        splitter, usage, reason, extra_calls = ReplySplitter(request.parse_tools), Usage(), "stop", []
+        events = ReplyEvents(request.parse_tools)
         item, failure = first, None
         while item != DONE:
             if isinstance(item, Failed):
                 failure = _api_error(item.error, self.app.log)
                 break
-            if isinstance(item, TextDelta):
-                send_segments(splitter.feed(item.text, item.reasoning))
-            elif isinstance(item, ToolCallEvent):
-                extra_calls.append(_event_call(item))
-            elif isinstance(item, Usage):
-                usage = item
-            elif isinstance(item, Finish):
-                reason = item.reason
+            send_segments(events.take(item))
             if job.events.empty():
                 flush()
             item = self._next(job)
-        segments, calls = splitter.finish()
+        segments, calls = events.splitter.finish()
         send_segments(segments)
+        usage = events.usage
         if failure is not None:  # mid-stream: the status is already 200, so the error is an event
             send(failure.body())
         else:
-            tool_calls = tool_call_objects(calls, request.tools) + extra_calls
+            tool_calls = tool_call_objects(calls, request.tools) + events.backend_calls
             if tool_calls:
                 send(chunk_object(job.id, model, created, {"tool_calls": [dict(call, index=i) for i, call in enumerate(tool_calls)]},
                                   with_usage_field=with_usage))
-            send(chunk_object(job.id, model, created, {}, finish_reason(reason, bool(tool_calls)), with_usage_field=with_usage))
+            send(chunk_object(job.id, model, created, {}, finish_reason(events.reason, bool(tool_calls)),
+                              with_usage_field=with_usage))
             if with_usage:
                 send(usage_chunk_object(job.id, model, created, usage))
         out.append(sse_event("[DONE]"))
@@ -372,12 +357,6 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except OSError:
             raise ClientGone() from None
-
-
-def _event_call(event: ToolCallEvent) -> dict[str, Any]:
-    arguments = event.arguments if isinstance(event.arguments, str) else json.dumps(event.arguments, ensure_ascii=False)
-    return {"id": event.id or "call_" + secrets.token_hex(8), "type": "function",
-            "function": {"name": event.name, "arguments": arguments}}
 
 
 def _api_error(error: BaseException, log: Callable[[str], None]) -> ApiError:
