@@ -26,7 +26,9 @@ def events_of(backend, request, **params):
 def test_streams_blocks_then_usage_then_finish(backend):
     events = events_of(backend, "Show me json/decoder.py.")
     deltas = [e for e in events if isinstance(e, TextDelta)]
-    usage = next(e for e in events if isinstance(e, Usage))
+    early, usage = [e for e in events if isinstance(e, Usage)]
+    assert events[0] == early and early.completion_tokens == 0 and early.prompt_tokens == usage.prompt_tokens
+    assert isinstance(events[-2], Usage)
     assert isinstance(events[-1], Finish) and events[-1].reason == "stop_string"
     text = "".join(d.text for d in deltas)
     assert text.startswith("<tool_call>") and text.endswith("</tool_call>")
@@ -41,7 +43,7 @@ def test_streams_blocks_then_usage_then_finish(backend):
 def test_without_a_stop_string_it_stops_at_eos_or_the_limit(backend):
     events = events_of(backend, "List the files in email.", stop=(), max_new_tokens=5)
     assert events[-1].reason == "length"
-    usage = next(e for e in events if isinstance(e, Usage))
+    usage = events[-2]
     assert usage.completion_tokens == 5
 
 

@@ -32,10 +32,12 @@ class Limits:
     max_tokens: int = 0  # 0 means none
     max_format_errors: int = 3
     max_repeats: int = 3
+    repetition_window: int = 1000  # characters; 0 turns the loop guard off (agent/repetition.py)
 
     @staticmethod
     def from_config(cfg: Any) -> "Limits":
-        return Limits(cfg["max_steps"], cfg["max_time"], cfg["max_tokens"], cfg["max_format_errors"], cfg["max_repeats"])
+        return Limits(cfg["max_steps"], cfg["max_time"], cfg["max_tokens"], cfg["max_format_errors"], cfg["max_repeats"],
+                      cfg["repetition_window"])
 
 
 @dataclass

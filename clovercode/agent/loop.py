@@ -17,10 +17,12 @@ from clovercode.agent.budget import Limits, RepeatTracker, StopReason
 from clovercode.agent.events import EventSink, RecordingSink
 from clovercode.agent.messages import CallRecord, Message
 from clovercode.agent.prompts import Conversation, PromptBuilder
+from clovercode.agent.repetition import RepetitionGuard
 from clovercode.backends.base import Finish, GenerationParams, ModelBackend, ModelError, TextDelta, ToolCallEvent, Usage
 from clovercode.toolcalls.parser import ParsedCall
 from clovercode.toolcalls.review import TurnReview, review_turn
 from clovercode.toolcalls.validate import CheckedCall, Validator
+
 
 @dataclass
 class RunResult:
@@ -104,7 +106,7 @@ class Agent:
         state.steps += 1
         self.sink.emit("step_start", step=state.steps, max_steps=self.limits.max_steps)
         started = self.clock()
-        text, server_calls, usage = self._generate(self.prompt.build(conversation))
+        text, server_calls, usage, guard = self._generate(self.prompt.build(conversation))
         state.prompt_tokens += usage.prompt_tokens
         state.completion_tokens += usage.completion_tokens
         review = review_turn(text, self.validator, step=state.steps, require_call=not self.interactive,
@@ -116,6 +118,9 @@ class Agent:
                        calls=[{"id": c.id, "name": c.name, "arguments": c.arguments, "valid": c.ok} for c in checked],
                        errors=turn.errors, usage=_usage_json(usage, state), seconds=round(self.clock() - started, 4))
         self._handle_format(conversation, state, review)
+        if guard.tripped:
+            conversation.add(Message("user", guard.feedback(), tags=frozenset({"feedback"})))
+            self.sink.emit("warning", text=f"the reply was cut: it kept repeating {guard.unit()!r}")
         pending = review.runnable
         try:
             while pending:
@@ -139,27 +144,43 @@ class Agent:
             raise _Stop(StopReason.FORMAT_ERRORS,
                         f"{state.format_errors} consecutive turns without a valid tool call (limit {self.limits.max_format_errors})")
 
-    def _generate(self, messages: list[Message]) -> tuple[str, list[ParsedCall], Usage]:
+    def _generate(self, messages: list[Message]) -> tuple[str, list[ParsedCall], Usage, RepetitionGuard]:
         parts: list[str] = []
         calls: list[ParsedCall] = []
         usage = Usage()
+        guard = RepetitionGuard(self.limits.repetition_window)
         in_reasoning = False  # servers stream reasoning in many deltas: they form one <think> block
-        for event in self.backend.generate(messages, self.toolbox.specs, self.params):
-            if isinstance(event, TextDelta):
-                if event.reasoning != in_reasoning:
-                    parts.append("<think>" if event.reasoning else "</think>")
-                    in_reasoning = event.reasoning
-                parts.append(event.text)
-                self.sink.emit("text_delta", text=event.text, reasoning=event.reasoning)
-            elif isinstance(event, ToolCallEvent):
-                calls.append(_server_call(event))
-            elif isinstance(event, Usage):
-                usage = event
-            elif isinstance(event, Finish):
-                break
+        events = self.backend.generate(messages, self.toolbox.specs, self.params)
+        try:
+            for event in events:
+                if isinstance(event, TextDelta):
+                    if event.reasoning != in_reasoning:
+                        parts.append("<think>" if event.reasoning else "</think>")
+                        guard.feed(parts[-1])
+                        in_reasoning = event.reasoning
+                    parts.append(event.text)
+                    self.sink.emit("text_delta", text=event.text, reasoning=event.reasoning)
+                    if guard.feed(event.text):
+                        break  # a loop: closing the stream stops the backend's generation
+                elif isinstance(event, ToolCallEvent):
+                    calls.append(_server_call(event))
+                elif isinstance(event, Usage):
+                    usage = event
+                elif isinstance(event, Finish):
+                    break
+        finally:
+            close = getattr(events, "close", None)
+            if close is not None:
+                close()
+        text = "".join(parts)
+        if guard.tripped:  # the usage event never came: count what was written
+            text = guard.trimmed()
+            counted = getattr(self.backend, "count_tokens", None)
+            written = "".join(parts)
+            usage = Usage(usage.prompt_tokens, counted(written) if counted else len(written) // 4, extra={"cut": "repetition"})
         if in_reasoning:
-            parts.append("</think>")
-        return "".join(parts), calls, usage
+            text += "</think>"
+        return text, calls, usage, guard
 
     def _handle_format(self, conversation: Conversation, state: _State, review: TurnReview) -> None:
         for call in review.invalid:

@@ -2,7 +2,9 @@
 
 ``generate`` streams events. Backends that produce raw text (the embedded engine, replay) only yield
 ``TextDelta``; the loop parses tool calls out of the text. Backends whose server already parsed the
-calls yield ``ToolCallEvent`` as well. Every stream ends with exactly one ``Finish``.
+calls yield ``ToolCallEvent`` as well. Every stream ends with exactly one ``Finish``. ``Usage`` may
+come more than once (the embedded engine reports the prompt size before it decodes, so a stream the
+caller closes early still says what the prompt cost); the last one is the turn's total.
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ class EmbeddedBackend:
                              f"{self.engine.name} ({self.context_window} tokens)")
         plan = self.engine.plan(temperature=params.temperature, top_p=params.top_p,
                                 max_new_tokens=max(1, min(params.max_new_tokens, room)))
+        yield Usage(prompt_tokens=len(prompt))  # known now; the full count comes when the turn ends
         result: DecodeResult | None = None
         try:
             for item in self.engine.stream(prompt, plan, self.engine.stops(params.stop), seed=params.seed):

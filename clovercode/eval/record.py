@@ -37,19 +37,24 @@ class TimedBackend:
     def generate(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> Iterator[Event]:
         timing = self.current = TurnTiming()
         iterator = iter(self.inner.generate(messages, tools, params))
-        while True:
-            started = self.clock()
-            try:
-                event = next(iterator)
-            except StopIteration:
+        try:
+            while True:
+                started = self.clock()
+                try:
+                    event = next(iterator)
+                except StopIteration:
+                    timing.model_seconds += self.clock() - started
+                    return
                 timing.model_seconds += self.clock() - started
-                return
-            timing.model_seconds += self.clock() - started
-            if timing.first_token_seconds is None and isinstance(event, (TextDelta, ToolCallEvent)):
-                timing.first_token_seconds = timing.model_seconds
-            if isinstance(event, Usage) and event.seconds > 0:
-                timing.engine_seconds = event.seconds
-            yield event
+                if timing.first_token_seconds is None and isinstance(event, (TextDelta, ToolCallEvent)):
+                    timing.first_token_seconds = timing.model_seconds
+                if isinstance(event, Usage) and event.seconds > 0:
+                    timing.engine_seconds = event.seconds
+                yield event
+        finally:  # the loop closed this stream early (a reply that looped): stop the model too
+            close = getattr(iterator, "close", None)
+            if close is not None:
+                close()
 
     def close(self) -> None:
         self.inner.close()

@@ -22,7 +22,8 @@ from clovercode.eval.tasks import Suite
 FORMAT = "clovercode-eval/1"
 # Settings that change what a run does; recorded so two result files can be compared fairly.
 RECORDED_SETTINGS = ("model", "endpoint", "temperature", "top_p", "max_new_tokens", "thinking", "max_steps",
-                     "max_time", "max_tokens", "max_format_errors", "max_repeats", "command_timeout", "sandbox")
+                     "max_time", "max_tokens", "max_format_errors", "max_repeats", "repetition_window", "command_timeout",
+                     "sandbox")
 
 
 def now() -> str:

@@ -115,4 +115,5 @@ class ConsoleRenderer:
     def _on_run_end(self, stop_reason: str, steps: int, detail: str, **_: Any) -> None:
         self._newline()
         style = "green" if stop_reason in ("finished", "answered") else "yellow"
-        self.console.print(f"[{style}]■ stopped: {escape(detail)}[/] [dim]({steps} steps)[/]")
+        count = "" if stop_reason == "max_steps" else f" [dim]({steps} steps)[/]"  # the detail already says it
+        self.console.print(f"[{style}]■ stopped: {escape(detail)}[/]{count}")
