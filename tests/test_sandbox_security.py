@@ -129,6 +129,17 @@ def test_protected_paths_a_command_creates_are_removed(world):
     assert (world.project / "app.py").exists()
 
 
+def test_a_protected_path_cannot_be_carried_away_by_moving_its_parent(world):
+    (world.project / ".config" / "fish").mkdir(parents=True)
+    (world.project / ".config" / "fish" / "config.fish").write_text("# mine\n")
+    result = world.run("mv .config moved; rm -rf .config; mkdir -p .config/fish && echo evil > .config/fish/config.fish;"
+                       " echo other > .config/other.txt; echo done")
+    assert "done" in result.output
+    assert (world.project / ".config" / "fish" / "config.fish").read_text() == "# mine\n", result.output
+    assert not (world.project / "moved").exists()
+    assert (world.project / ".config" / "other.txt").read_text() == "other\n"  # the parent stays writable
+
+
 class _Server:
     def __init__(self) -> None:
         self.sock = socket.socket()
