@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Mapping, Protocol
 
 from clovercode.errors import UsageError, VcsError
+from clovercode.vcs.git import NO_HOOKS
 
 CHECKPOINTS, UNDONE = "checkpoints", "undone"
 KEEP = {CHECKPOINTS: 30, UNDONE: 10}
 MAX_FILE_BYTES = 50 * 1024 * 1024  # larger files are left out of checkpoints (and never touched by undo)
-_HOOKLESS = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
+_HOOKLESS = [*NO_HOOKS, "-c", "core.fsmonitor=false"]
 _IDENTITY = {"GIT_AUTHOR_NAME": "clovercode", "GIT_AUTHOR_EMAIL": "clovercode@localhost",
              "GIT_COMMITTER_NAME": "clovercode", "GIT_COMMITTER_EMAIL": "clovercode@localhost"}
 
