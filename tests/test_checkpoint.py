@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from clovercode.errors import ExitCode
-from clovercode.vcs.checkpoint import CHECKPOINTS, Checkpointer, NothingToUndo, open_store, redo, undo
+from clovercode.vcs.checkpoint import CHECKPOINTS, CheckpointError, Checkpointer, NothingToUndo, open_store, redo, undo
 from conftest import EXAMPLES, git, make_git_repo, run_cli
 
 
@@ -199,3 +199,25 @@ def test_fix_then_clovercode_undo_restores_the_file(calc_repo):
     assert again.returncode == int(ExitCode.USAGE) and "nothing to undo" in again.stderr
     proc = run_cli("undo", "--redo", "--repo", str(calc_repo))
     assert proc.returncode == 0 and "sum(values) / len(values)" in (calc_repo / "calc.py").read_text()
+
+
+@pytest.mark.parametrize("kind", ["git", "plain"])
+def test_undo_never_writes_through_a_directory_replaced_by_a_symlink(tmp_path, isolated_home, kind):
+    root, victim = tmp_path / "proj", tmp_path / "victim"
+    (root / "pkg").mkdir(parents=True)
+    victim.mkdir()
+    (root / "pkg" / "mod.py").write_text("payload = 'from the checkpoint'\n")
+    if kind == "git":
+        make_git_repo(root)
+    assert Checkpointer(root, os.environ, "run")() is None
+    # A command replaces the checkpointed directory by a link out of the project (git: one it ignores).
+    for child in (root / "pkg").iterdir():
+        child.unlink()
+    (root / "pkg").rmdir()
+    (root / "pkg").symlink_to(victim)
+    (victim / "mod.py").write_text("the victim's own\n")
+    (root / ".gitignore").write_text("pkg\n")
+    with pytest.raises(CheckpointError, match="pkg/mod.py: a directory on its way is now a symlink"):
+        undo(root, os.environ)
+    assert sorted(os.listdir(victim)) == ["mod.py"]
+    assert (victim / "mod.py").read_text() == "the victim's own\n"

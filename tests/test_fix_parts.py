@@ -225,3 +225,27 @@ def test_push_credentials_only_for_the_github_host():
     for url in ("https://evil.example/o/r.git", "git@github.com:o/r.git", "http://github.com/o/r", "file:///srv/r.git"):
         assert push_auth_env(url, "https://api.github.com", "tok") == {}
     assert without_secrets({"PATH": "/bin", "GITHUB_TOKEN": "x", "GH_TOKEN": "y", "CLOVERCODE_API_KEY": "z"}) == {"PATH": "/bin"}
+
+
+def test_commit_and_push_run_no_hooks(tmp_path):
+    # A pre-push hook (the pre-commit framework's, say) would run the project's configuration, which
+    # the model may have written, outside the sandbox.
+    import subprocess
+
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
+    work = make_git_repo(tmp_path / "p", FIXTURES / "durations")
+    git(work, "remote", "add", "origin", origin.as_uri())
+    marker = tmp_path / "hooks-ran"
+    for hook in ("pre-commit", "post-checkout", "post-commit", "pre-push", "reference-transaction"):
+        path = work / ".git" / "hooks" / hook
+        path.write_text(f"#!/bin/sh\necho {hook} >> {marker}\n")
+        path.chmod(0o755)
+    checkout = open_checkout(work)
+    start = checkout.start()
+    (work / "durations.py").write_text("fixed\n")
+    pending = checkout.pending(start, ["durations.py"])
+    checkout.commit_on_branch(start, "fix", pending, "Fix it", ("A", "a@example.org"), ("A", "a@example.org"))
+    checkout.push("origin", "fix", None)
+    assert git(origin, "rev-parse", "fix").strip() == git(work, "rev-parse", "HEAD").strip()
+    assert not marker.exists(), marker.read_text()

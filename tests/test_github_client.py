@@ -145,3 +145,37 @@ def test_the_fake_holds_requests_to_the_published_schema(github):
     assert "'labels' was unexpected" in github.violations[0]
     assert "'opened' is not one of" in github.violations[1]
     assert "'draft' was unexpected" in github.violations[2]
+
+
+class _Answer:
+    """A stand-in for urlopen's answer: status 200 with a fixed body."""
+
+    def __init__(self, body: bytes):
+        self.body, self.status, self.headers = body, 200, {}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def read(self) -> bytes:
+        return self.body
+
+
+@pytest.mark.parametrize("body", [b"[1, 2]", b'"text"', b"42"])
+def test_an_answer_of_the_wrong_shape_is_a_clear_error(body):
+    client = GitHubClient("https://ghe.example/api/v3", TOKEN, opener=lambda request, timeout: _Answer(body))
+    with pytest.raises(GitHubError, match="GitHub's answer is not an object"):
+        fetch_issue(client, IssueRef(REPO, 3))
+    with pytest.raises(GitHubError, match="GitHub's answer is not a list"):
+        publish_pull(client, spec())
+    client = GitHubClient("https://ghe.example/api/v3", TOKEN, opener=lambda request, timeout: _Answer(b"[]"))
+    with pytest.raises(GitHubError, match="not an object"):  # the list is fine, the created pull request is not
+        publish_pull(client, spec())
+
+
+def test_an_api_url_that_is_no_url_is_a_usage_error():
+    for bad in ("notaurl", "ftp://example.org", "https://"):
+        with pytest.raises(UsageError, match="github.api_url: expected an http"):
+            GitHubClient(bad, TOKEN)

@@ -119,3 +119,29 @@ def test_remove_created_only_touches_paths_absent_before(tmp_path):
     (tmp_path / "keep.txt").write_text("mine")
     assert remove_created(layout) == [".vscode"]
     assert not (tmp_path / ".vscode").exists() and (tmp_path / "keep.txt").exists()
+
+
+def test_parents_of_nested_protected_paths_are_pinned(tmp_path):
+    (tmp_path / ".config" / "fish").mkdir(parents=True)
+    policy = Policy("t", "", True, False, read_only=(".git", ".config/fish"))
+    layout = survey(policy, tmp_path, tmp_path, {})
+    assert layout.read_only == (f"{tmp_path}/.config/fish",) and layout.pinned == (f"{tmp_path}/.config",)
+    argv = bwrap_argv(POLICY, layout, ["true"])
+    project = argv.index(str(tmp_path))
+    assert argv[project + 2:project + 8] == ["--bind", f"{tmp_path}/.config", f"{tmp_path}/.config",
+                                             "--ro-bind", f"{tmp_path}/.config/fish", f"{tmp_path}/.config/fish"]
+
+
+def test_remove_created_never_deletes_through_a_symlinked_parent(tmp_path):
+    project, elsewhere = tmp_path / "proj", tmp_path / "elsewhere"
+    (elsewhere / "fish").mkdir(parents=True)
+    (elsewhere / "fish" / "config.fish").write_text("the user's own\n")
+    project.mkdir()
+    layout = Layout(str(project), str(project), absent_protected=(f"{project}/.config/fish",))
+    (project / ".config").symlink_to(elsewhere)  # what a command could do
+    assert remove_created(layout) == []
+    assert (elsewhere / "fish" / "config.fish").read_text() == "the user's own\n"
+    (project / ".config").unlink()
+    (project / "cfg" / "fish").mkdir(parents=True)
+    (project / ".config").symlink_to("cfg")  # inside the project: what it planted goes
+    assert remove_created(layout) == ["cfg/fish"] and not (project / "cfg" / "fish").exists()

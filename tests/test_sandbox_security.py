@@ -8,6 +8,7 @@ the private /tmp is not what hides it.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -129,6 +130,17 @@ def test_protected_paths_a_command_creates_are_removed(world):
     assert (world.project / "app.py").exists()
 
 
+def test_a_protected_path_cannot_be_carried_away_by_moving_its_parent(world):
+    (world.project / ".config" / "fish").mkdir(parents=True)
+    (world.project / ".config" / "fish" / "config.fish").write_text("# mine\n")
+    result = world.run("mv .config moved; rm -rf .config; mkdir -p .config/fish && echo evil > .config/fish/config.fish;"
+                       " echo other > .config/other.txt; echo done")
+    assert "done" in result.output
+    assert (world.project / ".config" / "fish" / "config.fish").read_text() == "# mine\n", result.output
+    assert not (world.project / "moved").exists()
+    assert (world.project / ".config" / "other.txt").read_text() == "other\n"  # the parent stays writable
+
+
 class _Server:
     def __init__(self) -> None:
         self.sock = socket.socket()
@@ -175,6 +187,29 @@ def test_no_network_to_localhost_or_outside(world):
         assert "CONNECTED" in allowed.output, allowed.output
     finally:
         server.sock.close()
+
+
+def test_unix_sockets_of_container_engines_and_agents_are_hidden(world):
+    # A UNIX socket connects across network namespaces and read-only mounts: hiding is the guard.
+    listeners = []
+    for rel in (".docker/run/docker.sock", ".1password/agent.sock", ".bitwarden-ssh-agent.sock"):
+        path = world.home / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(path))
+        server.listen(1)
+        listeners.append(server)
+    try:
+        script = ("import socket, sys\nfor p in sys.argv[1:]:\n    s = socket.socket(socket.AF_UNIX)\n"
+                  "    try:\n        s.connect(p); print('CONNECTED', p)\n    except OSError as e:\n"
+                  "        print('REFUSED', p, e)\n")
+        paths = " ".join(str(world.home / rel) for rel in (".docker/run/docker.sock", ".1password/agent.sock",
+                                                            ".bitwarden-ssh-agent.sock"))
+        result = world.run(f"{sys.executable} -c {shlex.quote(script)} {paths}")
+        assert result.output.count("REFUSED") == 3 and "CONNECTED" not in result.output, result.output
+    finally:
+        for server in listeners:
+            server.close()
 
 
 def test_secrets_in_the_parent_environment_are_absent(world):

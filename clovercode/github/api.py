@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from clovercode.github.client import GitHubClient, GitHubError
+from clovercode.github.client import GitHubClient, GitHubError, Response
 from clovercode.github.refs import IssueRef, RepoRef, graphql_url
 
 
@@ -46,14 +46,14 @@ def _path(repo: RepoRef, rest: str = "") -> str:
 
 
 def fetch_issue(client: GitHubClient, ref: IssueRef) -> GitHubIssue:
-    data = client.request("GET", _path(ref.repo, f"/issues/{ref.number}")).data or {}
+    data = client.request("GET", _path(ref.repo, f"/issues/{ref.number}")).object()
     if data.get("pull_request"):
         raise GitHubError(f"{ref} is a pull request, not an issue", hint="Pass the number of an issue.")
     return GitHubIssue(ref, str(data.get("title") or ""), str(data.get("body") or ""), str(data.get("html_url") or ""))
 
 
 def default_branch(client: GitHubClient, repo: RepoRef) -> str:
-    data = client.request("GET", _path(repo)).data or {}
+    data = client.request("GET", _path(repo)).object()
     branch = data.get("default_branch")
     if not branch:
         raise GitHubError(f"GitHub did not say which branch is the default of {repo}", hint="Pass --base BRANCH.")
@@ -63,15 +63,20 @@ def default_branch(client: GitHubClient, repo: RepoRef) -> str:
 def find_open_pull(client: GitHubClient, repo: RepoRef, head_owner: str, branch: str) -> PullRequest | None:
     """The open pull request whose head is ``head_owner:branch``, if any."""
     items = client.request("GET", _path(repo, "/pulls"),
-                           query={"state": "open", "head": f"{head_owner}:{branch}", "per_page": 10}).data or []
+                           query={"state": "open", "head": f"{head_owner}:{branch}", "per_page": 10}).objects()
     for item in items:
-        if (item.get("head") or {}).get("ref") == branch:
+        head = item.get("head")
+        if isinstance(head, dict) and head.get("ref") == branch:
             return _pull(item)
     return None
 
 
-def _pull(data: dict[str, Any], action: str = "") -> PullRequest:
-    return PullRequest(int(data["number"]), str(data.get("html_url") or ""), bool(data.get("draft")),
+def _pull(answer: Response | dict[str, Any], action: str = "") -> PullRequest:
+    data = answer.object() if isinstance(answer, Response) else answer
+    number = data.get("number")
+    if not isinstance(number, int):
+        raise GitHubError(f"GitHub's answer about a pull request has no number: {str(data)[:200]}")
+    return PullRequest(number, str(data.get("html_url") or ""), bool(data.get("draft")),
                        str(data.get("node_id") or ""), action)
 
 
@@ -83,7 +88,7 @@ def publish_pull(client: GitHubClient, spec: PullSpec) -> PullRequest:
     if existing is None:
         body = {"title": spec.title, "head": spec.head, "base": spec.base, "body": spec.body, "draft": spec.draft}
         try:
-            return _pull(client.request("POST", _path(spec.repo, "/pulls"), body=body).data, "created")
+            return _pull(client.request("POST", _path(spec.repo, "/pulls"), body=body), "created")
         except GitHubError as exc:
             if exc.status != 422 or not any("already exists" in str(e.get("message", "")) for e in exc.errors):
                 raise
@@ -93,7 +98,7 @@ def publish_pull(client: GitHubClient, spec: PullSpec) -> PullRequest:
             raise GitHubError(f"GitHub says a pull request for {spec.head} already exists, but it cannot be found",
                               hint="Check the repository's open pull requests.")
     update = {"title": spec.title, "body": spec.body, "base": spec.base}
-    pull = _pull(client.request("PATCH", _path(spec.repo, f"/pulls/{existing.number}"), body=update).data, "updated")
+    pull = _pull(client.request("PATCH", _path(spec.repo, f"/pulls/{existing.number}"), body=update), "updated")
     if pull.draft != spec.draft:
         pull = set_draft(client, pull, spec.draft)
     return pull
@@ -108,7 +113,7 @@ _DRAFT_MUTATIONS = {
 def set_draft(client: GitHubClient, pull: PullRequest, draft: bool) -> PullRequest:
     """REST cannot change the draft state of a pull request; GraphQL can."""
     answer = client.request("POST", "", url=graphql_url(client.api_url),
-                            body={"query": _DRAFT_MUTATIONS[draft], "variables": {"id": pull.node_id}}).data or {}
+                            body={"query": _DRAFT_MUTATIONS[draft], "variables": {"id": pull.node_id}}).object()
     if answer.get("errors"):
         messages = "; ".join(str(e.get("message")) for e in answer["errors"] if isinstance(e, dict))
         raise GitHubError(f"could not mark pull request #{pull.number} as {'draft' if draft else 'ready for review'}: {messages}")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from clovercode import __version__
-from clovercode.errors import VcsError
+from clovercode.errors import UsageError, VcsError
 
 API_VERSION = "2022-11-28"
 TIMEOUT = 30.0
@@ -37,6 +37,28 @@ class Response:
     status: int
     data: Any
     headers: Mapping[str, str] = field(default_factory=dict)
+    what: str = ""  # "METHOD URL", for messages
+
+    def object(self) -> dict[str, Any]:
+        """The answer as a JSON object ({} for an empty answer); a GitHubError for anything else."""
+        return self._expect(dict, "an object")
+
+    def objects(self) -> list[dict[str, Any]]:
+        """The answer as a JSON list of objects ([] for an empty answer)."""
+        items = self._expect(list, "a list")
+        if not all(isinstance(item, dict) for item in items):
+            raise self._unexpected("a list of objects")
+        return items
+
+    def _expect(self, kind: type, shown: str) -> Any:
+        data = kind() if self.data is None else self.data
+        if not isinstance(data, kind):
+            raise self._unexpected(shown)
+        return data
+
+    def _unexpected(self, shown: str) -> "GitHubError":
+        return GitHubError(f"{self.what}: GitHub's answer is not {shown} (is github.api_url a GitHub API?)",
+                           status=self.status)
 
 
 Opener = Callable[[urllib.request.Request, float], Any]
@@ -48,6 +70,10 @@ def _default_opener(request: urllib.request.Request, timeout: float) -> Any:
 
 class GitHubClient:
     def __init__(self, api_url: str, token: str | None, *, timeout: float = TIMEOUT, opener: Opener = _default_opener):
+        parts = urllib.parse.urlsplit(api_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise UsageError(f"github.api_url: expected an http(s) URL, got {api_url!r}",
+                             hint="GitHub: https://api.github.com; GitHub Enterprise: https://HOST/api/v3.")
         self.api_url = api_url.rstrip("/")
         self.token = token
         self.timeout = timeout
@@ -65,7 +91,7 @@ class GitHubClient:
         try:
             with self.opener(request, self.timeout) as answer:
                 raw = answer.read()
-                return Response(answer.status, _decode(raw, what), dict(answer.headers.items()))
+                return Response(answer.status, _decode(raw, what), dict(answer.headers.items()), what)
         except urllib.error.HTTPError as exc:
             raw = exc.read() if exc.fp is not None else b""
             raise http_error(what, exc.code, _decode_error(raw), exc.headers or {}, self.token is not None) from None

@@ -21,6 +21,7 @@ class Layout:
     project: str
     cwd: str
     read_only: tuple[str, ...] = ()  # protected project paths that exist (re-bound read-only)
+    pinned: tuple[str, ...] = ()  # their parent directories inside the project, bound onto themselves
     absent_protected: tuple[str, ...] = ()  # protected project paths that do not exist yet
     hidden_dirs: tuple[str, ...] = ()
     hidden_files: tuple[str, ...] = ()
@@ -46,6 +47,10 @@ def bwrap_argv(policy: Policy, layout: Layout, command: Sequence[str], status_fd
     for path in layout.exposed:
         argv += ["--ro-bind", path, path]
     argv += ["--bind" if policy.project_writable else "--ro-bind", layout.project, layout.project]
+    # A mount point cannot be renamed or removed: without this, `mv .config x` would carry the
+    # read-only .config/fish away and leave a writable place for a new one.
+    for path in layout.pinned:
+        argv += ["--bind", path, path]
     for path in layout.read_only:
         argv += ["--ro-bind", path, path]
     for path in layout.hidden_dirs:

@@ -32,6 +32,7 @@ def survey(policy: Policy, project: Path, cwd: Path, env: Mapping[str, str]) -> 
             read_only.append(path)
         elif not os.path.lexists(path):
             absent.append(path)
+    pinned = [parent for path in read_only for parent in _parents_below(path, root)]
     masked = [m for m in policy.masked if os.path.isdir(m) and not os.path.islink(m)]
     exposed = [os.path.realpath(e) for e in policy.expose
                if os.path.exists(e) and any(_within(os.path.realpath(e), m) for m in masked)]
@@ -46,8 +47,9 @@ def survey(policy: Policy, project: Path, cwd: Path, env: Mapping[str, str]) -> 
         if not _visible(real, root, masked):
             continue
         (hidden_dirs if os.path.isdir(real) else hidden_files).append(real)
-    return Layout(root, here, tuple(read_only), tuple(absent), tuple(dict.fromkeys(hidden_dirs)),
-                  tuple(dict.fromkeys(hidden_files)), tuple(masked), tuple(dict.fromkeys(exposed)))
+    return Layout(root, here, tuple(read_only), tuple(dict.fromkeys(pinned)), tuple(absent),
+                  tuple(dict.fromkeys(hidden_dirs)), tuple(dict.fromkeys(hidden_files)), tuple(masked),
+                  tuple(dict.fromkeys(exposed)))
 
 
 def remove_created(layout: Layout) -> list[str]:
@@ -58,7 +60,10 @@ def remove_created(layout: Layout) -> list[str]:
     """
     removed = []
     for path in layout.absent_protected:
-        if not os.path.lexists(path):
+        # Through a parent the command turned into a symlink (`ln -s ~/.config .config`), the
+        # path may name a host file the command could not have written: never delete outside.
+        path = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+        if not _within(path, layout.project) or not os.path.lexists(path):
             continue
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path, ignore_errors=True)
@@ -69,6 +74,16 @@ def remove_created(layout: Layout) -> list[str]:
                 pass
         removed.append(os.path.relpath(path, layout.project))
     return removed
+
+
+def _parents_below(path: str, root: str) -> list[str]:
+    """The directories between ``root`` (excluded) and ``path`` (excluded), outermost first."""
+    parents = []
+    parent = os.path.dirname(path)
+    while parent != root and _within(parent, root):
+        parents.append(parent)
+        parent = os.path.dirname(parent)
+    return parents[::-1]
 
 
 def _existing(patterns: tuple[str, ...]) -> list[str]:

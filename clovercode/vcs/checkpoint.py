@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Mapping, Protocol
 
 from clovercode.errors import UsageError, VcsError
+from clovercode.vcs.git import NO_HOOKS
 
 CHECKPOINTS, UNDONE = "checkpoints", "undone"
 KEEP = {CHECKPOINTS: 30, UNDONE: 10}
 MAX_FILE_BYTES = 50 * 1024 * 1024  # larger files are left out of checkpoints (and never touched by undo)
-_HOOKLESS = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
+_HOOKLESS = [*NO_HOOKS, "-c", "core.fsmonitor=false"]
 _IDENTITY = {"GIT_AUTHOR_NAME": "clovercode", "GIT_AUTHOR_EMAIL": "clovercode@localhost",
              "GIT_COMMITTER_NAME": "clovercode", "GIT_COMMITTER_EMAIL": "clovercode@localhost"}
 
@@ -195,7 +196,11 @@ class GitStore:
         listed = self.git("ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", spec)
         entries: list[str] = []
         regular: list[tuple[str, str]] = []
+        linked: dict[Path, bool] = {}  # per directory: is a symlink on its way?
         for name in dict.fromkeys(os.fsdecode(n) for n in listed.split(b"\0") if n):
+            parent = (self.top / name).parent
+            if linked.setdefault(parent, _through_symlink(self.top / name)):
+                continue  # a tracked file whose directory became a symlink: never read outside
             try:
                 info = os.lstat(self.top / name)
             except FileNotFoundError:
@@ -225,7 +230,7 @@ class GitStore:
     def _write_blob(self, path: Path, sha: str, mode: str) -> None:
         data = self.git("cat-file", "blob", sha)
         _remove_blocking_dir(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_parent(path, self.top)
         if mode == "120000":
             if os.path.lexists(path):
                 os.unlink(path)
@@ -253,6 +258,20 @@ def write_file_atomic(path: Path, data: bytes, executable: bool) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def make_parent(path: Path, root: Path) -> None:
+    """Create the directory of ``path`` (below the resolved ``root``), refusing to follow a symlink:
+    a command may have replaced a checkpointed directory by a link to somewhere outside."""
+    if _through_symlink(path):
+        rel = path.relative_to(root).as_posix()
+        raise CheckpointError(f"cannot restore {rel}: a directory on its way is now a symlink",
+                              hint="Move the symlink away, then run undo again.")
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+
+def _through_symlink(path: Path) -> bool:
+    return os.path.realpath(path.parent) != str(path.parent)
 
 
 def _remove(path: Path, root: Path) -> None:

@@ -11,7 +11,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from clovercode.vcs.checkpoint import MAX_FILE_BYTES, CheckpointError, Snapshot, new_stamp, write_file_atomic
+from clovercode.vcs.checkpoint import (MAX_FILE_BYTES, CheckpointError, Snapshot, make_parent, new_stamp,
+                                      write_file_atomic)
 
 MAX_TOTAL_BYTES = 1024 * 1024 * 1024
 # Build outputs, caches and environments: recreated by tools, too big to copy on every run.
@@ -75,7 +76,7 @@ class DirStore:
                     path.rmdir()
                 except OSError:
                     raise CheckpointError(f"cannot restore {rel}: a non-empty directory is in its place") from None
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_parent(path, self.root)
             if "link" in entry:
                 if os.path.lexists(path):
                     os.unlink(path)

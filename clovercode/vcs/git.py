@@ -17,6 +17,7 @@ from clovercode.errors import UsageError, VcsError
 if TYPE_CHECKING:  # GitPython is imported only when a command needs git
     from git import Repo
 
+NO_HOOKS = ("-c", "core.hooksPath=/dev/null")  # hooks are the repository's code, outside the sandbox
 NO_PROMPT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GCM_INTERACTIVE": "never"}  # CI must fail, not hang on a prompt
 DEFAULT_AUTHOR = ("clovercode", "clovercode@users.noreply.github.com")
 
@@ -150,7 +151,8 @@ class Checkout:
         """Point ``branch`` at the base, carry the working-tree changes onto it and commit exactly ``pending``.
 
         The checkout stays on ``branch`` afterwards, so the person sees the fix in their tree.
-        Hooks are not run (like ``git commit --no-verify``): they are the repository's code, outside the sandbox.
+        Hooks are not run (like ``git commit --no-verify``; nor post-checkout, nor pre-push on the
+        push): they are the repository's code, run outside the sandbox on files the model wrote.
         """
         from git import Actor
 
@@ -191,7 +193,7 @@ class Checkout:
 
         extra = {**(NO_PROMPT_ENV if network else {}), **(env or {})}
         try:
-            return self.repo.git.execute(["git", *args], env=extra or None, strip_newline_in_stdout=False)
+            return self.repo.git.execute(["git", *NO_HOOKS, *args], env=extra or None, strip_newline_in_stdout=False)
         except GitCommandError as exc:
             detail = _captured(exc.stderr, "stderr") or str(exc)
             # push --porcelain tells why a ref was refused on stdout: "!<TAB>src:dst<TAB>[rejected] (stale info)"
