@@ -41,13 +41,13 @@ class Repl:
             name, _, rest = text[1:].partition(" ")
             command = self.commands.get(name)
             if command is None:
-                self.console.print(f"[yellow]unknown command /{name}[/]; /help lists them", highlight=False)
+                self.console.print(f"[yellow]unknown command /{escape(name)}[/]; /help lists them", highlight=False)
                 return True
             return command.run(self, rest.strip())
         try:
             result = self.session.run_task(text, ConsoleRenderer(self.console))
         except CloverError as exc:  # e.g. the sandbox stopped working: say so, keep the REPL
-            self.console.print(f"[red]error[/]: {escape(str(exc))}", highlight=False)
+            print_error(self.console, exc)
             return True
         if result.summary and result.stop.value in ("finished", "answered"):
             self.console.print(result.summary, highlight=False, markup=False)
@@ -57,6 +57,11 @@ class Repl:
         if status:
             self.console.print(status, style="dim", highlight=False, markup=False, soft_wrap=True)
         return True
+
+
+def print_error(console: Console, exc: CloverError) -> None:
+    # Escaped: messages quote paths and specs the user typed, and rich reads "[...]" as markup.
+    console.print(f"[red]error[/]: {escape(str(exc))}", highlight=False)
 
 
 def _help(repl: Repl, _: str) -> bool:
@@ -82,7 +87,7 @@ def _model(repl: Repl, arg: str) -> bool:
     try:
         backend = open_backend(repl.cfg.with_overrides({"model": arg}, "/model"), base_dir=repl.root)
     except CloverError as exc:
-        repl.console.print(f"[red]error[/]: {exc}", highlight=False)
+        print_error(repl.console, exc)
         return True
     repl.session.backend.close()
     repl.session.backend = backend
