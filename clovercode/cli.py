@@ -414,7 +414,10 @@ def trajectory_to_replay(path: Path = typer.Argument(..., help="A trajectory .js
 
     lines = "".join(json.dumps(turn, ensure_ascii=False) + "\n" for turn in to_replay(path))
     if output:
-        output.write_text(lines, encoding="utf-8")
+        try:
+            output.write_text(lines, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
     else:
         typer.echo(lines, nl=False)
 

@@ -67,3 +67,23 @@ def test_trajectory_dir_is_configurable(calc_repo, tmp_path):
     (calc_repo / "clovercode.toml").write_text(f'trajectory_dir = "{target}"\n')
     run_cli("fix", "x", "--repo", str(calc_repo), "--model", f"replay:{EXAMPLES / 'calc.replay.jsonl'}", "--sandbox", "none")
     assert len(list(target.glob("*.jsonl"))) == 1
+
+
+def test_unwritable_trajectory_dir_is_a_clear_error(calc_repo, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    env_dir = {"CLOVERCODE_TRAJECTORY_DIR": str(blocker / "trajs")}  # under a file: cannot be created
+    from conftest import cli_env
+
+    proc = run_cli("fix", "x", "--repo", str(calc_repo), "--model", f"replay:{EXAMPLES / 'calc.replay.jsonl'}",
+                   "--sandbox", "none", env=cli_env(**env_dir))
+    assert proc.returncode == 2, proc.stderr
+    assert f"error: cannot write the trajectory {blocker / 'trajs'}" in proc.stderr
+    assert "CLOVERCODE_TRAJECTORY_DIR" in proc.stderr and "internal error" not in proc.stderr
+
+
+def test_to_replay_into_an_unwritable_path_is_a_usage_error(calc_repo, tmp_path):
+    run_cli("fix", "mean is wrong", "--repo", str(calc_repo), "--model", f"replay:{EXAMPLES / 'calc.replay.jsonl'}",
+            "--sandbox", "none")
+    proc = run_cli("trajectory", "to-replay", str(trajectories()[0]), "-o", str(tmp_path))  # a directory
+    assert proc.returncode == 2 and f"error: cannot write {tmp_path}: Is a directory" in proc.stderr

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-from clovercode.errors import UsageError
+from clovercode.errors import ConfigError, UsageError
 from clovercode.jsonl import json_objects
 
 SKIPPED_KINDS = {"text_delta"}
@@ -32,8 +32,12 @@ class TrajectoryWriter:
 
     def __init__(self, path: Path):
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle: IO[str] = path.open("a", encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle: IO[str] = path.open("a", encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot write the trajectory {path}: {exc.strerror or exc}",
+                              hint="Set trajectory_dir (CLOVERCODE_TRAJECTORY_DIR) to a writable directory.") from None
         self._start = time.monotonic()
 
     def emit(self, kind: str, **data: Any) -> None:
