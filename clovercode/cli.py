@@ -106,6 +106,13 @@ def main_callback(
     if ctx.invoked_subcommand is not None:
         if resume is not None:
             raise UsageError("--resume continues a session in the REPL; use it without a command")
+        # These belong to the REPL; before a command they would be silently ignored.
+        given = [f"--{name.replace('_', '-')}" for name, value in (("repo", repo), ("model", model), ("sandbox", sandbox),
+                 ("approval", approval), ("endpoint", endpoint), ("api_key", api_key)) if value is not None]
+        if given:
+            sub = ctx.invoked_subcommand
+            raise UsageError(f"{', '.join(given)} before '{sub}' would be ignored: options before a command are the REPL's",
+                             hint=f"Put them after the command's name; `clovercode {sub} --help` lists what it accepts.")
         return
     from clovercode.repl import run_repl
 

@@ -155,3 +155,11 @@ def test_json_mode_keeps_stdout_clean(calc_repo):
     result = json.loads(proc.stdout)  # the whole of stdout is one JSON object
     assert result["exit_code"] == 0 and result["changed_files"] == ["calc.py"]
     assert "step 1/30" in proc.stderr
+
+
+def test_repl_options_before_a_command_are_refused_not_ignored(tmp_path):
+    # They used to be dropped silently: `clovercode --model M fix …` ran fix with the default model.
+    proc = run_cli("--model", f"replay:{tmp_path / 'r.jsonl'}", "-C", str(tmp_path), "config", "show")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "error: --repo, --model before 'config' would be ignored" in proc.stderr
+    assert run_cli("config", "show", "-C", str(tmp_path)).returncode == 0
