@@ -12,6 +12,7 @@ from typing import Any, Optional
 import typer
 
 from clovercode.ui.console import make_console
+from rich.markup import escape
 from rich.text import Text
 from typer.core import TyperGroup
 
@@ -255,16 +256,14 @@ def config_show(repo: Optional[Path] = RepoOpt,
     from clovercode.settings import SETTINGS
 
     cfg = effective_config(project_root(repo))
+    shown = {s.key: "***" if s.key.endswith("api_key") and cfg[s.key] else cfg[s.key] for s in SETTINGS}
     if as_json:
-        typer.echo(json.dumps({k: {"value": "***" if k.endswith("api_key") and cfg[k] else cfg[k], "source": cfg.sources[k]}
-                               for k in cfg.values}, indent=2))
+        typer.echo(json.dumps({key: {"value": value, "source": cfg.sources[key]} for key, value in shown.items()}, indent=2))
         return
     console = make_console()
-    for setting in SETTINGS:
-        value = cfg[setting.key]
-        shown = "***" if setting.key.endswith("api_key") and value else json.dumps(value)
-        console.print(f"[bold]{setting.key}[/] = {shown}  [dim]# {cfg.sources[setting.key]} · {setting.env_var}[/]",
-                      highlight=False)
+    for setting in SETTINGS:  # one line per setting, also when piped (grep, diff)
+        console.print(f"[bold]{setting.key}[/] = {escape(json.dumps(shown[setting.key]))}  "
+                      f"[dim]# {escape(cfg.sources[setting.key])} · {setting.env_var}[/]", highlight=False, soft_wrap=True)
 
 
 bench_app = typer.Typer(cls=CloverGroup, help="Benchmarks: ratios measured side by side in one run.", no_args_is_help=True)

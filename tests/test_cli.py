@@ -163,3 +163,16 @@ def test_repl_options_before_a_command_are_refused_not_ignored(tmp_path):
     assert proc.returncode == 2 and proc.stdout == ""
     assert "error: --repo, --model before 'config' would be ignored" in proc.stderr
     assert run_cli("config", "show", "-C", str(tmp_path)).returncode == 0
+
+
+def test_config_show_prints_one_plain_line_per_setting(tmp_path):
+    from clovercode.settings import SETTINGS
+
+    # a value that looks like rich markup crashed it (exit 70); long lines were wrapped when piped
+    (tmp_path / "clovercode.toml").write_text('model = "[/]odd"\n')
+    proc = run_cli("config", "show", "--repo", str(tmp_path), env=cli_env(COLUMNS="60"))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == len(SETTINGS)
+    assert lines[0] == f'model = "[/]odd"  # {tmp_path / "clovercode.toml"} · CLOVERCODE_MODEL'
+    assert "serve.max_request_bytes = 4194304  # default · CLOVERCODE_SERVE_MAX_REQUEST_BYTES" in lines
