@@ -87,3 +87,28 @@ def test_to_replay_into_an_unwritable_path_is_a_usage_error(calc_repo, tmp_path)
             "--sandbox", "none")
     proc = run_cli("trajectory", "to-replay", str(trajectories()[0]), "-o", str(tmp_path))  # a directory
     assert proc.returncode == 2 and f"error: cannot write {tmp_path}: Is a directory" in proc.stderr
+
+
+def test_calls_a_server_parsed_replay_from_the_converted_trajectory(tmp_path):
+    from openai_stub import StubServer, chunk, sse
+
+    from clovercode.backends.endpoint import EndpointBackend, EndpointOptions
+    from clovercode.backends.replay import ReplayBackend
+    from clovercode.config import load_config
+    from clovercode.executors.select import make_executor
+    from clovercode.session import Session
+
+    cfg = load_config(tmp_path, {}, {"sandbox": "none"})
+    with StubServer(["clover"]) as stub:
+        stub.script.append(sse([chunk({"content": "Done."}),
+                                chunk({"tool_calls": [{"index": 0, "id": "c", "function": {
+                                    "name": "finish", "arguments": "{\"summary\": \"ok\"}"}}]}),
+                                chunk({}, "tool_calls")]))
+        session = Session(tmp_path, cfg, EndpointBackend(EndpointOptions(stub.url, model="clover", retries=0)),
+                          make_executor(cfg), interactive=False)
+        assert session.run_task("do it").summary == "ok"
+    # The server's calls are not in the turn's raw text: the replay must get them all the same.
+    converted = tmp_path / "converted.jsonl"
+    assert run_cli("trajectory", "to-replay", str(session.last_trajectory), "-o", str(converted)).returncode == 0
+    again = Session(tmp_path, cfg, ReplayBackend(converted), make_executor(cfg), interactive=False).run_task("do it")
+    assert (again.stop.value, again.summary) == ("finished", "ok")

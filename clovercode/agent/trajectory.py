@@ -17,6 +17,7 @@ from typing import IO, Any, Iterator
 
 from clovercode.errors import ConfigError, UsageError
 from clovercode.jsonl import json_objects
+from clovercode.toolcalls.render import render_call
 
 SKIPPED_KINDS = {"text_delta"}
 
@@ -60,13 +61,20 @@ def read_events(path: Path) -> Iterator[dict[str, Any]]:
         yield event
 
 
+def turn_text(event: dict[str, Any]) -> str:
+    """A ``model_turn``'s text as a replay plays it: the raw text, then the calls a server parsed
+    out of it (they are not in ``raw``), written in the XML form the parser reads."""
+    calls = [render_call(c["name"], c.get("arguments") or {}) for c in event.get("server_calls") or ()]
+    return "\n".join([event.get("raw", ""), *calls]) if calls else event.get("raw", "")
+
+
 def to_replay(path: Path) -> list[dict[str, Any]]:
-    """The model turns of a trajectory as replay lines: ``{"text": raw, "usage": {...}}``."""
+    """The model turns of a trajectory as replay lines: ``{"text": ..., "usage": {...}}``."""
     turns = []
     for event in read_events(path):
         if event.get("kind") == "model_turn":
             usage = event.get("usage") or {}
-            turns.append({"text": event.get("raw", ""),
+            turns.append({"text": turn_text(event),
                           "usage": {"prompt_tokens": usage.get("prompt_tokens", 0),
                                     "completion_tokens": usage.get("completion_tokens", 0)}})
     if not turns:
