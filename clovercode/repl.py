@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from clovercode.config import Config, state_dir
-from clovercode.errors import CloverError
+from clovercode.errors import CloverError, ConfigError
 from clovercode.executors.select import NO_SANDBOX_WARNING
 from clovercode.session import Session, open_session
 from clovercode.ui.render import ConsoleRenderer
@@ -148,7 +148,15 @@ def default_commands() -> list[SlashCommand]:
 
 
 def history_path(cfg: Config) -> Path:
-    return Path(cfg["history_file"]).expanduser() if cfg["history_file"] else state_dir(os.environ) / "history"
+    """The REPL's input history file, checked writable (prompt-toolkit appends to it after every line)."""
+    path = Path(cfg["history_file"]).expanduser() if cfg["history_file"] else state_dir(os.environ) / "history"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.open("a", encoding="utf-8").close()
+    except OSError as exc:
+        raise ConfigError(f"cannot write the REPL history {path}: {exc.strerror or exc}",
+                          hint="Set history_file (CLOVERCODE_HISTORY_FILE) to a writable file.") from None
+    return path
 
 
 def _tty_lines(cfg: Config) -> Iterator[str]:
@@ -162,9 +170,7 @@ def _tty_lines(cfg: Config) -> Iterator[str]:
     def _newline(event) -> None:  # Alt-Enter / Esc Enter: a newline instead of submitting
         event.current_buffer.insert_text("\n")
 
-    path = history_path(cfg)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    prompt = PromptSession(history=FileHistory(str(path)), key_bindings=bindings, multiline=False)
+    prompt = PromptSession(history=FileHistory(str(history_path(cfg))), key_bindings=bindings, multiline=False)
     while True:
         try:
             yield prompt.prompt("clover> ")
