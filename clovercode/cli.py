@@ -169,6 +169,11 @@ def fix(
         report_error(exc)
         typer.echo(json.dumps({"status": "error", "exit_code": int(exc.exit_code), "error": str(exc)}))
         raise typer.Exit(int(exc.exit_code)) from None
+    except Exception as exc:  # a bug: CloverGroup saves the traceback; a CI bot still gets its one object
+        if as_json:
+            typer.echo(json.dumps({"status": "error", "exit_code": int(ExitCode.INTERNAL),
+                                   "error": f"internal error: {type(exc).__name__}: {exc}"}))
+        raise
     if as_json:
         typer.echo(json.dumps(outcome.to_json(), ensure_ascii=False))
     raise typer.Exit(int(outcome.exit_code))

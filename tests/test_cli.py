@@ -176,3 +176,16 @@ def test_config_show_prints_one_plain_line_per_setting(tmp_path):
     assert len(lines) == len(SETTINGS)
     assert lines[0] == f'model = "[/]odd"  # {tmp_path / "clovercode.toml"} · CLOVERCODE_MODEL'
     assert "serve.max_request_bytes = 4194304  # default · CLOVERCODE_SERVE_MAX_REQUEST_BYTES" in lines
+
+
+def test_fix_json_still_prints_one_object_when_clovercode_hits_a_bug(calc_repo, monkeypatch):
+    import clovercode.fixcmd
+
+    def bug(*_args, **_kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(clovercode.fixcmd, "run_fix", bug)  # stands in for any bug inside the run
+    result = runner.invoke(app, ["fix", "x", "--repo", str(calc_repo), "--json"])
+    assert result.exit_code == 70
+    assert json.loads(result.stdout) == {"status": "error", "exit_code": 70, "error": "internal error: RuntimeError: boom"}
+    assert "internal error" in result.stderr and "Traceback" not in result.stderr
