@@ -113,6 +113,8 @@ def coerce_value(setting: Setting, raw: Any, source: str) -> Any:
             raise ConfigError(f"{where} must be {kind}, got {raw!r}") from None
         if setting.minimum is not None and value < setting.minimum:
             raise ConfigError(f"{where} must be at least {setting.minimum:g}, got {value!r}")
+        if setting.maximum is not None and value > setting.maximum:
+            raise ConfigError(f"{where} must be at most {setting.maximum:g}, got {value!r}")
     else:
         if not isinstance(raw, str):
             raise ConfigError(f"{where} must be a string, got {raw!r}")

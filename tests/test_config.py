@@ -129,3 +129,13 @@ def test_project_file_hint_names_the_user_file_of_the_given_env(tmp_path, isolat
     with pytest.raises(ConfigError) as info:
         load_config(tmp_path, {"CLOVERCODE_CONFIG": str(other)})
     assert f"set it in {other}" in str(info.value)
+
+
+@pytest.mark.parametrize("key, raw, message", [
+    ("serve.port", "99999", "'serve.port' must be at most 65535, got 99999"),  # was an OverflowError crash in serve
+    ("top_p", "5", "'top_p' must be at most 1, got 5.0"),
+])
+def test_values_above_a_maximum_are_refused(tmp_path, key, raw, message):
+    with pytest.raises(ConfigError, match=f"^flag: {message}"):
+        load_config(tmp_path, {}, {key: raw})
+    assert load_config(tmp_path, {}, {key: "1"})[key] == 1
