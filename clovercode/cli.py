@@ -12,6 +12,7 @@ from typing import Any, Optional
 import typer
 
 from clovercode.ui.console import make_console
+from rich.markup import escape
 from rich.text import Text
 from typer.core import TyperGroup
 
@@ -106,6 +107,13 @@ def main_callback(
     if ctx.invoked_subcommand is not None:
         if resume is not None:
             raise UsageError("--resume continues a session in the REPL; use it without a command")
+        # These belong to the REPL; before a command they would be silently ignored.
+        given = [f"--{name.replace('_', '-')}" for name, value in (("repo", repo), ("model", model), ("sandbox", sandbox),
+                 ("approval", approval), ("endpoint", endpoint), ("api_key", api_key)) if value is not None]
+        if given:
+            sub = ctx.invoked_subcommand
+            raise UsageError(f"{', '.join(given)} before '{sub}' would be ignored: options before a command are the REPL's",
+                             hint=f"Put them after the command's name; `clovercode {sub} --help` lists what it accepts.")
         return
     from clovercode.repl import run_repl
 
@@ -161,6 +169,11 @@ def fix(
         report_error(exc)
         typer.echo(json.dumps({"status": "error", "exit_code": int(exc.exit_code), "error": str(exc)}))
         raise typer.Exit(int(exc.exit_code)) from None
+    except Exception as exc:  # a bug: CloverGroup saves the traceback; a CI bot still gets its one object
+        if as_json:
+            typer.echo(json.dumps({"status": "error", "exit_code": int(ExitCode.INTERNAL),
+                                   "error": f"internal error: {type(exc).__name__}: {exc}"}))
+        raise
     if as_json:
         typer.echo(json.dumps(outcome.to_json(), ensure_ascii=False))
     raise typer.Exit(int(outcome.exit_code))
@@ -248,16 +261,14 @@ def config_show(repo: Optional[Path] = RepoOpt,
     from clovercode.settings import SETTINGS
 
     cfg = effective_config(project_root(repo))
+    shown = {s.key: "***" if s.key.endswith("api_key") and cfg[s.key] else cfg[s.key] for s in SETTINGS}
     if as_json:
-        typer.echo(json.dumps({k: {"value": "***" if k.endswith("api_key") and cfg[k] else cfg[k], "source": cfg.sources[k]}
-                               for k in cfg.values}, indent=2))
+        typer.echo(json.dumps({key: {"value": value, "source": cfg.sources[key]} for key, value in shown.items()}, indent=2))
         return
     console = make_console()
-    for setting in SETTINGS:
-        value = cfg[setting.key]
-        shown = "***" if setting.key.endswith("api_key") and value else json.dumps(value)
-        console.print(f"[bold]{setting.key}[/] = {shown}  [dim]# {cfg.sources[setting.key]} · {setting.env_var}[/]",
-                      highlight=False)
+    for setting in SETTINGS:  # one line per setting, also when piped (grep, diff)
+        console.print(f"[bold]{setting.key}[/] = {escape(json.dumps(shown[setting.key]))}  "
+                      f"[dim]# {escape(cfg.sources[setting.key])} · {setting.env_var}[/]", highlight=False, soft_wrap=True)
 
 
 bench_app = typer.Typer(cls=CloverGroup, help="Benchmarks: ratios measured side by side in one run.", no_args_is_help=True)
@@ -414,7 +425,10 @@ def trajectory_to_replay(path: Path = typer.Argument(..., help="A trajectory .js
 
     lines = "".join(json.dumps(turn, ensure_ascii=False) + "\n" for turn in to_replay(path))
     if output:
-        output.write_text(lines, encoding="utf-8")
+        try:
+            output.write_text(lines, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
     else:
         typer.echo(lines, nl=False)
 

@@ -6,6 +6,7 @@ the value it has. Unknown keys and bad values raise :class:`ConfigError` naming 
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 from dataclasses import dataclass, field
@@ -68,9 +69,12 @@ def load_config(
     cfg = Config({s.key: s.default for s in SETTINGS}, {s.key: "default" for s in SETTINGS})
     user_file = user_config_path(env)
     if user_file.is_file():
-        _apply_file(cfg, user_file, from_project=False)
+        _apply_file(cfg, user_file, env, from_project=False)
+    elif env.get("CLOVERCODE_CONFIG"):  # asked for by name: a typo must not fall back to the defaults
+        raise ConfigError(f"CLOVERCODE_CONFIG names {user_file}, which is not a file",
+                          hint="Point it at your config.toml, or unset it to use the default location.")
     if project_root is not None and (project_root / PROJECT_FILE).is_file():
-        _apply_file(cfg, project_root / PROJECT_FILE, from_project=True)
+        _apply_file(cfg, project_root / PROJECT_FILE, env, from_project=True)
     _apply_env(cfg, env)
     return cfg.with_overrides(flags or {}, "flag")
 
@@ -79,9 +83,10 @@ def _setting(key: str, source: str) -> Setting:
     try:
         return SETTINGS_BY_KEY[key]
     except KeyError:
+        close = difflib.get_close_matches(key, list(SETTINGS_BY_KEY), n=1, cutoff=0.6)
         raise ConfigError(
-            f"{source}: unknown setting '{key}'",
-            hint="Known settings are listed by `clovercode config show`.",
+            f"{source}: unknown setting '{key}'" + (f"; did you mean '{close[0]}'?" if close else ""),
+            hint="The settings are listed in docs/configuration.md and by `clovercode config show`.",
         ) from None
 
 
@@ -108,6 +113,8 @@ def coerce_value(setting: Setting, raw: Any, source: str) -> Any:
             raise ConfigError(f"{where} must be {kind}, got {raw!r}") from None
         if setting.minimum is not None and value < setting.minimum:
             raise ConfigError(f"{where} must be at least {setting.minimum:g}, got {value!r}")
+        if setting.maximum is not None and value > setting.maximum:
+            raise ConfigError(f"{where} must be at most {setting.maximum:g}, got {value!r}")
     else:
         if not isinstance(raw, str):
             raise ConfigError(f"{where} must be a string, got {raw!r}")
@@ -128,7 +135,7 @@ def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _apply_file(cfg: Config, path: Path, *, from_project: bool) -> None:
+def _apply_file(cfg: Config, path: Path, env: Mapping[str, str], *, from_project: bool) -> None:
     try:
         table = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -142,13 +149,13 @@ def _apply_file(cfg: Config, path: Path, *, from_project: bool) -> None:
             raise ConfigError(
                 f"{path}: '{key}' is not allowed in a project file",
                 hint="It decides where code, keys or tokens are sent, so a repository may not set it; "
-                f"set it in {user_config_path(os.environ)}, as {setting.env_var}, or as a flag.",
+                f"set it in {user_config_path(env)}, as {setting.env_var}, or as a flag.",
             )
         if from_project and value in setting.not_from_project:
             raise ConfigError(
                 f"{path}: '{key} = {value!r}' is not allowed in a project file",
                 hint="A repository may not weaken the sandbox of whoever runs clovercode in it; "
-                f"set it in {user_config_path(os.environ)} or pass it as a flag.",
+                f"set it in {user_config_path(env)} or pass it as a flag.",
             )
         cfg.values[key] = value
         cfg.sources[key] = str(path)

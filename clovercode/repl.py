@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from clovercode.config import Config, state_dir
-from clovercode.errors import CloverError
+from clovercode.errors import CloverError, ConfigError
 from clovercode.executors.select import NO_SANDBOX_WARNING
 from clovercode.session import Session, open_session
 from clovercode.ui.render import ConsoleRenderer
@@ -41,13 +41,13 @@ class Repl:
             name, _, rest = text[1:].partition(" ")
             command = self.commands.get(name)
             if command is None:
-                self.console.print(f"[yellow]unknown command /{name}[/]; /help lists them", highlight=False)
+                self.console.print(f"[yellow]unknown command /{escape(name)}[/]; /help lists them", highlight=False)
                 return True
             return command.run(self, rest.strip())
         try:
             result = self.session.run_task(text, ConsoleRenderer(self.console))
         except CloverError as exc:  # e.g. the sandbox stopped working: say so, keep the REPL
-            self.console.print(f"[red]error[/]: {escape(str(exc))}", highlight=False)
+            print_error(self.console, exc)
             return True
         if result.summary and result.stop.value in ("finished", "answered"):
             self.console.print(result.summary, highlight=False, markup=False)
@@ -57,6 +57,11 @@ class Repl:
         if status:
             self.console.print(status, style="dim", highlight=False, markup=False, soft_wrap=True)
         return True
+
+
+def print_error(console: Console, exc: CloverError) -> None:
+    # Escaped: messages quote paths and specs the user typed, and rich reads "[...]" as markup.
+    console.print(f"[red]error[/]: {escape(str(exc))}", highlight=False)
 
 
 def _help(repl: Repl, _: str) -> bool:
@@ -82,7 +87,7 @@ def _model(repl: Repl, arg: str) -> bool:
     try:
         backend = open_backend(repl.cfg.with_overrides({"model": arg}, "/model"), base_dir=repl.root)
     except CloverError as exc:
-        repl.console.print(f"[red]error[/]: {exc}", highlight=False)
+        print_error(repl.console, exc)
         return True
     repl.session.backend.close()
     repl.session.backend = backend
@@ -143,7 +148,15 @@ def default_commands() -> list[SlashCommand]:
 
 
 def history_path(cfg: Config) -> Path:
-    return Path(cfg["history_file"]).expanduser() if cfg["history_file"] else state_dir(os.environ) / "history"
+    """The REPL's input history file, checked writable (prompt-toolkit appends to it after every line)."""
+    path = Path(cfg["history_file"]).expanduser() if cfg["history_file"] else state_dir(os.environ) / "history"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.open("a", encoding="utf-8").close()
+    except OSError as exc:
+        raise ConfigError(f"cannot write the REPL history {path}: {exc.strerror or exc}",
+                          hint="Set history_file (CLOVERCODE_HISTORY_FILE) to a writable file.") from None
+    return path
 
 
 def _tty_lines(cfg: Config) -> Iterator[str]:
@@ -157,9 +170,7 @@ def _tty_lines(cfg: Config) -> Iterator[str]:
     def _newline(event) -> None:  # Alt-Enter / Esc Enter: a newline instead of submitting
         event.current_buffer.insert_text("\n")
 
-    path = history_path(cfg)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    prompt = PromptSession(history=FileHistory(str(path)), key_bindings=bindings, multiline=False)
+    prompt = PromptSession(history=FileHistory(str(history_path(cfg))), key_bindings=bindings, multiline=False)
     while True:
         try:
             yield prompt.prompt("clover> ")

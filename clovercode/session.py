@@ -60,10 +60,11 @@ class Session:
             ctx = self.last_context
         else:
             follow_up = False
+            label = task.split("\n")[0]
             ctx = ToolContext(self.root, self.executor, self.cfg["command_timeout"], self.command_env, self.approve,
-                              checkpoint=Checkpointer(self.root, self.env, task.split("\n")[0]), stamps=self.stamps,
+                              checkpoint=Checkpointer(self.root, self.env, label), stamps=self.stamps,
                               guard=FileGuard.from_policy_data(self.env))
-            self.last_trajectory = new_trajectory_path(trajectory_dir(self.cfg, self.env), task.split("\n")[0])
+            self.last_trajectory = new_trajectory_path(trajectory_dir(self.cfg, self.env), label)
         self.last_context = ctx
         toolbox = Toolbox(ctx)
         writer = TrajectoryWriter(self.last_trajectory)

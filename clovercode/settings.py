@@ -19,6 +19,7 @@ class Setting:
     help: str
     choices: tuple[str, ...] | None = None
     minimum: float | None = None
+    maximum: float | None = None
     # Values a project's own clovercode.toml may not set: a cloned repository must not be able to
     # weaken the sandbox of whoever runs clovercode in it.
     not_from_project: tuple[Any, ...] = ()
@@ -40,7 +41,7 @@ SETTINGS: tuple[Setting, ...] = (
             user_only=True),
     Setting("api_key", str, "", "API key for `endpoint` (prefer the CLOVERCODE_API_KEY env var).", user_only=True),
     Setting("temperature", float, 0.0, "Sampling temperature; 0 is greedy.", minimum=0.0),
-    Setting("top_p", float, 1.0, "Nucleus sampling mass.", minimum=0.0),
+    Setting("top_p", float, 1.0, "Nucleus sampling mass.", minimum=0.0, maximum=1.0),
     Setting("max_new_tokens", int, 4096, "Most tokens the model may write in one turn.", minimum=1),
     Setting("thinking", bool, True, "Let the model reason in <think>…</think> before acting."),
     # loop budgets
@@ -85,7 +86,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("endpoint_retries", int, 4, "Retries on HTTP 429 / 5xx and connection errors, with exponential backoff.", minimum=0),
     # clovercode serve (docs/endpoint.md)
     Setting("serve.host", str, "127.0.0.1", "Address `clovercode serve` binds to; anything but loopback exposes the model to the network."),
-    Setting("serve.port", int, 8700, "Port of `clovercode serve` (0: any free port).", minimum=0),
+    Setting("serve.port", int, 8700, "Port of `clovercode serve` (0: any free port).", minimum=0, maximum=65535),
     Setting("serve.api_key", str, "", "Bearer token `clovercode serve` requires from clients (prefer the CLOVERCODE_SERVE_API_KEY env var)."),
     Setting("serve.model_name", str, "", "Model id `clovercode serve` lists and accepts (default: the --model spec)."),
     Setting("serve.max_batch", int, 8, "Requests generated together when the backend can batch; other backends run one at a time.", minimum=1),

@@ -155,3 +155,37 @@ def test_json_mode_keeps_stdout_clean(calc_repo):
     result = json.loads(proc.stdout)  # the whole of stdout is one JSON object
     assert result["exit_code"] == 0 and result["changed_files"] == ["calc.py"]
     assert "step 1/30" in proc.stderr
+
+
+def test_repl_options_before_a_command_are_refused_not_ignored(tmp_path):
+    # They used to be dropped silently: `clovercode --model M fix …` ran fix with the default model.
+    proc = run_cli("--model", f"replay:{tmp_path / 'r.jsonl'}", "-C", str(tmp_path), "config", "show")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "error: --repo, --model before 'config' would be ignored" in proc.stderr
+    assert run_cli("config", "show", "-C", str(tmp_path)).returncode == 0
+
+
+def test_config_show_prints_one_plain_line_per_setting(tmp_path):
+    from clovercode.settings import SETTINGS
+
+    # a value that looks like rich markup crashed it (exit 70); long lines were wrapped when piped
+    (tmp_path / "clovercode.toml").write_text('model = "[/]odd"\n')
+    proc = run_cli("config", "show", "--repo", str(tmp_path), env=cli_env(COLUMNS="60"))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == len(SETTINGS)
+    assert lines[0] == f'model = "[/]odd"  # {tmp_path / "clovercode.toml"} · CLOVERCODE_MODEL'
+    assert "serve.max_request_bytes = 4194304  # default · CLOVERCODE_SERVE_MAX_REQUEST_BYTES" in lines
+
+
+def test_fix_json_still_prints_one_object_when_clovercode_hits_a_bug(calc_repo, monkeypatch):
+    import clovercode.fixcmd
+
+    def bug(*_args, **_kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(clovercode.fixcmd, "run_fix", bug)  # stands in for any bug inside the run
+    result = runner.invoke(app, ["fix", "x", "--repo", str(calc_repo), "--json"])
+    assert result.exit_code == 70
+    assert json.loads(result.stdout) == {"status": "error", "exit_code": 70, "error": "internal error: RuntimeError: boom"}
+    assert "internal error" in result.stderr and "Traceback" not in result.stderr

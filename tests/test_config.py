@@ -105,3 +105,37 @@ def test_project_file_may_not_say_where_code_and_tokens_go(tmp_path, line):
     with pytest.raises(ConfigError, match=f"'{key}' is not allowed in a project file"):
         load_config(tmp_path, {})
     assert load_config(None, {}) is not None  # the same key from the user file or env is fine
+
+
+def test_a_missing_config_named_by_clovercode_config_is_an_error(tmp_path):
+    # It used to fall back to the defaults silently: a typo'd path meant none of the user's settings.
+    missing = tmp_path / "confg.toml"
+    with pytest.raises(ConfigError, match=f"^CLOVERCODE_CONFIG names {missing}, which is not a file"):
+        load_config(tmp_path, {"CLOVERCODE_CONFIG": str(missing)})
+    write(missing, "max_steps = 5\n")
+    assert load_config(tmp_path, {"CLOVERCODE_CONFIG": str(missing)})["max_steps"] == 5
+
+
+def test_unknown_setting_suggests_the_closest_key(tmp_path):
+    write(tmp_path / "clovercode.toml", "[fix]\ntest_comand = 'make check'\n")
+    with pytest.raises(ConfigError, match="unknown setting 'fix.test_comand'; did you mean 'fix.test_command'"):
+        load_config(tmp_path, {})
+
+
+def test_project_file_hint_names_the_user_file_of_the_given_env(tmp_path, isolated_home):
+    write(tmp_path / "clovercode.toml", 'sandbox = "none"\n')
+    other = tmp_path / "elsewhere.toml"
+    write(other, "")
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path, {"CLOVERCODE_CONFIG": str(other)})
+    assert f"set it in {other}" in str(info.value)
+
+
+@pytest.mark.parametrize("key, raw, message", [
+    ("serve.port", "99999", "'serve.port' must be at most 65535, got 99999"),  # was an OverflowError crash in serve
+    ("top_p", "5", "'top_p' must be at most 1, got 5.0"),
+])
+def test_values_above_a_maximum_are_refused(tmp_path, key, raw, message):
+    with pytest.raises(ConfigError, match=f"^flag: {message}"):
+        load_config(tmp_path, {}, {key: raw})
+    assert load_config(tmp_path, {}, {key: "1"})[key] == 1

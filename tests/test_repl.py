@@ -115,3 +115,32 @@ def test_piped_stdin_without_a_terminal(calc_repo, tmp_path):
     proc = run_cli("--model", f"replay:{replay}", "--sandbox", "none", cwd=calc_repo, input="a question\n/exit\n")
     assert proc.returncode == 0, proc.stderr
     assert "Plain answer." in proc.stdout and "\x1b[" not in proc.stdout
+
+
+def test_brackets_in_slash_command_input_are_text_not_markup(calc_repo, tmp_path):
+    from conftest import run_cli
+
+    replay = tmp_path / "r.jsonl"
+    replay.write_text(json.dumps({"text": "Plain answer."}) + "\n")
+    # rich reads "[/]" as a closing tag: unescaped, these lines crashed the REPL with exit 70
+    lines = f"/model replay:{tmp_path}/[/]missing.jsonl\n/nope[/]\n/model\n/exit\n"
+    proc = run_cli("--model", f"replay:{replay}", "--sandbox", "none", cwd=calc_repo, input=lines,
+                   env=cli_env(COLUMNS="400"))
+    assert proc.returncode == 0, proc.stderr
+    assert f"error: replay file not found: {tmp_path}/[/]missing.jsonl" in proc.stdout
+    assert "unknown command /nope[/]" in proc.stdout
+    assert f"model: replay:{replay}" in proc.stdout
+
+
+def test_unwritable_history_file_is_a_clear_error(calc_repo, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    replay = tmp_path / "r.jsonl"
+    replay.write_text(json.dumps({"text": "Noted."}) + "\n")
+    env = cli_env(PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", CLOVERCODE_HISTORY_FILE=str(blocker / "history"))
+    child = pexpect.spawn(sys.executable, ["-m", "clovercode", "--model", f"replay:{replay}", "--sandbox", "none"],
+                          cwd=str(calc_repo), env=env, encoding="utf-8", timeout=30, dimensions=(40, 200))
+    child.expect_exact(f"cannot write the REPL history {blocker / 'history'}")  # it was exit 70, a crash file
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 2

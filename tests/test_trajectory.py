@@ -67,3 +67,48 @@ def test_trajectory_dir_is_configurable(calc_repo, tmp_path):
     (calc_repo / "clovercode.toml").write_text(f'trajectory_dir = "{target}"\n')
     run_cli("fix", "x", "--repo", str(calc_repo), "--model", f"replay:{EXAMPLES / 'calc.replay.jsonl'}", "--sandbox", "none")
     assert len(list(target.glob("*.jsonl"))) == 1
+
+
+def test_unwritable_trajectory_dir_is_a_clear_error(calc_repo, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    env_dir = {"CLOVERCODE_TRAJECTORY_DIR": str(blocker / "trajs")}  # under a file: cannot be created
+    from conftest import cli_env
+
+    proc = run_cli("fix", "x", "--repo", str(calc_repo), "--model", f"replay:{EXAMPLES / 'calc.replay.jsonl'}",
+                   "--sandbox", "none", env=cli_env(**env_dir))
+    assert proc.returncode == 2, proc.stderr
+    assert f"error: cannot write the trajectory {blocker / 'trajs'}" in proc.stderr
+    assert "CLOVERCODE_TRAJECTORY_DIR" in proc.stderr and "internal error" not in proc.stderr
+
+
+def test_to_replay_into_an_unwritable_path_is_a_usage_error(calc_repo, tmp_path):
+    run_cli("fix", "mean is wrong", "--repo", str(calc_repo), "--model", f"replay:{EXAMPLES / 'calc.replay.jsonl'}",
+            "--sandbox", "none")
+    proc = run_cli("trajectory", "to-replay", str(trajectories()[0]), "-o", str(tmp_path))  # a directory
+    assert proc.returncode == 2 and f"error: cannot write {tmp_path}: Is a directory" in proc.stderr
+
+
+def test_calls_a_server_parsed_replay_from_the_converted_trajectory(tmp_path):
+    from openai_stub import StubServer, chunk, sse
+
+    from clovercode.backends.endpoint import EndpointBackend, EndpointOptions
+    from clovercode.backends.replay import ReplayBackend
+    from clovercode.config import load_config
+    from clovercode.executors.select import make_executor
+    from clovercode.session import Session
+
+    cfg = load_config(tmp_path, {}, {"sandbox": "none"})
+    with StubServer(["clover"]) as stub:
+        stub.script.append(sse([chunk({"content": "Done."}),
+                                chunk({"tool_calls": [{"index": 0, "id": "c", "function": {
+                                    "name": "finish", "arguments": "{\"summary\": \"ok\"}"}}]}),
+                                chunk({}, "tool_calls")]))
+        session = Session(tmp_path, cfg, EndpointBackend(EndpointOptions(stub.url, model="clover", retries=0)),
+                          make_executor(cfg), interactive=False)
+        assert session.run_task("do it").summary == "ok"
+    # The server's calls are not in the turn's raw text: the replay must get them all the same.
+    converted = tmp_path / "converted.jsonl"
+    assert run_cli("trajectory", "to-replay", str(session.last_trajectory), "-o", str(converted)).returncode == 0
+    again = Session(tmp_path, cfg, ReplayBackend(converted), make_executor(cfg), interactive=False).run_task("do it")
+    assert (again.stop.value, again.summary) == ("finished", "ok")

@@ -116,7 +116,9 @@ class Agent:
                                  tuple(CallRecord(c.id, c.name, c.arguments) for c in checked)))
         self.sink.emit("model_turn", step=state.steps, raw=text, content=turn.content, reasoning=turn.reasoning,
                        calls=[{"id": c.id, "name": c.name, "arguments": c.arguments, "valid": c.ok} for c in checked],
-                       errors=turn.errors, usage=_usage_json(usage, state), seconds=round(self.clock() - started, 4))
+                       errors=turn.errors, usage=_usage_json(usage, state), seconds=round(self.clock() - started, 4),
+                       **({"server_calls": [{"name": c.name, "arguments": c.arguments} for c in server_calls]}
+                          if server_calls else {}))
         self._handle_format(conversation, state, review)
         if guard.tripped:
             conversation.add(Message("user", guard.feedback(), tags=frozenset({"feedback"})))

@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-from clovercode.errors import UsageError
+from clovercode.errors import ConfigError, UsageError
 from clovercode.jsonl import json_objects
+from clovercode.toolcalls.render import render_call
 
 SKIPPED_KINDS = {"text_delta"}
 
@@ -32,8 +33,12 @@ class TrajectoryWriter:
 
     def __init__(self, path: Path):
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle: IO[str] = path.open("a", encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle: IO[str] = path.open("a", encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot write the trajectory {path}: {exc.strerror or exc}",
+                              hint="Set trajectory_dir (CLOVERCODE_TRAJECTORY_DIR) to a writable directory.") from None
         self._start = time.monotonic()
 
     def emit(self, kind: str, **data: Any) -> None:
@@ -56,13 +61,20 @@ def read_events(path: Path) -> Iterator[dict[str, Any]]:
         yield event
 
 
+def turn_text(event: dict[str, Any]) -> str:
+    """A ``model_turn``'s text as a replay plays it: the raw text, then the calls a server parsed
+    out of it (they are not in ``raw``), written in the XML form the parser reads."""
+    calls = [render_call(c["name"], c.get("arguments") or {}) for c in event.get("server_calls") or ()]
+    return "\n".join([event.get("raw", ""), *calls]) if calls else event.get("raw", "")
+
+
 def to_replay(path: Path) -> list[dict[str, Any]]:
-    """The model turns of a trajectory as replay lines: ``{"text": raw, "usage": {...}}``."""
+    """The model turns of a trajectory as replay lines: ``{"text": ..., "usage": {...}}``."""
     turns = []
     for event in read_events(path):
         if event.get("kind") == "model_turn":
             usage = event.get("usage") or {}
-            turns.append({"text": event.get("raw", ""),
+            turns.append({"text": turn_text(event),
                           "usage": {"prompt_tokens": usage.get("prompt_tokens", 0),
                                     "completion_tokens": usage.get("completion_tokens", 0)}})
     if not turns:

@@ -107,7 +107,7 @@ def end_namespace(status: dict, wait: float = 5.0) -> None:
 
 
 def _is_zombie(pid: int) -> bool:
-    stat = open(f"/proc/{pid}/stat", "rb").read()
+    stat = Path(f"/proc/{pid}/stat").read_bytes()  # closed at once: this runs in a tight loop
     return stat[stat.rindex(b")") + 2:][:1] in (b"Z", b"X")
 
 

@@ -40,7 +40,6 @@ class ConsoleRenderer:
         self.at_line_start = True
         self.last_style = ""
 
-
     def emit(self, kind: str, **data: Any) -> None:
         handler = getattr(self, f"_on_{kind}", None)
         if handler:
@@ -115,5 +114,5 @@ class ConsoleRenderer:
     def _on_run_end(self, stop_reason: str, steps: int, detail: str, **_: Any) -> None:
         self._newline()
         style = "green" if stop_reason in ("finished", "answered") else "yellow"
-        count = "" if stop_reason == "max_steps" else f" [dim]({steps} steps)[/]"  # the detail already says it
+        count = "" if stop_reason == "max_steps" else f" [dim]({steps} step{'' if steps == 1 else 's'})[/]"  # the detail already says it
         self.console.print(f"[{style}]■ stopped: {escape(detail)}[/]{count}")
