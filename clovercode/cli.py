@@ -324,7 +324,11 @@ def bench_sandbox(sandbox: str = typer.Option("workspace-write", "--sandbox", he
                   runs: int = typer.Option(30, "--runs", min=3, help="Runs per command and side.")) -> None:
     """Sandbox start overhead per command: bwrap vs a plain subprocess, as a ratio."""
     from clovercode.bench.sandbox import measure, report
+    from clovercode.errors import UsageError
+    from clovercode.sandboxing.policy import PROFILES
 
+    if sandbox not in PROFILES:
+        raise UsageError(f"--sandbox: unknown policy '{sandbox}'", hint=f"Choose one of: {', '.join(PROFILES)}.")
     typer.echo(report(measure(sandbox, runs), sandbox, runs))
 
 

@@ -97,3 +97,13 @@ def test_the_guard_can_be_turned_off(calc_repo):
     agent, _ = make_agent(calc_repo, backend, Limits(max_steps=5, repetition_window=0))
     agent.run(Conversation(), "fix the bug")
     assert backend.chunks == 100_000
+
+
+def test_in_the_repl_a_cut_reply_ends_the_turn_without_a_note_in_the_history(calc_repo):
+    backend = LoopingBackend(then=xml("finish", summary="done"))
+    agent, sink = make_agent(calc_repo, backend, Limits(max_steps=5), interactive=True)
+    conversation = Conversation()
+    result = agent.run(conversation, "fix the bug")
+    assert result.stop is StopReason.ANSWERED and result.steps == 1 and backend.chunks < 100
+    assert [m.role for m in conversation.messages] == ["user", "assistant"]
+    assert any("kept repeating" in w["text"] for w in sink.of("warning"))

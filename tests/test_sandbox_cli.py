@@ -89,3 +89,8 @@ def test_bench_sandbox_prints_a_ratio():
     proc = run_cli("bench", "sandbox", "--runs", "3")
     assert proc.returncode == 0, proc.stderr
     assert "/bin/true" in proc.stdout and "x" in proc.stdout and "ratio" in proc.stdout
+
+
+def test_bench_sandbox_with_an_unknown_policy_is_a_usage_error():
+    proc = run_cli("bench", "sandbox", "--sandbox", "bogus")
+    assert proc.returncode == 2 and "unknown policy 'bogus'" in proc.stderr and "Traceback" not in proc.stderr

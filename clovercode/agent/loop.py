@@ -96,7 +96,8 @@ class Agent:
     def _check_budget(self, state: _State) -> None:
         limits = self.limits
         if state.steps >= limits.max_steps:
-            raise _Stop(StopReason.MAX_STEPS, f"reached the step limit ({limits.max_steps} steps)")
+            plural = "" if limits.max_steps == 1 else "s"
+            raise _Stop(StopReason.MAX_STEPS, f"reached the step limit ({limits.max_steps} step{plural})")
         if limits.max_time and self.clock() - state.started >= limits.max_time:
             raise _Stop(StopReason.MAX_TIME, f"reached the time limit ({limits.max_time:g} s)")
         if limits.max_tokens and state.prompt_tokens + state.completion_tokens >= limits.max_tokens:
@@ -121,8 +122,9 @@ class Agent:
                           if server_calls else {}))
         self._handle_format(conversation, state, review)
         if guard.tripped:
-            conversation.add(Message("user", guard.feedback(), tags=frozenset({"feedback"})))
             self.sink.emit("warning", text=f"the reply was cut: it kept repeating {guard.unit()!r}")
+            if not self.interactive:  # in the REPL the turn ends and the person decides what to say
+                conversation.add(Message("user", guard.feedback(), tags=frozenset({"feedback"})))
         pending = review.runnable
         try:
             while pending:
