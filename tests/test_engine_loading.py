@@ -20,6 +20,9 @@ def test_missing_path_and_unknown_names_say_what_exists(tmp_path):
     with pytest.raises(ModelUnavailable) as err:
         resolve("definitely-not-a-model")
     assert "smollm2-demo" in str(err.value) and "clover" in str(err.value)
+    with pytest.raises(ModelUnavailable) as err:  # `bench engine --model tiny`: the harness's test model
+        resolve("tiny:context=512")
+    assert "random-weight test model" in str(err.value) and "clover-tiny" in str(err.value)
 
 
 def test_a_directory_needs_a_config_and_weights(tmp_path):
