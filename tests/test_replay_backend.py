@@ -24,6 +24,14 @@ def test_recorded_usage_replays_and_missing_usage_is_the_projects_estimate(tmp_p
     assert usage.prompt_tokens == estimate_tokens("fix calc.py, please")
 
 
+def test_a_trajectorys_null_usage_fields_count_as_absent(tmp_path):
+    path = tmp_path / "trajectory.jsonl"
+    path.write_text('{"kind": "model_turn", "raw": "hi", "usage": {"prompt_tokens": 5, "completion_tokens": 1, '
+                    '"forwards": null, "total_prompt_tokens": 5, "usage_estimated": true}}\n')
+    usage = next(e for e in ReplayBackend(path).generate([], [], GenerationParams()) if isinstance(e, Usage))
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.forwards) == (5, 1, None)
+
+
 @pytest.mark.parametrize("usage", ['"lots"', '[1]', '{"prompt_tokens": "many"}', '{"forwards": true}'])
 def test_usage_that_is_not_numbers_is_refused_when_the_file_loads(tmp_path, usage):
     path = tmp_path / "r.jsonl"

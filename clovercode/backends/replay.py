@@ -48,6 +48,8 @@ def load_replay(path: Path) -> list[ReplayTurn]:
         if not isinstance(text, str):
             raise ModelUnavailable(f"{path}:{number}: \"text\" must be a string")
         usage = obj.get("usage") or {}
+        if isinstance(usage, dict):  # a trajectory writes "forwards": null for backends that do not count them
+            usage = {key: value for key, value in usage.items() if value is not None}
         if not isinstance(usage, dict) or not all(
                 isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in usage.items() if k in USAGE_KEYS):
             raise ModelUnavailable(f"{path}:{number}: \"usage\" must be an object of numbers ({', '.join(USAGE_KEYS)})")
