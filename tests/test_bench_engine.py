@@ -31,6 +31,9 @@ def test_bench_engine_reports_every_schedule_as_json():
 def test_bench_engine_rejects_bad_lists():
     proc = run_cli("bench", "engine", "--thresholds", "high")
     assert proc.returncode == 2 and "bad --thresholds" in proc.stderr
+    for flag, value, said in (("--lengths", "0", "prompt lengths must be ≥ 1"), ("--thresholds", "0.9,1.5", "in (0, 1]")):
+        proc = run_cli("bench", "engine", flag, value)  # refused before the model loads, not a crash after
+        assert proc.returncode == 2 and said in proc.stderr and "internal error" not in proc.stderr
 
 
 def test_targets_are_judged_against_the_issue():

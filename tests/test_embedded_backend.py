@@ -59,3 +59,11 @@ def test_sampling_is_reproducible_with_a_seed(backend):
         return "".join(e.text for e in events if isinstance(e, TextDelta))
 
     assert text(11) == text(11)
+
+
+def test_an_unseeded_sampled_turn_leaves_torchs_global_seed_alone(backend):
+    import torch
+
+    torch.manual_seed(1234)
+    events_of(backend, "Search email for parser.", temperature=0.9, max_new_tokens=8)
+    assert torch.initial_seed() == 1234

@@ -10,6 +10,7 @@ from clovercode.agent.messages import CallRecord, Message
 from clovercode.backends.base import ContextTooLong, Finish, GenerationParams, ModelError, TextDelta, ToolCallEvent, Usage
 from clovercode.backends.endpoint import EndpointBackend, EndpointOptions
 from clovercode.backends.endpoint_http import parse_base_url
+from clovercode.context.tokens import estimate_tokens
 from clovercode.errors import ConfigError, ExitCode, ModelUnavailable
 from clovercode.toolcalls.schemas import load_tool_specs
 
@@ -89,6 +90,7 @@ def test_raw_text_calls_stay_text_for_the_loop_and_missing_usage_is_estimated():
     assert not [e for e in events if isinstance(e, ToolCallEvent)]
     usage = next(e for e in events if isinstance(e, Usage))
     assert usage.extra == {"usage_estimated": True} and usage.completion_tokens > 0
+    assert usage.completion_tokens == estimate_tokens(text[:10] + "r" + text[10:])  # the project's one estimate
     assert events[-1] == Finish("stop")
 
 

@@ -186,3 +186,23 @@ def test_denoise_sees_masks_only_where_nothing_was_accepted():
     assert (first_pass[1:] == MASK).all()
     second = denoiser.seen_blocks[1]
     assert [int(t) for t in second[1::2]] == target[1::2]  # accepted odd positions are real tokens now
+
+
+def test_the_stop_check_runs_only_when_final_tokens_were_added():
+    """Before each pass the stop check detokenizes the whole output; a pass that accepted no position
+    of the block's leading run added no final token, so the next check would repeat the last one."""
+    target = ids_of("abcdefghijklmnop")
+    table = {1: {2: 0.95, 5: 0.99}, 2: {3: 0.8}}  # passes 1 and 2 leave position 1 masked
+
+    def confidence(block, step, position):
+        return table.get(step, {}).get(position, 0.97 if step >= 3 else 0.5)
+
+    seen = []
+
+    def counting(ids):
+        seen.append(list(ids))
+        return detok(ids)
+
+    result = decode(Scripted(target, confidence), [1, 2, 3], plan(max_new_tokens=8), counting, Stops(frozenset({EOS})))
+    assert result.tokens == target[:8]
+    assert all(a != b for a, b in zip(seen, seen[1:])), "the same tokens were checked twice in a row"

@@ -20,6 +20,9 @@ def test_missing_path_and_unknown_names_say_what_exists(tmp_path):
     with pytest.raises(ModelUnavailable) as err:
         resolve("definitely-not-a-model")
     assert "smollm2-demo" in str(err.value) and "clover" in str(err.value)
+    with pytest.raises(ModelUnavailable) as err:  # `bench engine --model tiny`: the harness's test model
+        resolve("tiny:context=512")
+    assert "random-weight test model" in str(err.value) and "clover-tiny" in str(err.value)
 
 
 def test_a_directory_needs_a_config_and_weights(tmp_path):
@@ -144,3 +147,22 @@ def test_a_device_that_is_not_there_is_one_message():
     with pytest.raises(ModelUnavailable, match="no CUDA device"):
         pick_device("cuda")
     assert pick_device("auto") in ("cpu", "mps")
+
+
+def test_damaged_weights_are_one_message_not_a_crash(tmp_path):
+    """A file named *.safetensors whose first bytes are not a header: the size check must not try to
+    read an absurd header length (MemoryError), and the weights load must say what is wrong."""
+    import shutil
+
+    from clovercode.engine import loading
+
+    folder = tmp_path / "damaged"
+    folder.mkdir()
+    for name in ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        shutil.copy(resolve("clover-tiny").path / name, folder / name)
+    (folder / "model.safetensors").write_bytes(b"garbage\n" + b"x" * 64)
+    assert loading.parameter_count(folder) is None
+    (folder / "model.safetensors").write_bytes((40).to_bytes(8, "little") + b'{"w": 1}' + b" " * 32)
+    assert loading.parameter_count(folder) is None
+    with pytest.raises(ModelUnavailable, match="could not be loaded from"):
+        loading.load(resolve(str(folder)), EngineConfig(), Console(file=open("/dev/null", "w")), tmp_path / "cache")

@@ -151,3 +151,15 @@ def test_sigterm_answers_a_waiting_request_with_503():
         assert isinstance(outcome[0], openai.APIStatusError) and outcome[0].status_code == 503
         assert "shutting down" in outcome[0].message
         assert proc.wait(20) == 0
+
+
+def test_a_port_out_of_range_is_a_usage_error():
+    proc = run_cli("serve", "--model", TINY, "--port", "99999")
+    assert proc.returncode == 2 and "--port must be from 0 to 65535, got 99999" in proc.stderr
+    assert "internal error" not in proc.stderr
+
+
+def test_an_unknown_host_says_to_fix_the_host_not_the_port():
+    proc = run_cli("serve", "--model", TINY, "--host", "no-such-host.invalid", "--port", "0")
+    assert proc.returncode == 2 and "cannot listen on no-such-host.invalid:0" in proc.stderr
+    assert "Give --host an address of this machine" in proc.stderr and "another port" not in proc.stderr

@@ -22,6 +22,7 @@ from clovercode.backends.base import Event, Finish, GenerationParams, ModelError
 from clovercode.backends.endpoint_http import (HttpFailure, Target, Transport, domain_error, error_message,
                                                parse_base_url, with_retries)
 from clovercode.backends.sse import iter_sse_data
+from clovercode.context.tokens import estimate_tokens
 from clovercode.errors import ModelUnavailable
 from clovercode.toolcalls.parser import TOOL_CLOSE
 from clovercode.toolcalls.schemas import ToolSpec
@@ -168,7 +169,7 @@ class EndpointBackend:
         calls: dict[int, dict[str, Any]] = {}
         usage: dict[str, Any] | None = None
         finish = None
-        chars = 0
+        written: list[str] = []  # the reply, for the token estimate when the server sends no usage
         for data in iter_sse_data(response.readline):
             if data.strip() == "[DONE]":
                 break
@@ -189,11 +190,11 @@ class EndpointBackend:
                 delta = choice.get("delta") or {}
                 reasoning = delta.get("reasoning_content") or delta.get("reasoning")
                 if isinstance(reasoning, str) and reasoning:
-                    chars += len(reasoning)
+                    written.append(reasoning)
                     yield TextDelta(reasoning, reasoning=True)
                 content = delta.get("content")
                 if isinstance(content, str) and content:
-                    chars += len(content)
+                    written.append(content)
                     yield TextDelta(content)
                 for call in delta.get("tool_calls") or ():
                     _merge_call(calls, call)
@@ -202,7 +203,7 @@ class EndpointBackend:
             call = calls[index]
             if call["name"]:
                 yield ToolCallEvent(call["name"], _decode_arguments(call["arguments"]), call["id"])
-        yield _usage(usage, messages, chars, time.monotonic() - started)
+        yield _usage(usage, messages, "".join(written), time.monotonic() - started)
         yield Finish("tool_calls" if calls else finish if finish in ("stop", "length", "tool_calls") else "stop")
 
     def _decode_whole(self, response: http.client.HTTPResponse, messages: Sequence[Message], started: float) -> Iterator[Event]:
@@ -224,8 +225,8 @@ class EndpointBackend:
         for index in sorted(calls):
             if calls[index]["name"]:
                 yield ToolCallEvent(calls[index]["name"], _decode_arguments(calls[index]["arguments"]), calls[index]["id"])
-        chars = len(content or "") + len(reasoning or "")
-        yield _usage(body.get("usage"), messages, chars, time.monotonic() - started)
+        written = (reasoning if isinstance(reasoning, str) else "") + (content if isinstance(content, str) else "")
+        yield _usage(body.get("usage"), messages, written, time.monotonic() - started)
         finish = choice.get("finish_reason")
         yield Finish("tool_calls" if calls else finish if finish in ("stop", "length") else "stop")
 
@@ -283,10 +284,10 @@ def _decode_arguments(arguments: Any) -> dict[str, Any] | str:
     return value if isinstance(value, dict) else arguments
 
 
-def _usage(usage: dict[str, Any] | None, messages: Sequence[Message], chars: int, seconds: float) -> Usage:
+def _usage(usage: dict[str, Any] | None, messages: Sequence[Message], written: str, seconds: float) -> Usage:
     if usage:
         return Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), seconds=seconds)
-    # A server that ignores stream_options sends no usage: estimate (about 4 characters a token) so
-    # token budgets still bite, and say it is an estimate.
-    prompt_chars = sum(len(m.content) + len(m.reasoning) for m in messages)
-    return Usage(prompt_chars // 4, max(1, chars // 4), seconds=seconds, extra={"usage_estimated": True})
+    # A server that ignores stream_options sends no usage: estimate so token budgets still bite, and
+    # say it is an estimate.
+    prompt = sum(estimate_tokens(m.content) + estimate_tokens(m.reasoning) for m in messages)
+    return Usage(prompt, max(1, estimate_tokens(written)), seconds=seconds, extra={"usage_estimated": True})

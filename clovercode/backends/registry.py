@@ -20,10 +20,7 @@ def open_backend(cfg: Config, base_dir: Path | None = None) -> ModelBackend:
     if spec.startswith(REPLAY_PREFIX):
         from clovercode.backends.replay import ReplayBackend
 
-        path = Path(spec[len(REPLAY_PREFIX):]).expanduser()
-        if not path.is_absolute() and base_dir is not None and not path.exists():
-            path = base_dir / path
-        return ReplayBackend(path)
+        return ReplayBackend(replay_path(spec, base_dir))
     if spec == "tiny" or spec.startswith("tiny:"):
         from clovercode.backends.tiny import TinyBackend, parse_spec
 
@@ -31,3 +28,11 @@ def open_backend(cfg: Config, base_dir: Path | None = None) -> ModelBackend:
     from clovercode.backends.embedded import open_embedded  # torch/transformers load only from here on
 
     return open_embedded(spec, cfg, base_dir)
+
+
+def replay_path(spec: str, base_dir: Path | None = None) -> Path:
+    """What a ``replay:PATH`` spec names: PATH as given when it exists, else relative to ``base_dir``."""
+    path = Path(spec[len(REPLAY_PREFIX):]).expanduser()
+    if not path.is_absolute() and base_dir is not None and not path.exists():
+        path = base_dir / path
+    return path

@@ -15,10 +15,12 @@ from typing import Any, Iterator, Sequence
 
 from clovercode.agent.messages import Message
 from clovercode.backends.base import Event, Finish, GenerationParams, ModelError, TextDelta, Usage
+from clovercode.context.tokens import estimate_tokens
 from clovercode.errors import ModelUnavailable
 from clovercode.jsonl import json_objects
 from clovercode.toolcalls.schemas import ToolSpec
 
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "forwards", "seconds")
 CHUNK = 24  # characters per streamed delta, so replays exercise streaming like a real model
 
 
@@ -45,7 +47,13 @@ def load_replay(path: Path) -> list[ReplayTurn]:
             continue
         if not isinstance(text, str):
             raise ModelUnavailable(f"{path}:{number}: \"text\" must be a string")
-        turns.append(ReplayTurn(text, obj.get("usage") or {}))
+        usage = obj.get("usage") or {}
+        if isinstance(usage, dict):  # a trajectory writes "forwards": null for backends that do not count them
+            usage = {key: value for key, value in usage.items() if value is not None}
+        if not isinstance(usage, dict) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in usage.items() if k in USAGE_KEYS):
+            raise ModelUnavailable(f"{path}:{number}: \"usage\" must be an object of numbers ({', '.join(USAGE_KEYS)})")
+        turns.append(ReplayTurn(text, usage))
     if not turns:
         raise ModelUnavailable(f"replay file {path} holds no assistant turns")
     return turns
@@ -65,12 +73,11 @@ class ReplayBackend:
         self.position += 1
         for start in range(0, len(turn.text), CHUNK):
             yield TextDelta(turn.text[start:start + CHUNK])
-        prompt_chars = sum(len(m.content) for m in messages)
         usage = turn.usage
         # Engine figures recorded with the turn (forwards, seconds) replay too, so a recorded
         # engine run reproduces its tokens-per-forward in `clovercode eval`.
-        yield Usage(prompt_tokens=int(usage.get("prompt_tokens", prompt_chars // 4)),
-                    completion_tokens=int(usage.get("completion_tokens", max(1, len(turn.text) // 4))),
+        yield Usage(prompt_tokens=int(usage.get("prompt_tokens", sum(estimate_tokens(m.content) for m in messages))),
+                    completion_tokens=int(usage.get("completion_tokens", max(1, estimate_tokens(turn.text)))),
                     forwards=int(usage["forwards"]) if usage.get("forwards") else None,
                     seconds=float(usage.get("seconds") or 0.0))
         yield Finish("stop")

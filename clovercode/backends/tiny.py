@@ -18,7 +18,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Iterator, Sequence
 
 from clovercode.agent.messages import Message
-from clovercode.backends.base import (ContextTooLong, Event, Finish, GenerationParams, TextDelta, Usage)
+from clovercode.backends.base import ContextTooLong, Event, Finish, GenerationParams, TextDelta, Usage
+from clovercode.engine.sampler import nucleus
 from clovercode.errors import ModelUnavailable, UsageError
 from clovercode.toolcalls.schemas import ToolSpec
 
@@ -60,9 +61,11 @@ def parse_spec(spec: str) -> TinyConfig:
     return TinyConfig(**values)
 
 
+_INDEX = {ch: i for i, ch in enumerate(ALPHABET)}
+
+
 def encode(text: str) -> list[int]:
-    index = {ch: i for i, ch in enumerate(ALPHABET)}
-    return [index.get(ch, UNK) for ch in text]
+    return [_INDEX.get(ch, UNK) for ch in text]
 
 
 def render_prompt(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
@@ -229,9 +232,7 @@ def _sample(torch: Any, logits: Any, params: GenerationParams, generator: Any) -
         return int(torch.argmax(logits))
     probs = torch.softmax(logits / params.temperature, dim=-1)
     if params.top_p < 1.0:
-        ordered, order = torch.sort(probs, descending=True)
-        outside = ordered.cumsum(0) - ordered > params.top_p
-        probs = torch.zeros_like(probs).scatter(0, order, ordered.masked_fill(outside, 0.0))
+        probs = nucleus(probs, params.top_p)
     return int(torch.multinomial(probs, 1, generator=generator))
 
 

@@ -45,6 +45,12 @@ class BenchOptions:
     device: str = "auto"
     dtype: str = "auto"
 
+    def __post_init__(self) -> None:  # checked before minutes of loading and decoding, not after
+        if any(not 0 < t <= 1 for t in self.thresholds):
+            raise ValueError(f"thresholds must be in (0, 1], got {', '.join(map(str, self.thresholds))}")
+        if any(n < 1 for n in self.lengths):
+            raise ValueError(f"prompt lengths must be ≥ 1, got {', '.join(map(str, self.lengths))}")
+
 
 @dataclass
 class ScheduleRow:

@@ -23,7 +23,6 @@ class EngineConfig:
     temperature: float = 0.0  # 0 is greedy
     top_p: float = 1.0
     max_new_tokens: int = 4096
-    seed: int | None = None
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16 | float64
     trust_remote_code: bool = False

@@ -110,6 +110,7 @@ def decode_stream(denoiser: Denoiser, prompt: Sequence[int], plan: DecodePlan, d
     out: list[int] = []
     shown = ""
     cut: Cut | None = None
+    checked = -1  # how many final tokens the last stop check saw: the same ones cannot stop twice
     while cut is None:
         block, masked = _new_block(plan)
         if plan.logit_shift:
@@ -118,9 +119,12 @@ def decode_stream(denoiser: Denoiser, prompt: Sequence[int], plan: DecodePlan, d
             _notify(on_pass, stats.blocks, 0, [0])
         passes = 0
         while bool(masked.any()):
-            cut = find_stop(out + _leading(block, masked), detok, stops, plan.max_new_tokens)
-            if cut is not None:
-                break
+            final = out + _leading(block, masked)
+            if len(final) > checked:  # a pass that accepted no leading position left nothing new to check
+                checked = len(final)
+                cut = find_stop(final, detok, stops, plan.max_new_tokens)
+                if cut is not None:
+                    break
             logits = denoiser.denoise(state, block)
             stats.denoise_passes += 1
             predicted = _shifted(state.last_logits, logits) if plan.logit_shift else logits

@@ -107,9 +107,12 @@ class Engine:
         import torch
 
         generator = None
-        if plan.temperature > 0:
+        if plan.temperature > 0:  # its own generator: an unseeded turn must not reseed torch's global one
             generator = torch.Generator(device=self.info.device)
-            generator.manual_seed(seed if seed is not None else torch.seed())
+            if seed is not None:
+                generator.manual_seed(seed)
+            else:
+                generator.seed()
         return decode_stream(denoiser or self.denoiser(), prompt, plan, self.detokenize, stops,
                              on_pass=on_pass, generator=generator)
 

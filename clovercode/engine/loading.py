@@ -93,11 +93,20 @@ def load(source: ModelSource, config: EngineConfig, console: Console, cache_root
             model.to(device).eval()
         except torch.OutOfMemoryError:
             raise _memory_error(source.name, dtype, device, None, None) from None
-        except (OSError, ValueError, KeyError, ImportError) as exc:
+        except (OSError, ValueError, KeyError, ImportError, _weights_error()) as exc:
             raise ModelUnavailable(f"model {source.name} could not be loaded from {folder}: {_first_line(exc)}",
                                    hint="Check that the directory holds a complete transformers model "
                                    "(config.json, tokenizer, weights).") from None
     return model, tokenizer, model_info(source.name, model, tokenizer, device, dtype)
+
+
+def _weights_error() -> type[Exception]:
+    """What the safetensors reader raises for a damaged file (it is no OSError or ValueError)."""
+    try:
+        from safetensors import SafetensorError
+    except ImportError:  # pragma: no cover - safetensors comes with transformers
+        return OSError
+    return SafetensorError
 
 
 def _load_weights(transformers: Any, folder: Path, dtype: Any, trust: bool) -> Any:
@@ -183,11 +192,15 @@ def parameter_count(folder: Path) -> int | None:
         try:
             with path.open("rb") as handle:
                 (size,) = struct.unpack("<Q", handle.read(8))
+                if size > os.fstat(handle.fileno()).st_size - 8:  # not a safetensors file: never read "size" bytes
+                    return None
                 header = json.loads(handle.read(size))
         except (OSError, ValueError, struct.error):
             return None
+        if not isinstance(header, dict):
+            return None
         for key, entry in header.items():
-            if key != "__metadata__":
+            if key != "__metadata__" and isinstance(entry, dict):
                 total += math.prod(entry.get("shape", [])) or 0
                 seen = True
     return total if seen else None

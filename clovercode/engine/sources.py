@@ -73,6 +73,9 @@ def resolve(spec: str, base_dir: Path | None = None) -> ModelSource:
         return _from_dir(spec, path)
     if _REPO_ID.match(spec) and not spec.startswith((".", "/", "~")):
         return _from_hub(spec, spec)
+    if spec == "tiny" or spec.startswith("tiny:"):
+        raise ModelUnavailable(f"model '{spec}' is the random-weight test model of `serve` and `bench serve`, "
+                               "which the engine does not load", hint="The engine's tiny model is clover-tiny.")
     raise ModelUnavailable(f"model '{spec}' not found: it is not an alias, an existing path, or a repo id",
                            hint="Aliases: " + "; ".join(f"{k} = {v}" for k, v in ALIASES.items()))
 

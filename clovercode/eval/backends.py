@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Protocol, Sequence
 
 from clovercode.backends.base import ModelBackend
-from clovercode.backends.registry import REPLAY_PREFIX, open_backend
+from clovercode.backends.registry import REPLAY_PREFIX, open_backend, replay_path
 from clovercode.config import Config
 from clovercode.errors import UsageError
 from clovercode.eval.tasks import Task
@@ -97,8 +97,7 @@ class ReplayDirectory:
 def provider_for(cfg: Config, cwd: Path) -> BackendProvider:
     spec: str = cfg["model"]
     if not cfg["endpoint"] and spec.startswith(REPLAY_PREFIX):
-        path = Path(spec[len(REPLAY_PREFIX):]).expanduser()
-        path = path if path.is_absolute() else cwd / path
+        path = replay_path(spec, cwd)
         if path.is_dir():
             return ReplayDirectory(path)
     return SharedBackend(cfg, cwd)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import signal
+import socket
 import sys
 import threading
 import time
@@ -48,11 +50,12 @@ def run_serve(cfg: Config, console: Console, *, print_line: Callable[[str], None
     if not is_loopback(host) and not api_key:
         console.print(f"[bold yellow]warning[/]: serving on {host} without an API key: anyone who can reach this "
                       "machine can use the model. Set CLOVERCODE_SERVE_API_KEY.", highlight=False)
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port must be from 0 to 65535, got {port}", hint="0 picks a free port.")
     try:  # bind before loading: a busy port should fail in a second, not after minutes of loading weights
         server = make_server(None, host, port, cfg["serve.max_connections"])
     except OSError as exc:
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-                         hint="Pick another port with --port (0 picks a free one).") from None
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", hint=_bind_hint(exc)) from None
     try:
         backend = open_backend(cfg)
     except BaseException:
@@ -88,6 +91,14 @@ def run_serve(cfg: Config, console: Console, *, print_line: Callable[[str], None
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 0
+
+
+def _bind_hint(exc: OSError) -> str:
+    if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+        return "Give --host an address of this machine: 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)."
+    if exc.errno == errno.EACCES:
+        return "Ports below 1024 need privileges: pick a higher one with --port (0 picks a free one)."
+    return "Pick another port with --port (0 picks a free one)."
 
 
 def _print_flush(line: str) -> None:

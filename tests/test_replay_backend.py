@@ -1,0 +1,40 @@
+"""The replay backend: recorded turns played back, with their usage; bad files are one message."""
+
+import pytest
+
+from clovercode.agent.messages import Message
+from clovercode.backends.base import GenerationParams, TextDelta, Usage
+from clovercode.backends.replay import ReplayBackend
+from clovercode.context.tokens import estimate_tokens
+from clovercode.errors import ModelUnavailable
+
+
+def test_recorded_usage_replays_and_missing_usage_is_the_projects_estimate(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"text": "first reply", "usage": {"prompt_tokens": 7, "forwards": 3, "seconds": 0.5}}\n'
+                    '{"kind": "run_start"}\n{"kind": "model_turn", "raw": "def f(x): return x"}\n')
+    backend = ReplayBackend(path)
+    messages = [Message("user", "fix calc.py, please")]
+    first = list(backend.generate(messages, [], GenerationParams()))
+    assert "".join(e.text for e in first if isinstance(e, TextDelta)) == "first reply"
+    usage = next(e for e in first if isinstance(e, Usage))
+    assert (usage.prompt_tokens, usage.forwards, usage.seconds) == (7, 3, 0.5)
+    assert usage.completion_tokens == estimate_tokens("first reply")
+    usage = next(e for e in backend.generate(messages, [], GenerationParams()) if isinstance(e, Usage))
+    assert usage.prompt_tokens == estimate_tokens("fix calc.py, please")
+
+
+def test_a_trajectorys_null_usage_fields_count_as_absent(tmp_path):
+    path = tmp_path / "trajectory.jsonl"
+    path.write_text('{"kind": "model_turn", "raw": "hi", "usage": {"prompt_tokens": 5, "completion_tokens": 1, '
+                    '"forwards": null, "total_prompt_tokens": 5, "usage_estimated": true}}\n')
+    usage = next(e for e in ReplayBackend(path).generate([], [], GenerationParams()) if isinstance(e, Usage))
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.forwards) == (5, 1, None)
+
+
+@pytest.mark.parametrize("usage", ['"lots"', '[1]', '{"prompt_tokens": "many"}', '{"forwards": true}'])
+def test_usage_that_is_not_numbers_is_refused_when_the_file_loads(tmp_path, usage):
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"text": "ok"}\n{"text": "done", "usage": ' + usage + '}\n')
+    with pytest.raises(ModelUnavailable, match=r"r.jsonl:2: \"usage\" must be an object of numbers"):
+        ReplayBackend(path)
