@@ -443,4 +443,14 @@ app.add_typer(make_eval_app(CloverGroup, ModelOpt, SandboxOpt, EndpointOpt, ApiK
 def main() -> None:
     from clovercode.context.commands import resume_argv
 
-    app(prog_name="clovercode", args=resume_argv(sys.argv[1:]))
+    try:
+        app(prog_name="clovercode", args=resume_argv(sys.argv[1:]))
+    except SystemExit as exc:
+        if exc.code == int(ExitCode.INTERRUPTED):
+            # A Ctrl-C that lands while code built by exec() runs (dataclasses make their methods so,
+            # at import) is remembered by CPython even once handled; `python -m clovercode` would then
+            # end by SIGINT instead of exit code 130. Everything is written and flushed by now.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(int(ExitCode.INTERRUPTED))
+        raise
