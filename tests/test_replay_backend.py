@@ -38,3 +38,16 @@ def test_usage_that_is_not_numbers_is_refused_when_the_file_loads(tmp_path, usag
     path.write_text('{"text": "ok"}\n{"text": "done", "usage": ' + usage + '}\n')
     with pytest.raises(ModelUnavailable, match=r"r.jsonl:2: \"usage\" must be an object of numbers"):
         ReplayBackend(path)
+
+
+def test_a_trajectory_replays_the_calls_an_endpoint_parsed(tmp_path):
+    """An endpoint's parsed calls are not in "raw": replaying the trajectory directly must keep them."""
+    from clovercode.toolcalls.parser import parse_turn
+
+    path = tmp_path / "trajectory.jsonl"
+    path.write_text('{"kind": "model_turn", "raw": "Done.", "server_calls": '
+                    '[{"id": "c1", "name": "finish", "arguments": {"summary": "fixed"}}]}\n')
+    events = list(ReplayBackend(path).generate([Message("user", "x")], [], GenerationParams()))
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    turn = parse_turn(text)
+    assert turn.content == "Done." and [(c.name, c.arguments) for c in turn.calls] == [("finish", {"summary": "fixed"})]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from clovercode.agent.messages import Message
+from clovercode.agent.trajectory import turn_text
 from clovercode.backends.base import Event, Finish, GenerationParams, ModelError, TextDelta, Usage
 from clovercode.context.tokens import estimate_tokens
 from clovercode.errors import ModelUnavailable
@@ -32,17 +33,17 @@ class ReplayTurn:
 
 def load_replay(path: Path) -> list[ReplayTurn]:
     try:
-        text = path.read_text(encoding="utf-8")
+        source = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ModelUnavailable(f"replay file not found: {path}", hint="Pass --model replay:PATH to a JSON Lines file.") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ModelUnavailable(f"replay file {path} cannot be read: {exc}") from None
     turns = []
-    for number, obj in json_objects(text, str(path), ModelUnavailable):
+    for number, obj in json_objects(source, str(path), ModelUnavailable):
         if "text" in obj:
             text = obj["text"]
         elif obj.get("kind") == "model_turn":
-            text = obj.get("raw", "")
+            text = turn_text(obj)  # with the calls an endpoint parsed, which are not in "raw"
         else:
             continue
         if not isinstance(text, str):
