@@ -50,8 +50,6 @@ def run_serve(cfg: Config, console: Console, *, print_line: Callable[[str], None
     if not is_loopback(host) and not api_key:
         console.print(f"[bold yellow]warning[/]: serving on {host} without an API key: anyone who can reach this "
                       "machine can use the model. Set CLOVERCODE_SERVE_API_KEY.", highlight=False)
-    if not 0 <= port <= 65535:
-        raise UsageError(f"--port must be from 0 to 65535, got {port}", hint="0 picks a free port.")
     try:  # bind before loading: a busy port should fail in a second, not after minutes of loading weights
         server = make_server(None, host, port, cfg["serve.max_connections"])
     except OSError as exc:
