@@ -27,7 +27,8 @@ from conftest import REPO_ROOT, make_git_repo
 
 CANARY = "canary-5b1f0e"
 SECRET_FILES = [".ssh/id_ed25519", ".aws/credentials", ".config/gcloud/credentials.db", ".azure/accessTokens.json",
-                ".config/gh/hosts.yml", ".netrc", ".docker/config.json", ".git-credentials"]
+                ".config/gh/hosts.yml", ".netrc", ".docker/config.json", ".git-credentials", ".terraformrc",
+                ".config/containers/auth.json"]
 
 
 @dataclass
@@ -227,6 +228,20 @@ def test_host_secret_files_are_hidden(world):
     assert "end" in result.output
     assert CANARY not in result.output
     assert ":$" not in result.output.replace("$ ", "")  # no shadow hash fields
+
+
+def test_tls_private_keys_of_the_host_are_hidden_even_from_root(world):
+    keys = Path("/etc/ssl/private")
+    if os.geteuid() != 0 or not keys.is_dir():
+        pytest.skip("needs root and a host /etc/ssl/private")
+    canary = keys / f"clovercode-canary-{world.base.name}.key"
+    canary.write_text(CANARY)
+    try:
+        result = world.run(f"ls -A {keys}; echo ---; cat {canary} 2>/dev/null; echo end")
+        listing = result.output.split("---")[0]
+        assert "end" in result.output and CANARY not in result.output and canary.name not in listing, result.output
+    finally:
+        canary.unlink()
 
 
 def test_capabilities_are_empty_even_as_root(world):
