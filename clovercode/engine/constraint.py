@@ -1,0 +1,150 @@
+"""A grammar as a token constraint: masks for the next token, and validation of accepted runs.
+
+Built on llguidance (docs/engine.md says why it was chosen over xgrammar): its matcher walks the
+grammar one token at a time, computes the mask of allowed next tokens in microseconds, and
+``validate_tokens`` checks a whole run left to right without consuming it, which is what a
+diffusion block needs. The constraint only ever consumes *final* tokens (the committed output and
+the block's accepted leading run), which never change, so it never rolls back.
+
+End-of-sequence tokens are the engine's, not the grammar's: any of them is allowed exactly when the
+grammar accepts what came before (a turn under ``required`` cannot end before its call is complete).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from clovercode.engine.grammar import GrammarError
+
+
+class GrammarCompiler:
+    """Grammars → constraints for one tokenizer (its llguidance view is built once)."""
+
+    def __init__(self, tokenizer: Any, vocab_size: int, eos_ids: Sequence[int]):
+        try:
+            import llguidance.hf
+        except ImportError:  # pragma: no cover - llguidance is part of the engine extra
+            raise GrammarError("constrained decoding needs llguidance: pip install 'clovercode[engine]'") from None
+        self.vocab_size = vocab_size
+        self.eos_ids = tuple(sorted({int(e) for e in eos_ids if 0 <= int(e) < vocab_size}))
+        self.lltokenizer = llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocab_size)
+        self.special = special_tags(tokenizer, self.lltokenizer)
+
+    def constraint(self, grammar: str, prose_budget: int = 0, opening: Sequence[int] = ()) -> "Constraint":
+        """``grammar`` compiled. With ``prose_budget`` > 0, once that many tokens are final and no call
+        has opened, the next tokens are steered into ``opening`` (token ids of the call opener)."""
+        from llguidance import LLMatcher
+
+        matcher = LLMatcher(self.lltokenizer, grammar, log_level=0)
+        if matcher.is_error():
+            raise GrammarError(f"the grammar does not compile: {matcher.get_error()}")
+        return Constraint(matcher, self.vocab_size, self.eos_ids, prose_budget, opening, self.lltokenizer)
+
+
+class Constraint:
+    """The grammar's state after the final tokens so far."""
+
+    def __init__(self, matcher: Any, vocab_size: int, eos_ids: Sequence[int], prose_budget: int = 0,
+                 opening: Sequence[int] = (), lltokenizer: Any = None):
+        import llguidance.torch
+        import torch
+
+        self.matcher = matcher
+        self.budget = prose_budget if opening and lltokenizer is not None else 0
+        self.opening = [int(t) for t in opening]
+        self.lltokenizer = lltokenizer
+        self.consumed = 0  # final tokens so far
+        self.forced = 0  # tokens of ``opening`` already taken once the budget ran out
+        self.opened = False  # a call has opened (the budget no longer applies)
+        self._tail = b""
+        self.vocab_size = vocab_size
+        self.eos_ids = torch.tensor(list(eos_ids), dtype=torch.long)
+        self._bits = llguidance.torch.allocate_token_bitmask(1, vocab_size)
+        self._shifts = torch.arange(32, dtype=torch.int32)
+        self.masks = 0  # masks computed (for the cost figures)
+
+    def allowed(self) -> Any:
+        """A bool tensor (vocab,): which tokens may come next."""
+        import llguidance.torch
+        import torch
+
+        self.masks += 1
+        steer = self._steer()
+        if steer is not None:
+            allowed = torch.zeros(self.vocab_size, dtype=torch.bool)
+            allowed[steer] = True
+            return allowed
+        llguidance.torch.fill_next_token_bitmask(self.matcher, self._bits, 0)
+        allowed = ((self._bits[0, :, None] >> self._shifts) & 1).bool().flatten()[: self.vocab_size]
+        if len(self.eos_ids):
+            allowed[self.eos_ids] = bool(self.matcher.is_accepting())
+        if not bool(allowed.any()):  # a dead end (cannot happen with a sound grammar): let the turn end
+            allowed[self.eos_ids] = True
+        return allowed.to(torch.bool)
+
+    def accept(self, tokens: Sequence[int]) -> int:
+        """Consume the longest valid prefix of ``tokens`` and return its length. An end-of-sequence
+        token is valid when the grammar accepts what precedes it; generation ends there, so what
+        follows it counts as valid too."""
+        tokens = [int(t) for t in tokens]
+        if self.budget and not self.opened and self.consumed + len(tokens) > self.budget:
+            return self._accept_steered(tokens)
+        return self._accept_plain(tokens)
+
+    def _accept_plain(self, tokens: list[int]) -> int:
+        eos = set(self.eos_ids.tolist())
+        end = next((i for i, t in enumerate(tokens) if t in eos), len(tokens))
+        valid = self.matcher.validate_tokens(tokens[:end]) if end else 0
+        if valid and not self.matcher.consume_tokens(tokens[:valid]):
+            raise GrammarError(f"the grammar refused tokens it had validated: {self.matcher.get_error()}")
+        self._consumed(tokens[:valid])
+        if valid == end < len(tokens) and self.matcher.is_accepting():
+            return len(tokens)
+        return valid
+
+    def _accept_steered(self, tokens: list[int]) -> int:
+        """Token by token, near or past the prose budget: past it only the opening may follow."""
+        for index, token in enumerate(tokens):
+            steer = self._steer()
+            if (steer is not None and token != steer) or self._accept_plain([token]) != 1:
+                return index
+            if steer is not None:
+                self.forced += 1
+        return len(tokens)
+
+    def _steer(self) -> int | None:
+        """The token the prose budget forces next, if it does."""
+        if not self.budget or self.opened or self.consumed < self.budget or self.forced >= len(self.opening):
+            return None
+        token = self.opening[self.forced]
+        return token if self.matcher.validate_tokens([token]) == 1 else None
+
+    def _consumed(self, tokens: list[int]) -> None:
+        self.consumed += len(tokens)
+        if self.budget and not self.opened and tokens:
+            self._tail = (self._tail + self.lltokenizer.decode_bytes(tokens))[-64:]
+            self.opened = b"<tool_call>" in self._tail or b"<function=" in self._tail
+
+    def check(self, tokens: Sequence[int]) -> int:
+        """How many leading ``tokens`` :meth:`accept` would take, without consuming any."""
+        copy = Constraint.__new__(Constraint)
+        copy.__dict__.update(self.__dict__)
+        copy.matcher = self.matcher.deep_copy()
+        return copy.accept(tokens)
+
+    @property
+    def accepting(self) -> bool:
+        return bool(self.matcher.is_accepting())
+
+
+def special_tags(tokenizer: Any, lltokenizer: Any) -> dict[str, int]:
+    """The grammar tags this tokenizer holds as single tokens that llguidance treats as special."""
+    from clovercode.engine.grammar import TAGS
+
+    found = {}
+    vocab = tokenizer.get_vocab()
+    for tag in TAGS:
+        token = vocab.get(tag)
+        if token is not None and lltokenizer.is_special_token(token):
+            found[tag] = int(token)
+    return found
