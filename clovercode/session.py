@@ -26,9 +26,14 @@ from clovercode.executors.select import make_executor
 from clovercode.vcs.checkpoint import Checkpointer
 
 
-def generation_params(cfg: Config) -> GenerationParams:
+def generation_params(cfg: Config, interactive: bool = True) -> GenerationParams:
+    """Sampling settings for a turn. Runs nobody watches (fix, exec, eval) ask for ``tool_choice``
+    (engine.tool_choice, "required" by default): a turn there must act, and the embedded engine then
+    cannot emit an invalid call. The REPL leaves the model free."""
+    choice = None if interactive or cfg["engine.tool_choice"] == "off" else cfg["engine.tool_choice"]
     return GenerationParams(max_new_tokens=cfg["max_new_tokens"], temperature=cfg["temperature"],
-                            top_p=cfg["top_p"], thinking=cfg["thinking"], stop=("</tool_call>",))
+                            top_p=cfg["top_p"], thinking=cfg["thinking"], stop=("</tool_call>",),
+                            tool_choice=choice, max_prose=cfg["engine.tool_prose"])
 
 
 def trajectory_dir(cfg: Config, env: Mapping[str, str]) -> Path:
@@ -75,7 +80,8 @@ class Session:
             else:
                 self.prompt = ContextAssembler(self.root, self.cfg, self.env, self.interactive).prompt_for(
                     self.conversation, task, toolbox.specs, self.backend, self.cfg["max_new_tokens"], events)
-            agent = Agent(self.backend, toolbox, self.prompt, Limits.from_config(self.cfg), generation_params(self.cfg),
+            agent = Agent(self.backend, toolbox, self.prompt, Limits.from_config(self.cfg),
+                          generation_params(self.cfg, self.interactive),
                           events, interactive=self.interactive)
             return agent.run(self.conversation, task, tag="feedback" if follow_up else "goal")
         finally:
