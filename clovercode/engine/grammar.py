@@ -100,23 +100,20 @@ def tool_call_grammar(tools: Sequence[Mapping[str, Any]], choice: str = "auto", 
                                f"({', '.join(names) or 'none'})")
         tools = [t for t in tools if t.get("name") == choice]
     w = _Writer(special or {})
-    free = _negated("/(?s:.+)/", OPENERS)
+    # Prose: text without a call opener, and the reasoning tags where they are special tokens. Two
+    # text lexemes never touch: the lexer would end one where the next byte completes an opener and
+    # start the next there, so the opener would slip through.
     thinks = [w.tag(t) for t in ("<think>", "</think>") if t in w.special]
-    # Prose: text without a call opener, and the reasoning tags where they are special tokens.
-    w.lines.append("tail: " + " | ".join(["TAIL", *thinks]))
-    w.lines.append(f"TAIL: {free}")
+    free = _negated("/(?s:.+)/", OPENERS)
+    w.lines += [f"TEXT: {free}", "segs: (TEXT? (" + " | ".join(thinks) + "))*" if thinks else 'segs: ""',
+                "prose: segs TEXT?"]
     if choice == "none" or not tools:
-        return "\n".join(["%llguidance {}", "start: tail*", *w.lines]) + "\n"
+        return "\n".join(["%llguidance {}", "start: prose", *w.lines]) + "\n"
+    w.text_then("opener", free, "<tool_call>", "\n")
     if choice == "auto":
-        w.lines.insert(0, "start: (tail* opener body)* tail*")
-        w.text_then("opener", free, "<tool_call>", "\n")
+        w.lines.insert(0, "start: (segs opener body)* prose")
     else:
-        w.lines.insert(0, "start: thought first body (WS? more body)* WS?")
-        # Reasoning tags are kept apart from the capped prose (their text is not counted).
-        # Reasoning is kept apart where </think> is a special token (a text tag is just prose).
-        close = w.special.get("</think>")
-        w.lines.append(f"thought: (tail* <[{close}]>)?" if close is not None else 'thought: ""')
-        w.text_then("first", free, "<tool_call>", "\n")
+        w.lines.insert(0, "start: segs opener body (WS? more body)* WS?")
         w.lines += ["more: " + w.tag("<tool_call>", "\n"), "WS: /[ \\t\\r\\n]+/"]
     w.lines.append("fn: " + " | ".join(f"fn_{i}" for i in range(len(tools))))
     if fmt == "xml":
@@ -186,12 +183,19 @@ def _hermes_schema(tool: Mapping[str, Any]) -> dict[str, Any]:
             "required": ["name", "arguments"], "additionalProperties": False}
 
 
-def json_grammar(schema: Mapping[str, Any]) -> str:
+def json_grammar(schema: Mapping[str, Any], special: Mapping[str, int] | None = None) -> str:
     """A reply that is one JSON value valid against ``schema``, after optional reasoning."""
-    body = json.dumps(dict(schema), separators=(",", ":"))
-    return ("%llguidance {}\n\nstart: (think WS?)? value WS?\n"
-            "think[lazy]: /(?s:.*)<\\/think>/\nWS: /[ \\t\\r\\n]+/\n"
-            f"value: %json {body}\n")
+    w = _Writer(special or {})
+    w.lines += ["start: (think WS?)? value WS?", "WS: /[ \\t\\r\\n]+/",
+                f"value: %json {json.dumps(dict(schema), separators=(',', ':'))}"]
+    if "<think>" in w.special and "</think>" in w.special:
+        # Reasoning opens with its tag here: free text where the JSON may start would make llguidance
+        # pick one lexer for both, and the JSON would be lost.
+        w.lines += [f"think: {w.tag('<think>')} REASON? {w.tag('</think>')}",
+                    f"REASON: {_negated('/(?s:.+)/', ('</think>',))}"]
+    else:  # reasoning in text would share the start with the JSON: the same conflict, no way round it
+        w.lines[0] = "start: value WS?"
+    return "\n".join(["%llguidance {}", *w.lines]) + "\n"
 
 
 def _xml_text(value: Any) -> str:
