@@ -49,7 +49,7 @@ class EmbeddedBackend:
                              f"{self.engine.name} ({self.context_window} tokens)")
         plan = self.engine.plan(temperature=params.temperature, top_p=params.top_p,
                                 max_new_tokens=max(1, min(params.max_new_tokens, room)))
-        constraint = self._constraint(tools, params)
+        constraint = self._constraint(tools, params, plan.max_new_tokens)
         yield Usage(prompt_tokens=len(prompt))  # known now; the full count comes when the turn ends
         result: DecodeResult | None = None
         try:
@@ -74,7 +74,7 @@ class EmbeddedBackend:
                            **({"constrained": True, "remasked": stats.remasked} if constraint is not None else {})})
         yield Finish(result.finish)
 
-    def _constraint(self, tools: Sequence[ToolSpec], params: GenerationParams) -> Constraint | None:
+    def _constraint(self, tools: Sequence[ToolSpec], params: GenerationParams, limit: int) -> Constraint | None:
         """The grammar ``params`` ask for (tool_choice, or a JSON Schema for the reply), compiled."""
         budget, opening = 0, []
         if params.json_schema is not None:
@@ -92,7 +92,9 @@ class EmbeddedBackend:
             except GrammarError as exc:
                 raise UsageError(str(exc)) from None
             if params.tool_choice not in ("auto", "none"):
-                budget, opening = params.max_prose or DEFAULT_MAX_PROSE, self.engine.encode(CALL_OPENING)
+                # Half the token limit at most: the call needs the rest.
+                budget = max(1, min(params.max_prose or DEFAULT_MAX_PROSE, limit // 2))
+                opening = self.engine.encode(CALL_OPENING)
         try:
             return self.engine.constraint(grammar, budget, opening)
         except GrammarError as exc:
