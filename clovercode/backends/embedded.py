@@ -78,7 +78,7 @@ class EmbeddedBackend:
         """The grammar ``params`` ask for (tool_choice, or a JSON Schema for the reply), compiled."""
         budget, opening = 0, []
         if params.json_schema is not None:
-            grammar = json_grammar(params.json_schema, self.engine.grammar_compiler().special)
+            grammar = json_grammar(params.json_schema, self.engine.grammar_compiler().special, params.thinking)
         elif params.tool_choice is None or (params.tool_choice in ("auto", "none") and not tools):
             return None
         else:

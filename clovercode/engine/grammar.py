@@ -50,6 +50,7 @@ OPENERS = ("<tool_call>", "<function=")
 VALUE_ENDS = ("</parameter>", "<parameter=", "</function>", "</tool_call>")
 # Tags a tokenizer may hold as single special tokens (llguidance matches those by id, not by text).
 TAGS = ("<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>", "<think>", "</think>")
+JSON_SPACE = r"[ ]?"
 CALL_OPENING = "\n<tool_call>\n"  # what a turn that must call is steered into when its prose runs long
 
 
@@ -183,18 +184,22 @@ def _hermes_schema(tool: Mapping[str, Any]) -> dict[str, Any]:
             "required": ["name", "arguments"], "additionalProperties": False}
 
 
-def json_grammar(schema: Mapping[str, Any], special: Mapping[str, int] | None = None) -> str:
-    """A reply that is one JSON value valid against ``schema``, after optional reasoning."""
-    w = _Writer(special or {})
-    w.lines += ["start: (think WS?)? value WS?", "WS: /[ \\t\\r\\n]+/",
-                f"value: %json {json.dumps(dict(schema), separators=(',', ':'))}"]
+def json_grammar(schema: Mapping[str, Any], special: Mapping[str, int] | None = None, reasoning: bool = True) -> str:
+    """A reply that is one JSON value valid against ``schema``, after optional reasoning (when
+    ``reasoning`` and the tokenizer has special think tags)."""
+    w = _Writer((special or {}) if reasoning else {})
+    # At most one space between JSON tokens: llguidance's default allows any run of whitespace, and a
+    # small model fills its whole budget with line breaks (so pretty-printed JSON comes out on one line).
+    body = {"x-guidance": {"whitespace_pattern": JSON_SPACE}, **dict(schema)}
+    w.lines += ["start: (think WS?)? value", "WS: /[ \\t\\r\\n]+/",
+                f"value: %json {json.dumps(body, separators=(',', ':'))}"]
     if "<think>" in w.special and "</think>" in w.special:
         # Reasoning opens with its tag here: free text where the JSON may start would make llguidance
         # pick one lexer for both, and the JSON would be lost.
         w.lines += [f"think: {w.tag('<think>')} REASON? {w.tag('</think>')}",
                     f"REASON: {_negated('/(?s:.+)/', ('</think>',))}"]
     else:  # reasoning in text would share the start with the JSON: the same conflict, no way round it
-        w.lines[0] = "start: value WS?"
+        w.lines[0] = "start: value"
     return "\n".join(["%llguidance {}", *w.lines]) + "\n"
 
 
