@@ -59,6 +59,7 @@ class Constraint:
         self._tail = b""
         self.vocab_size = vocab_size
         self.eos_ids = torch.tensor(list(eos_ids), dtype=torch.long)
+        self._eos = frozenset(int(e) for e in eos_ids)
         self._bits = llguidance.torch.allocate_token_bitmask(1, vocab_size)
         self._shifts = torch.arange(32, dtype=torch.int32)
         self.masks = 0  # masks computed (for the cost figures)
@@ -82,6 +83,15 @@ class Constraint:
             allowed[self.eos_ids] = True
         return allowed.to(torch.bool)
 
+    def permits(self, token: int) -> bool:
+        """May ``token`` come next? (One token checked: far cheaper than :meth:`allowed`.)"""
+        steer = self._steer()
+        if steer is not None:
+            return token == steer
+        if token in self._eos:
+            return bool(self.matcher.is_accepting())
+        return token < self.vocab_size and self.matcher.validate_tokens([token]) == 1
+
     def accept(self, tokens: Sequence[int]) -> int:
         """Consume the longest valid prefix of ``tokens`` and return its length. An end-of-sequence
         token is valid when the grammar accepts what precedes it; generation ends there, so what
@@ -92,8 +102,7 @@ class Constraint:
         return self._accept_plain(tokens)
 
     def _accept_plain(self, tokens: list[int]) -> int:
-        eos = set(self.eos_ids.tolist())
-        end = next((i for i, t in enumerate(tokens) if t in eos), len(tokens))
+        end = next((i for i, t in enumerate(tokens) if t in self._eos), len(tokens))
         valid = self.matcher.validate_tokens(tokens[:end]) if end else 0
         if valid and not self.matcher.consume_tokens(tokens[:valid]):
             raise GrammarError(f"the grammar refused tokens it had validated: {self.matcher.get_error()}")

@@ -122,8 +122,7 @@ def decode_stream(denoiser: Denoiser, prompt: Sequence[int], plan: DecodePlan, d
     while cut is None:
         block, masked = _new_block(plan)
         if plan.logit_shift:
-            allowed = {0: constraint.allowed()} if constraint is not None else None
-            token, _ = propose(state.last_logits[None], plan.temperature, plan.top_p, generator, allowed)
+            token, _ = _propose(state.last_logits[None], plan, generator, constraint, 0)
             block[0], masked[0] = token[0], False
             if constraint is not None:
                 constraint.accept(block[:1].tolist())
@@ -140,8 +139,7 @@ def decode_stream(denoiser: Denoiser, prompt: Sequence[int], plan: DecodePlan, d
             stats.denoise_passes += 1
             predicted = _shifted(state.last_logits, logits) if plan.logit_shift else logits
             lead = _first_masked(masked)
-            allowed = {lead: constraint.allowed()} if constraint is not None else None
-            tokens, confidence = (t.cpu() for t in propose(predicted, plan.temperature, plan.top_p, generator, allowed))
+            tokens, confidence = _propose(predicted, plan, generator, constraint, lead)
             chosen = select(confidence, masked, plan.strategy, threshold=plan.threshold, top_k=plan.top_k,
                             passes_left=plan.steps - passes)
             block[chosen] = tokens[chosen]
@@ -183,6 +181,19 @@ def _shifted(last_logits: Any, logits: Any) -> Any:
     import torch
 
     return torch.cat([last_logits[None].to(logits.dtype), logits[:-1]], dim=0)
+
+
+def _propose(predicted: Any, plan: DecodePlan, generator: Any, constraint: Constraint | None, row: int) -> tuple[Any, Any]:
+    """Tokens and confidences for every row; with a constraint, ``row`` (the first masked position)
+    only gets a token its grammar allows. The model's own choice is checked first and the full mask
+    is computed only when that choice is forbidden: checking one token costs microseconds, a mask
+    over a large vocabulary up to milliseconds. Greedy, the result is the masked argmax either way;
+    sampled, a redraw from the masked distribution after a rejected draw is exactly a draw from it."""
+    tokens, confidence = (t.cpu() for t in propose(predicted, plan.temperature, plan.top_p, generator))
+    if constraint is not None and row < len(tokens) and not constraint.permits(int(tokens[row])):
+        fixed, sure = propose(predicted[row:row + 1], plan.temperature, plan.top_p, generator, {0: constraint.allowed()})
+        tokens[row], confidence[row] = fixed[0].cpu(), sure[0].cpu()
+    return tokens, confidence
 
 
 def _first_masked(masked: Any) -> int:
