@@ -13,8 +13,8 @@ import pytest
 pytest.importorskip("llguidance")
 transformers = pytest.importorskip("transformers")
 
-from clovercode.engine.constraint import GrammarCompiler  # noqa: E402
-from clovercode.engine.grammar import GrammarError, json_grammar, tool_call_grammar  # noqa: E402
+from clovercode.engine.constraint import GrammarCompiler, Steering  # noqa: E402
+from clovercode.engine.grammar import GrammarError, call_ending, json_grammar, tool_call_grammar  # noqa: E402
 from clovercode.engine.sources import tiny_model_dir  # noqa: E402
 from clovercode.toolcalls.render import render_call  # noqa: E402
 from clovercode.toolcalls.schemas import load_tool_specs  # noqa: E402
@@ -158,7 +158,8 @@ def test_bad_choices_are_clear_errors():
 def test_the_prose_budget_steers_a_rambling_turn_into_its_call(plain):
     tok, compiler = plain
     opening = ids(tok, "\n<tool_call>\n")
-    constraint = compiler.constraint(tool_call_grammar(TOOLS, "required", "xml", compiler.special), 5, opening)
+    constraint = compiler.constraint(tool_call_grammar(TOOLS, "required", "xml", compiler.special),
+                                     Steering(prose_budget=5, opening=opening))
     ramble = ids(tok, "Let me look at the file first. Let me look at the file first.")
     assert constraint.accept(ramble) == 5  # the sixth token must begin the opening
     for token in opening:
@@ -167,3 +168,31 @@ def test_the_prose_budget_steers_a_rambling_turn_into_its_call(plain):
         assert constraint.accept([token]) == 1
     call = ids(tok, render_call("finish", {"summary": "done"})[len("<tool_call>\n"):])
     assert constraint.opened and constraint.accept(call) == len(call)  # the call itself is the grammar's again
+
+
+@pytest.mark.parametrize("vocab", ["tiny", "plain"])
+def test_a_call_running_into_its_limit_is_closed_validly(request, vocab):
+    tok, compiler = request.getfixturevalue(vocab)
+    grammar = tool_call_grammar(TOOLS, "required", "xml", compiler.special)
+    start = ids(tok, "<tool_call>\n<function=write_file>\n<parameter=path>\nsrc/")
+    steering = Steering(deadline=len(start) + 3, ending=lambda text: call_ending(TOOLS, text),
+                        encode=lambda text: ids(tok, text))
+    constraint = compiler.constraint(grammar, steering)
+    assert constraint.accept(start) == len(start)
+    rambling = ids(tok, "very/deep/directory/tree/that/never/ends/at/all/ever.py")
+    taken = constraint.accept(rambling)
+    assert taken == 3  # the rest of the path is refused: the ending is steered in
+    text = tok.decode(start + rambling[:taken])
+    ending = ids(tok, call_ending(TOOLS, text))
+    assert constraint.accept(ending) == len(ending) and constraint.accepting
+    turn = text + call_ending(TOOLS, text)
+    assert turn.endswith("</parameter>\n<parameter=content>\nx\n</parameter>\n</function>\n</tool_call>")
+
+
+def test_call_endings_fill_required_parameters_with_values_their_schemas_accept():
+    assert call_ending(TOOLS, "<tool_call>\n<function=view_file>\n<parameter=path>\na.py\n</parameter>\n"
+                              "<parameter=start_line>\n") == "1\n</parameter>\n</function>\n</tool_call>"
+    assert call_ending(TOOLS, "<tool_call>\n<function=run_command>\n") == \
+        "<parameter=command>\nx\n</parameter>\n</function>\n</tool_call>"
+    assert call_ending(TOOLS, "<tool_call>\n<function=run_command>\n<para") is None  # mid-tag
+    assert call_ending(TOOLS, "<tool_call>\n<func") is None

@@ -16,8 +16,8 @@ from rich.console import Console
 from clovercode.agent.messages import Message
 from clovercode.backends.base import ContextTooLong, Event, Finish, GenerationParams, ModelError, TextDelta, Usage
 from clovercode.engine.chat import call_format, render_prompt
-from clovercode.engine.constraint import Constraint
-from clovercode.engine.grammar import CALL_OPENING, GrammarError, json_grammar, tool_call_grammar
+from clovercode.engine.constraint import Constraint, Steering
+from clovercode.engine.grammar import CALL_OPENING, GrammarError, call_ending, json_grammar, tool_call_grammar
 from clovercode.engine.config import EngineConfig, engine_config_from
 from clovercode.engine.decoder import DecodeResult
 from clovercode.engine.engine import Engine
@@ -26,6 +26,7 @@ from clovercode.toolcalls.schemas import ToolSpec
 
 
 DEFAULT_MAX_PROSE = 512  # tokens of prose a turn that must call may write before it is steered into the call
+CALL_RESERVE = 64  # tokens before the limit at which a call still open is closed
 
 
 class EmbeddedBackend:
@@ -76,7 +77,7 @@ class EmbeddedBackend:
 
     def _constraint(self, tools: Sequence[ToolSpec], params: GenerationParams, limit: int) -> Constraint | None:
         """The grammar ``params`` ask for (tool_choice, or a JSON Schema for the reply), compiled."""
-        budget, opening = 0, []
+        steering = None
         if params.json_schema is not None:
             grammar = json_grammar(params.json_schema, self.engine.grammar_compiler().special, params.thinking)
         elif params.tool_choice is None or (params.tool_choice in ("auto", "none") and not tools):
@@ -92,13 +93,20 @@ class EmbeddedBackend:
             except GrammarError as exc:
                 raise UsageError(str(exc)) from None
             if params.tool_choice not in ("auto", "none"):
-                # Half the token limit at most: the call needs the rest.
-                budget = max(1, min(params.max_prose or DEFAULT_MAX_PROSE, limit // 2))
-                opening = self.engine.encode(CALL_OPENING)
+                steering = self._steering(tools, params, limit, fmt)
         try:
-            return self.engine.constraint(grammar, budget, opening)
+            return self.engine.constraint(grammar, steering)
         except GrammarError as exc:
             raise UsageError(f"the requested output format cannot be enforced: {exc}") from None
+
+    def _steering(self, tools: Sequence[ToolSpec], params: GenerationParams, limit: int, fmt: str) -> Steering:
+        """A turn that must call: prose for at most half the token limit (the call needs the rest), and
+        an XML call still open ``CALL_RESERVE`` tokens before the limit is closed there."""
+        specs = [{"name": t.name, "parameters": t.parameters} for t in tools]
+        budget = max(1, min(params.max_prose or DEFAULT_MAX_PROSE, limit // 2))
+        deadline = max(budget + 1, limit - CALL_RESERVE) if fmt == "xml" else 0
+        return Steering(budget, self.engine.encode(CALL_OPENING), deadline,
+                        lambda text: call_ending(specs, text), self.engine.encode)
 
     def close(self) -> None:
         self.engine.close()

@@ -12,7 +12,8 @@ grammar accepts what came before (a turn under ``required`` cannot end before it
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 from clovercode.engine.grammar import GrammarError
 
@@ -30,33 +31,53 @@ class GrammarCompiler:
         self.lltokenizer = llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocab_size)
         self.special = special_tags(tokenizer, self.lltokenizer)
 
-    def constraint(self, grammar: str, prose_budget: int = 0, opening: Sequence[int] = ()) -> "Constraint":
-        """``grammar`` compiled. With ``prose_budget`` > 0, once that many tokens are final and no call
-        has opened, the next tokens are steered into ``opening`` (token ids of the call opener)."""
+    def constraint(self, grammar: str, steering: "Steering | None" = None) -> "Constraint":
+        """``grammar`` compiled; ``steering`` says when a turn that must call is steered (see Steering)."""
         from llguidance import LLMatcher
 
         matcher = LLMatcher(self.lltokenizer, grammar, log_level=0)
         if matcher.is_error():
             raise GrammarError(f"the grammar does not compile: {matcher.get_error()}")
-        return Constraint(matcher, self.vocab_size, self.eos_ids, prose_budget, opening, self.lltokenizer)
+        return Constraint(matcher, self.vocab_size, self.eos_ids, steering, self.lltokenizer)
+
+
+@dataclass(frozen=True)
+class Steering:
+    """When a turn that must end in a call is steered rather than left to the model:
+
+    * ``prose_budget`` final tokens without an opened call: the next tokens are ``opening`` (the ids
+      of the call opener), one by one;
+    * ``deadline`` final tokens with a call still open: the next tokens are those of ``ending(text
+      of the call so far)`` (``encode``d), which closes it validly; None from ``ending`` leaves the
+      grammar in charge.
+
+    Steered tokens still pass the grammar: a token it forbids is never forced."""
+
+    prose_budget: int = 0
+    opening: Sequence[int] = ()
+    deadline: int = 0
+    ending: Callable[[str], "str | None"] | None = None
+    encode: Callable[[str], Sequence[int]] | None = None
 
 
 class Constraint:
     """The grammar's state after the final tokens so far."""
 
-    def __init__(self, matcher: Any, vocab_size: int, eos_ids: Sequence[int], prose_budget: int = 0,
-                 opening: Sequence[int] = (), lltokenizer: Any = None):
+    def __init__(self, matcher: Any, vocab_size: int, eos_ids: Sequence[int], steering: Steering | None = None,
+                 lltokenizer: Any = None):
         import llguidance.torch
         import torch
 
         self.matcher = matcher
-        self.budget = prose_budget if opening and lltokenizer is not None else 0
-        self.opening = [int(t) for t in opening]
+        self.steering = steering if steering is not None and lltokenizer is not None else None
         self.lltokenizer = lltokenizer
         self.consumed = 0  # final tokens so far
-        self.forced = 0  # tokens of ``opening`` already taken once the budget ran out
-        self.opened = False  # a call has opened (the budget no longer applies)
-        self._tail = b""
+        self.opened = False  # a call has opened (the prose budget no longer applies)
+        self.ended = False  # the call was steered to its end (nothing more is steered)
+        self._forced: list[int] = []  # tokens being steered in, and how many of them are taken
+        self._taken = 0
+        self._ending = False  # the steered run is the call's ending (not the opening)
+        self._text = b""  # the final text, from the call opener on once a call has opened
         self.vocab_size = vocab_size
         self.eos_ids = torch.tensor(list(eos_ids), dtype=torch.long)
         self._eos = frozenset(int(e) for e in eos_ids)
@@ -97,9 +118,19 @@ class Constraint:
         token is valid when the grammar accepts what precedes it; generation ends there, so what
         follows it counts as valid too."""
         tokens = [int(t) for t in tokens]
-        if self.budget and not self.opened and self.consumed + len(tokens) > self.budget:
+        if self._near_steering(len(tokens)):
             return self._accept_steered(tokens)
         return self._accept_plain(tokens)
+
+    def _near_steering(self, count: int) -> bool:
+        """Could steering start within the next ``count`` final tokens (then go token by token)?"""
+        rule = self.steering
+        if rule is None or self.ended:
+            return False
+        if self._taken < len(self._forced):
+            return True
+        limit = rule.prose_budget if not self.opened else rule.deadline
+        return bool(limit) and self.consumed + count > limit
 
     def _accept_plain(self, tokens: list[int]) -> int:
         end = next((i for i, t in enumerate(tokens) if t in self._eos), len(tokens))
@@ -112,27 +143,48 @@ class Constraint:
         return valid
 
     def _accept_steered(self, tokens: list[int]) -> int:
-        """Token by token, near or past the prose budget: past it only the opening may follow."""
+        """Token by token near steering: while steering, only the steered token may follow."""
         for index, token in enumerate(tokens):
             steer = self._steer()
             if (steer is not None and token != steer) or self._accept_plain([token]) != 1:
                 return index
             if steer is not None:
-                self.forced += 1
+                self._taken += 1
         return len(tokens)
 
     def _steer(self) -> int | None:
-        """The token the prose budget forces next, if it does."""
-        if not self.budget or self.opened or self.consumed < self.budget or self.forced >= len(self.opening):
+        """The token steering forces next, if it does (starting a steered run when one is due)."""
+        rule = self.steering
+        if rule is None or self.ended:
             return None
-        token = self.opening[self.forced]
+        if self._taken >= len(self._forced):
+            if self._ending:  # the call's ending went in: nothing more to steer
+                self.ended = True
+                return None
+            if not self.opened and rule.prose_budget and self.consumed >= rule.prose_budget:
+                self._forced, self._taken = [int(t) for t in rule.opening], 0
+            elif self.opened and rule.deadline and self.consumed >= rule.deadline:
+                self.ended = True  # once: if no ending fits, the grammar stays in charge
+                ending = rule.ending(self._text.decode("utf-8", "replace")) if rule.ending and rule.encode else None
+                forced = [int(t) for t in rule.encode(ending)] if ending and rule.encode else []
+                if forced and self.check(forced) == len(forced):
+                    self._forced, self._taken, self._ending, self.ended = forced, 0, True, False
+            if self._taken >= len(self._forced):
+                return None
+        token = self._forced[self._taken]
         return token if self.matcher.validate_tokens([token]) == 1 else None
 
     def _consumed(self, tokens: list[int]) -> None:
         self.consumed += len(tokens)
-        if self.budget and not self.opened and tokens:
-            self._tail = (self._tail + self.lltokenizer.decode_bytes(tokens))[-64:]
-            self.opened = b"<tool_call>" in self._tail or b"<function=" in self._tail
+        if self.steering is None or not tokens:
+            return
+        self._text += self.lltokenizer.decode_bytes(tokens)
+        if not self.opened:
+            at = max(self._text.find(b"<tool_call>"), self._text.find(b"<function="))
+            if at >= 0:
+                self.opened, self._text = True, self._text[at:]
+            else:
+                self._text = self._text[-64:]
 
     def check(self, tokens: Sequence[int]) -> int:
         """How many leading ``tokens`` :meth:`accept` would take, without consuming any."""

@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from rich.console import Console
 
 from clovercode.engine.config import EngineConfig
-from clovercode.engine.constraint import Constraint, GrammarCompiler
+from clovercode.engine.constraint import Constraint, GrammarCompiler, Steering
 from clovercode.engine.decoder import DecodePlan, DecodeResult, PassEvent, decode_stream
 from clovercode.engine.denoiser import CachedDenoiser, Denoiser, mask_is_honoured
 from clovercode.engine.loading import ModelInfo, load
@@ -96,10 +96,10 @@ class Engine:
     def stops(self, strings: Sequence[str] = (), keep_string: bool = True) -> Stops:
         return Stops(self.info.eos_ids, tuple(strings), keep_string)
 
-    def constraint(self, grammar: str, prose_budget: int = 0, opening: Sequence[int] = ()) -> Constraint:
+    def constraint(self, grammar: str, steering: Steering | None = None) -> Constraint:
         """``grammar`` (llguidance Lark text, :mod:`clovercode.engine.grammar`) compiled for this
-        tokenizer; see :meth:`GrammarCompiler.constraint` for the prose budget."""
-        return self.grammar_compiler().constraint(grammar, prose_budget, opening)
+        tokenizer; ``steering``: see :class:`Steering`."""
+        return self.grammar_compiler().constraint(grammar, steering)
 
     def grammar_compiler(self) -> GrammarCompiler:
         if self.grammars is None:

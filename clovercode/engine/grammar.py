@@ -226,3 +226,50 @@ def _regex_escape(text: str) -> str:
 def _negated(regex: str, forbidden: Sequence[str]) -> str:
     """``regex`` restricted to texts that contain none of ``forbidden`` (llguidance's & and ~)."""
     return f"{regex} & ~/(?s:.*)({_alternation(forbidden)})(?s:.*)/"
+
+
+def call_ending(tools: Sequence[Mapping[str, Any]], text: str) -> str | None:
+    """Text that completes the unfinished XML call ``text`` (everything from its ``<tool_call>`` on):
+    the open value closed, each required parameter still missing given a placeholder its schema
+    accepts, the call closed. None when the text is not at a point that can be closed (the grammar
+    then stays in charge). Used when a call runs into its turn's token limit: a call cut off there is
+    invalid, one closed early is merely terse."""
+    head = list(re.finditer(r"<function=([^>\n]*)>\n", text))
+    tool = next((t for t in tools if head and t.get("name") == head[-1].group(1)), None)
+    if tool is None:
+        return None
+    schema = tool.get("parameters") or {}
+    props = list((schema.get("properties") or {}).items())
+    required = set(schema.get("required") or [])
+    body = text[head[-1].end():]
+    keys = re.findall(r"<parameter=([^>\n]*)>\n", body)
+    names = [k for k, _ in props]
+    out, start = "", 0
+    if keys and keys[-1] in names:
+        start = names.index(keys[-1]) + 1
+    if body.rfind("<parameter=") > body.rfind("</parameter>"):  # inside a value
+        if not keys or keys[-1] not in names:
+            return None
+        value = body[body.rfind(f"<parameter={keys[-1]}>\n") + len(f"<parameter={keys[-1]}>\n"):]
+        sub = dict(props)[keys[-1]]
+        if not value:
+            value = out = _placeholder(sub)
+        out += ("" if value.endswith("\n") else "\n") + "</parameter>\n"
+    elif body and not body.endswith("\n"):
+        return None  # in the middle of a tag
+    for key, sub in props[start:]:
+        if key in required:
+            out += f"<parameter={key}>\n{_placeholder(sub)}\n</parameter>\n"
+    return out + "</function>\n</tool_call>"
+
+
+def _placeholder(schema: Mapping[str, Any]) -> str:
+    """A short value the property schema accepts, written as an XML parameter value."""
+    if "enum" in schema or "const" in schema:
+        return _xml_text(schema["enum"][0] if "enum" in schema else schema["const"])
+    kinds = schema.get("type")
+    kind = (kinds[0] if kinds else None) if isinstance(kinds, list) else kinds
+    if kind in ("integer", "number"):
+        low = schema.get("minimum", schema.get("exclusiveMinimum", -1) + 1 if "exclusiveMinimum" in schema else 0)
+        return str(int(low) if float(low).is_integer() else low)
+    return {"boolean": "false", "null": "null", "object": "{}", "array": "[]"}.get(kind or "", "x")
