@@ -104,7 +104,7 @@ class EmbeddedBackend:
         an XML call still open ``CALL_RESERVE`` tokens before the limit is closed there."""
         specs = [{"name": t.name, "parameters": t.parameters} for t in tools]
         budget = max(1, min(params.max_prose or DEFAULT_MAX_PROSE, limit // 2))
-        deadline = max(budget + 1, limit - CALL_RESERVE) if fmt == "xml" else 0
+        deadline = max(budget + 1, limit - min(CALL_RESERVE, limit // 4)) if fmt == "xml" else 0
         return Steering(budget, self.engine.encode(CALL_OPENING), deadline,
                         lambda text: call_ending(specs, text), self.engine.encode)
 

@@ -164,11 +164,12 @@ class Constraint:
             if not self.opened and rule.prose_budget and self.consumed >= rule.prose_budget:
                 self._forced, self._taken = [int(t) for t in rule.opening], 0
             elif self.opened and rule.deadline and self.consumed >= rule.deadline:
-                self.ended = True  # once: if no ending fits, the grammar stays in charge
+                # No ending fits yet (say, in the middle of a tag): the grammar stays in charge, and
+                # the next final token tries again.
                 ending = rule.ending(self._text.decode("utf-8", "replace")) if rule.ending and rule.encode else None
                 forced = [int(t) for t in rule.encode(ending)] if ending and rule.encode else []
-                if forced and self.check(forced) == len(forced):
-                    self._forced, self._taken, self._ending, self.ended = forced, 0, True, False
+                if forced and self._fits(forced):
+                    self._forced, self._taken, self._ending = forced, 0, True
             if self._taken >= len(self._forced):
                 return None
         token = self._forced[self._taken]
@@ -185,6 +186,9 @@ class Constraint:
                 self.opened, self._text = True, self._text[at:]
             else:
                 self._text = self._text[-64:]
+
+    def _fits(self, tokens: list[int]) -> bool:
+        return self.matcher.validate_tokens(tokens) == len(tokens)
 
     def check(self, tokens: Sequence[int]) -> int:
         """How many leading ``tokens`` :meth:`accept` would take, without consuming any."""
