@@ -134,9 +134,9 @@ class Constraint:
 
     def _accept_plain(self, tokens: list[int]) -> int:
         end = next((i for i, t in enumerate(tokens) if t in self._eos), len(tokens))
-        valid = self.matcher.validate_tokens(tokens[:end]) if end else 0
-        if valid and not self.matcher.consume_tokens(tokens[:valid]):
-            raise GrammarError(f"the grammar refused tokens it had validated: {self.matcher.get_error()}")
+        valid = self.matcher.try_consume_tokens(tokens[:end]) if end else 0  # stops before a forbidden one
+        if self.matcher.is_error():
+            raise GrammarError(f"the grammar failed while consuming tokens: {self.matcher.get_error()}")
         self._consumed(tokens[:valid])
         if valid == end < len(tokens) and self.matcher.is_accepting():
             return len(tokens)

@@ -122,10 +122,12 @@ def decode_stream(denoiser: Denoiser, prompt: Sequence[int], plan: DecodePlan, d
     while cut is None:
         block, masked = _new_block(plan)
         if plan.logit_shift:
-            token, _ = _propose(state.last_logits[None], plan, generator, constraint, 0)
+            token, _ = propose(state.last_logits[None], plan.temperature, plan.top_p, generator)
+            if constraint is not None and constraint.accept([int(token[0])]) != 1:  # final at once: consumed if allowed
+                token, _ = propose(state.last_logits[None], plan.temperature, plan.top_p, generator,
+                                   {0: constraint.allowed()})
+                constraint.accept([int(token[0])])
             block[0], masked[0] = token[0], False
-            if constraint is not None:
-                constraint.accept(block[:1].tolist())
             _notify(on_pass, stats.blocks, 0, [0])
         passes = 0
         while bool(masked.any()):
