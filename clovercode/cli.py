@@ -179,6 +179,32 @@ def fix(
     raise typer.Exit(int(outcome.exit_code))
 
 
+@app.command("exec")
+def exec_command(
+    task: Optional[str] = typer.Argument(None, help="The task; '-' or nothing reads it from stdin (when it is not a terminal)."),
+    repo: Optional[Path] = RepoOpt,
+    model: Optional[str] = ModelOpt,
+    sandbox: Optional[str] = SandboxOpt,
+    approval: Optional[str] = typer.Option(None, "--approval", help="full-auto (default; commands in the sandbox), or "
+                                           "suggest / auto-edit: what they would ask about is refused."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Most model turns."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Wall-clock budget in seconds."),
+    as_json: bool = typer.Option(False, "--json", help="Stream the run's events as JSON Lines on stdout (docs/usage.md)."),
+    endpoint: Optional[str] = EndpointOpt,
+    api_key: Optional[str] = ApiKeyOpt,
+) -> None:
+    """Run one task headless: no questions, no git needed, nothing committed; prints the final answer.
+
+    Exit codes: 0 done, 2 usage, 3 gave up, 5 model, 6 sandbox, 130 interrupted (docs/usage.md)."""
+    from clovercode.execcmd import exec_config, read_task, run_exec
+
+    root = project_root(repo)
+    text = read_task(task, sys.stdin)
+    cfg = exec_config(effective_config(root, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
+                                       endpoint=endpoint, api_key=api_key), approval)
+    raise typer.Exit(run_exec(root, cfg, text, as_json, sys.stdout, make_console(stderr=True)))
+
+
 ci_app = typer.Typer(cls=CloverGroup, help="Set up clovercode as a CI bot.", no_args_is_help=True)
 app.add_typer(ci_app, name="ci")
 

@@ -92,7 +92,8 @@ def _setting(key: str, source: str) -> Setting:
 
 def coerce_value(setting: Setting, raw: Any, source: str) -> Any:
     """Turn a TOML/env/flag value into the setting's type, or raise a ConfigError naming it."""
-    where = f"{source}: '{setting.key}'"
+    # A flag is named as it was typed (--max-steps), not by its setting key.
+    where = f"--{setting.key.rsplit('.', 1)[-1].replace('_', '-')}" if source == "flag" else f"{source}: '{setting.key}'"
     value: Any
     if setting.type is bool:
         if isinstance(raw, bool):
