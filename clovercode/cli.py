@@ -102,6 +102,8 @@ def main_callback(
     api_key: Optional[str] = ApiKeyOpt,
     resume: Optional[str] = typer.Option(None, "--resume", metavar="[ID]",
                                          help="Continue a saved session: the newest of this project, or the one with this ID."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Most model turns per task."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Wall-clock budget of each task in seconds."),
 ) -> None:
     """Without a command: open the interactive REPL in the project directory."""
     if ctx.invoked_subcommand is not None:
@@ -109,7 +111,8 @@ def main_callback(
             raise UsageError("--resume continues a session in the REPL; use it without a command")
         # These belong to the REPL; before a command they would be silently ignored.
         given = [f"--{name.replace('_', '-')}" for name, value in (("repo", repo), ("model", model), ("sandbox", sandbox),
-                 ("approval", approval), ("endpoint", endpoint), ("api_key", api_key)) if value is not None]
+                 ("approval", approval), ("endpoint", endpoint), ("api_key", api_key), ("max_steps", max_steps),
+                 ("max_time", max_time)) if value is not None]
         if given:
             sub = ctx.invoked_subcommand
             raise UsageError(f"{', '.join(given)} before '{sub}' would be ignored: options before a command are the REPL's",
@@ -118,7 +121,8 @@ def main_callback(
     from clovercode.repl import run_repl
 
     root = project_root(repo)
-    cfg = effective_config(root, model=model, sandbox=sandbox, approval=approval, endpoint=endpoint, api_key=api_key)
+    cfg = effective_config(root, model=model, sandbox=sandbox, approval=approval, endpoint=endpoint, api_key=api_key,
+                           max_steps=max_steps, max_time=max_time)
     raise typer.Exit(run_repl(root, cfg, make_console(), resume=resume))
 
 

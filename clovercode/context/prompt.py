@@ -13,10 +13,9 @@ from clovercode.agent.messages import Message
 from clovercode.agent.prompts import Conversation
 from clovercode.context.compaction import (KEEP_TAGS, CompactionBudget, compact, head_tail, shorten_observations)
 from clovercode.context.instructions import read_instructions, render_instructions
-from clovercode.context.tokens import TokenCounter
+from clovercode.context.tokens import MESSAGE_OVERHEAD, TokenCounter
 from clovercode.errors import ConfigError
 
-MESSAGE_OVERHEAD = 8  # role markers and separators a chat template puts around each message
 ESTIMATE_MARGIN = 0.03  # share of the window left free when tokens are estimated rather than counted
 MAX_READ_BYTES = 1024 * 1024
 MapLoader = Callable[[], "tuple[str, set[str]]"]  # → (map text, files it focused on)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from rich.console import Console
 from rich.markup import escape
@@ -11,6 +11,9 @@ from rich.syntax import Syntax
 
 from clovercode.actions.approval import NO, Ask, parse_answer
 from clovercode.actions.context import ApprovalRequest
+
+if TYPE_CHECKING:
+    from clovercode.ui.render import Screen
 
 ReadLine = Callable[[str], "str | None"]  # shows a prompt, returns the answer or None at end of input
 
@@ -31,8 +34,16 @@ def plain_read_line(prompt: str) -> str | None:
     return None if line == "" else line.rstrip("\n")
 
 
-def make_ask(console: Console, read_line: ReadLine) -> Ask:
+def make_ask(console: Console, read_line: ReadLine, screen: "Screen | None" = None) -> Ask:
     def ask(request: ApprovalRequest) -> str:
+        answer = question_for(request)
+        if screen is not None and request.kind == "edit" and answer != NO and request.detail:
+            screen.approved_diffs.add(request.detail)  # the observation need not show it again
+        return answer
+
+    def question_for(request: ApprovalRequest) -> str:
+        if screen is not None:
+            screen.suspend()
         console.print()
         if request.kind == "edit":
             console.print(f"[bold yellow]clovercode wants to {escape(request.title)}[/]", highlight=False)

@@ -1,0 +1,97 @@
+"""What a person sees in the REPL, read off an emulated screen (pyte) fed by a real pty: each event
+shown once, answers as Markdown, cut observations expanded with /show, the whole run in /transcript."""
+
+from __future__ import annotations
+
+import json
+
+import pexpect
+
+from pty_screen import PROMPT, screen_text, spawn_repl, wait_screen
+from test_parser_table import xml
+
+ANSWER = "**Done.** The fix:\n\n```python\nreturn sum(values) / len(values)\n```\n\n- one line changed"
+
+
+def test_each_event_once_markdown_and_full_output_on_demand(calc_repo, tmp_path):
+    replay = tmp_path / "r.jsonl"
+    turns = [xml("view_file", path="calc.py"),
+             xml("no_such_tool", path="calc.py"),
+             xml("edit_file", path="calc.py", old_text="    return sum(values) // len(values)",
+                 new_text="    return sum(values) / len(values)"),
+             ANSWER]
+    replay.write_text("".join(json.dumps({"text": t}) + "\n" for t in turns))
+    child = spawn_repl(calc_repo, "--model", f"replay:{replay}", "--approval", "suggest", "--max-steps", "9")
+    child.expect_exact(PROMPT)
+    child.sendline("fix mean")
+    child.expect_exact("Apply this change?")
+    child.sendline("y")
+    child.expect_exact("stopped: the model answered")
+    child.expect_exact(PROMPT)
+    before = screen_text(child)
+    child.sendline("/show 1")
+    child.expect_exact("Difference between the largest")
+    child.expect_exact(PROMPT)
+    child.sendline("/transcript")
+    child.expect_exact("no_such_tool")
+    child.expect_exact(PROMPT)
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+
+    assert "step 1/9" in before  # the REPL takes --max-steps
+    assert before.count("+    return sum(values) / len(values)") == 1  # the approved diff, not again after it
+    assert before.count("no_such_tool") == 1  # ✗ once, no ⚠ echo of the same error
+    assert before.count("Done.") == 1 and "**Done.**" not in before and "```" not in before  # Markdown, once
+    assert "• one line changed" in before
+    assert "Difference between the largest" not in before and "/show 1 shows all" in before
+    after = screen_text(child)
+    assert after.count("Difference between the largest") == 2  # /show 1, then /transcript
+
+
+def test_at_file_attaches_and_bang_runs_in_the_sandbox(calc_repo, tmp_path):
+    import os
+    from pathlib import Path
+
+    replay = tmp_path / "r.jsonl"
+    replay.write_text(json.dumps({"text": "Seen it."}) + "\n")
+    child = spawn_repl(calc_repo, "--model", f"replay:{replay}", "--approval", "suggest")
+    child.expect_exact(PROMPT)
+    child.sendline("!echo escaped > ../outside.txt; echo made > inside.txt; echo ran-it")
+    child.expect_exact("ran-it")
+    child.expect_exact(PROMPT)
+    child.send("explain @cal")
+    child.send("\t")  # the menu opens: calc.py, then test_calc.py (only git's files)
+    child.expect_exact("test_calc.py")
+    child.send("\t")  # picks the first
+    wait_screen(child, "explain @calc.py")
+    child.send(" please\r")
+    child.expect_exact("attached calc.py (13 lines")
+    child.expect_exact("Seen it.")
+    child.expect_exact(PROMPT)
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    assert (calc_repo / "inside.txt").read_text() == "made\n"
+    assert not (tmp_path / "outside.txt").exists()  # outside the project: the sandbox kept it from the host
+    [trajectory] = (Path(os.environ["XDG_STATE_HOME"]) / "clovercode" / "trajectories").glob("*.jsonl")
+    events = [json.loads(line) for line in trajectory.read_text().splitlines()]
+    task = events[0]["task"]
+    assert task.startswith("explain @calc.py please\n\n<attached path=\"calc.py\" lines=\"13\">")
+    assert "def spread(values):" in task
+    snapshot = next(e for e in events if e["kind"] == "conversation")
+    assert "I ran `echo escaped > ../outside.txt" in snapshot["messages"][0]["content"]
+
+
+def test_file_completion_follows_gitignore(calc_repo):
+    from prompt_toolkit.completion import CompleteEvent
+    from prompt_toolkit.document import Document
+
+    from clovercode.repl.completion import FileLister, ReplCompleter
+
+    (calc_repo / ".gitignore").write_text("notes.secret\n")
+    (calc_repo / "notes.secret").write_text("x")
+    (calc_repo / "notes.md").write_text("x")
+    completer = ReplCompleter(lambda: ["help", "show"], FileLister(calc_repo))
+    words = lambda text: [c.text for c in completer.get_completions(Document(text), CompleteEvent())]  # noqa: E731
+    assert words("look at @notes") == ["@notes.md"]
+    assert words("@calc") == ["@calc.py", "@test_calc.py"]
+    assert words("/sh") == ["/show"]
