@@ -67,7 +67,7 @@ class RefusingAsk:
 
 def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err: Console) -> int:
     ask = RefusingAsk(cfg["approval"])
-    approver = ModeApprover(cfg["approval"], cfg["sandbox"] != "none", ask)
+    approver = ModeApprover(cfg["approval"], cfg["sandbox"] != "none", ask, cfg["permissions.allow"])
     writer = JsonEventWriter(out, exit_code=exit_code_for) if as_json else None
     try:
         session = open_session(root, cfg, interactive=True, approve=approver)

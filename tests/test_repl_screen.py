@@ -95,3 +95,52 @@ def test_file_completion_follows_gitignore(calc_repo):
     assert words("look at @notes") == ["@notes.md"]
     assert words("@calc") == ["@calc.py", "@test_calc.py"]
     assert words("/sh") == ["/show"]
+
+
+def test_an_allow_rule_persists_across_sessions_and_esc_cancels_the_run(calc_repo, tmp_path):
+    import os
+    from pathlib import Path
+
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "clovercode" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("# my settings\nmax_steps = 12\n")
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text("".join(json.dumps({"text": t}) + "\n" for t in [xml("run_command", command="git status --short"),
+                                                                       "Done one."]))
+    second.write_text("".join(json.dumps({"text": t}) + "\n" for t in [
+        xml("run_command", command="git status"), "Done two.", xml("run_command", command="touch cancelled.txt"), "never"]))
+
+    child = spawn_repl(calc_repo, "--model", f"replay:{first}", "--approval", "suggest")
+    child.expect_exact(PROMPT)
+    child.sendline("status please")
+    child.expect_exact("[a]lways allow `git status …`")
+    child.sendline("a")
+    child.expect_exact("Done one.")
+    child.expect_exact(PROMPT)
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    assert config.read_text().startswith("# my settings\nmax_steps = 12\n")  # the person's file kept as written
+    assert 'allow = ["git status"]' in config.read_text()
+
+    child = spawn_repl(calc_repo, "--model", f"replay:{second}", "--approval", "suggest")
+    child.expect_exact(PROMPT)
+    child.sendline("status again")
+    child.expect_exact("Done two.")
+    child.expect_exact(PROMPT)
+    child.sendline("touch something")
+    child.expect_exact("Run it?")
+    child.send("\x1b")  # Esc at the approval prompt: the run stops, not just this command
+    child.expect_exact("stopped: cancelled by the user at an approval prompt")
+    child.expect_exact(PROMPT)
+    child.sendline("/permissions")
+    child.expect_exact("1. git status")
+    child.expect_exact(PROMPT)
+    child.sendline("/permissions remove 1")
+    child.expect_exact("removed the rule")
+    child.expect_exact(PROMPT)
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    screen = screen_text(child)
+    assert screen.count("Run it?") == 1  # `git status` was not asked about in the second session
+    assert "never" not in screen and not (calc_repo / "cancelled.txt").exists()
+    assert "git status" not in config.read_text() and "max_steps = 12" in config.read_text()

@@ -4,16 +4,34 @@
 - auto-edit: edits are applied; commands are asked about.
 - full-auto: nothing is asked, but only because commands run in the sandbox; without one
   (``--sandbox none``) commands are still asked about in the REPL.
+
+The answers (as in Claude Code and Codex): yes; always (edits: for the rest of the session;
+commands: an allow rule for the command's prefix, kept in the user's config); no, with an optional
+reason the model reads; cancel (Ctrl-D or Esc), which stops the whole run.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Union
 
-from clovercode.actions.context import ApprovalRequest
+from clovercode.actions.context import ApprovalRequest, ToolError
+from clovercode.actions.permissions import allowed, command_prefix
 
-YES, NO, ALWAYS = "yes", "no", "always"
-Ask = Callable[[ApprovalRequest], str]  # returns YES, NO or ALWAYS (for this kind, this session)
+YES, NO, ALWAYS, CANCEL = "yes", "no", "always", "cancel"
+
+
+@dataclass(frozen=True)
+class Reply:
+    answer: str  # YES, NO, ALWAYS or CANCEL
+    reason: str = ""  # with NO: what the person wants instead, for the model
+
+
+Ask = Callable[[ApprovalRequest], Union[str, Reply]]
+
+
+class RunCancelled(KeyboardInterrupt):
+    """The person cancelled the run at an approval prompt; the loop stops as interrupted."""
 
 
 def needs_asking(mode: str, kind: str, sandboxed: bool) -> bool:
@@ -25,20 +43,38 @@ def needs_asking(mode: str, kind: str, sandboxed: bool) -> bool:
 
 
 class ModeApprover:
-    """The ToolContext.approve of an interactive session."""
+    """The ToolContext.approve of an interactive session. ``rules`` are command prefixes allowed
+    without asking; ``remember`` keeps a new one (the REPL writes it to the user's config)."""
 
-    def __init__(self, mode: str, sandboxed: bool, ask: Ask):
+    def __init__(self, mode: str, sandboxed: bool, ask: Ask, rules: tuple[str, ...] | list[str] = (),
+                 remember: Callable[[str], None] | None = None):
         self.mode, self.sandboxed, self.ask = mode, sandboxed, ask
+        self.rules, self.remember = list(rules), remember
         self.always: set[str] = set()
 
     def __call__(self, request: ApprovalRequest) -> bool:
         if not needs_asking(self.mode, request.kind, self.sandboxed) or request.kind in self.always:
             return True
-        answer = self.ask(request)
-        if answer == ALWAYS:
-            self.always.add(request.kind)
+        if request.kind == "command" and allowed(request.title, self.rules):
             return True
-        return answer == YES
+        reply = self.ask(request)
+        reply = reply if isinstance(reply, Reply) else Reply(reply)
+        if reply.answer == CANCEL:
+            raise RunCancelled("cancelled by the user at an approval prompt")
+        if reply.answer == ALWAYS:
+            if request.kind != "command":
+                self.always.add(request.kind)
+            elif (prefix := command_prefix(request.title)) is not None and prefix not in self.rules:
+                self.rules.append(prefix)
+                if self.remember is not None:
+                    self.remember(prefix)
+            return True
+        if reply.answer == YES:
+            return True
+        if reply.reason:
+            what = "run this command" if request.kind == "command" else f"make this change ({request.title})"
+            raise ToolError(f"The user declined to {what} and said: {reply.reason}")
+        return False
 
     def notice(self) -> str | None:
         """What a person should know about this combination, said once at the start."""

@@ -82,8 +82,8 @@ class Agent:
                 self._step(conversation, state, repeats)
         except _Stop as stop:
             result = self._result(state, stop.reason, stop.detail, stop.summary)
-        except KeyboardInterrupt:
-            result = self._result(state, StopReason.INTERRUPTED, "interrupted by the user (Ctrl-C)")
+        except KeyboardInterrupt as exc:  # Ctrl-C, or a person cancelling at an approval prompt (it says so)
+            result = self._result(state, StopReason.INTERRUPTED, str(exc) or "interrupted by the user (Ctrl-C)")
         except ModelError as exc:
             result = self._result(state, StopReason.MODEL_ERROR, f"the model failed: {exc}")
         self.sink.emit("run_end", **result.to_json())

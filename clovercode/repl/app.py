@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 
+from clovercode.actions.approval import NO, ModeApprover
 from clovercode.agent.events import MultiSink
 from clovercode.config import Config
 from clovercode.errors import CloverError
@@ -21,8 +23,10 @@ BANNER = "clovercode {version} · {root}\nType a task, /help for commands. Alt-E
 
 
 class Repl:
-    def __init__(self, root: Path, cfg: Config, console: Console, session: Session, screen: Screen | None = None):
+    def __init__(self, root: Path, cfg: Config, console: Console, session: Session, screen: Screen | None = None,
+                 approver: ModeApprover | None = None):
         self.root, self.cfg, self.console, self.session = root, cfg, console, session
+        self.approver = approver or ModeApprover(cfg["approval"], cfg["sandbox"] != "none", lambda r: NO)
         self.commands = {c.name: c for c in default_commands()}
         self.transcript = Transcript()
         self.screen = screen or Screen()
@@ -103,15 +107,31 @@ class Repl:
             self.console.print(status, style="dim", highlight=False, markup=False, soft_wrap=True)
 
 
-def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = None) -> int:
-    from clovercode.actions.approval import ModeApprover
-    from clovercode.repl.inputs import plain_lines, tty_lines
+def make_approver(cfg: Config, console: Console, screen: Screen, tty: bool) -> ModeApprover:
+    from clovercode.config import user_config_path
+    from clovercode.repl.permissions import add_rule
     from clovercode.ui.approval_prompt import make_ask, plain_read_line, tty_read_line
+
+    def remember(prefix: str) -> None:
+        try:
+            path = add_rule(os.environ, prefix)
+        except CloverError as exc:
+            console.print(f"[yellow]the rule `{escape(prefix)}` holds for this session only[/]: {escape(str(exc))}",
+                          highlight=False)
+            return
+        console.print(f"[dim]commands starting `{escape(prefix)}` now run without asking (rule saved in {path}; "
+                      "/permissions lists and removes rules)[/]", highlight=False)
+
+    ask = make_ask(console, tty_read_line if tty else plain_read_line, screen, str(user_config_path(os.environ)))
+    return ModeApprover(cfg["approval"], cfg["sandbox"] != "none", ask, cfg["permissions.allow"], remember)
+
+
+def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = None) -> int:
+    from clovercode.repl.inputs import plain_lines, tty_lines
 
     tty = sys.stdin.isatty() and sys.stdout.isatty()
     screen = Screen()
-    approver = ModeApprover(cfg["approval"], cfg["sandbox"] != "none",
-                            make_ask(console, tty_read_line if tty else plain_read_line, screen))
+    approver = make_approver(cfg, console, screen, tty)
     session = open_session(root, cfg, interactive=True, approve=approver)
     from clovercode import __version__
 
@@ -129,7 +149,7 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
         except BaseException:
             session.close()
             raise
-    repl = Repl(root, cfg, console, session, screen)
+    repl = Repl(root, cfg, console, session, screen, approver)
     if tty:
         from clovercode.repl.completion import FileLister, ReplCompleter
 

@@ -115,6 +115,16 @@ def _transcript(repl: "Repl", _: str) -> bool:
     return True
 
 
+def _permissions(repl: "Repl", arg: str) -> bool:
+    from clovercode.repl.permissions import permissions_command
+
+    try:
+        return permissions_command(repl, arg)
+    except CloverError as exc:
+        print_error(repl.console, exc)
+        return True
+
+
 def default_commands() -> list[SlashCommand]:
     return [
         SlashCommand("help", "show these commands", _help),
@@ -127,6 +137,7 @@ def default_commands() -> list[SlashCommand]:
         SlashCommand("redo", "take the last /undo back", _redo),
         SlashCommand("compact", "summarise the history now, keeping the goal, plan and edited files", _compact),
         SlashCommand("context", "show how full the context window is", _context),
+        SlashCommand("permissions", "list the command allow rules, or remove one", _permissions, "[remove N]"),
         SlashCommand("exit", "leave (Ctrl-D works too)", _exit),
         SlashCommand("quit", "leave", _exit),
     ]
