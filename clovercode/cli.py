@@ -102,12 +102,13 @@ def main_callback(
     api_key: Optional[str] = ApiKeyOpt,
     resume: Optional[str] = typer.Option(None, "--resume", metavar="[ID]",
                                          help="Continue a saved session: the newest of this project, or the one with this ID."),
+    any_project: bool = typer.Option(False, "--any-project", help="With --resume ID: allow another project's session."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Most model turns per task."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Wall-clock budget of each task in seconds."),
 ) -> None:
     """Without a command: open the interactive REPL in the project directory."""
     if ctx.invoked_subcommand is not None:
-        if resume is not None:
+        if resume is not None or any_project:
             raise UsageError("--resume continues a session in the REPL; use it without a command")
         # These belong to the REPL; before a command they would be silently ignored.
         given = [f"--{name.replace('_', '-')}" for name, value in (("repo", repo), ("model", model), ("sandbox", sandbox),
@@ -123,7 +124,9 @@ def main_callback(
     root = project_root(repo)
     cfg = effective_config(root, model=model, sandbox=sandbox, approval=approval, endpoint=endpoint, api_key=api_key,
                            max_steps=max_steps, max_time=max_time)
-    raise typer.Exit(run_repl(root, cfg, make_console(), resume=resume))
+    if any_project and resume is None:
+        raise UsageError("--any-project goes with --resume ID")
+    raise typer.Exit(run_repl(root, cfg, make_console(), resume=resume, any_project=any_project))
 
 
 @app.command()
@@ -207,6 +210,22 @@ def exec_command(
     cfg = exec_config(effective_config(root, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
                                        endpoint=endpoint, api_key=api_key), approval)
     raise typer.Exit(run_exec(root, cfg, text, as_json, sys.stdout, make_console(stderr=True)))
+
+
+@app.command("sessions")
+def sessions_command(repo: Optional[Path] = RepoOpt,
+                     all_projects: bool = typer.Option(False, "--all", help="Every project's sessions, not only this one's.")) -> None:
+    """List saved sessions of this project, newest first: id, date, steps, first task (resume with --resume ID)."""
+    from clovercode.session import trajectory_dir
+    from clovercode.sessions import list_sessions, print_sessions
+
+    root = project_root(repo)
+    found = list_sessions(trajectory_dir(effective_config(root), os.environ), None if all_projects else root)
+    console = make_console()
+    if not found:
+        console.print(f"no saved sessions for {root}" if not all_projects else "no saved sessions", highlight=False)
+        return
+    print_sessions(console, found)
 
 
 ci_app = typer.Typer(cls=CloverGroup, help="Set up clovercode as a CI bot.", no_args_is_help=True)

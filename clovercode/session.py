@@ -52,6 +52,7 @@ class Session:
     last_context: ToolContext | None = None
     command_env: Mapping[str, str] | None = None  # environment of the model's commands (None: inherit)
     prompt: ContextPrompt | None = None  # the last task's prompt builder (for /compact and /context)
+    session_id: str | None = None  # the first task's trajectory id; every later task's snapshot carries it
 
     def run_task(self, task: str, sink: EventSink | None = None, *, follow_up: bool = False):
         """Run ``task``; ``follow_up=True`` continues the last task instead (same tool context and
@@ -65,10 +66,11 @@ class Session:
                               checkpoint=Checkpointer(self.root, self.env, label), stamps=self.stamps,
                               guard=FileGuard.from_policy_data(self.env))
             self.last_trajectory = new_trajectory_path(trajectory_dir(self.cfg, self.env), label)
+            self.session_id = self.session_id or self.last_trajectory.stem
         self.last_context = ctx
         toolbox = Toolbox(ctx)
         writer = TrajectoryWriter(self.last_trajectory)
-        events = MultiSink(SnapshotBeforeEnd(writer, self.root, self.conversation), sink)  # what --resume loads
+        events = MultiSink(SnapshotBeforeEnd(writer, self.root, self.conversation, self.session_id), sink)  # what --resume loads
         try:
             if follow_up and self.prompt is not None:  # same task: same map, same compaction state
                 self.prompt.sink = events

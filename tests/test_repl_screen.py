@@ -144,3 +144,44 @@ def test_an_allow_rule_persists_across_sessions_and_esc_cancels_the_run(calc_rep
     assert screen.count("Run it?") == 1  # `git status` was not asked about in the second session
     assert "never" not in screen and not (calc_repo / "cancelled.txt").exists()
     assert "git status" not in config.read_text() and "max_steps = 12" in config.read_text()
+
+
+def test_sessions_list_picker_and_other_projects(calc_repo, tmp_path):
+    import time
+
+    from conftest import run_cli
+
+    other = tmp_path / "other"
+    other.mkdir()
+    replay = tmp_path / "answer.jsonl"
+    replay.write_text(json.dumps({"text": "Answered it."}) + "\n")
+    for cwd, task in ((other, "alpha task elsewhere"), (calc_repo, "beta task here"), (calc_repo, "gamma task here")):
+        done = run_cli("exec", "--model", f"replay:{replay}", task, cwd=cwd)
+        assert done.returncode == 0, done.stderr
+        time.sleep(0.05)  # distinct modification times: newest first is well defined
+    listing = run_cli("sessions", cwd=calc_repo)
+    assert listing.returncode == 0, listing.stderr
+    assert "alpha" not in listing.stdout
+    assert listing.stdout.index("gamma task here") < listing.stdout.index("beta task here")
+    ids = {line.split()[0]: line for line in listing.stdout.splitlines() if "task here" in line}
+    beta = next(i for i, line in ids.items() if "beta" in line)
+    alpha = next(line.split()[0] for line in run_cli("sessions", "--all", cwd=calc_repo).stdout.splitlines()
+                 if "alpha" in line)
+
+    refused = run_cli("--resume", alpha, "--model", f"replay:{replay}", cwd=calc_repo, input="/exit\n")
+    assert refused.returncode == 2 and "belongs to another project" in refused.stderr and "--any-project" in refused.stderr
+    allowed = run_cli("--resume", alpha, "--any-project", "--model", f"replay:{replay}", cwd=calc_repo, input="/exit\n")
+    assert allowed.returncode == 0 and f"resumed {alpha}" in allowed.stdout
+
+    child = spawn_repl(calc_repo, "--resume", "--model", f"replay:{replay}", "--sandbox", "none")
+    child.expect_exact("Resume which?")
+    picker = screen_text(child)
+    assert "gamma task here" in picker and "beta task here" in picker and "alpha" not in picker
+    child.sendline("2")
+    child.expect_exact(f"resumed {beta}")
+    child.expect_exact(PROMPT)
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    screen = screen_text(child)
+    assert "› beta task here" in screen and "  Answered it." in screen  # the last exchange, shown on resuming
+    assert screen.rstrip().endswith(f"continue this session with: clovercode --resume {beta}")

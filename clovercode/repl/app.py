@@ -126,7 +126,7 @@ def make_approver(cfg: Config, console: Console, screen: Screen, tty: bool) -> M
     return ModeApprover(cfg["approval"], cfg["sandbox"] != "none", ask, cfg["permissions.allow"], remember)
 
 
-def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = None) -> int:
+def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = None, any_project: bool = False) -> int:
     from clovercode.repl.inputs import plain_lines, tty_lines
 
     tty = sys.stdin.isatty() and sys.stdout.isatty()
@@ -144,8 +144,14 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
     if resume is not None:
         from clovercode.context.commands import resume_into
 
+        pick = None
+        if tty:
+            from clovercode.sessions import pick_session
+            from clovercode.ui.approval_prompt import tty_read_line
+
+            pick = lambda sessions: pick_session(console, sessions, tty_read_line)  # noqa: E731
         try:
-            resume_into(session, resume, console)
+            resume_into(session, resume, console, any_project=any_project, pick=pick)
         except BaseException:
             session.close()
             raise
@@ -166,4 +172,7 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
                 console.print("[yellow]interrupted[/]")
     finally:
         session.close()
+        if session.session_id:
+            console.print(f"[dim]continue this session with: clovercode --resume {session.session_id}[/]",
+                          highlight=False, soft_wrap=True)
     return 0
