@@ -185,3 +185,56 @@ def test_sessions_list_picker_and_other_projects(calc_repo, tmp_path):
     screen = screen_text(child)
     assert "› beta task here" in screen and "  Answered it." in screen  # the last exchange, shown on resuming
     assert screen.rstrip().endswith(f"continue this session with: clovercode --resume {beta}")
+
+
+def test_custom_commands_diff_status_init_and_sessions(calc_repo, tmp_path):
+    import os
+    from pathlib import Path
+
+    (calc_repo / ".clovercode" / "commands").mkdir(parents=True)
+    (calc_repo / ".clovercode" / "commands" / "review.md").write_text(
+        "---\ndescription: Review a file for bugs\n---\nReview $ARGUMENTS for bugs and fix them.\n")
+    (calc_repo / ".clovercode" / "commands" / "exit.md").write_text("A project cannot replace /exit.\n")
+    user_commands = Path(os.environ["XDG_CONFIG_HOME"]) / "clovercode" / "commands"
+    user_commands.mkdir(parents=True)
+    (user_commands / "explain.md").write_text("Explain the code in plain words.\n")
+    replay = tmp_path / "r.jsonl"
+    turns = [xml("view_file", path="calc.py"),
+             xml("edit_file", path="calc.py", old_text="    return sum(values) // len(values)",
+                 new_text="    return sum(values) / len(values)"),
+             "Reviewed and fixed."]
+    replay.write_text("".join(json.dumps({"text": t}) + "\n" for t in turns))
+    child = spawn_repl(calc_repo, "--model", f"replay:{replay}", "--approval", "full-auto")
+    child.expect_exact(PROMPT)
+    child.sendline("/help")
+    child.expect_exact("custom commands:")
+    child.expect_exact(PROMPT)
+    child.sendline("/diff")
+    child.expect_exact("no changes in this session yet")
+    child.expect_exact(PROMPT)
+    child.sendline("/review calc.py")
+    child.expect_exact("Reviewed and fixed.")
+    child.expect_exact(PROMPT)
+    child.sendline("/diff")
+    child.expect_exact("+    return sum(values) / len(values)")
+    child.expect_exact(PROMPT)
+    child.sendline("/status")
+    child.expect_exact("1 task · 3 steps")
+    child.expect_exact(PROMPT)
+    child.sendline("/sessions")
+    child.expect_exact("continue one with")
+    child.expect_exact(PROMPT)
+    child.sendline("/init")
+    child.expect_exact("wrote ")
+    child.expect_exact(PROMPT)
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    screen = screen_text(child)
+    assert "/review  " in screen and "Review a file for bugs (project:" in screen
+    assert "/explain" in screen and "Explain the code in plain words. (user:" in screen
+    assert "A project cannot replace" not in screen
+    assert "-    return sum(values) // len(values)" in screen.split("Reviewed and fixed.")[1]  # the /diff after the task
+    assert "Review calc.py for bugs" in screen.split("clover> /sessions")[1]  # the session, listed by its first task
+    assert (calc_repo / "AGENTS.md").is_file()
+    [trajectory] = (Path(os.environ["XDG_STATE_HOME"]) / "clovercode" / "trajectories").glob("*.jsonl")
+    assert json.loads(trajectory.read_text().splitlines()[0])["task"] == "Review calc.py for bugs and fix them."

@@ -17,7 +17,7 @@ from clovercode.executors.select import NO_SANDBOX_WARNING
 from clovercode.repl.commands import default_commands, print_error
 from clovercode.repl.transcript import Transcript
 from clovercode.session import Session, open_session
-from clovercode.ui.render import ConsoleRenderer, Screen, markdown
+from clovercode.ui.render import ConsoleRenderer, Screen, print_markdown
 
 BANNER = "clovercode {version} · {root}\nType a task, /help for commands. Alt-Enter (or Esc Enter) inserts a newline; Ctrl-D exits."
 
@@ -28,6 +28,12 @@ class Repl:
         self.root, self.cfg, self.console, self.session = root, cfg, console, session
         self.approver = approver or ModeApprover(cfg["approval"], cfg["sandbox"] != "none", lambda r: NO)
         self.commands = {c.name: c for c in default_commands()}
+        from clovercode.repl.custom import load_custom_commands
+
+        self.custom = load_custom_commands(root, session.env, set(self.commands))
+        self.first_snapshot = None  # the checkpoint before this session's first change (/diff)
+        self.changed: set[str] = set()
+        self.tasks = self.steps = self.prompt_tokens = self.completion_tokens = 0
         self.transcript = Transcript()
         self.screen = screen or Screen()
         self.screen.observation_count = self.transcript.observation_count
@@ -40,6 +46,9 @@ class Repl:
         if text.startswith("/"):
             name, _, rest = text[1:].partition(" ")
             command = self.commands.get(name)
+            if command is None and name in self.custom:
+                self.run_task(self.custom[name].task(rest.strip()))
+                return True
             if command is None:
                 self.console.print(f"[yellow]unknown command /{escape(name)}[/]; /help lists them", highlight=False)
                 return True
@@ -91,9 +100,20 @@ class Repl:
             return
         finally:
             self.screen.suspend()
+        self.record(result)
         if result.summary and result.stop.value == "finished":  # a plain answer was shown as the model wrote it
-            self.console.print(markdown(result.summary))
+            print_markdown(self.console, result.summary)
         self.print_context_line()
+
+    def record(self, result) -> None:  # type: ignore[no-untyped-def]
+        self.tasks += 1
+        self.steps += result.steps
+        self.prompt_tokens += result.prompt_tokens
+        self.completion_tokens += result.completion_tokens
+        self.changed |= set(result.changed)
+        checkpoint = getattr(self.session.last_context, "checkpoint", None)
+        if self.first_snapshot is None and getattr(checkpoint, "snapshot", None) is not None:
+            self.first_snapshot = checkpoint.snapshot
 
     def print_context_line(self) -> None:
         from clovercode.context.commands import context_line
@@ -159,7 +179,7 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
     if tty:
         from clovercode.repl.completion import FileLister, ReplCompleter
 
-        lines = tty_lines(cfg, ReplCompleter(lambda: repl.commands, FileLister(session.root)))
+        lines = tty_lines(cfg, ReplCompleter(lambda: [*repl.commands, *repl.custom], FileLister(session.root)))
     else:
         lines = plain_lines()
     try:

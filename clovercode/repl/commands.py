@@ -31,6 +31,13 @@ def _help(repl: "Repl", _: str) -> bool:
     width = max(len(label) for label in labels.values())
     for command in repl.commands.values():
         repl.console.print(f"  [bold]{escape(labels[command.name].ljust(width))}[/]  {escape(command.help)}", highlight=False)
+    if repl.custom:
+        repl.console.print("custom commands:", highlight=False)
+        custom_width = max(len(name) + 1 for name in repl.custom)
+        for command in repl.custom.values():
+            label = f"/{command.name}".ljust(max(width, custom_width))
+            repl.console.print(f"  [bold]{escape(label)}[/]  {escape(command.description)} [dim]({command.source}: "
+                               f"{escape(str(command.path))})[/]", highlight=False, soft_wrap=True)
     repl.console.print(f"  [bold]{'@path'.ljust(width)}[/]  attach a file (Tab completes)\n"
                        f"  [bold]{'!command'.ljust(width)}[/]  run a command in the sandbox; its output joins the conversation",
                        highlight=False)
@@ -125,6 +132,15 @@ def _permissions(repl: "Repl", arg: str) -> bool:
         return True
 
 
+def _info(name: str) -> Callable[["Repl", str], bool]:
+    def run(repl: "Repl", arg: str) -> bool:
+        from clovercode.repl import info
+
+        return getattr(info, f"{name}_command")(repl, arg)
+
+    return run
+
+
 def default_commands() -> list[SlashCommand]:
     return [
         SlashCommand("help", "show these commands", _help),
@@ -138,6 +154,10 @@ def default_commands() -> list[SlashCommand]:
         SlashCommand("compact", "summarise the history now, keeping the goal, plan and edited files", _compact),
         SlashCommand("context", "show how full the context window is", _context),
         SlashCommand("permissions", "list the command allow rules, or remove one", _permissions, "[remove N]"),
+        SlashCommand("diff", "what this session changed in the files", _info("diff")),
+        SlashCommand("status", "model, sandbox, approvals, session, usage, context", _info("status")),
+        SlashCommand("sessions", "this project's saved sessions (continue one with --resume ID)", _info("sessions")),
+        SlashCommand("init", "write a starter AGENTS.md for this project", _info("init"), "[--force]"),
         SlashCommand("exit", "leave (Ctrl-D works too)", _exit),
         SlashCommand("quit", "leave", _exit),
     ]

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.text import Text
 
-from clovercode.ui.render import format_args, markdown
+from clovercode.ui.render import format_args, print_markdown
 
 
 @dataclass
@@ -90,7 +90,7 @@ def transcript_command(console: Console, transcript: Transcript) -> None:
             if data["reasoning"].strip():
                 console.print(Text(data["reasoning"].strip(), style="dim italic"), soft_wrap=True)
             if data["content"].strip():
-                console.print(markdown(data["content"].strip()))
+                print_markdown(console, data["content"].strip())
         elif entry.kind == "call":
             console.print(f"[bold cyan]→ {escape(data['name'])}[/] {escape(format_args(data['arguments']))}", highlight=False)
         elif entry.kind == "observation":
@@ -105,4 +105,4 @@ def transcript_command(console: Console, transcript: Transcript) -> None:
         elif entry.kind == "end":
             console.print(f"[dim]■ {escape(data['detail'])}[/]", highlight=False)
             if data.get("stop_reason") == "finished" and data.get("summary"):
-                console.print(markdown(data["summary"]))
+                print_markdown(console, data["summary"])

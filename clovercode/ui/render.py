@@ -50,8 +50,13 @@ class Screen:
             self.live.stop()
 
 
-def markdown(text: str) -> Markdown:
-    return Markdown(text, code_theme="ansi_dark", hyperlinks=False)
+def print_markdown(console: Console, text: str) -> None:
+    """Markdown on a terminal; for a log or a pipe the source itself is the readable form (rich
+    would pad every paragraph to the width)."""
+    if console.is_terminal:
+        console.print(Markdown(text, code_theme="ansi_dark", hyperlinks=False))
+    else:
+        console.print(Text(text), soft_wrap=True)
 
 
 class ConsoleRenderer:
@@ -103,7 +108,7 @@ class ConsoleRenderer:
         if reasoning.strip() and self.show_reasoning:
             self.console.print(Text(reasoning.strip("\n"), style="dim italic"), soft_wrap=True)
         if content.strip():
-            self.console.print(markdown(content.strip("\n")))
+            print_markdown(self.console, content.strip("\n"))
 
     def _on_tool_call(self, name: str, arguments: dict[str, Any], **_: Any) -> None:
         self.console.print(f"[bold cyan]→ {escape(name)}[/] {escape(format_args(arguments))}")
