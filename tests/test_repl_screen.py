@@ -39,6 +39,9 @@ def test_each_event_once_markdown_and_full_output_on_demand(calc_repo, tmp_path)
     child.expect(pexpect.EOF)
 
     assert "step 1/9" in before  # the REPL takes --max-steps
+    raw = child.logfile_read.getvalue()
+    assert "step 1/9 · 0s · " in raw and "Ctrl-C interrupts" in raw  # the live status line was drawn…
+    assert "Ctrl-C interrupts" not in before  # …and erased: it is not part of the record
     assert before.count("+    return sum(values) / len(values)") == 1  # the approved diff, not again after it
     assert before.count("no_such_tool") == 1  # ✗ once, no ⚠ echo of the same error
     assert before.count("Done.") == 1 and "**Done.**" not in before and "```" not in before  # Markdown, once

@@ -112,8 +112,11 @@ class ConsoleRenderer:
 
     def _on_tool_call(self, name: str, arguments: dict[str, Any], **_: Any) -> None:
         self.console.print(f"[bold cyan]→ {escape(name)}[/] {escape(format_args(arguments))}")
+        if name == "run_command":  # commands can take minutes: say it is still running (a question stops this)
+            self.live.start(StepStatus(f"running {format_args(arguments, 40)}", self.context))
 
     def _on_observation(self, name: str, ok: bool, text: str, data: dict[str, Any], **_: Any) -> None:
+        self.live.stop()
         self.last_observation = text
         lines = text.splitlines() or [""]
         mark = "[green]✓[/]" if ok else "[red]✗[/]"
@@ -143,9 +146,9 @@ class ConsoleRenderer:
         self.console.print(f"  [yellow]⚠ {escape(text)}[/]")
 
     def _on_run_end(self, stop_reason: str, steps: int, detail: str, **_: Any) -> None:
+        self.live.stop()
         if self.status is not None:  # interrupted mid-turn: keep what was written
             status, self.status = self.status, None
-            self.live.stop()
             self._print_turn("".join(p for k, p in status.parts if k == "reasoning"),
                              "".join(p for k, p in status.parts if k == "content"))
         style = "green" if stop_reason in ("finished", "answered") else "yellow"
