@@ -153,11 +153,23 @@ class ServerConnection:
         if client is None:
             raise ConnectionError(self.error or "the server is not running")
         with anyio.fail_after(self.config.timeout):
-            return await client.call_tool(tool, arguments)
+            result = await client.call_tool(tool, arguments)
+            # A tool that changes the list says so next to its result: let that refresh land before the
+            # model's next turn is validated against the list.
+            await asyncio.sleep(0.02)
+            if self._background:
+                await asyncio.wait(set(self._background))
+        return result
 
     async def _on_message(self, message: Any) -> None:
         if type(message).__name__ == "ToolListChangedNotification":
-            self._spawn(self.refresh())
+            self._spawn(self._refresh_quietly())
+
+    async def _refresh_quietly(self) -> None:
+        try:
+            await self.refresh()
+        except Exception:  # noqa: BLE001 - the old list stays; a dead server shows at its next call
+            pass
 
     def _can_listen(self, client: Any) -> bool:
         from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -169,7 +181,7 @@ class ServerConnection:
         try:
             async with client.listen(tools_list_changed=True) as subscription:
                 async for _event in subscription:
-                    await self.refresh()
+                    self._spawn(self._refresh_quietly())  # tracked, so a call waits for it
         except Exception:  # noqa: BLE001 - no live updates from this server; its tools stay as listed
             return
 
