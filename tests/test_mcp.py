@@ -224,3 +224,42 @@ def test_mcp_list_and_check_commands(project, tmp_path):
     assert unknown.returncode == 2 and "no MCP server named 'nosuch' is configured (configured: gone, t)" in unknown.stderr
     tools = run_cli("tools", cwd=project, env=env)
     assert tools.returncode == 0 and "t__repeat  Repeat a text n times." in tools.stdout and "view_file" in tools.stdout
+
+
+def test_repl_asks_before_an_mcp_call_in_a_real_terminal(project, tmp_path, calls_file):
+    import pexpect
+
+    from mcp_helpers import replay
+
+    write_user_config(good_server() + f'\n[mcp_servers.gone]\n{server_command("exit")}\n')
+    model = replay(tmp_path, [xml("t__add", a=20, b=22), "The sum is 42.", xml("t__add", a=1, b=1), "Declined."])
+    env = cli_env(PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", COLUMNS="120", LINES="40")
+    child = pexpect.spawn(sys.executable, ["-m", "clovercode", "--model", f"replay:{model}", "--approval", "suggest"],
+                          cwd=str(project), env=env, encoding="utf-8", timeout=60, dimensions=(40, 120))
+    try:
+        child.expect_exact("MCP server 'gone' the server closed the connection")  # said at start-up
+        child.expect_exact("clover>")
+        child.sendline("add 20 and 22")
+        child.expect_exact("clovercode wants to call the MCP tool")
+        child.expect_exact("add")
+        child.expect_exact("of the server")
+        child.expect_exact("(outside the sandbox)")
+        child.expect_exact('"a": 20')
+        child.expect_exact("Call it? [y]es / [n]o / [a]lways for this tool this session:")
+        child.sendline("y")
+        child.expect_exact("The sum is 42.")
+        child.expect_exact("clover>")
+        child.sendline("add 1 and 1")
+        child.expect_exact("Call it?")
+        child.sendline("n")
+        child.expect_exact("The user declined this call of `t__add`.")
+        child.expect_exact("clover>")
+        child.sendline("/tools")
+        child.expect_exact("t__repeat")
+        child.expect_exact("clover>")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    assert calls_file.read_text().splitlines() == ["add {'a': 20, 'b': 22}"]
