@@ -38,7 +38,7 @@ def run_list(root: Path, cfg: Config, console: Console, env: Mapping[str, str] |
         _print_rows(console, manager)
     finally:
         manager.close()
-    _print_warnings(console, warnings, manager)
+    _print_warnings(console, warnings)
     return 0
 
 
@@ -57,7 +57,7 @@ def run_check(root: Path, cfg: Config, name: str, console: Console, env: Mapping
         ok = manager.connections[name].status == "running"
     finally:
         manager.close()
-    _print_warnings(console, warnings, manager)
+    _print_warnings(console, warnings)
     console.print(f"[green]ok[/]: {escape(name)} works" if ok else f"[red]failed[/]: {escape(name)} does not work",
                   highlight=False)
     return 0 if ok else 1
@@ -90,6 +90,6 @@ def _print_rows(console: Console, manager: McpManager, details: bool = False) ->
                 console.print(f"        [dim]{escape(signature(tool.spec))}[/]", highlight=False, soft_wrap=True)
 
 
-def _print_warnings(console: Console, warnings: list[str], manager: McpManager) -> None:
+def _print_warnings(console: Console, warnings: list[str]) -> None:
     for warning in warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)

@@ -210,7 +210,7 @@ class ServerConnection:
 
     def _describe_start_failure(self, exc: BaseException) -> str:
         if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
-            return f"did not start within {self.config.startup_timeout:g} s (startup_timeout)" + self.stderr_tail()
+            return f"no answer within {self.config.startup_timeout:g} s (startup_timeout)" + self.stderr_tail()
         if isinstance(exc, FileNotFoundError):
             return f"cannot run `{self.config.command}`: no such program" + (
                 "" if os.sep in self.config.command else " on PATH")
@@ -263,6 +263,8 @@ def describe_error(exc: BaseException) -> str:
         return CLOSED
     if name == "ConnectError":
         return f"cannot connect: {text or name}"
+    if name == "MCPError":
+        return f"MCP error: {text}"
     if name == "ValidationError":
         return f"the server sent something that is not valid MCP: {text.splitlines()[0] if text else name}"
     return f"{text} ({name})" if text else name

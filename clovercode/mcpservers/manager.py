@@ -5,6 +5,7 @@ server that fails gives a start-up warning or an error observation."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,7 +60,7 @@ class McpManager:
             return [missing]
         from clovercode.mcpservers.runtime import LoopThread
 
-        self._runner = LoopThread()
+        self._runner = LoopThread(log=self._client_log())
         for config in enabled:
             self.connections[config.name] = ServerConnection(config, self.root, self.env,
                                                              self.log_dir / f"{config.name}.log", self._changed)
@@ -72,9 +73,27 @@ class McpManager:
             self._runner.run(start_all(), longest)
         except TimeoutError:
             pass
-        warnings = [f"MCP server '{c.config.name}' {c.error or c.status}; its tools are not available"
+        warnings = [f"MCP server '{c.config.name}' is not available: {c.error or c.status}"
                     for c in self.connections.values() if c.status != "running"]
         return warnings + self.tools_and_warnings()[1]
+
+    def _client_log(self) -> logging.Logger:
+        """The SDK's and the event loop's messages go to mcp-logs/client.log: Python would print
+        unhandled warnings on stderr, over the REPL."""
+        loggers = [logging.getLogger(name) for name in ("mcp", "clovercode.mcp", "httpx2")]
+        if any(getattr(h, "clovercode", False) for h in loggers[0].handlers):
+            return loggers[1]  # an earlier session in this process set it up
+        try:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            handler: logging.Handler = logging.FileHandler(self.log_dir / "client.log", encoding="utf-8", delay=True)
+        except OSError:
+            handler = logging.NullHandler()
+        handler.clovercode = True  # type: ignore[attr-defined]
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        for logger in loggers:
+            logger.addHandler(handler)
+            logger.propagate = False
+        return loggers[1]
 
     def close(self) -> None:
         if self._runner is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import threading
 from typing import Any, Coroutine, TypeVar
 
@@ -12,8 +13,12 @@ T = TypeVar("T")
 
 
 class LoopThread:
-    def __init__(self, name: str = "clovercode-mcp"):
+    def __init__(self, name: str = "clovercode-mcp", log: logging.Logger | None = None):
         self.loop = asyncio.new_event_loop()
+        self.log = log or logging.getLogger("clovercode.mcp")
+        # An error nobody awaited (a server gone mid-notification) belongs in the log, not on the terminal.
+        self.loop.set_exception_handler(lambda _loop, context: self.log.debug("%s", context.get("message"),
+                                                                              exc_info=context.get("exception")))
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()
 
