@@ -262,3 +262,33 @@ def test_repl_asks_before_an_mcp_call_in_a_real_terminal(project, tmp_path, call
         child.close(force=True)
     assert child.exitstatus == 0
     assert calls_file.read_text().splitlines() == ["add {'a': 20, 'b': 22}"]
+
+
+def test_ctrl_c_during_a_slow_mcp_call_interrupts_the_step_not_the_session(project, tmp_path):
+    import pexpect
+
+    from mcp_helpers import replay
+
+    write_user_config(good_server(timeout=120))
+    model = replay(tmp_path, [xml("t__sleep", seconds=100), xml("t__add", a=2, b=2), "Four."])
+    env = cli_env(PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", COLUMNS="120", LINES="40")
+    child = pexpect.spawn(sys.executable, ["-m", "clovercode", "--model", f"replay:{model}", "--approval", "full-auto"],
+                          cwd=str(project), env=env, encoding="utf-8", timeout=30, dimensions=(40, 120))
+    try:
+        child.expect_exact("clover>")
+        child.sendline("sleep a while")
+        child.expect_exact("→ t__sleep")
+        time.sleep(0.5)
+        child.sendintr()
+        child.expect_exact("interrupted")
+        child.expect_exact("clover>")
+        child.sendline("what is 2 + 2?")
+        child.expect_exact("Four.")  # the server survived the Ctrl-C (it runs in its own session)
+        child.expect_exact("clover>")
+        started = time.monotonic()
+        child.sendeof()
+        child.expect(pexpect.EOF)
+        assert time.monotonic() - started < 15  # closing does not wait for the abandoned call
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
