@@ -59,19 +59,21 @@ def good_server() -> MCPServer:
         return [ImageContent(type="image", data=base64.b64encode(b"\x89PNG" + b"0" * 96).decode(), mime_type="image/png")]
 
     @server.tool(description="Adds the tool `late` and tells the client the list changed.")
-    async def grow(ctx: Context) -> str:
-        record("grow")
+    async def grow(ctx: Context, how: str = "both") -> str:
+        record("grow", how=how)
 
         def late(word: str) -> str:
             """A tool that appeared after start-up."""
             return word.upper()
 
         server.add_tool(late, name="late", description="Upper-cases a word (added at run time).")
-        await ctx.notify_tools_changed()  # 2026-era clients (subscriptions/listen)
-        try:
-            await ctx.request_context.session.send_tool_list_changed()  # handshake-era clients
-        except Exception:  # noqa: BLE001 - not on this protocol version
-            pass
+        if how in ("both", "listen"):
+            await ctx.notify_tools_changed()  # 2026-era clients (subscriptions/listen)
+        if how in ("both", "notification"):
+            try:
+                await ctx.request_context.session.send_tool_list_changed()  # notifications/tools/list_changed
+            except Exception:  # noqa: BLE001 - not on this protocol version
+                pass
         return "grown"
 
     return server

@@ -142,11 +142,31 @@ def test_a_hanging_call_times_out_and_a_crash_is_an_observation(project, tmp_pat
 
 def test_tool_list_changes_are_picked_up(project, tmp_path):
     write_user_config(good_server())
-    turns = [xml("t__grow"), xml("t__late", word="hello"), FINISH]
+    turns = [xml("t__grow", how="listen"), xml("t__late", word="hello"), FINISH]  # subscriptions/listen only
     result, sink, _ = run_session(project, tmp_path, turns)
     grow, late = observations(sink)
     assert grow["text"] == "grown"
     assert late["ok"] and late["text"] == "HELLO"  # validated and run, though listed only after grow
+
+
+def test_tool_list_changes_on_a_handshake_era_connection(project, tmp_path, monkeypatch):
+    """Older servers announce changes with notifications/tools/list_changed instead of subscriptions."""
+    import mcp
+
+    sdk_client = mcp.Client
+    versions = []
+
+    def handshake_client(*args, **kwargs):
+        client = sdk_client(*args, **{**kwargs, "mode": "legacy"})
+        versions.append(client)
+        return client
+
+    monkeypatch.setattr(mcp, "Client", handshake_client)
+    write_user_config(good_server())
+    turns = [xml("t__grow", how="notification"), xml("t__late", word="old"), FINISH]
+    result, sink, _ = run_session(project, tmp_path, turns)
+    assert versions and versions[0].mode == "legacy"
+    assert [o["text"] for o in observations(sink)] == ["grown", "OLD"]
 
 
 def test_approval_asks_with_server_tool_and_arguments_and_always_covers_that_tool(project, tmp_path, calls_file):

@@ -181,7 +181,7 @@ class ServerConnection:
         try:
             async with client.listen(tools_list_changed=True) as subscription:
                 async for _event in subscription:
-                    self._spawn(self._refresh_quietly())  # tracked, so a call waits for it
+                    pass  # the SDK also hands each event to _on_message as a list_changed notification
         except Exception:  # noqa: BLE001 - no live updates from this server; its tools stay as listed
             return
 
