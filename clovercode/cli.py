@@ -250,6 +250,11 @@ def tools_show(name: str = typer.Argument(..., help="Tool name.")) -> None:
     from clovercode.toolcalls.validate import unknown_tool_message
 
     specs = {s.name: s for s in load_tool_specs()}
+    if name not in specs and "__" in name:  # SERVER__TOOL: ask the MCP servers
+        from clovercode.mcpservers.command import mcp_specs
+
+        root = project_root(None)
+        specs.update({s.name: s for s in mcp_specs(root, effective_config(root))[0]})
     if name not in specs:
         raise UsageError(unknown_tool_message(name, list(specs)))
     typer.echo(json.dumps(specs[name].schema, indent=2))

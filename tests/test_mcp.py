@@ -243,6 +243,8 @@ def test_mcp_list_and_check_commands(project, tmp_path):
     assert unknown.returncode == 2 and "no MCP server named 'nosuch' is configured (configured: gone, t)" in unknown.stderr
     tools = run_cli("tools", cwd=project, env=env)
     assert tools.returncode == 0 and "t__repeat  Repeat a text n times." in tools.stdout and "view_file" in tools.stdout
+    shown = run_cli("tools", "show", "t__add", cwd=project, env=env)
+    assert shown.returncode == 0 and '"required": [' in shown.stdout and '"a"' in shown.stdout
 
 
 def test_repl_asks_before_an_mcp_call_in_a_real_terminal(project, tmp_path, calls_file):
