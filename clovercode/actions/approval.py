@@ -5,9 +5,13 @@
 - full-auto: nothing is asked, but only because commands run in the sandbox; without one
   (``--sandbox none``) commands are still asked about in the REPL.
 
-The answers (as in Claude Code and Codex): yes; always (edits: for the rest of the session;
-commands: an allow rule for the command's prefix, kept in the user's config); no, with an optional
-reason the model reads; cancel (Ctrl-D or Esc), which stops the whole run.
+MCP tool calls (kind ``mcp``) are asked about like commands in suggest and auto-edit, and "always"
+covers that one tool; full-auto calls the servers the user configured without asking (they never
+run in the sandbox, so it would not change anything for them).
+
+The answers (as in Claude Code and Codex): yes; always (edits: for the rest of the session; an MCP
+tool: that tool, this session; commands: an allow rule for the command's prefix, kept in the user's
+config); no, with an optional reason the model reads; cancel (Ctrl-D or Esc), which stops the run.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ def needs_asking(mode: str, kind: str, sandboxed: bool) -> bool:
     if mode == "full-auto":
         return kind == "command" and not sandboxed
     if mode == "auto-edit":
-        return kind == "command"
+        return kind in ("command", "mcp")
     return True  # suggest, and anything unknown: ask
 
 
@@ -53,7 +57,8 @@ class ModeApprover:
         self.always: set[str] = set()
 
     def __call__(self, request: ApprovalRequest) -> bool:
-        if not needs_asking(self.mode, request.kind, self.sandboxed) or request.kind in self.always:
+        rule = request.rule or request.kind
+        if not needs_asking(self.mode, request.kind, self.sandboxed) or rule in self.always:
             return True
         if request.kind == "command" and allowed(request.title, self.rules):
             return True
@@ -63,7 +68,7 @@ class ModeApprover:
             raise RunCancelled("cancelled by the user at an approval prompt")
         if reply.answer == ALWAYS:
             if request.kind != "command":
-                self.always.add(request.kind)
+                self.always.add(rule)
             elif (prefix := command_prefix(request.title)) is not None and prefix not in self.rules:
                 self.rules.append(prefix)
                 if self.remember is not None:
@@ -72,7 +77,8 @@ class ModeApprover:
         if reply.answer == YES:
             return True
         if reply.reason:
-            what = "run this command" if request.kind == "command" else f"make this change ({request.title})"
+            what = {"command": "run this command", "mcp": f"call {request.title}"}.get(
+                request.kind, f"make this change ({request.title})")
             raise ToolError(f"The user declined to {what} and said: {reply.reason}")
         return False
 

@@ -161,6 +161,8 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
     console.print(f"sandbox: {cfg['sandbox']} · approval: {cfg['approval']}", highlight=False, markup=False)
     if approver.notice():
         console.print(f"[yellow]{escape(approver.notice() or '')}[/]", highlight=False)
+    for notice in session.take_notices():  # MCP servers that did not start, untrusted project hooks
+        console.print(f"[yellow]⚠ {escape(notice)}[/]", highlight=False, soft_wrap=True)
     if resume is not None:
         from clovercode.context.commands import resume_into
 
