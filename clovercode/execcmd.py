@@ -109,4 +109,4 @@ def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err
 
 def exec_config(base: Config, approval: str | None) -> Config:
     """exec is full-auto unless told otherwise: the user's REPL approval setting is for the REPL."""
-    return base.with_overrides({"approval": approval or "full-auto"}, "--approval" if approval else "exec (full-auto)")
+    return base.with_overrides({"approval": approval or "full-auto"}, "flag" if approval else "exec (full-auto)")
