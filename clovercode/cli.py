@@ -81,6 +81,8 @@ ApiKeyOpt = typer.Option(None, "--api-key", help="API key for --endpoint (prefer
 
 def project_root(repo: Optional[Path]) -> Path:
     root = (repo or Path.cwd()).expanduser()
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"--repo {root} is a file, not a directory", hint="Pass the project's directory.")
     if not root.is_dir():
         raise UsageError(f"project directory not found: {root}")
     return root.resolve()
