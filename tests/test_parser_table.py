@@ -137,6 +137,12 @@ CASES = [
          [("list_files", {})], reasoning="then read", content="ok"),
     Case("call-drafted-in-prefilled-reasoning-is-ignored", "I could " + xml("view_file", path="x.py") + " but no.\n</think>\n"
          + xml("list_files"), [("list_files", {})], reasoning="I could " + xml("view_file", path="x.py") + " but no."),
+    # the cost of that rule: an unfinished call drafted in template-opened reasoning swallows the reply
+    Case("unfinished-call-drafted-in-prefilled-reasoning", "Maybe <tool_call>\n<function=view_file>\n<parameter=path>\nx.py"
+         "\nno, list first.\n</think>\n" + xml("list_files"), [], feedback=[cut("view_file", "path")]),
+    Case("cut-value-holding-think-and-an-example-call", "<tool_call>\n<function=write_file>\n<parameter=path>\nREADME.md\n"
+         "</parameter>\n<parameter=content>\nReason in <think>…</think>, then call:\n</think>\n"
+         + xml("run_command", command="rm -rf build"), [], feedback=[cut("write_file", "content")]),
     Case("hermes-value-holding-tool-call-close",
          '<tool_call>{"name": "write_file", "arguments": {"path": "a.md", "content": "ends with </tool_call> ok"}}</tool_call>',
          [("write_file", {"path": "a.md", "content": "ends with </tool_call> ok"})]),

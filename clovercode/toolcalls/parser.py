@@ -78,10 +78,11 @@ def parse_turn(text: str, known_tools: Iterable[str] = ()) -> ParsedTurn:
                 turn.errors.clear()
                 seen_think = True
             pos = tag.end()
-        elif word == TOOL_OPEN:
-            pos = _wrapped_call(text, tag.start(), turn)
-        elif is_function_opener(text, tag):
-            pos = _xml_call(text, tag.start(), FUNCTION_RE.match(text, tag.start()) or tag, turn)
+        elif word == TOOL_OPEN or is_function_opener(text, tag):
+            # An unfinished call swallows any </think> after it: reading that as the end of reasoning
+            # the template opened could run an example call from the cut value, so it stays cut.
+            pos = (_wrapped_call(text, tag.start(), turn) if word == TOOL_OPEN
+                   else _xml_call(text, tag.start(), FUNCTION_RE.match(text, tag.start()) or tag, turn))
         else:  # `<function=...>` mentioned in prose, not a call
             prose.append(word)
             pos = tag.end()
