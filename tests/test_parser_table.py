@@ -109,6 +109,10 @@ CASES = [
          [], feedback=[cut("view_file")]),
     Case("missing-parameter-close-before-next", "<tool_call>\n<function=view_file>\n<parameter=path>\na.py\n<parameter=end_line>\n9\n</parameter>\n</function>\n</tool_call>",
          [("view_file", {"path": "a.py", "end_line": 9})]),
+    Case("missing-parameter-close-compact-form", "<tool_call><function=view_file><parameter=path>a.py<parameter=end_line>3"
+         "</parameter></function></tool_call>", [("view_file", {"path": "a.py", "end_line": 3})]),
+    Case("parameter-tag-inside-a-text-value", xml("write_file", path="f.md", content="# Format\nName it with <parameter=NAME> tags."),
+         [("write_file", {"path": "f.md", "content": "# Format\nName it with <parameter=NAME> tags."})]),
     Case("missing-parameter-close-before-function-end", "<tool_call>\n<function=view_file>\n<parameter=path>\na.py\n</function>\n</tool_call>",
          [("view_file", {"path": "a.py"})]),
     Case("missing-every-close-tag", "<tool_call>\n<function=view_file>\n<parameter=path>\na.py",
@@ -246,7 +250,8 @@ def tagged_sources() -> list:
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    files = [*root.glob("tests/*.py"), *root.glob("docs/*.md"), *root.glob("clovercode/**/*.py")]
+    files = [*root.glob("tests/*.py"), *root.glob("docs/*.md"), *root.glob("clovercode/**/*.py"),
+             *root.glob("tests/**/*.jsonl"), *root.glob("examples/*.jsonl")]  # replays: calls on one line
     return sorted(p for p in files if "</" in p.read_text(encoding="utf-8"))
 
 

@@ -189,8 +189,10 @@ class _Scanner:
                 yield tag.start(), "function", tag.end()
             # A bare </tool_call> never closes a value: the engine stops at the first one, so one that
             # follows neither </parameter> nor </function> is far likelier a value cut there.
-            elif word.startswith("<parameter") and _at_line_start(text, tag.start()):
-                # a missing </parameter> before the next parameter (a common drift)
+            elif word.startswith("<parameter") and (_at_line_start(text, tag.start())
+                                                    or _short_plain(text[start:tag.start()])):
+                # a missing </parameter> before the next parameter (a common drift), on its own line or
+                # after a short one-line value (the compact form); inside a longer text it is the text's
                 yield tag.start(), "params", tag.start()
         yield None, "open", len(text)
 
@@ -215,6 +217,12 @@ class _Scanner:
 
     def closed(self, pos: int) -> _Rest:
         return _Rest("clean" if prose_is_clean(self.text, pos) else "dirty", pos)
+
+
+def _short_plain(value: str) -> bool:
+    """A value like ``a.py`` or ``3``: one short line with no markup of its own."""
+    value = value.strip("\r\n")
+    return len(value) <= 200 and "\n" not in value and "<" not in value
 
 
 def _at_line_start(text: str, pos: int) -> bool:
