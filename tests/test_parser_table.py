@@ -281,3 +281,14 @@ def test_an_engine_stop_inside_a_value_never_runs_a_shortened_write():
         stopped = text[:text.index("</tool_call>") + len("</tool_call>")]
         turn = parse_turn(stopped)
         assert turn.calls == [] and "was not run: your reply ended in the middle of it" in turn.errors[0], path
+
+
+def test_a_value_full_of_tags_neither_exhausts_the_stack_nor_runs():
+    """Thousands of closing-tag candidates: the scanner has no recursion to exhaust, and a reading
+    in which a parameter repeats is refused (nothing runs)."""
+    from clovercode.toolcalls.parser import parse_turn
+    from clovercode.toolcalls.render import render_call
+
+    text = render_call("write_file", {"path": "x", "content": "<parameter=a>\n1\n</parameter>\n" * 5000}) + "\n</tool_call>"
+    turn = parse_turn(text)
+    assert turn.calls == [] and "parameter 'a' is given twice" in turn.errors[0]

@@ -91,7 +91,7 @@ class _Rest:
 
 
 _RANK = {"clean": 0, "dirty": 1, "open": 2}
-MAX_TRIES = 64  # closings tried per value once one read was found: bounds adversarial replies
+MAX_TRIES = 8  # closings tried per value once one read was found: bounds adversarial replies
 
 
 class _Scanner:
