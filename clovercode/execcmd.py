@@ -18,6 +18,7 @@ from clovercode.config import Config
 from clovercode.errors import CloverError, ExitCode, UsageError
 from clovercode.executors.select import NO_SANDBOX_WARNING
 from clovercode.session import open_session
+from clovercode.taskinput import check_task
 from clovercode.ui.jsonevents import JsonEventWriter
 from clovercode.ui.render import ConsoleRenderer
 
@@ -41,14 +42,7 @@ def read_task(task: str | None, stdin: TextIO) -> str:
             raise UsageError("exec needs a task", hint='Give it as an argument (clovercode exec "fix the failing test") '
                              "or pipe it in on stdin.")
         task = stdin.read()
-    return check_task(task)
-
-
-def check_task(task: str) -> str:
-    # Kept minimal on purpose: the REPL and fix are getting one shared rule for over-long tasks.
-    if not task.strip():
-        raise UsageError("the task is empty", hint="Say what to do, e.g. clovercode exec \"explain calc.py\".")
-    return task.strip("\n")
+    return check_task(task).strip("\n")  # the one rule of the REPL, fix and exec (taskinput.py)
 
 
 class RefusingAsk:

@@ -17,6 +17,7 @@ from clovercode.executors.select import NO_SANDBOX_WARNING
 from clovercode.repl.commands import default_commands, print_error
 from clovercode.repl.transcript import Transcript
 from clovercode.session import Session, open_session
+from clovercode.taskinput import check_task
 from clovercode.ui.render import ConsoleRenderer, Screen, print_markdown
 
 BANNER = "clovercode {version} · {root}\nType a task, /help for commands. Alt-Enter (or Esc Enter) inserts a newline; Ctrl-D exits."
@@ -90,6 +91,11 @@ class Repl:
         return prompt.last.fullness if prompt is not None and prompt.last is not None else None
 
     def run_task(self, typed: str) -> None:
+        try:
+            check_task(typed)  # the same size rule as fix and exec (taskinput.py)
+        except CloverError as exc:
+            print_error(self.console, exc)
+            return
         self.transcript.add_user(typed)
         task = self.with_attachments(typed)
         renderer = ConsoleRenderer(self.console, screen=self.screen, context=self.context_share)
