@@ -107,3 +107,16 @@ def test_the_task_size_rule_is_the_repls_and_fixs(plain_dir, tmp_path):
     assert proc.returncode == 2 and f"at most {MAX_TASK_CHARS:,} are accepted" in proc.stderr
     proc = run_cli("exec", "--model", replay(tmp_path, "x"), "# ", cwd=plain_dir)
     assert proc.returncode == 2 and "the task is empty (only Markdown marks)" in proc.stderr
+
+
+def test_a_hook_that_objects_is_a_warning_in_the_stream(plain_dir, tmp_path):
+    import os
+
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "clovercode" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('[[hooks.pre_tool_use]]\ncommand = "echo no commands today >&2; exit 2"\nmatcher = "run_command"\n')
+    model = replay(tmp_path, xml("run_command", command="ls"), "I was not allowed to.")
+    proc = run_cli("exec", "--json", "--model", model, "list files", cwd=plain_dir)
+    assert proc.returncode == 0, proc.stderr
+    hooks = [e for e in events_of(proc.stdout) if e["type"] == "warning" and e["category"] == "hook"]
+    assert len(hooks) == 1 and "no commands today" in hooks[0]["text"]

@@ -74,6 +74,10 @@ class JsonEventWriter:
     def _on_warning(self, text: str, category: str = "loop", **_: Any) -> None:
         self.write({"type": "warning", "category": category, "text": text})
 
+    def _on_hook(self, event: str, command: str, blocked: bool, output: str = "", **_: Any) -> None:
+        if blocked:  # a hook that ran quietly is not news; one that objected changes what the model does
+            self.write({"type": "warning", "category": "hook", "text": f"{event} hook `{command}` objected: {output}".rstrip(": ")})
+
     def _on_run_end(self, stop_reason: str, steps: int, detail: str, summary: str | None, usage: dict[str, int],
                     seconds: float, changed_files: list[str], **_: Any) -> None:
         trajectory = self.trajectory()
