@@ -3,7 +3,6 @@ the transcript behind /show."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from rich.console import Console
 

@@ -5,15 +5,14 @@ docs/usage.md#json-events); fields are only ever added within a version."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Callable, TextIO
 
 SCHEMA_VERSION = 1
 SCHEMA_FILE = "exec-events.schema.json"
 
 
-def schema_path():
-    from pathlib import Path
-
+def schema_path() -> Path:
     return Path(__file__).resolve().parent.parent / "schemas" / SCHEMA_FILE
 
 

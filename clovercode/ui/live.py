@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, Group
 from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
