@@ -103,7 +103,7 @@ def main_callback(
     endpoint: Optional[str] = EndpointOpt,
     api_key: Optional[str] = ApiKeyOpt,
     resume: Optional[str] = typer.Option(None, "--resume", metavar="[ID]",
-                                         help="Continue a saved session: the newest of this project, or the one with this ID."),
+                                         help="Continue a saved session of this project: a picker (piped: the newest), or the one with this ID."),
     any_project: bool = typer.Option(False, "--any-project", help="With --resume ID: allow another project's session."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Most model turns per task."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Wall-clock budget of each task in seconds."),
