@@ -158,3 +158,12 @@ def test_the_prompt_in_a_real_terminal(calc_repo):
         child.expect(pexpect.EOF)
     finally:
         child.close(force=True)
+
+
+def test_end_of_input_at_a_question_cancels_the_run(calc_repo):
+    original = (calc_repo / "calc.py").read_text()
+    proc = repl(calc_repo, "suggest", "mean() is wrong\n")  # Ctrl-D (end of input) at "Apply this change?"
+    assert proc.returncode == 0, proc.stderr
+    assert "stopped: cancelled by the user at an approval prompt" in proc.stdout
+    assert "Run it?" not in proc.stdout  # the run ended: no later question
+    assert (calc_repo / "calc.py").read_text() == original
