@@ -39,7 +39,7 @@ class Rounds:
 
 def run_rounds(session: Session, task: str, tests: TestCommand | None, max_rounds: int, timeout: float,
                sink: EventSink, console: Console, has_changes: Callable[[RunResult], bool],
-               baseline: bool = True) -> Rounds:
+               baseline: bool = True, issue_text: str | None = None) -> Rounds:
     """Run ``task``; while the model's finished change needs work and rounds are left, tell it what.
 
     "Needs work" is judged against the baseline (verdict.py): a regression, or a still-failing test
@@ -81,7 +81,8 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
         style = "green" if run.passed else "yellow" if not judged.regressed else "red"
         console.print(f"[{style}]tests {escape(run.describe())}[/]", highlight=False)
         console.print(f"[{style}]verdict: {escape(judged.describe())}[/]", highlight=False)
-        related = related_failures(judged.still_failing, task, result.changed) if judged.per_test else []
+        related = related_failures(judged.still_failing, task if issue_text is None else issue_text,
+                                   result.changed) if judged.per_test else []
         # With a baseline, failures that were there before and are not the issue's give the model
         # nothing to do; without one, any failure does.
         needs_work = (judged.regressed or bool(related)) if judged.baseline else not run.passed

@@ -170,8 +170,11 @@ def run_tests(executor: Executor, root: Path, command: str, timeout: float, roun
 
 
 def pytest_addopts(report: Path, scratch: Path, existing: str = "") -> str:
-    """The user's own PYTEST_ADDOPTS, then ours: xunit1 records each test's file, so node ids are exact."""
-    ours = ["--junitxml", str(report), "-o", "junit_family=xunit1", "-o", f"cache_dir={scratch / 'pytest-cache'}"]
+    """The user's own PYTEST_ADDOPTS, then ours: xunit1 records each test's file, so node ids are exact;
+    the cache (--lf and friends) goes to the scratch directory instead of .pytest_cache in the tree."""
+    # A module that fails to import would otherwise stop the whole run: nothing to compare then.
+    ours = ["--junitxml", str(report), "-o", "junit_family=xunit1", "-o", f"cache_dir={scratch / 'pytest-cache'}",
+            "--continue-on-collection-errors"]
     return " ".join(part for part in (existing.strip(), shlex.join(ours)) if part)
 
 

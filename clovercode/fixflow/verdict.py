@@ -10,6 +10,7 @@ from typing import Any, Iterable
 from clovercode.fixflow.results import FAILED, PASSED, SKIPPED
 from clovercode.fixflow.testrun import TestRun
 
+GENERIC = {"", "test", "tests", "src", "lib", "spec", "unit", "integration"}  # folder names, not modules
 LIST_LIMIT = 10  # test names shown in one line of a summary; JSON always has all of them
 
 
@@ -90,15 +91,21 @@ def verdict(baseline: TestRun | None, after: TestRun) -> Verdict:
 
 
 def related_failures(still_failing: Iterable[str], issue_text: str, changed: Iterable[str]) -> list[str]:
-    """The still-failing tests that look like the issue's own: named in the issue, or testing a file
-    the model changed (``test_text.py`` for ``text.py``). The others are someone else's failures."""
-    issue_words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", issue_text.lower()))
-    changed_stems = {_stem(path) for path in changed}
+    """The still-failing tests that look like the issue's own: testing a file the model changed
+    (``test_text.py`` for ``text.py``) or a module the issue names, or containing a code name the
+    issue mentions (``slugify()``, `` `parse_date` ``). The others are someone else's failures."""
+    text = issue_text.lower()
+    issue_words = set(re.findall(r"[a-z_][a-z0-9_]*", text))
+    code_names = set(re.findall(r"([a-z_][a-z0-9_]*)\s*\(", text))  # called like a function
+    code_names |= {word for quoted in re.findall(r"`([^`]+)`", text) for word in re.findall(r"[a-z_][a-z0-9_]*", quoted)}
+    code_names |= {word for word in issue_words if "_" in word.strip("_")}
+    code_names = {name for name in code_names if len(name) > 3}
+    module_names = {_stem(path) for path in changed} | {w for w in issue_words if len(w) > 3}
     related = []
     for test in still_failing:
-        words = [w.lower() for w in re.split(r"[^A-Za-z0-9_]+", test) if w]
-        stems = {_strip_test(w) for w in words} - {"", "py", "test", "tests"}
-        if stems & changed_stems or any(stem in issue_words for stem in stems if len(stem) > 3):
+        where = test.partition("::")[0].removesuffix(".py")
+        modules = {_strip_test(part) for part in re.split(r"[/.]", where)} - GENERIC
+        if modules & module_names or any(code in test.lower() for code in code_names):
             related.append(test)
     return related
 
