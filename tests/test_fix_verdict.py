@@ -121,6 +121,10 @@ def test_node_test_runner_tap(tmp_path):
     assert run.results.outcomes == {"adds": "passed", "group > inner ok": "passed", "group > inner bad": "failed",
                                     "skipped": "skipped"}
     assert parse_tap("all good\n") is None
+    # node names the file of a failed test only in its diagnostics: enough to tell it is the issue's
+    assert run.results.files["group > inner bad"] == "math.test.mjs"
+    assert related_failures(["group > inner bad"], "a bug", ["src/math.mjs"], run.results.files) == ["group > inner bad"]
+    assert related_failures(["group > inner bad"], "a bug", ["src/other.mjs"], run.results.files) == []
 
 
 def tr(outcomes: dict[str, str] | None, code: int, source: str = "junit", lists_passes: bool = True) -> TestRun:

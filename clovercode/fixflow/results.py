@@ -25,6 +25,7 @@ class TestResults:
     outcomes: dict[str, str] = field(default_factory=dict)
     lists_passes: bool = True  # unittest names only its failures
     note: str = ""  # why per-test results are missing, for the summary
+    files: dict[str, str] = field(default_factory=dict)  # test id -> its file, where the id does not say
 
     @property
     def per_test(self) -> bool:
@@ -64,7 +65,7 @@ def read_results(report: Path | None, output: str, exit_code: int | None, omitte
         return TestResults("unittest", unittest, lists_passes=False)
     tap = parse_tap(output)
     if tap is not None and (FAILED in tap.values()) == failed:
-        return TestResults("tap", tap)
+        return TestResults("tap", tap, files=tap_locations(output, root))
     return exit_code_only("the test runner's per-test results were not found (pytest, unittest and TAP are read)")
 
 
@@ -146,6 +147,7 @@ TAP_RESULT = re.compile(r"^(?P<indent>\s*)(?P<status>not ok|ok) \d+(?: - (?P<nam
                         re.IGNORECASE)
 TAP_SUBTEST = re.compile(r"^(?P<indent>\s*)# Subtest: (?P<name>.*)$")
 TAP_PLAN = re.compile(r"^1\.\.\d+")
+TAP_LOCATION = re.compile(r"^\s*location: '(?P<path>[^':]+)(?::\d+)*'\s*$")
 
 
 def parse_tap(output: str) -> dict[str, str] | None:
@@ -179,3 +181,31 @@ def parse_tap(output: str) -> dict[str, str] | None:
         else:
             results[test] = PASSED if found.group("status").lower() == "ok" else FAILED
     return results or None
+
+
+def tap_locations(output: str, root: Path) -> dict[str, str]:
+    """Test id -> project-relative file, from the ``location:`` node writes under a failed test."""
+    files: dict[str, str] = {}
+    last: str | None = None
+    stack: list[str] = []
+    for line in output.splitlines():
+        subtest = TAP_SUBTEST.match(line)
+        if subtest:
+            depth = len(subtest.group("indent")) // 4
+            del stack[depth:]
+            stack.append(subtest.group("name").strip())
+            continue
+        found = TAP_RESULT.match(line)
+        if found:
+            depth = len(found.group("indent")) // 4
+            last = " > ".join([*stack[:depth], (found.group("name") or "").strip() or "test"])
+            del stack[depth:]
+            continue
+        location = TAP_LOCATION.match(line)
+        if location and last is not None:
+            path = Path(location.group("path"))
+            try:
+                files[last] = path.relative_to(root).as_posix()
+            except ValueError:
+                files[last] = path.as_posix()
+    return files

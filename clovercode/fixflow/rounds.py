@@ -82,7 +82,7 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
         console.print(f"[{style}]tests {escape(run.describe())}[/]", highlight=False)
         console.print(f"[{style}]verdict: {escape(judged.describe())}[/]", highlight=False)
         related = related_failures(judged.still_failing, task if issue_text is None else issue_text,
-                                   result.changed) if judged.per_test else []
+                                   result.changed, run.results.files) if judged.per_test else []
         # With a baseline, failures that were there before and are not the issue's give the model
         # nothing to do; without one, any failure does.
         needs_work = (judged.regressed or bool(related)) if judged.baseline else not run.passed

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from clovercode.fixflow.results import FAILED, PASSED, SKIPPED
 from clovercode.fixflow.testrun import TestRun
@@ -90,10 +90,12 @@ def verdict(baseline: TestRun | None, after: TestRun) -> Verdict:
                    tuple(sorted(failing_before)), regressed=bool(regressions))
 
 
-def related_failures(still_failing: Iterable[str], issue_text: str, changed: Iterable[str]) -> list[str]:
+def related_failures(still_failing: Iterable[str], issue_text: str, changed: Iterable[str],
+                     files: Mapping[str, str] | None = None) -> list[str]:
     """The still-failing tests that look like the issue's own: testing a file the model changed
     (``test_text.py`` for ``text.py``) or a module the issue names, or containing a code name the
-    issue mentions (``slugify()``, `` `parse_date` ``). The others are someone else's failures."""
+    issue mentions (``slugify()``, `` `parse_date` ``). The others are someone else's failures.
+    ``files`` gives the file of a test whose id does not name it (node's TAP)."""
     text = issue_text.lower()
     issue_words = set(re.findall(r"[a-z_][a-z0-9_]*", text))
     code_names = set(re.findall(r"([a-z_][a-z0-9_]*)\s*\(", text))  # called like a function
@@ -104,7 +106,9 @@ def related_failures(still_failing: Iterable[str], issue_text: str, changed: Ite
     related = []
     for test in still_failing:
         where = test.partition("::")[0].removesuffix(".py")
-        modules = {_strip_test(part) for part in re.split(r"[/.]", where)} - GENERIC
+        if files and test in files:
+            where += "/" + files[test]
+        modules = {_strip_test(part) for part in re.split(r"[/.]", where)} - GENERIC - {"js", "ts", "mjs", "cjs"}
         if modules & module_names or any(code in test.lower() for code in code_names):
             related.append(test)
     return related
