@@ -230,3 +230,42 @@ def test_commit_and_pull_request_describe_every_round():
     assert "slugify() now strips dashes" in body and "After round 1 of test feedback" in body
     assert "- Fixed (failed before, pass now): tests/test_text.py::test_slug." in body and "draft" not in body
     assert change_text(None) == "The model gave no summary." and change_text("just one") == "just one"
+
+
+def test_the_baseline_runs_first_and_its_time_comes_out_of_the_first_rounds_budget(tmp_path):
+    from rich.console import Console
+
+    from clovercode.backends.replay import ReplayBackend
+    from clovercode.config import load_config
+    from clovercode.fixflow.rounds import run_rounds
+    from clovercode.session import Session
+
+    fixtures = Path(__file__).resolve().parent / "fixtures"
+    work = make_git_repo(tmp_path / "durations", fixtures / "durations")
+    cfg = load_config(work, {}, {"sandbox": "none", "trajectory_dir": str(tmp_path / "traj"), "max_time": 30})
+    budgets = []
+
+    class Watched(Session):
+        def run_task(self, task, sink=None, *, follow_up=False):
+            budgets.append((self.cfg["max_time"], (work / "durations.py").read_text().count("seconds // 60")))
+            return super().run_task(task, sink, follow_up=follow_up)
+
+    session = Watched(work, cfg, ReplayBackend(fixtures / "durations.replay.jsonl"), LocalExecutor(), False, {})
+    command = TestCommand(f"sleep 1.2; {sys.executable} -m pytest -q", "test")
+    rounds = run_rounds(session, "fix format_duration", command, 3, 60, None, Console(file=open(os.devnull, "w")),
+                        lambda result: bool(result.changed))
+    assert rounds.baseline.round == -1 and rounds.baseline.results.with_outcome("failed") == [
+        "test_durations.py::FormatTest::test_hours_and_minutes", "test_durations.py::FormatTest::test_round_trip"]
+    [(budget, bug_present)] = budgets
+    assert bug_present == 1  # the baseline saw the tree before the model's change
+    assert 30 - rounds.baseline.seconds - 0.5 < budget <= 30 - rounds.baseline.seconds and rounds.baseline.seconds >= 1.2
+    assert session.cfg["max_time"] == 30  # restored for later rounds
+    assert rounds.verdict.fixed == ("test_durations.py::FormatTest::test_hours_and_minutes",
+                                    "test_durations.py::FormatTest::test_round_trip")
+    # with fix.baseline off nothing runs before, and any failure counts (the old rule)
+    budgets.clear()
+    work2 = make_git_repo(tmp_path / "durations2", fixtures / "durations")
+    session = Watched(work2, cfg, ReplayBackend(fixtures / "durations.replay.jsonl"), LocalExecutor(), False, {})
+    rounds = run_rounds(session, "fix", TestCommand("true", "t"), 3, 60, None, Console(file=open(os.devnull, "w")),
+                        lambda result: bool(result.changed), baseline=False)
+    assert rounds.baseline is None and [b for b, _ in budgets] == [30] and not rounds.verdict.baseline

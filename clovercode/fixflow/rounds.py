@@ -55,7 +55,7 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
         except KeyboardInterrupt:
             return Rounds(RunResult(StopReason.INTERRUPTED, 0, "interrupted while the baseline tests ran"), False, None, 0)
         console.print(f"[dim]baseline: {escape(before.describe())}{_failing_note(before)}[/]", highlight=False)
-    result = session.run_task(task, sink)
+    result = _first_round(session, task, sink, before.seconds if before is not None else 0.0)
     done = Rounds(result, result.stop is StopReason.FINISHED, result.summary, result.steps,
                   result.prompt_tokens, result.completion_tokens, result.seconds, baseline=before)
     if before is not None:
@@ -104,6 +104,19 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
             if result.summary:
                 done.summaries.append((feedback, result.summary))
     return done
+
+
+def _first_round(session: Session, task: str, sink: EventSink, spent: float) -> RunResult:
+    """The model's first round; the baseline's time comes out of its --max-time budget."""
+    budget = session.cfg["max_time"]
+    if not budget or not spent:
+        return session.run_task(task, sink)
+    full = session.cfg
+    session.cfg = full.with_overrides({"max_time": max(budget - spent, 1.0)}, "max_time less the baseline tests")
+    try:
+        return session.run_task(task, sink)
+    finally:
+        session.cfg = full
 
 
 def _failing_note(run: TestRun) -> str:
