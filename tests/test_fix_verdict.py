@@ -269,3 +269,15 @@ def test_the_baseline_runs_first_and_its_time_comes_out_of_the_first_rounds_budg
     rounds = run_rounds(session, "fix", TestCommand("true", "t"), 3, 60, None, Console(file=open(os.devnull, "w")),
                         lambda result: bool(result.changed), baseline=False)
     assert rounds.baseline is None and [b for b, _ in budgets] == [30] and not rounds.verdict.baseline
+
+
+def test_no_fixed_test_is_said_plainly():
+    from clovercode.fixflow.report import verdict_lines
+
+    green = tr({"t::a": "passed"}, 0)
+    judged = verdict(green, tr({"t::a": "passed"}, 0))
+    assert judged.fixed == () and not judged.regressed
+    assert verdict_lines(judged)[0] == "No failing test was fixed by this change: no test failed before it (none shows the fix)."
+    assert "no failing test was fixed (none failed before); no regressions" == judged.describe()
+    assert verdict_lines(verdict(tr({"t::a": "failed"}, 1), tr({"t::a": "failed"}, 1)))[0] == \
+        "No failing test was fixed by this change."

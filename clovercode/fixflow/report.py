@@ -56,7 +56,8 @@ def verdict_lines(verdict: Verdict | None) -> list[str]:
     if not verdict.per_test:
         return [f"Verdict: {verdict.describe()}" + (f" ({verdict.note})" if verdict.note else "") + "."]
     lines = [f"Fixed (failed before, pass now): {names(verdict.fixed)}." if verdict.fixed
-             else "No failing test was fixed by this change."]
+             else "No failing test was fixed by this change." if verdict.failing_before
+             else "No failing test was fixed by this change: no test failed before it (none shows the fix)."]
     lines.append(f"Regressions (passed before, fail now): {names(verdict.regressions)}." if verdict.regressions
                  else "Regressions: none.")
     if verdict.still_failing:

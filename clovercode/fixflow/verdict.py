@@ -42,7 +42,7 @@ class Verdict:
         if self.regressions:
             parts.append(f"{count(self.regressions, 'regression')}: {names(self.regressions)}")
         parts.append(f"fixed {count(self.fixed, 'failing test')}: {names(self.fixed)}" if self.fixed
-                     else "no failing test was fixed")
+                     else "no failing test was fixed" + ("" if self.failing_before else " (none failed before)"))
         if self.still_failing:
             parts.append(f"{count(self.still_failing, 'test')} failed before and still fail{'s' if len(self.still_failing) == 1 else ''}")
         if not self.regressions:
