@@ -84,6 +84,20 @@ def test_corrupt_or_inconsistent_reports_fall_back_to_the_exit_code(tmp_path):
     assert read_results(None, "make: *** [test] Error 2", 2, 0, tmp_path).source == "exit_code"
     with pytest.raises(ValueError):
         parse_junit(tmp_path / "missing.xml", tmp_path)
+    secret = tmp_path / "secret.xml"
+    secret.write_text("<testsuites><testsuite><testcase name='token-abc' classname='t'/></testsuite></testsuites>")
+    link = tmp_path / "link.xml"
+    link.symlink_to(secret)
+    results = read_results(link, "", 0, 0, tmp_path)
+    assert results.source == "exit_code" and "symbolic link" in results.note and "token-abc" not in str(results)
+
+
+def test_the_report_reaches_pytest_started_by_a_script(tmp_path):
+    """PYTEST_ADDOPTS reaches pytest however the project starts it (here a script, as `make test` would)."""
+    root = write(tmp_path, {**SUITE, "run-tests.sh": f"#!/bin/sh\nset -e\n{sys.executable} -m pytest -q \"$@\"\n"})
+    run = run_tests(LocalExecutor(), root, "sh ./run-tests.sh tests/test_calc.py", 60, 0, dict(os.environ))
+    assert run.results.source == "junit"
+    assert run.results.with_outcome("failed") == ["tests/test_calc.py::test_broken", "tests/test_calc.py::test_param[2]"]
 
 
 UNITTEST_SUITE = {
