@@ -23,7 +23,7 @@ from clovercode.errors import ExitCode, VcsError
 from clovercode.executors.select import NO_SANDBOX_WARNING
 from clovercode.fixflow.issue import Issue
 from clovercode.fixflow.plan import FixRequest, Plan, make_plan
-from clovercode.fixflow.report import commit_message, pull_body, subject, tests_line, verdict_lines
+from clovercode.fixflow.report import change_text, commit_message, pull_body, subject, tests_line, verdict_lines
 from clovercode.fixflow.rounds import Rounds, record_event, run_rounds
 from clovercode.fixflow.testrun import TestCommand, TestRun
 from clovercode.fixflow.verdict import Verdict, verdict
@@ -224,7 +224,7 @@ def print_summary(console: Console, outcome: FixOutcome) -> None:
         kind = ", draft" if outcome.pull.draft else ""
         line("Pull request", f"#{outcome.pull.number} {outcome.pull.url} ({outcome.pull.action}{kind})")
     if outcome.summary:
-        line("Summary", outcome.summary)
+        line("Summary", change_text(outcome.summaries or outcome.summary))
     if outcome.error:
         console.print(f"[red]error:[/] {escape(outcome.error)}", highlight=False, soft_wrap=True)
         if outcome.commit:

@@ -162,6 +162,8 @@ def test_a_change_that_breaks_another_module_gets_it_back_and_ends_tests_failed(
     assert SLUG_SUMMARY in message and "format_price() is simpler now." in message
     assert "After round 1 of test feedback: The remaining failures are elsewhere." in message
     assert f"Regressions (passed before, fail now): {REGRESSION}." in message
+    summary = proc.stderr[proc.stderr.index("Summary:"):]
+    assert SLUG_SUMMARY[:40] in summary and "After round 1 of test feedback" in summary
 
 
 def test_the_commit_describes_the_first_round_too(tmp_path):
