@@ -178,3 +178,25 @@ def test_the_commit_describes_the_first_round_too(tmp_path):
     assert "After round 1 of test feedback: format_duration() counted minutes from zero" in message
     assert ("Fixed (failed before, pass now): test_durations.py::FormatTest::test_hours_and_minutes, "
             "test_durations.py::FormatTest::test_round_trip.") in message
+
+
+def test_ctrl_c_during_the_baseline_is_an_interrupted_run_that_changed_nothing(tmp_path):
+    import signal
+    import time
+
+    work = make_git_repo(tmp_path / "durations", FIXTURES / "durations")
+    marker = tmp_path / "baseline-started"
+    proc = subprocess.Popen([sys.executable, "-m", "clovercode", "fix", "format_duration(5400) gives 1h90m",
+                             "--repo", str(work), "--model", f"replay:{FIXTURES / 'durations.replay.jsonl'}",
+                             "--sandbox", "none", "--test-command", f"touch {marker}; sleep 60", "--json"],
+                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not marker.exists():
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    result = json.loads(out)
+    assert result["status"] == "interrupted" and result["detail"] == "interrupted while the baseline tests ran"
+    assert result["steps"] == 0 and result["commit"] is None and result["tests"]["runs"] == []
+    assert git(work, "status", "--porcelain") == "" and git(work, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
