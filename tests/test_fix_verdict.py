@@ -295,3 +295,32 @@ def test_no_fixed_test_is_said_plainly():
     assert "no failing test was fixed (none failed before); no regressions" == judged.describe()
     assert verdict_lines(verdict(tr({"t::a": "failed"}, 1), tr({"t::a": "failed"}, 1)))[0] == \
         "No failing test was fixed by this change."
+
+
+def test_a_round_that_stops_without_finish_is_still_described(tmp_path):
+    import json
+
+    from rich.console import Console
+
+    from clovercode.backends.replay import ReplayBackend
+    from clovercode.config import load_config
+    from clovercode.fixflow.rounds import run_rounds
+    from clovercode.session import Session
+
+    fixtures = Path(__file__).resolve().parent / "fixtures"
+    turns = [line for line in (fixtures / "durations-feedback.replay.jsonl").read_text().splitlines()][:4]
+    turns += [turns[3], turns[3]]  # round 1 only looks around until its step budget runs out
+    model = tmp_path / "stuck.jsonl"
+    model.write_text("\n".join(turns) + "\n")
+    work = make_git_repo(tmp_path / "durations", fixtures / "durations")
+    cfg = load_config(work, {}, {"sandbox": "none", "trajectory_dir": str(tmp_path / "traj"), "max_steps": 3})
+    session = Session(work, cfg, ReplayBackend(model), LocalExecutor(), False, {})
+    rounds = run_rounds(session, "format_duration(5400) gives 1h90m", TestCommand(PYTEST, "t"), 3, 60, None,
+                        Console(file=open(os.devnull, "w")), lambda result: bool(result.changed))
+    assert [r.round for r in rounds.tests] == [0, 1] and rounds.verdict.regressions == (
+        "test_durations.py::FormatTest::test_seconds_only",)
+    assert rounds.summaries[0] == (0, json.loads(turns[2])["text"].split("<parameter=summary>\n")[1].split("\n</parameter>")[0])
+    assert rounds.summaries[1][0] == 1 and rounds.summaries[1][1].startswith("The model stopped without a summary of this round")
+    issue = Issue("format_duration(5400) gives 1h90m", "")
+    message = commit_message(issue, rounds.summaries, TestCommand(PYTEST, "t"), rounds.tests, None, rounds.verdict)
+    assert "After round 1 of test feedback: The model stopped without a summary" in " ".join(message.split())

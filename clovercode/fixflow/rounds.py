@@ -103,6 +103,9 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
             done.summary = result.summary or done.summary
             if result.summary:
                 done.summaries.append((feedback, result.summary))
+        elif result.stop not in (StopReason.INTERRUPTED, StopReason.MODEL_ERROR):
+            # its edits are committed too: say that nobody described them
+            done.summaries.append((feedback, f"The model stopped without a summary of this round ({result.detail})."))
     return done
 
 
