@@ -48,9 +48,15 @@ SUITE = {
 }
 
 
-def test_pytest_results_come_from_its_junit_report_outside_the_tree(tmp_path):
+def test_pytest_results_come_from_its_junit_report_outside_the_tree(tmp_path, monkeypatch):
+    import tempfile
+
     root = make_git_repo(tmp_path / "proj", write(tmp_path / "src", SUITE))
+    scratch_parent = tmp_path / "host-tmp"
+    scratch_parent.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch_parent))
     run = run_tests(LocalExecutor(), root, PYTEST, 60, 0, dict(os.environ))
+    assert list(scratch_parent.iterdir()) == []  # the scratch directory is gone after the run
     assert run.exit_code == 1 and run.results.source == "junit"
     assert run.results.outcomes == {
         "tests/test_calc.py::test_add": "passed",
