@@ -151,7 +151,7 @@ def fix(
 ) -> None:
     """Fix an issue unattended: branch, model + test loop, one commit, optionally push and a pull request.
 
-    Exit codes: 0 fixed (tests pass), 1 tests fail, 3 gave up, 4 no change, 5 model, 6 sandbox,
+    Exit codes: 0 fixed (no test regressed), 1 tests regressed, 3 gave up, 4 no change, 5 model, 6 sandbox,
     7 git/GitHub, 130 interrupted (docs/ci.md)."""
     from clovercode.fixcmd import run_fix
     from clovercode.fixflow.plan import FixRequest
