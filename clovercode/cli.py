@@ -136,6 +136,7 @@ def fix(
     test_rounds: Optional[int] = typer.Option(None, "--test-rounds", help="Times failing tests go back to the model."),
     commit: bool = typer.Option(True, "--commit/--no-commit", help="Commit on a fix branch (default), or only edit the working tree."),
     branch: Optional[str] = typer.Option(None, "--branch", help="Branch name (default: clovercode/<number>-<slug>)."),
+    force: bool = typer.Option(False, "--force", help="Move the fix branch even if it holds commits clovercode did not make (a backup ref keeps them)."),
     author: Optional[str] = typer.Option(None, "--author", help="Commit author, 'Name <email>'."),
     push: bool = typer.Option(False, "--push", help="Push the fix branch to the remote."),
     pr: bool = typer.Option(False, "--pr", help="Push and open (or update) a GitHub pull request."),
@@ -161,7 +162,8 @@ def fix(
                                endpoint=endpoint, api_key=api_key,
                                **{"fix.test_command": test_command, "fix.test_rounds": test_rounds,
                                   "fix.remote": remote, "fix.base": base})
-        request = FixRequest(issue, issue_file, github_issue, commit, push or pr, pr, branch, author, github_repo, draft)
+        request = FixRequest(issue, issue_file, github_issue, commit, push or pr, pr, branch, author, github_repo, draft,
+                             force=force)
         outcome = run_fix(root, cfg, request, console)
     except CloverError as exc:
         if not as_json:

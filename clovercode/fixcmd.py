@@ -29,6 +29,7 @@ from clovercode.github.api import PullRequest, PullSpec, publish_pull
 from clovercode.github.refs import without_secrets
 from clovercode.session import open_session
 from clovercode.ui.render import ConsoleRenderer
+from clovercode.vcs.branchguard import Commit, backup_ref
 from clovercode.vcs.git import FileStat
 
 STATUS = {ExitCode.OK: "fixed", ExitCode.TESTS_FAILED: "tests_failed", ExitCode.NO_CHANGE: "no_change",
@@ -56,6 +57,8 @@ class FixOutcome:
     pull: PullRequest | None = None
     error: str | None = None  # what failed after the model's work was safe
     notes: list[str] = field(default_factory=list)
+    backups: list[str] = field(default_factory=list)  # refs keeping the tips a moved branch had
+    discarded: list[Commit] = field(default_factory=list)  # others' commits --force dropped from the branch
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
@@ -82,6 +85,8 @@ class FixOutcome:
                 "diffstat": [{"path": f.path, "added": f.added, "removed": f.removed} for f in self.files],
                 "not_committed": self.skipped, "pushed_to": self.pushed,
                 "pull_request": self.pull.to_json() if self.pull else None, "error": self.error, "notes": self.notes,
+                "branch_backups": self.backups,
+                "discarded_commits": [{"sha": c.sha, "subject": c.subject} for c in self.discarded],
                 "trajectory": str(self.trajectory) if self.trajectory else None}
 
 
@@ -96,9 +101,8 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
         console.print(f"[bold red]{NO_SANDBOX_WARNING}[/]", highlight=False, soft_wrap=True)
     for note in plan.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
-    if plan.git:
-        console.print(f"[dim]Fix branch {plan.git.branch} from {plan.git.start.branch or 'detached HEAD'} "
-                      f"@ {plan.git.start.base[:12]}[/]", highlight=False, soft_wrap=True)
+    if plan.git:  # said as a plan: a run that ends without a change makes no branch
+        console.print(f"[dim]{escape(plan.git.announcement())}[/]", highlight=False, soft_wrap=True)
 
     def has_changes(result: RunResult) -> bool:
         if plan.git is None:
@@ -155,8 +159,12 @@ def commit_fix(outcome: FixOutcome, plan: Plan) -> None:
     reference = plan.pull.reference if plan.pull else (str(plan.issue.ref) if plan.issue.ref else None)
     message = commit_message(plan.issue, outcome.summary, plan.tests, outcome.tests, reference)
     outcome.skipped = pending.skipped
-    outcome.commit = git.checkout.commit_on_branch(git.start, git.branch, pending, message, git.author, git.committer)
+    outcome.commit, backup = git.checkout.commit_on_branch(git.start, git.branch, pending, message, git.author,
+                                                          git.committer, git.branch_tip)
+    if backup:
+        outcome.backups.append(backup)
     outcome.branch, outcome.base = git.branch, git.start.base
+    outcome.discarded = git.discarded
     outcome.files = git.checkout.diff_stat(git.start.base, outcome.commit)
     outcome.diffstat = git.checkout.diff_stat_text(git.start.base, outcome.commit)
 
@@ -165,6 +173,8 @@ def publish(outcome: FixOutcome, plan: Plan, request: FixRequest, cfg: Config) -
     git, pull = plan.git, plan.pull
     assert git is not None
     if git.remote:
+        if git.remote_sha and git.remote_sha != git.branch_tip and git.checkout.resolve(git.remote_sha):
+            outcome.backups.append(backup_ref(git.checkout, f"{git.remote}/{git.branch}", git.remote_sha))
         git.checkout.push(git.remote, git.branch, git.remote_sha, git.push_env)
         outcome.pushed = git.remote
     if pull is not None:
@@ -190,6 +200,11 @@ def print_summary(console: Console, outcome: FixOutcome) -> None:
         line("Commit", f"{outcome.commit[:12]} on branch {outcome.branch} (one commit on {outcome.base[:12] if outcome.base else '?'})")
         if outcome.diffstat:
             console.print(escape(outcome.diffstat.rstrip("\n")), highlight=False, soft_wrap=True)
+    if outcome.discarded:
+        line("Discarded", f"{len(outcome.discarded)} commit(s) clovercode did not make, dropped from {outcome.branch} "
+             f"by --force: " + "; ".join(c.describe() for c in outcome.discarded))
+    if outcome.backups:
+        line("Backup", ", ".join(outcome.backups) + " (the branch's old tip; git branch NAME REF restores it)")
     if outcome.skipped:
         line("Not committed", ", ".join(outcome.skipped) + " (untracked before the run, or ignored by git)")
     if outcome.pushed:
