@@ -101,8 +101,6 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
         console.print(f"[bold red]{NO_SANDBOX_WARNING}[/]", highlight=False, soft_wrap=True)
     for note in plan.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
-    if plan.git:  # said as a plan: a run that ends without a change makes no branch
-        console.print(f"[dim]{escape(plan.git.announcement())}[/]", highlight=False, soft_wrap=True)
 
     def has_changes(result: RunResult) -> bool:
         if plan.git is None:
@@ -197,7 +195,9 @@ def print_summary(console: Console, outcome: FixOutcome) -> None:
     line("Tests", tests_line(outcome.test_command, outcome.tests).removeprefix("Tests: "))
     line("Changed", ", ".join(result.changed) if result.changed else "nothing")
     if outcome.commit:
-        line("Commit", f"{outcome.commit[:12]} on branch {outcome.branch} (one commit on {outcome.base[:12] if outcome.base else '?'})")
+        # the branch is named only here, once it is made: most runs that end without a change make none
+        line("Commit", f"{outcome.commit[:12]} on branch {outcome.branch} (one commit on {outcome.base[:12] if outcome.base else '?'}"
+             f"{', which was moved: backup kept' if outcome.backups else ', a new branch'})")
         if outcome.diffstat:
             console.print(escape(outcome.diffstat.rstrip("\n")), highlight=False, soft_wrap=True)
     if outcome.discarded:

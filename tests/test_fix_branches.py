@@ -124,3 +124,17 @@ def test_a_commit_pushed_to_the_remote_fix_branch_is_never_overwritten(tmp_path,
     assert proc.returncode == 0, proc.stderr
     assert git(origin, "rev-parse", BRANCH).strip() == result["commit"] != first["commit"]
     assert list(backups(clone).values()) == [first["commit"]]
+
+
+def test_a_branch_is_named_only_when_one_is_made(work):
+    """A run that ends without a change, or with --no-commit, makes no branch and names none."""
+    nochange = f"replay:{FIXTURES / 'durations-nochange.replay.jsonl'}"
+    for model, extra in ((nochange, ()), (REPLAY, ("--no-commit",))):
+        proc = run_cli("fix", ISSUE, "--repo", str(work), "--sandbox", "none", "--model", model, *extra, env=cli_env())
+        assert proc.returncode in (0, 4), proc.stderr
+        assert BRANCH not in proc.stdout + proc.stderr and "Fix branch" not in proc.stdout + proc.stderr
+        assert git(work, "branch", "--list").split() == ["*", "main"]
+        git(work, "checkout", "-q", ".")
+    proc = run_cli("fix", ISSUE, "--repo", str(work), "--sandbox", "none", "--model", REPLAY, env=cli_env())
+    assert proc.returncode == 0, proc.stderr
+    assert f"on branch {BRANCH} (one commit on" in proc.stdout and ", a new branch)" in proc.stdout

@@ -52,14 +52,6 @@ class GitPlan:
     branch_tip: str | None = None  # the local branch before the run (None: it is made new)
     discarded: list[Commit] = field(default_factory=list)  # others' commits --force drops from the branch
 
-    def announcement(self) -> str:
-        """What happens to the branch if the run ends with a change to commit."""
-        origin = f"{self.start.branch or 'detached HEAD'} @ {self.start.base[:12]}"
-        if self.branch_tip is None and self.remote_sha is None:
-            return f"A finished fix is committed on a new branch {self.branch}, from {origin}"
-        return (f"A finished fix is committed on the existing branch {self.branch}, moved to {origin} "
-                f"(its old tip is kept under {BACKUP_PREFIX}{self.branch}/)")
-
 
 @dataclass
 class PullPlan:
