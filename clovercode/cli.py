@@ -20,6 +20,7 @@ from clovercode import __version__
 from clovercode.config import Config, load_config, state_dir
 from clovercode.errors import CloverError, ExitCode, UsageError
 from clovercode.eval.cli import make_eval_app
+from clovercode.termination import signals_as_interrupts
 
 
 class CloverGroup(TyperGroup):
@@ -31,9 +32,11 @@ class CloverGroup(TyperGroup):
         except CloverError as exc:
             report_error(exc)
             raise typer.Exit(int(exc.exit_code)) from None
-        except KeyboardInterrupt:
-            make_console(stderr=True).print("[yellow]interrupted[/]")
-            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP where termination.py catches them
+            from clovercode.termination import interrupt_detail
+
+            make_console(stderr=True).print(f"[yellow]{interrupt_detail(exc).removesuffix(' by the user (Ctrl-C)')}[/]")
+            raise typer.Exit(getattr(exc, "exit_code", int(ExitCode.INTERRUPTED))) from None
         except Exception as exc:
             if type(exc).__module__.split(".")[0] in ("typer", "click"):
                 raise  # exits, usage errors and aborts: typer reports those itself
@@ -117,12 +120,15 @@ def main_callback(
         return
     from clovercode.repl import run_repl
 
-    root = project_root(repo)
-    cfg = effective_config(root, model=model, sandbox=sandbox, approval=approval, endpoint=endpoint, api_key=api_key)
-    raise typer.Exit(run_repl(root, cfg, make_console(), resume=resume))
+    with signals_as_interrupts():  # SIGTERM/SIGHUP end the REPL as Ctrl-D would, without a traceback
+        root = project_root(repo)
+        cfg = effective_config(root, model=model, sandbox=sandbox, approval=approval, endpoint=endpoint, api_key=api_key)
+        code = run_repl(root, cfg, make_console(), resume=resume)
+    raise typer.Exit(code)
 
 
 @app.command()
+@signals_as_interrupts()  # SIGTERM (how CI cancels a job) and SIGHUP end the run the way Ctrl-C does
 def fix(
     issue: Optional[str] = typer.Argument(None, help="The issue to fix, as text (or use --issue-file / --github-issue)."),
     issue_file: Optional[Path] = typer.Option(None, "--issue-file", help="Read the issue from a file (first line: title)."),
@@ -151,7 +157,7 @@ def fix(
     """Fix an issue unattended: branch, model + test loop, one commit, optionally push and a pull request.
 
     Exit codes: 0 fixed (tests pass), 1 tests fail, 3 gave up, 4 no change, 5 model, 6 sandbox,
-    7 git/GitHub, 130 interrupted (docs/ci.md)."""
+    7 git/GitHub, 130 interrupted (143 SIGTERM, 129 SIGHUP) (docs/ci.md)."""
     from clovercode.fixcmd import run_fix
     from clovercode.fixflow.plan import FixRequest
 
@@ -171,6 +177,13 @@ def fix(
         report_error(exc)
         typer.echo(json.dumps({"status": "error", "exit_code": int(exc.exit_code), "error": str(exc)}))
         raise typer.Exit(int(exc.exit_code)) from None
+    except KeyboardInterrupt as exc:  # before the model ran, or while committing: still one JSON object
+        if as_json:
+            from clovercode.termination import interrupt_detail
+
+            code = getattr(exc, "exit_code", int(ExitCode.INTERRUPTED))
+            typer.echo(json.dumps({"status": "interrupted", "exit_code": code, "error": interrupt_detail(exc)}))
+        raise
     except Exception as exc:  # a bug: CloverGroup saves the traceback; a CI bot still gets its one object
         if as_json:
             typer.echo(json.dumps({"status": "error", "exit_code": int(ExitCode.INTERNAL),

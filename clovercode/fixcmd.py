@@ -28,13 +28,15 @@ from clovercode.fixflow.testrun import TestCommand, TestRun
 from clovercode.github.api import PullRequest, PullSpec, publish_pull
 from clovercode.github.refs import without_secrets
 from clovercode.session import open_session
+from clovercode.termination import exit_code
 from clovercode.ui.render import ConsoleRenderer
 from clovercode.vcs.branchguard import Commit, backup_ref
 from clovercode.vcs.git import FileStat
 
 STATUS = {ExitCode.OK: "fixed", ExitCode.TESTS_FAILED: "tests_failed", ExitCode.NO_CHANGE: "no_change",
           ExitCode.GAVE_UP: "gave_up", ExitCode.INTERRUPTED: "interrupted", ExitCode.MODEL_UNAVAILABLE: "model_error",
-          ExitCode.SANDBOX_UNAVAILABLE: "sandbox_error", ExitCode.VCS_ERROR: "vcs_error"}
+          ExitCode.SANDBOX_UNAVAILABLE: "sandbox_error", ExitCode.VCS_ERROR: "vcs_error",
+          ExitCode.TERMINATED: "interrupted", ExitCode.HUNG_UP: "interrupted"}
 
 
 @dataclass
@@ -128,8 +130,8 @@ def conclude(outcome: FixOutcome, rounds: Rounds, plan: Plan, request: FixReques
              has_changes: Callable[[RunResult], bool]) -> None:
     """Decide the exit code; commit, push and open the pull request when there is a finished change."""
     stop = rounds.result.stop
-    if stop is StopReason.INTERRUPTED:
-        outcome.exit_code = ExitCode.INTERRUPTED
+    if stop is StopReason.INTERRUPTED:  # 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP
+        outcome.exit_code = ExitCode(exit_code(rounds.result.signal))
     elif stop is StopReason.MODEL_ERROR:
         outcome.exit_code = ExitCode.MODEL_UNAVAILABLE
     elif not rounds.finished:

@@ -15,6 +15,7 @@ from clovercode.agent.loop import RunResult
 from clovercode.agent.trajectory import TrajectoryWriter
 from clovercode.fixflow.testrun import TestCommand, TestRun, feedback_message, run_tests
 from clovercode.session import Session
+from clovercode.termination import interrupt_detail
 
 
 @dataclass
@@ -46,8 +47,9 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
         console.print(f"[bold]Running the tests:[/] {escape(tests.command)} [dim]({escape(tests.source)})[/]", highlight=False)
         try:
             run = run_tests(session.executor, session.root, tests.command, timeout, feedback, session.command_env)
-        except KeyboardInterrupt:  # the executor has killed the tests; report like an interrupted run
-            done.result = replace(result, stop=StopReason.INTERRUPTED, detail="interrupted while the tests ran")
+        except KeyboardInterrupt as exc:  # the executor has killed the tests; report like an interrupted run
+            done.result = replace(result, stop=StopReason.INTERRUPTED, detail=f"{interrupt_detail(exc)} while the tests ran",
+                                  signal=getattr(exc, "signum", None))
             break
         done.tests.append(run)
         done.seconds += run.seconds
