@@ -89,6 +89,19 @@ def project_root(repo: Optional[Path]) -> Path:
     return root.resolve()
 
 
+def workspace_root(repo: Optional[Path]) -> tuple[Path, str | None]:
+    """The project of fix and the REPL: ``--repo`` exactly as given (a monorepo's subproject), else the
+    git top level of the current directory, so repository paths and the tests mean the same wherever
+    in the repository the run starts; a note says when the root is not where it started."""
+    from clovercode.vcs.git import toplevel
+
+    start = project_root(repo)
+    top = toplevel(start) if repo is None else None
+    if top is None or top == start:
+        return start, None
+    return top, f"working in the repository root {top} (started in {start})"
+
+
 def effective_config(root: Path, **flags: Any) -> Config:
     return load_config(root, os.environ, flags)
 
@@ -121,9 +134,12 @@ def main_callback(
     from clovercode.repl import run_repl
 
     with signals_as_interrupts():  # SIGTERM/SIGHUP end the REPL as Ctrl-D would, without a traceback
-        root = project_root(repo)
+        root, moved = workspace_root(repo)
         cfg = effective_config(root, model=model, sandbox=sandbox, approval=approval, endpoint=endpoint, api_key=api_key)
-        code = run_repl(root, cfg, make_console(), resume=resume)
+        console = make_console()
+        if moved:
+            console.print(f"[yellow]note:[/] {escape(moved)}", highlight=False, soft_wrap=True)
+        code = run_repl(root, cfg, console, resume=resume)
     raise typer.Exit(code)
 
 
@@ -163,13 +179,13 @@ def fix(
 
     console = make_console(stderr=as_json)
     try:
-        root = project_root(repo)
+        root, moved = workspace_root(repo)
         cfg = effective_config(root, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
                                endpoint=endpoint, api_key=api_key,
                                **{"fix.test_command": test_command, "fix.test_rounds": test_rounds,
                                   "fix.remote": remote, "fix.base": base})
         request = FixRequest(issue, issue_file, github_issue, commit, push or pr, pr, branch, author, github_repo, draft,
-                             force=force)
+                             force=force, notes=(moved,) if moved else ())
         outcome = run_fix(root, cfg, request, console)
     except CloverError as exc:
         if not as_json:

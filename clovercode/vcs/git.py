@@ -253,6 +253,16 @@ def _captured(text: object, label: str) -> str:
     return value.strip()
 
 
+def toplevel(path: Path) -> Path | None:
+    """The top of the git working tree holding ``path``; None outside one (or when git cannot tell)."""
+    try:
+        proc = subprocess.run(["git", "-C", str(path), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    except OSError:  # git is not installed: nothing can be a repository
+        return None
+    top = proc.stdout.strip()
+    return Path(top).resolve() if proc.returncode == 0 and top else None
+
+
 def open_checkout(root: Path) -> Checkout | None:
     """The git working tree holding ``root``, or None if ``root`` is not inside one."""
     try:
