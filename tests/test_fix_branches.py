@@ -138,3 +138,23 @@ def test_a_branch_is_named_only_when_one_is_made(work):
     proc = run_cli("fix", ISSUE, "--repo", str(work), "--sandbox", "none", "--model", REPLAY, env=cli_env())
     assert proc.returncode == 0, proc.stderr
     assert f"on branch {BRANCH} (one commit on" in proc.stdout and ", a new branch)" in proc.stdout
+
+
+def test_a_branch_that_cannot_be_checked_out_is_left_as_it_was(tmp_path, work):
+    from clovercode.errors import VcsError
+    from clovercode.vcs.git import open_checkout
+
+    git(work, "branch", "fix")
+    tip = add_commit(work, "fix", "x.md", "work on fix")
+    git(work, "worktree", "add", "-q", str(tmp_path / "elsewhere"), "fix")  # `fix` is checked out there
+    checkout = open_checkout(work)
+    start = checkout.start()
+    (work / "durations.py").write_text("fixed\n")
+    pending = checkout.pending(start, ["durations.py"])
+    with pytest.raises(VcsError, match="git checkout failed"):
+        checkout.commit_on_branch(start, "fix", pending, "Fix it", ("A", "a@example.org"), ("A", "a@example.org"), tip)
+    assert git(work, "rev-parse", "fix").strip() == tip
+    assert git(work, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
+    with pytest.raises(VcsError, match="changed during the run"):  # the plan saw no branch: refused, untouched
+        checkout.commit_on_branch(start, "fix", pending, "Fix it", ("A", "a@example.org"), ("A", "a@example.org"), None)
+    assert (work / "durations.py").read_text() == "fixed\n"

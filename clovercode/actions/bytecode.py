@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterable
 
 SOURCE_SUFFIXES = (".py", ".pyw")
-SKIP_DIRS = {".git", "node_modules", ".hg", ".svn"}
+SKIP_DIRS = {".git", "node_modules", ".hg", ".svn", "site-packages"}  # installed code: not the project's sources
 MAX_DIRS = 20000  # a tree bigger than this is not surveyed for bytecode (commands' edits then go unchecked)
 
 

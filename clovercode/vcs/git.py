@@ -173,7 +173,14 @@ class Checkout:
         backup = backup_ref(self, branch, current) if current else None
         # compare-and-swap: a branch that moved in the meantime is refused, never overwritten
         self._git("update-ref", f"refs/heads/{branch}", start.base, current or "")
-        self._git("checkout", "-q", branch)
+        try:
+            self._git("checkout", "-q", branch)
+        except VcsError:  # e.g. checked out in another worktree: put the branch back as it was
+            if current:
+                self._git("update-ref", f"refs/heads/{branch}", current, start.base)
+            else:
+                self._git("update-ref", "-d", f"refs/heads/{branch}", start.base)
+            raise
         self._git("add", "-A", "--", *pending.paths)
         tree = self.repo.index.write_tree().hexsha
         commit = self.repo.index.commit(with_trailer(message, tree), parent_commits=[self.repo.commit(start.base)],
@@ -193,10 +200,11 @@ class Checkout:
         return subprocess.run(["git", "-C", str(self.top), "show-ref", "-q", "--verify", ref]).returncode == 0
 
     def fetch_branch(self, remote: str, branch: str, into: str, env: Mapping[str, str] | None = None) -> str | None:
-        """Fetch the remote's ``branch`` into the local ref ``into`` (only the tip in a shallow clone)."""
+        """Fetch ``branch`` from where pushes to ``remote`` go into the local ref ``into`` (only the tip
+        in a shallow clone)."""
         shallow = self._git("rev-parse", "--is-shallow-repository").strip() == "true"
-        self._git("fetch", "-q", "--no-tags", "--no-write-fetch-head", *(["--depth=1"] if shallow else []), remote,
-                  f"+refs/heads/{branch}:{into}", network=True, env=env)
+        self._git("fetch", "-q", "--no-tags", "--no-write-fetch-head", *(["--depth=1"] if shallow else []),
+                  self.push_url(remote), f"+refs/heads/{branch}:{into}", network=True, env=env)
         return self.resolve(into)
 
     def delete_ref(self, ref: str) -> None:
