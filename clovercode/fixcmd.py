@@ -28,7 +28,7 @@ from clovercode.fixflow.testrun import TestCommand, TestRun
 from clovercode.github.api import PullRequest, PullSpec, publish_pull
 from clovercode.github.refs import without_secrets
 from clovercode.session import open_session
-from clovercode.termination import exit_code
+from clovercode.termination import exit_code, interrupt_detail
 from clovercode.ui.render import ConsoleRenderer
 from clovercode.vcs.branchguard import Commit, backup_ref
 from clovercode.vcs.git import FileStat
@@ -120,7 +120,12 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
                          rounds.summary, plan.tests, rounds.tests, notes=plan.notes,
                          prompt_tokens=rounds.prompt_tokens, completion_tokens=rounds.completion_tokens,
                          seconds=rounds.seconds)
-    conclude(outcome, rounds, plan, request, cfg, has_changes)
+    try:
+        conclude(outcome, rounds, plan, request, cfg, has_changes)
+    except KeyboardInterrupt as exc:  # while committing, pushing or opening the pull request: report it all the same
+        outcome.exit_code = ExitCode(exit_code(getattr(exc, "signum", None)))
+        stage = "pushing or opening the pull request" if outcome.commit else "committing"
+        outcome.error = f"{interrupt_detail(exc)} while {stage}"
     record_event(outcome.trajectory, "fix_result", **outcome.to_json())
     print_summary(console, outcome)
     return outcome

@@ -139,3 +139,38 @@ def test_repl_ends_without_a_traceback(tmp_path, signum, code):
         assert "Traceback" not in child.before
         assert child.exitstatus == code, child.before
         assert wait_for(lambda: not sleeping(token), 10)
+
+
+def test_sigterm_while_pushing_still_reports_the_committed_fix(tmp_path):
+    """The push hangs (the remote's pre-receive hook sleeps): SIGTERM then still gives the summary,
+    one JSON object naming the local commit, and the trajectory's fix_result."""
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(origin)], check=True)
+    token = f"7{os.getpid() % 1000}.31"
+    hook = origin / "hooks" / "pre-receive"
+    hook.write_text(f"#!/bin/sh\nsleep {token}\n")
+    hook.chmod(0o755)
+    work = make_git_repo(tmp_path / "durations", FIXTURES / "durations")
+    git(work, "remote", "add", "origin", origin.as_uri())
+    subprocess.run(["git", "--git-dir", str(origin), "fetch", "-q", str(work), "main:main"], check=True)
+    proc = subprocess.Popen([sys.executable, "-m", "clovercode", "fix", "format_duration(5400) gives 1h90m",
+                             "--repo", str(work), "--model", f"replay:{FIXTURES / 'durations.replay.jsonl'}",
+                             "--sandbox", "none", "--push", "--json"],
+                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(lambda: sleeping(token)), "the push never started"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for pid in sleeping(token):  # the remote side of the push, which this test started
+            os.kill(pid, signal.SIGKILL)
+    assert proc.returncode == 143, err
+    assert len(out.strip().splitlines()) == 1
+    result = json.loads(out)
+    assert result["status"] == "interrupted" and result["commit"] and result["pushed_to"] is None
+    assert result["error"] == "terminated by SIGTERM while pushing or opening the pull request"
+    assert "Nothing is lost: the fix is committed on the local branch" in " ".join(err.split())
+    kinds = [json.loads(line)["kind"] for line in Path(result["trajectory"]).read_text().splitlines()]
+    assert kinds[-1] == "fix_result"
