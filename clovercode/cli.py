@@ -84,6 +84,8 @@ ApiKeyOpt = typer.Option(None, "--api-key", help="API key for --endpoint (prefer
 
 def project_root(repo: Optional[Path]) -> Path:
     root = (repo or Path.cwd()).expanduser()
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"--repo {root} is a file, not a directory", hint="Pass the project's directory.")
     if not root.is_dir():
         raise UsageError(f"project directory not found: {root}")
     return root.resolve()
@@ -221,15 +223,14 @@ def ci_init(
     label: str = typer.Option("clovercode", "--label", help="Issue label that starts a fix."),
     command: str = typer.Option("/clovercode", "--command", help="Comment command that starts a fix."),
     runner: Optional[str] = typer.Option(None, "--runner", help="runs-on labels, comma-separated."),
+    source: Optional[str] = typer.Option(None, "--source", help="Install clovercode from this pinned source: "
+                                         "git+URL@COMMIT_SHA (or @VERSION_TAG), or a wheel path/URL."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing workflow file."),
 ) -> None:
     """Write .github/workflows/clovercode.yml: fix issues on a label or a comment command (docs/ci.md)."""
-    from clovercode.github.workflow import WorkflowOptions, write_workflow
+    from clovercode.github.ci_init import run_ci_init
 
-    root = project_root(repo)
-    path = write_workflow(root, WorkflowOptions(model_on, label, command, runner), force=force)
-    make_console().print(f"wrote {path}\nNext: read docs/ci.md for the token permissions and the repository settings.",
-                    highlight=False)
+    run_ci_init(project_root(repo), model_on, label, command, runner, source, force, make_console())
 
 
 @app.command()
