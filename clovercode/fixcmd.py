@@ -30,12 +30,15 @@ from clovercode.fixflow.verdict import Verdict, verdict
 from clovercode.github.api import PullRequest, PullSpec, publish_pull
 from clovercode.github.refs import without_secrets
 from clovercode.session import open_session
+from clovercode.termination import exit_code, interrupt_detail
 from clovercode.ui.render import ConsoleRenderer
+from clovercode.vcs.branchguard import Commit, backup_ref
 from clovercode.vcs.git import FileStat
 
 STATUS = {ExitCode.OK: "fixed", ExitCode.TESTS_FAILED: "tests_failed", ExitCode.NO_CHANGE: "no_change",
           ExitCode.GAVE_UP: "gave_up", ExitCode.INTERRUPTED: "interrupted", ExitCode.MODEL_UNAVAILABLE: "model_error",
-          ExitCode.SANDBOX_UNAVAILABLE: "sandbox_error", ExitCode.VCS_ERROR: "vcs_error"}
+          ExitCode.SANDBOX_UNAVAILABLE: "sandbox_error", ExitCode.VCS_ERROR: "vcs_error",
+          ExitCode.TERMINATED: "interrupted", ExitCode.HUNG_UP: "interrupted"}
 
 
 @dataclass
@@ -58,6 +61,8 @@ class FixOutcome:
     pull: PullRequest | None = None
     error: str | None = None  # what failed after the model's work was safe
     notes: list[str] = field(default_factory=list)
+    backups: list[str] = field(default_factory=list)  # refs keeping the tips a moved branch had
+    discarded: list[Commit] = field(default_factory=list)  # others' commits --force dropped from the branch
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
@@ -88,6 +93,8 @@ class FixOutcome:
                 "diffstat": [{"path": f.path, "added": f.added, "removed": f.removed} for f in self.files],
                 "not_committed": self.skipped, "pushed_to": self.pushed,
                 "pull_request": self.pull.to_json() if self.pull else None, "error": self.error, "notes": self.notes,
+                "branch_backups": self.backups,
+                "discarded_commits": [{"sha": c.sha, "subject": c.subject} for c in self.discarded],
                 "trajectory": str(self.trajectory) if self.trajectory else None}
 
     def tests_json(self) -> dict[str, Any]:
@@ -114,9 +121,6 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
         console.print(f"[bold red]{NO_SANDBOX_WARNING}[/]", highlight=False, soft_wrap=True)
     for note in plan.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
-    if plan.git:
-        console.print(f"[dim]Fix branch {plan.git.branch} from {plan.git.start.branch or 'detached HEAD'} "
-                      f"@ {plan.git.start.base[:12]}[/]", highlight=False, soft_wrap=True)
 
     def has_changes(result: RunResult) -> bool:
         if plan.git is None:
@@ -135,7 +139,12 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
                          rounds.summary, plan.tests, rounds.tests, notes=plan.notes,
                          prompt_tokens=rounds.prompt_tokens, completion_tokens=rounds.completion_tokens,
                          seconds=rounds.seconds, baseline=rounds.baseline, summaries=rounds.summaries)
-    conclude(outcome, rounds, plan, request, cfg, has_changes)
+    try:
+        conclude(outcome, rounds, plan, request, cfg, has_changes)
+    except KeyboardInterrupt as exc:  # while committing, pushing or opening the pull request: report it all the same
+        outcome.exit_code = ExitCode(exit_code(getattr(exc, "signum", None)))
+        stage = "pushing or opening the pull request" if outcome.commit else "committing"
+        outcome.error = f"{interrupt_detail(exc)} while {stage}"
     record_event(outcome.trajectory, "fix_result", **outcome.to_json())
     print_summary(console, outcome)
     return outcome
@@ -145,8 +154,8 @@ def conclude(outcome: FixOutcome, rounds: Rounds, plan: Plan, request: FixReques
              has_changes: Callable[[RunResult], bool]) -> None:
     """Decide the exit code; commit, push and open the pull request when there is a finished change."""
     stop = rounds.result.stop
-    if stop is StopReason.INTERRUPTED:
-        outcome.exit_code = ExitCode.INTERRUPTED
+    if stop is StopReason.INTERRUPTED:  # 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP
+        outcome.exit_code = ExitCode(exit_code(rounds.result.signal))
     elif stop is StopReason.MODEL_ERROR:
         outcome.exit_code = ExitCode.MODEL_UNAVAILABLE
     elif not rounds.finished:
@@ -176,8 +185,12 @@ def commit_fix(outcome: FixOutcome, plan: Plan) -> None:
     message = commit_message(plan.issue, outcome.summaries or outcome.summary, plan.tests, outcome.tests, reference,
                              outcome.verdict)
     outcome.skipped = pending.skipped
-    outcome.commit = git.checkout.commit_on_branch(git.start, git.branch, pending, message, git.author, git.committer)
+    outcome.commit, backup = git.checkout.commit_on_branch(git.start, git.branch, pending, message, git.author,
+                                                          git.committer, git.branch_tip)
+    if backup:
+        outcome.backups.append(backup)
     outcome.branch, outcome.base = git.branch, git.start.base
+    outcome.discarded = git.discarded
     outcome.files = git.checkout.diff_stat(git.start.base, outcome.commit)
     outcome.diffstat = git.checkout.diff_stat_text(git.start.base, outcome.commit)
 
@@ -186,6 +199,8 @@ def publish(outcome: FixOutcome, plan: Plan, request: FixRequest, cfg: Config) -
     git, pull = plan.git, plan.pull
     assert git is not None
     if git.remote:
+        if git.remote_sha and git.remote_sha != git.branch_tip and git.checkout.resolve(git.remote_sha):
+            outcome.backups.append(backup_ref(git.checkout, f"{git.remote}/{git.branch}", git.remote_sha))
         git.checkout.push(git.remote, git.branch, git.remote_sha, git.push_env)
         outcome.pushed = git.remote
     if pull is not None:
@@ -213,9 +228,16 @@ def print_summary(console: Console, outcome: FixOutcome) -> None:
         console.print(f"  {escape(text)}", highlight=False, soft_wrap=True)
     line("Changed", ", ".join(result.changed) if result.changed else "nothing")
     if outcome.commit:
-        line("Commit", f"{outcome.commit[:12]} on branch {outcome.branch} (one commit on {outcome.base[:12] if outcome.base else '?'})")
+        # the branch is named only here, once it is made: most runs that end without a change make none
+        line("Commit", f"{outcome.commit[:12]} on branch {outcome.branch} (one commit on {outcome.base[:12] if outcome.base else '?'}"
+             f"{', which was moved: backup kept' if outcome.backups else ', a new branch'})")
         if outcome.diffstat:
             console.print(escape(outcome.diffstat.rstrip("\n")), highlight=False, soft_wrap=True)
+    if outcome.discarded:
+        line("Discarded", f"{len(outcome.discarded)} commit(s) clovercode did not make, dropped from {outcome.branch} "
+             f"by --force: " + "; ".join(c.describe() for c in outcome.discarded))
+    if outcome.backups:
+        line("Backup", ", ".join(outcome.backups) + " (the branch's old tip; git branch NAME REF restores it)")
     if outcome.skipped:
         line("Not committed", ", ".join(outcome.skipped) + " (untracked before the run, or ignored by git)")
     if outcome.pushed:

@@ -19,6 +19,7 @@ from clovercode.agent.messages import CallRecord, Message
 from clovercode.agent.prompts import Conversation, PromptBuilder
 from clovercode.agent.repetition import RepetitionGuard
 from clovercode.backends.base import Finish, GenerationParams, ModelBackend, ModelError, TextDelta, ToolCallEvent, Usage
+from clovercode.termination import interrupt_detail
 from clovercode.toolcalls.parser import ParsedCall
 from clovercode.toolcalls.review import TurnReview, review_turn
 from clovercode.toolcalls.validate import CheckedCall, Validator
@@ -34,6 +35,7 @@ class RunResult:
     completion_tokens: int = 0
     seconds: float = 0.0
     changed: list[str] = field(default_factory=list)
+    signal: int | None = None  # INTERRUPTED by SIGTERM/SIGHUP rather than Ctrl-C
 
     def to_json(self) -> dict[str, Any]:
         return {"stop_reason": self.stop.value, "steps": self.steps, "detail": self.detail, "summary": self.summary,
@@ -85,8 +87,9 @@ class Agent:
                 self._step(conversation, state, repeats)
         except _Stop as stop:
             result = self._result(state, stop.reason, stop.detail, stop.summary)
-        except KeyboardInterrupt:
-            result = self._result(state, StopReason.INTERRUPTED, "interrupted by the user (Ctrl-C)")
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (termination.py)
+            result = self._result(state, StopReason.INTERRUPTED, interrupt_detail(exc))
+            result.signal = getattr(exc, "signum", None)
         except ModelError as exc:
             result = self._result(state, StopReason.MODEL_ERROR, f"the model failed: {exc}")
         self.sink.emit("run_end", **result.to_json())

@@ -17,6 +17,7 @@ from clovercode.agent.trajectory import TrajectoryWriter
 from clovercode.fixflow.testrun import TestCommand, TestRun, feedback_message, run_tests
 from clovercode.fixflow.verdict import Verdict, related_failures, verdict
 from clovercode.session import Session
+from clovercode.termination import interrupt_detail
 
 
 @dataclass
@@ -52,8 +53,9 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
         console.print(f"[bold]Running the tests before any change (baseline):[/] {escape(tests.command)}", highlight=False)
         try:
             before = run_tests(session.executor, session.root, tests.command, timeout, -1, session.command_env)
-        except KeyboardInterrupt:
-            return Rounds(RunResult(StopReason.INTERRUPTED, 0, "interrupted while the baseline tests ran"), False, None, 0)
+        except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP: nothing has changed yet
+            return Rounds(RunResult(StopReason.INTERRUPTED, 0, f"{interrupt_detail(exc)} while the baseline tests ran",
+                                    signal=getattr(exc, "signum", None)), False, None, 0)
         console.print(f"[dim]baseline: {escape(before.describe())}{_failing_note(before)}[/]", highlight=False)
     result = _first_round(session, task, sink, before.seconds if before is not None else 0.0)
     done = Rounds(result, result.stop is StopReason.FINISHED, result.summary, result.steps,
@@ -71,8 +73,9 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
         console.print(f"[bold]Running the tests:[/] {escape(tests.command)} [dim]({escape(tests.source)})[/]", highlight=False)
         try:
             run = run_tests(session.executor, session.root, tests.command, timeout, feedback, session.command_env)
-        except KeyboardInterrupt:  # the executor has killed the tests; report like an interrupted run
-            done.result = replace(result, stop=StopReason.INTERRUPTED, detail="interrupted while the tests ran")
+        except KeyboardInterrupt as exc:  # the executor has killed the tests; report like an interrupted run
+            done.result = replace(result, stop=StopReason.INTERRUPTED, detail=f"{interrupt_detail(exc)} while the tests ran",
+                                  signal=getattr(exc, "signum", None))
             break
         done.tests.append(run)
         done.seconds += run.seconds
