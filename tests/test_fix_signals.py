@@ -50,14 +50,16 @@ def wait_for(predicate, seconds: float = 60.0) -> bool:
 
 
 @pytest.mark.parametrize("signum,code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
-@pytest.mark.parametrize("phase", ["command", "tests"])
+@pytest.mark.parametrize("phase", ["command", "tests", "baseline"])
 def test_fix_ends_cleanly_on_a_signal(tmp_path, signum, code, phase):
     work = make_git_repo(tmp_path / "durations", FIXTURES / "durations")
     token = f"5{signum}.{os.getpid() % 1000}7"  # a sleep length no other process has
     if phase == "command":
         turns = [call("run_command", command=f"sleep {token}")]
     else:
-        (work / "clovercode.toml").write_text(f'[fix]\ntest_command = "sleep {token}"\n')
+        # "tests": the run after finish (no baseline); "baseline": the run before the model acts
+        baseline = "true" if phase == "baseline" else "false"
+        (work / "clovercode.toml").write_text(f'[fix]\ntest_command = "sleep {token}"\nbaseline = {baseline}\n')
         git(work, "add", "clovercode.toml")
         git(work, "commit", "-q", "-m", "slow tests")
         turns = [call("view_file", path="durations.py"),
@@ -84,6 +86,10 @@ def test_fix_ends_cleanly_on_a_signal(tmp_path, signum, code, phase):
     assert f"terminated by {signal.Signals(signum).name}" in result["detail"]
     assert "Result: interrupted" in err  # the summary, on stderr with --json
     assert wait_for(lambda: not sleeping(token), 10), "the sandboxed command outlived clovercode"
+    if phase == "baseline":  # the model never ran: no trajectory, nothing changed
+        assert "while the baseline tests ran" in result["detail"] and result["trajectory"] is None
+        assert git(work, "status", "--porcelain").strip() == ""
+        return
     records = [json.loads(line) for line in Path(result["trajectory"]).read_text().splitlines()]
     kinds = [r["kind"] for r in records]
     assert "run_end" in kinds and kinds[-1] == "fix_result" and records[-1]["exit_code"] == code
