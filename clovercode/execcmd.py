@@ -23,13 +23,15 @@ from clovercode.ui.jsonevents import JsonEventWriter
 from clovercode.ui.render import ConsoleRenderer
 
 
-def exit_code_for(stop: str) -> int:
+def exit_code_for(stop: str, signum: int | None = None) -> int:
     """fix's exit codes, less those about tests and commits: an exec run commits nothing."""
+    from clovercode.termination import exit_code
+
     reason = StopReason(stop)
     if reason in (StopReason.FINISHED, StopReason.ANSWERED):
         return int(ExitCode.OK)
     if reason is StopReason.INTERRUPTED:
-        return int(ExitCode.INTERRUPTED)
+        return exit_code(signum)  # 130 for Ctrl-C, 128 + N for SIGTERM / SIGHUP
     if reason is StopReason.MODEL_ERROR:
         return int(ExitCode.MODEL_UNAVAILABLE)
     return int(ExitCode.GAVE_UP)
@@ -88,7 +90,7 @@ def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err
         return int(exc.exit_code)
     finally:
         session.close()
-    code = exit_code_for(result.stop.value)
+    code = exit_code_for(result.stop.value, result.signal)
     if writer is None:
         if result.summary and code == 0:
             out.write(result.summary.rstrip("\n") + "\n")

@@ -120,3 +120,25 @@ def test_a_hook_that_objects_is_a_warning_in_the_stream(plain_dir, tmp_path):
     assert proc.returncode == 0, proc.stderr
     hooks = [e for e in events_of(proc.stdout) if e["type"] == "warning" and e["category"] == "hook"]
     assert len(hooks) == 1 and "no commands today" in hooks[0]["text"]
+
+
+def test_sigterm_ends_the_run_like_ctrl_c_with_its_own_exit_code(plain_dir, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    model = replay(tmp_path, xml("run_command", command="sleep 60"), "never")
+    proc = subprocess.Popen([sys.executable, "-m", "clovercode", "exec", "--json", "--model", model, "wait"],
+                            cwd=plain_dir, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    line = ""
+    while '"tool_call"' not in line and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+    time.sleep(1.0)  # the command is running in the sandbox now
+    proc.send_signal(signal.SIGTERM)
+    rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 143
+    done = events_of(rest)[-1]
+    assert done["type"] == "run_completed" and done["exit_code"] == 143 and done["stop_reason"] == "interrupted"
+    assert done["detail"] == "terminated by SIGTERM"

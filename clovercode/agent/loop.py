@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from clovercode.actions.approval import RunCancelled
 from clovercode.actions.context import Observation
 from clovercode.actions.toolbox import FINISH, Toolbox
 from clovercode.agent.budget import Limits, RepeatTracker, StopReason
@@ -19,6 +20,7 @@ from clovercode.agent.messages import CallRecord, Message
 from clovercode.agent.prompts import Conversation, PromptBuilder
 from clovercode.agent.repetition import RepetitionGuard
 from clovercode.backends.base import Finish, GenerationParams, ModelBackend, ModelError, TextDelta, ToolCallEvent, Usage
+from clovercode.termination import interrupt_detail
 from clovercode.toolcalls.parser import ParsedCall
 from clovercode.toolcalls.review import TurnReview, review_turn
 from clovercode.toolcalls.validate import CheckedCall, Validator
@@ -34,6 +36,7 @@ class RunResult:
     completion_tokens: int = 0
     seconds: float = 0.0
     changed: list[str] = field(default_factory=list)
+    signal: int | None = None  # INTERRUPTED by SIGTERM/SIGHUP rather than Ctrl-C
 
     def to_json(self) -> dict[str, Any]:
         return {"stop_reason": self.stop.value, "steps": self.steps, "detail": self.detail, "summary": self.summary,
@@ -85,11 +88,13 @@ class Agent:
                 self._step(conversation, state, repeats)
         except _Stop as stop:
             result = self._result(state, stop.reason, stop.detail, stop.summary)
-        except KeyboardInterrupt as exc:  # Ctrl-C, or a person cancelling at an approval prompt (it says so)
-            result = self._result(state, StopReason.INTERRUPTED, str(exc) or "interrupted by the user (Ctrl-C)")
+        except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM/SIGHUP (termination.py), or cancelled at an approval prompt
+            detail = str(exc) if isinstance(exc, RunCancelled) else interrupt_detail(exc)
+            result = self._result(state, StopReason.INTERRUPTED, detail)
+            result.signal = getattr(exc, "signum", None)
         except ModelError as exc:
             result = self._result(state, StopReason.MODEL_ERROR, f"the model failed: {exc}")
-        self.sink.emit("run_end", **result.to_json())
+        self.sink.emit("run_end", **result.to_json(), **({"signal": result.signal} if result.signal else {}))
         return result
 
     def _result(self, state: _State, reason: StopReason, detail: str, summary: str | None = None) -> RunResult:

@@ -18,6 +18,7 @@ from clovercode.repl.commands import default_commands, print_error
 from clovercode.repl.transcript import Transcript
 from clovercode.session import Session, open_session
 from clovercode.taskinput import check_task
+from clovercode.termination import Terminated
 from clovercode.ui.render import ConsoleRenderer, Screen, print_markdown
 
 BANNER = "clovercode {version} · {root}\nType a task, /help for commands. Alt-Enter (or Esc Enter) inserts a newline; Ctrl-D exits."
@@ -107,6 +108,8 @@ class Repl:
         finally:
             self.screen.suspend()
         self.record(result)
+        if result.signal is not None:  # SIGTERM/SIGHUP stopped the task: the REPL ends too
+            raise Terminated(result.signal)
         if result.summary and result.stop.value == "finished":  # a plain answer was shown as the model wrote it
             print_markdown(self.console, result.summary)
         self.print_context_line()
@@ -195,6 +198,8 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
             try:
                 if not repl.handle(line):
                     break
+            except Terminated:
+                raise
             except KeyboardInterrupt:
                 screen.suspend()
                 console.print("[yellow]interrupted[/]")

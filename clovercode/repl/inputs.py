@@ -10,6 +10,7 @@ from typing import Iterable, Iterator
 
 from clovercode.config import Config, state_dir
 from clovercode.errors import ConfigError
+from clovercode.termination import Terminated
 
 PROMPT = "clover> "
 
@@ -42,6 +43,8 @@ def tty_lines(cfg: Config, completer: object = None) -> Iterator[str]:
     while True:
         try:
             yield prompt.prompt(PROMPT)
+        except Terminated:
+            raise
         except KeyboardInterrupt:  # Ctrl-C at the prompt clears the line, it does not exit
             continue
         except EOFError:

@@ -21,7 +21,7 @@ class JsonEventWriter:
     trajectory writer subscribe to the same events."""
 
     def __init__(self, out: TextIO, *, trajectory: Callable[[], Any] = lambda: None,
-                 exit_code: Callable[[str], int] = lambda stop: 0):
+                 exit_code: Callable[[str, "int | None"], int] = lambda stop, signum: 0):
         self.out, self.trajectory, self.exit_code = out, trajectory, exit_code
         self.last_observation: str | None = None  # an invalid call's error arrives twice: as its observation and a format_error
 
@@ -78,9 +78,9 @@ class JsonEventWriter:
             self.write({"type": "warning", "category": "hook", "text": f"{event} hook `{command}` objected: {output}".rstrip(": ")})
 
     def _on_run_end(self, stop_reason: str, steps: int, detail: str, summary: str | None, usage: dict[str, int],
-                    seconds: float, changed_files: list[str], **_: Any) -> None:
+                    seconds: float, changed_files: list[str], signal: int | None = None, **_: Any) -> None:
         trajectory = self.trajectory()
-        self.write({"type": "run_completed", "stop_reason": stop_reason, "exit_code": self.exit_code(stop_reason),
+        self.write({"type": "run_completed", "stop_reason": stop_reason, "exit_code": self.exit_code(stop_reason, signal),
                     "detail": detail, "answer": summary, "steps": steps,
                     "usage": {"prompt_tokens": usage.get("prompt_tokens", 0),
                               "completion_tokens": usage.get("completion_tokens", 0)},
