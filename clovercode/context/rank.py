@@ -17,9 +17,9 @@ forward steps rank what it depends on. A definition scores the rank its name sen
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import chain, repeat
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
+from clovercode.context.graph import Graph
 from clovercode.context.tags import Definition, FileTags
 
 DAMPING = 0.85
@@ -75,29 +75,54 @@ def _shape_weight(name: str) -> float:
 def rank_definitions(files: dict[str, FileTags], focus_files: Iterable[str] = (),
                      focus_idents: Iterable[str] = (), limit: int | None = None) -> list[RankedDef]:
     """The best ``limit`` definitions of ``files`` (all when None), best first; ties keep path and
-    line order. Vectorised with numpy: a warm map of a few thousand files must take well under a second."""
+    line order."""
+    graph = Graph.from_files(files)
+    return ranked_defs(graph, rank_graph(graph, focus_files, focus_idents, limit),
+                       lambda rels: {rel: files[rel].defs for rel in rels})
+
+
+def ranked_defs(graph: Graph, ranking: "Ranking",
+                definitions: Callable[[list[str]], dict[str, list[Definition]]]) -> list[RankedDef]:
+    """The ranking as definitions; ``definitions`` gives the files' definitions (from the cache, only
+    for the files the ranking shows)."""
     import numpy as np
 
-    focus_files = {f for f in focus_files if f in files}
-    focus_idents = set(focus_idents)
-    tags_list = list(files.values())
-    n_files = len(tags_list)
-    # Flat arrays built with C-level iteration (map, fromiter): Python loops over every tag of a
-    # large tree would cost most of the warm map's time.
-    def_names = list(chain.from_iterable(t.names for t in tags_list))
-    if not def_names:
-        return []
-    ident_ids = {name: i for i, name in enumerate(dict.fromkeys(def_names))}
-    n_idents = len(ident_ids)
+    order, scores = ranking
+    fids = np.searchsorted(graph.file_starts, order, side="right") - 1
+    wanted = list(dict.fromkeys(graph.paths[f] for f in fids.tolist()))
+    defs = definitions(wanted)
+    ranked = []
+    for i, fid, score in zip(order.tolist(), fids.tolist(), scores.tolist()):
+        rel = graph.paths[fid]
+        found = defs.get(rel, ())
+        offset = i - int(graph.file_starts[fid])
+        if offset < len(found):
+            ranked.append(RankedDef(rel, found[offset], score))
+    return ranked
+
+
+Ranking = tuple[Any, Any]  # (definition indices best first, their scores)
+
+
+def rank_graph(graph: Graph, focus_files: Iterable[str] = (), focus_idents: Iterable[str] = (),
+               limit: int | None = None) -> Ranking:
+    """Indices (into the graph's definitions) of the best ``limit`` definitions, and their scores.
+    Vectorised with numpy: a warm map of a few thousand files must take well under a second."""
+    import numpy as np
+
+    n_files, n_idents = len(graph.paths), len(graph.idents)
     size = n_files + n_idents
-    dident = np.fromiter(map(ident_ids.__getitem__, def_names), dtype=np.int64, count=len(def_names))
-    dfile = np.repeat(np.arange(n_files, dtype=np.int64), [len(t.names) for t in tags_list])
-    ref_names = list(chain.from_iterable(t.refs.keys() for t in tags_list))
-    rc = np.fromiter(chain.from_iterable(t.refs.values() for t in tags_list), dtype=np.float64, count=len(ref_names))
-    rf = np.repeat(np.arange(n_files, dtype=np.int64), [len(t.refs) for t in tags_list])
-    ri = np.fromiter(map(ident_ids.get, ref_names, repeat(-1)), dtype=np.int64, count=len(ref_names))
-    defined = ri >= 0  # references to names the project does not define (library calls) drop out
-    rf, ri, rc = rf[defined], ri[defined], rc[defined]
+    if not len(graph.def_ident):
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    ident_ids = None
+    focus_file_ids = [i for i in map(graph.path_id, focus_files) if i is not None]
+    focus_ident_ids: list[int] = []
+    if focus_idents:
+        ident_ids = {name: i for i, name in enumerate(graph.idents)}
+        focus_ident_ids = sorted({ident_ids[n] for n in focus_idents if n in ident_ids})
+    dident = graph.def_ident.astype(np.int64)
+    dfile = np.repeat(np.arange(n_files, dtype=np.int64), np.diff(graph.file_starts))
+    rf, ri, rc = graph.ref_file.astype(np.int64), graph.ref_ident.astype(np.int64), graph.ref_count
 
     # One def edge per (name, file), however often the file defines the name; `same` counts how often.
     pairs, inverse, same = np.unique(dident * n_files + dfile, return_inverse=True, return_counts=True)
@@ -105,11 +130,9 @@ def rank_definitions(files: dict[str, FileTags], focus_files: Iterable[str] = ()
     definers = np.bincount(pair_ident, minlength=n_idents)
     sole = np.full(n_idents, -1, dtype=np.int64)
     sole[pair_ident] = pair_file  # meaningful where definers == 1
-    names = list(ident_ids)
-    weight = np.asarray([_shape_weight(n) for n in names]) * np.where(definers > GENERIC_DEFINERS, 0.1, 1.0)
-    for name in focus_idents:
-        if name in ident_ids:
-            weight[ident_ids[name]] *= FOCUS_IDENT_WEIGHT
+    weight = _shape_weights(graph.idents) * np.where(definers > GENERIC_DEFINERS, 0.1, 1.0)
+    if focus_ident_ids:
+        weight[focus_ident_ids] *= FOCUS_IDENT_WEIGHT
 
     keep = ~((definers[ri] == 1) & (sole[ri] == rf))  # a file's references to its own names only
     rf, ri, rw = rf[keep], ri[keep] + n_files, weight[ri[keep]] * np.sqrt(rc[keep])
@@ -129,12 +152,8 @@ def rank_definitions(files: dict[str, FileTags], focus_files: Iterable[str] = ()
     ])
 
     personal = np.zeros(size)
-    paths = list(files)
-    for rel in focus_files:
-        personal[paths.index(rel)] = 1.0
-    for name in focus_idents:
-        if name in ident_ids:
-            personal[n_files + ident_ids[name]] = 1.0
+    personal[focus_file_ids] = 1.0
+    personal[[n_files + i for i in focus_ident_ids]] = 1.0
     if not personal.any():
         personal[:n_files] = 1.0
     personal /= personal.sum()
@@ -145,15 +164,21 @@ def rank_definitions(files: dict[str, FileTags], focus_files: Iterable[str] = ()
     share = np.zeros(n_idents)
     share[pair_ident] = np.where(used_by[di] > 0, 1.0 - BACK_SHARE, 1.0) / definers[pair_ident]
     scores = rank[n_files + dident] * share[dident] / same[inverse] + 1e-3 * rank[dfile]
-    order = np.argsort(-scores, kind="stable")
-    if limit is not None:
-        order = order[:limit]
-    starts = np.cumsum([0] + [len(t.names) for t in tags_list])
-    ranked = []
-    for i in order.tolist():
-        fid = int(np.searchsorted(starts, i, side="right")) - 1
-        ranked.append(RankedDef(paths[fid], tags_list[fid].defs[i - starts[fid]], float(scores[i])))
-    return ranked
+    if limit is not None and limit < len(scores):
+        # Only the best `limit` need ordering: partition first, then a stable sort of those by (−score, index).
+        top = np.argpartition(-scores, limit - 1)[:limit]
+        cutoff = scores[top].min()
+        top = np.flatnonzero(scores >= cutoff)  # every tie at the cutoff, so index order decides
+        order = top[np.lexsort((top, -scores[top]))][:limit]
+    else:
+        order = np.argsort(-scores, kind="stable")
+    return order, scores[order]
+
+
+def _shape_weights(names: list[str]) -> Any:
+    import numpy as np
+
+    return np.fromiter(map(_shape_weight, names), dtype=np.float64, count=len(names))
 
 
 def _pagerank(src, dst, prob, personal, size: int):

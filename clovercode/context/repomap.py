@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,7 +11,8 @@ from typing import Any, Iterable, Mapping
 from clovercode.context.cache import default_cache_dir
 from clovercode.context.index import IndexOptions, IndexStats, RepoIndex
 from clovercode.context.mentions import find_mentions
-from clovercode.context.rank import rank_definitions
+from clovercode.context.graph import load_ranking, save_ranking
+from clovercode.context.rank import Ranking, rank_graph, ranked_defs
 from clovercode.context.render import fit_outline, max_definitions
 from clovercode.context.tokens import TokenCounter, estimate_tokens
 from clovercode.errors import UsageError
@@ -40,28 +42,45 @@ def index_options(cfg: Any, env: Mapping[str, str] | None = None) -> IndexOption
     env = os.environ if env is None else env
     cache_dir = Path(cfg["context.cache_dir"]).expanduser() if cfg["context.cache_dir"] else default_cache_dir(env)
     return IndexOptions(cache_dir if cfg["context.cache"] else None, cfg["context.max_file_kb"] * 1024,
-                        cfg["context.jobs"])
+                        cfg["context.jobs"], cfg["context.include_generated"])
 
 
 def make_repo_map(index: RepoIndex, budget: int, count_tokens: TokenCounter = estimate_tokens,
                   focus_files: Iterable[str] = (), focus_idents: Iterable[str] = ()) -> RepoMap:
     focus_files, focus_idents = sorted(set(focus_files)), sorted(set(focus_idents))
-    ranked = rank_definitions(index.files, focus_files, focus_idents, limit=max_definitions(budget))
-    fitted = fit_outline(ranked, budget, count_tokens)
+    graph = index.graph
+    ranking = _ranking(index, focus_files, focus_idents, max_definitions(budget))
+    fitted = fit_outline(ranked_defs(graph, ranking, index.definitions), budget, count_tokens)
     return RepoMap(fitted.text, fitted.tokens, budget, fitted.shown, index.definition_count, fitted.files,
                    index.stats, focus_files, focus_idents)
+
+
+def _ranking(index: RepoIndex, focus_files: list[str], focus_idents: list[str], limit: int) -> Ranking:
+    """The ranking for this focus; the last one asked for is kept beside the cache, so the same
+    question on an unchanged tree (`clovercode map` run again) skips the power iteration."""
+    path = index.ranking_path
+    key = json.dumps([index.tree, focus_files, focus_idents, limit])
+    if path is not None:
+        saved = load_ranking(path, key, index.definition_count)
+        if saved is not None:
+            return saved
+    ranking = rank_graph(index.graph, focus_files, focus_idents, limit)
+    if path is not None:
+        save_ranking(path, key, *ranking)
+    return ranking
 
 
 def map_for_texts(index: RepoIndex, budget: int, texts: Iterable[str], count_tokens: TokenCounter = estimate_tokens,
                   extra_files: Iterable[str] = ()) -> RepoMap:
     """The map focused on whatever ``texts`` (the task, the conversation) mention, plus ``extra_files``."""
-    found = find_mentions(texts, index.files, defined_names(index))
-    return make_repo_map(index, budget, count_tokens, found.files | {f for f in extra_files if f in index.files},
-                         found.idents)
+    graph = index.graph
+    found = find_mentions(texts, graph.paths, defined_names(index))
+    return make_repo_map(index, budget, count_tokens,
+                         found.files | {f for f in extra_files if graph.path_id(f) is not None}, found.idents)
 
 
 def defined_names(index: RepoIndex) -> set[str]:
-    return {name for tags in index.files.values() for name in tags.names}
+    return set(index.graph.idents)
 
 
 def resolve_focus(index: RepoIndex, items: Iterable[str], cwd: Path) -> tuple[set[str], set[str]]:
@@ -71,10 +90,10 @@ def resolve_focus(index: RepoIndex, items: Iterable[str], cwd: Path) -> tuple[se
     names = defined_names(index)
     for item in items:
         rel = _project_path(index.root, cwd, item)
-        if rel is not None and rel in index.files:
+        if rel is not None and index.graph.path_id(rel) is not None:
             files.add(rel)
             continue
-        found = find_mentions([item], index.files, set())
+        found = find_mentions([item], index.paths, set())
         if found.files:
             files.update(found.files)
         elif item in names:
