@@ -93,8 +93,35 @@ def test_unchanged_tree_loads_the_saved_graph_and_same_content_is_not_parsed(tmp
     os.utime(client, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
     write(root, "src/copy_of_app.ts", (root / "src" / "app.ts").read_text())  # a copy: known content
     again = build_index(root, options)
-    assert (again.stats.parsed, again.stats.same_content, again.stats.graph) == (0, 2, "built")
+    assert (again.stats.parsed, again.stats.same_content, again.stats.graph) == (0, 2, "patched")
     assert "src/copy_of_app.ts" in again.paths
+
+
+def same_graph(a, b) -> bool:
+    import numpy as np
+
+    # (a patched graph may still number a name nothing uses any more: compare names, not their numbers)
+    arrays = ("keys", "file_starts", "ref_file", "ref_count", "skip")
+    return a.paths == b.paths and all(np.array_equal(getattr(a, n), getattr(b, n)) for n in arrays) and \
+        [a.idents[i] for i in a.def_ident] == [b.idents[i] for i in b.def_ident] and \
+        [a.idents[i] for i in a.ref_ident] == [b.idents[i] for i in b.ref_ident]
+
+
+def test_a_patched_graph_is_the_graph_built_from_scratch(tmp_path):
+    root = project_with_build_output(tmp_path / "pkg")
+    options = IndexOptions(cache_dir=tmp_path / "cache")
+    build_index(root, options)
+    write(root, "src/added.ts", "import { ApiClient } from './client';\nexport function addedCaller(c: ApiClient) {}\n")
+    (root / "src" / "app.ts").rename(root / "src" / "main.ts")  # a rename: one file gone, one new
+    write(root, "src/client.ts", "export class ApiClient {}\nexport function startApp() {}\n")  # edited
+    patched = build_index(root, options)
+    scratch = build_index(root, IndexOptions(cache_dir=None))
+    assert patched.stats.graph == "patched" and patched.stats.parsed == 2  # added.ts; main.ts has app.ts's content
+    assert same_graph(patched.graph, scratch.graph)
+    assert make_repo_map(patched, 4000).text == make_repo_map(scratch, 4000).text
+    assert "addedCaller" in make_repo_map(patched, 4000).text
+    reloaded = build_index(root, options)
+    assert reloaded.stats.graph == "saved" and same_graph(reloaded.graph, scratch.graph)
 
 
 def test_a_session_index_is_reused_until_the_tree_changes(tmp_path):

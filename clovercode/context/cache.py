@@ -74,7 +74,7 @@ class TagCache:
             if found is None or found[0] != self.version:
                 # Tags made by another row format or other queries would be wrong, not just old.
                 db.execute("DROP TABLE IF EXISTS tags")
-                db.execute("DELETE FROM meta WHERE key = 'tree'")
+                db.execute("DELETE FROM meta WHERE key IN ('tree', 'summary', 'ranking')")
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('version', ?)", (self.version,))
             db.execute("CREATE TABLE IF NOT EXISTS tags (path TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, "
                        "inode INTEGER, digest TEXT, data TEXT, defs TEXT)")
@@ -84,27 +84,56 @@ class TagCache:
             raise
         return db
 
-    def tree(self) -> str:
-        """The fingerprint of the tree the rows (and the saved graph) were last brought up to date with."""
+    def meta(self, key: str) -> str:
+        """A value kept beside the rows: ``tree`` (the fingerprint of the tree the rows and the saved
+        graph were last brought up to date with), ``summary`` (JSON: definitions, skipped files) and
+        ``ranking`` (JSON: the last ranking asked for, with its key)."""
         if self._db is None:
             return ""
         try:
-            found = self._db.execute("SELECT value FROM meta WHERE key = 'tree'").fetchone()
+            found = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         except sqlite3.DatabaseError as exc:
             self._fail(exc)
             return ""
         return found[0] if found else ""
 
-    def heads(self) -> dict[str, Head]:
-        """Every row without its details (signatures and lines: most of the bytes, rarely needed)."""
+    def put_meta(self, key: str, value: str) -> None:
+        if self._db is None:
+            return
+        try:
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+        except sqlite3.DatabaseError as exc:
+            self._fail(exc)
+
+    def heads(self, paths: list[str] | None = None) -> dict[str, Head]:
+        """Rows without their details (signatures and lines: most of the bytes, rarely needed): every
+        row, or those of ``paths``."""
         if self._db is None:
             return {}
+        query = "SELECT path, mtime_ns, size, inode, digest, data FROM tags"
         try:
-            return {path: (mtime, size, inode, dig, data) for path, mtime, size, inode, dig, data in
-                    self._db.execute("SELECT path, mtime_ns, size, inode, digest, data FROM tags")}
+            if paths is None:
+                return {path: (mtime, size, inode, dig, data) for path, mtime, size, inode, dig, data in
+                        self._db.execute(query)}
+            out = {}
+            for start in range(0, len(paths), DETAILS_BATCH):
+                chunk = paths[start:start + DETAILS_BATCH]
+                for path, mtime, size, inode, dig, data in self._db.execute(
+                        f"{query} WHERE path IN ({','.join('?' * len(chunk))})", chunk):
+                    out[path] = (mtime, size, inode, dig, data)
+            return out
         except sqlite3.DatabaseError as exc:
             self._fail(exc)
             return {}
+
+    def paths(self) -> list[str]:
+        if self._db is None:
+            return []
+        try:
+            return [path for (path,) in self._db.execute("SELECT path FROM tags")]
+        except sqlite3.DatabaseError as exc:
+            self._fail(exc)
+            return []
 
     def by_digest(self, digests: Iterable[str]) -> dict[str, tuple[str, str]]:
         """(tags, details) of rows whose content has one of ``digests``."""
@@ -139,7 +168,7 @@ class TagCache:
         return out
 
     def store(self, rows: Iterable[tuple[str, int, int, int, str, str, str]], stale: Iterable[str] = (),
-              tree: str = "") -> None:
+              tree: str = "", summary: str = "") -> None:
         """Save new rows, forget files that are gone and record the tree, in one transaction; failures
         only cost speed."""
         if self._db is None:
@@ -148,7 +177,8 @@ class TagCache:
             with _transaction(self._db):
                 self._db.executemany("INSERT OR REPLACE INTO tags VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
                 self._db.executemany("DELETE FROM tags WHERE path = ?", ((p,) for p in stale))
-                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('tree', ?)", (tree,))
+                self._db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                                     [("tree", tree), ("summary", summary), ("ranking", "")])
         except sqlite3.DatabaseError as exc:
             self._fail(exc)
 
@@ -158,7 +188,6 @@ class TagCache:
         if self.path is not None:
             _remove(self.path)
             _remove(graph_file(self.path))
-            _remove(ranking_file(self.path))
 
     def close(self) -> None:
         if self._db is not None:
@@ -169,11 +198,6 @@ class TagCache:
 def graph_file(cache: Path) -> Path:
     """Where the ranking graph of the tree cached in ``cache`` is kept."""
     return cache.with_suffix(".graph.npz")
-
-
-def ranking_file(cache: Path) -> Path:
-    """Where the last ranking of that graph is kept."""
-    return cache.with_suffix(".rank.npz")
 
 
 class _transaction:

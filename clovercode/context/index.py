@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from clovercode.context.cache import TagCache, cache_file, digest, graph_file, ranking_file
+from clovercode.context.cache import TagCache, cache_file, digest, graph_file
 from clovercode.context.grammars import ContextUnavailable, Grammars, queries_fingerprint
 from clovercode.context.graph import Graph
 from clovercode.context.selection import Selection, SourceFile, select_files
@@ -65,14 +65,17 @@ class IndexOptions:
 
 class RepoIndex:
     """Tags of a tree and its ranking graph. ``files`` (every file's tags) is materialised only when
-    asked for: a map needs the graph and the definitions of the few files it shows."""
+    asked for, and the graph only when a ranking has to be computed: a warm map of an unchanged tree
+    asked the same question reads the saved ranking and the definitions of the files it shows, and
+    never imports numpy."""
 
     def __init__(self, root: Path, stats: IndexStats, *, tree: str, keys: dict[str, tuple[int, int, int]],
                  files: dict[str, FileTags] | None = None, graph: Graph | None = None,
-                 cache_path: Path | None = None, version: str = ""):
+                 cache_path: Path | None = None, version: str = "", definitions: int | None = None):
         self.root, self.stats, self.tree, self.keys = root, stats, tree, keys
         self._files, self._graph = files, graph
         self._cache_path, self._version = cache_path, version
+        self._definition_count = definitions
 
     @property
     def files(self) -> dict[str, FileTags]:
@@ -81,37 +84,61 @@ class RepoIndex:
             cache = TagCache(self._cache_path, self._version)
             try:
                 heads = cache.heads()
-                details = cache.details(self.graph.paths)
+                details = cache.details(self.keys)
             finally:
                 cache.close()
             files = {}
-            for rel in self.graph.paths:
+            for rel in self.keys:
                 head = heads.get(rel)
-                try:
-                    files[rel] = FileTags.from_cache_columns(head[4], details.get(rel, "[]")) if head else FileTags("?")
-                except (ValueError, KeyError, TypeError, AttributeError):
-                    files[rel] = FileTags("?")
+                tags = _from_row(head[4], details.get(rel, "[]")) if head else None
+                files[rel] = tags if tags is not None else FileTags("?")
             self._files = files
         return self._files
 
     @property
     def graph(self) -> Graph:
         if self._graph is None:
-            self._graph = Graph.from_files(self._files or {}, self.tree)
+            if self._files is None and self._cache_path is not None:
+                self._graph = Graph.load(graph_file(self._cache_path), self.tree)
+            if self._graph is None:
+                self._graph = Graph.from_files(self.files, self.keys, self.tree)
         return self._graph
 
     @property
     def paths(self) -> list[str]:
-        return self.graph.paths
-
-    @property
-    def ranking_path(self) -> Path | None:
-        """Where the last ranking of this tree may be kept (None without a cache)."""
-        return ranking_file(self._cache_path) if self._cache_path is not None else None
+        return list(self.keys)
 
     @property
     def definition_count(self) -> int:
-        return self.graph.definition_count
+        if self._definition_count is None:
+            self._definition_count = self.graph.definition_count
+        return self._definition_count
+
+    def saved_ranking(self, key: str) -> list[tuple[str, int, float]] | None:
+        """The ranking kept for ``key`` (tree, focus, limit), if this tree's last ranking was that one."""
+        if self._cache_path is None:
+            return None
+        cache = TagCache(self._cache_path, self._version)
+        try:
+            saved = cache.meta("ranking")
+        finally:
+            cache.close()
+        try:
+            data = json.loads(saved) if saved else None
+            if not data or data.get("key") != key:
+                return None
+            return [(str(rel), int(offset), float(score)) for rel, offset, score in data["items"]]
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+
+    def save_ranking(self, key: str, items: list[tuple[str, int, float]]) -> None:
+        if self._cache_path is None:
+            return
+        cache = TagCache(self._cache_path, self._version)
+        try:
+            cache.put_meta("ranking", json.dumps({"key": key, "items": items}, separators=(",", ":")))
+        finally:
+            cache.close()
 
     def definitions(self, rels: Iterable[str]) -> dict[str, list[Definition]]:
         """The definitions of ``rels``, fetched from the cache in one go when they are not in memory."""
@@ -122,14 +149,18 @@ class RepoIndex:
                 for rel, raw in self._fetch(pending).items():
                     self._files[rel].supply_details(raw)
             return {r: self._files[r].defs for r in rels if r in self._files}
-        graph, out = self.graph, {}
+        out = {}
         fetched = self._fetch(rels)
         for rel in rels:
-            fid = graph.path_id(rel)
-            if fid is None:
+            if rel not in self.keys:
                 continue
-            start, end = int(graph.file_starts[fid]), int(graph.file_starts[fid + 1])
-            out[rel] = decode_details(fetched.get(rel), [graph.idents[i] for i in graph.def_ident[start:end].tolist()])
+            try:
+                out[rel] = _LazyDefinitions(json.loads(fetched.get(rel) or "[]"))  # type: ignore[assignment]
+            except (ValueError, TypeError):  # damaged details: keep the names (from the graph)
+                graph = self.graph
+                fid = graph.path_id(rel)
+                start, end = int(graph.file_starts[fid]), int(graph.file_starts[fid + 1])
+                out[rel] = decode_details(None, [graph.idents[i] for i in graph.def_ident[start:end].tolist()])
         return out
 
     def _fetch(self, rels: list[str]) -> dict[str, str]:
@@ -138,6 +169,23 @@ class RepoIndex:
             return cache.details(rels)
         finally:
             cache.close()
+
+
+class _LazyDefinitions:
+    """A file's definitions as decoded JSON, made into ``Definition`` objects one at a time: a map
+    shows a few definitions of each of the hundreds of files its ranking reaches into."""
+
+    def __init__(self, rows: list):
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> Definition:
+        try:
+            return Definition(*self.rows[index])
+        except TypeError:  # a damaged row
+            return Definition("?", "?", 0, "?")
 
 
 def tree_fingerprint(selection: Selection, options: IndexOptions) -> str:
@@ -160,7 +208,7 @@ def build_index(root: Path, options: IndexOptions, previous: RepoIndex | None = 
         stats.skipped["too large"] = len(selection.too_large)
 
     if previous is not None and previous.tree == tree and previous.root == root:
-        stats.skipped.update(previous.graph.skipped)
+        stats.skipped.update(previous.stats.skipped)
         stats.graph, stats.seconds = "memory", time.perf_counter() - started
         previous.stats = stats
         return previous
@@ -171,25 +219,61 @@ def build_index(root: Path, options: IndexOptions, previous: RepoIndex | None = 
     cache = TagCache(path, version)
     cache_path = path if cache.usable else None
     try:
-        if cache.usable and cache.tree() == tree and previous is None:
-            graph = Graph.load(graph_file(path), tree)  # type: ignore[arg-type]
-            if graph is not None and graph.paths == [s.rel for s in selection.files]:
-                stats.skipped.update(graph.skipped)
+        if cache.usable and previous is None and cache.meta("tree") == tree and graph_file(path).is_file():  # type: ignore[arg-type]
+            summary = _summary(cache.meta("summary"))
+            if summary is not None:
+                stats.skipped.update(summary[1])
                 stats.graph, stats.seconds = "saved", time.perf_counter() - started
-                return RepoIndex(root, stats, tree=tree, keys=keys, graph=graph, cache_path=cache_path, version=version)
-        files, rows, stale = _update(selection, options, cache, previous, stats)
-        cache.store(rows, stale, tree)
+                return RepoIndex(root, stats, tree=tree, keys=keys, cache_path=cache_path, version=version,
+                                 definitions=summary[0])
+        base = _base_graph(previous, path) if cache.usable else None
+        if base is not None and base.tree != cache.meta("tree"):
+            base = None  # the rows were not left at that graph's tree: they cannot fill in for it
+        files: dict[str, FileTags] | None = None
+        graph: Graph | None = None
+        if base is not None:  # patch the last graph: only files whose stat key changed are looked at
+            old_keys = dict(zip(base.paths, map(tuple, base.keys.tolist())))
+            changed = [s for s in selection.files if old_keys.get(s.rel) != s.key]
+            fresh, rows = _resolve(changed, cache.heads([s.rel for s in changed]), cache, options, stats)
+            graph = base.patched(fresh, keys, tree)
+            stale = [p for p in base.paths if p not in keys]
+            definitions, skipped = graph.definition_count, graph.skipped
+        else:
+            files, rows, stale = _update(selection, options, cache, previous, stats)
+            skipped = {}
+            for tags in files.values():
+                if tags.skipped:
+                    skipped[tags.skipped] = skipped.get(tags.skipped, 0) + 1
+            definitions = sum(len(t.names) for t in files.values())
+        cache.store(rows, stale, tree, json.dumps({"definitions": definitions, "skipped": skipped}))
         cache_path = cache_path if cache.usable else None
     finally:
         cache.close()
     stats.cache_note = cache.problem
-    index = RepoIndex(root, stats, tree=tree, keys=keys, files=files, cache_path=cache_path, version=version)
-    graph = index.graph
-    stats.skipped.update(graph.skipped)
+    stats.skipped.update(skipped)
+    if files is None and cache_path is None:  # the cache failed while patching: its rows are gone
+        return build_index(root, IndexOptions(None, options.max_bytes, options.jobs, options.include_generated))
+    index = RepoIndex(root, stats, tree=tree, keys=keys, files=files, graph=graph, cache_path=cache_path,
+                      version=version, definitions=definitions)
     if cache_path is not None:
-        graph.save(graph_file(cache_path))
-    stats.graph, stats.seconds = "built", time.perf_counter() - started
+        index.graph.save(graph_file(cache_path))
+    stats.graph, stats.seconds = ("patched" if base is not None else "built"), time.perf_counter() - started
     return index
+
+
+def _base_graph(previous: RepoIndex | None, path: Path | None) -> Graph | None:
+    """The graph to patch: the session's own, else the one saved beside the cache (any tree)."""
+    if previous is not None and previous._graph is not None:
+        return previous._graph
+    return Graph.load(graph_file(path), None) if path is not None else None
+
+
+def _summary(text: str) -> tuple[int, dict[str, int]] | None:
+    try:
+        data = json.loads(text)
+        return int(data["definitions"]), {str(k): int(v) for k, v in data["skipped"].items()}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
 
 
 def _update(selection: Selection, options: IndexOptions, cache: TagCache, previous: RepoIndex | None,
@@ -198,15 +282,33 @@ def _update(selection: Selection, options: IndexOptions, cache: TagCache, previo
     # The session's tags in memory, unless it only ever had the saved graph (then the rows are cheaper).
     known = previous._files if previous is not None and previous._files is not None else {}
     known_keys = previous.keys if known else {}
-    heads = cache.heads()
     files: dict[str, FileTags] = {}
-    changed: list[SourceFile] = []
+    unmatched: list[SourceFile] = []
     for source in selection.files:
         tags = known.get(source.rel) if known_keys.get(source.rel) == source.key else None
         if tags is None:
-            head = heads.get(source.rel)
-            if head is not None and head[:3] == source.key:
-                tags = _from_row(head[4], _lazy_details(cache.path, cache.version, source.rel))
+            unmatched.append(source)
+        else:
+            files[source.rel] = tags
+    fresh, rows = _resolve(unmatched, cache.heads([s.rel for s in unmatched]) if known else cache.heads(),
+                           cache, options, stats)
+    files.update(fresh)
+    listed = {s.rel for s in selection.files}
+    stale = [p for p in (known_keys if known else cache.paths()) if p not in listed]
+    return dict(sorted(files.items())), rows, stale
+
+
+def _resolve(sources: list[SourceFile], heads: dict, cache: TagCache, options: IndexOptions,
+             stats: IndexStats) -> tuple[dict[str, FileTags], list[tuple]]:
+    """Tags of ``sources`` (files not known to be unchanged): from their row when its stat key matches,
+    from a row with the same content, else parsed (each distinct content once). Also the rows to write."""
+    files: dict[str, FileTags] = {}
+    changed: list[SourceFile] = []
+    for source in sources:
+        head = heads.get(source.rel)
+        tags = None
+        if head is not None and head[:3] == source.key:
+            tags = _from_row(head[4], _lazy_details(cache.path, cache.version, source.rel))
         if tags is None:
             changed.append(source)
         else:
@@ -227,16 +329,14 @@ def _update(selection: Selection, options: IndexOptions, cache: TagCache, previo
             else:
                 fresh.setdefault(dig or source.rel, []).append(source)
         parsed = parse_columns([group[0] for group in fresh.values()], options.jobs, options.include_generated)
-        for dig, group in fresh.items():
+        for group in fresh.values():
             columns = parsed[group[0].rel]
             for source in group:
                 files[source.rel] = FileTags.from_cache_columns(*columns)
                 rows.append((source.rel, *source.key, contents[source.rel], *columns))
         stats.parsed = sum(len(group) for group in fresh.values())
-        stats.cached = len(selection.files) - stats.parsed
-    listed = {s.rel for s in selection.files}
-    stale = [p for p in heads if p not in listed]
-    return dict(sorted(files.items())), rows, stale
+        stats.cached = stats.files - stats.parsed
+    return files, rows
 
 
 def _from_row(head: str, details: object) -> FileTags | None:

@@ -76,26 +76,32 @@ def rank_definitions(files: dict[str, FileTags], focus_files: Iterable[str] = ()
                      focus_idents: Iterable[str] = (), limit: int | None = None) -> list[RankedDef]:
     """The best ``limit`` definitions of ``files`` (all when None), best first; ties keep path and
     line order."""
-    graph = Graph.from_files(files)
-    return ranked_defs(graph, rank_graph(graph, focus_files, focus_idents, limit),
-                       lambda rels: {rel: files[rel].defs for rel in rels})
+    graph = Graph.from_files(files, {})
+    items = ranking_items(graph, rank_graph(graph, focus_files, focus_idents, limit))
+    return ranked_defs(items, lambda rels: {rel: files[rel].defs for rel in rels})
 
 
-def ranked_defs(graph: Graph, ranking: "Ranking",
-                definitions: Callable[[list[str]], dict[str, list[Definition]]]) -> list[RankedDef]:
-    """The ranking as definitions; ``definitions`` gives the files' definitions (from the cache, only
-    for the files the ranking shows)."""
+RankedItem = tuple[str, int, float]  # (file, index of the definition in that file, score)
+
+
+def ranking_items(graph: Graph, ranking: "Ranking") -> list[RankedItem]:
+    """The ranking as (file, definition index in the file, score), which outlives the graph's arrays."""
     import numpy as np
 
     order, scores = ranking
     fids = np.searchsorted(graph.file_starts, order, side="right") - 1
-    wanted = list(dict.fromkeys(graph.paths[f] for f in fids.tolist()))
-    defs = definitions(wanted)
+    offsets = order - graph.file_starts[fids]
+    paths = graph.paths
+    return [(paths[f], o, s) for f, o, s in zip(fids.tolist(), offsets.tolist(), scores.tolist())]
+
+
+def ranked_defs(items: list[RankedItem], definitions: Callable[[list[str]], dict[str, list[Definition]]]) -> list[RankedDef]:
+    """The ranked items as definitions; ``definitions`` gives the files' definitions (from the cache,
+    only for the files the ranking shows)."""
+    defs = definitions(list(dict.fromkeys(rel for rel, _, _ in items)))
     ranked = []
-    for i, fid, score in zip(order.tolist(), fids.tolist(), scores.tolist()):
-        rel = graph.paths[fid]
+    for rel, offset, score in items:
         found = defs.get(rel, ())
-        offset = i - int(graph.file_starts[fid])
         if offset < len(found):
             ranked.append(RankedDef(rel, found[offset], score))
     return ranked
@@ -110,19 +116,27 @@ def rank_graph(graph: Graph, focus_files: Iterable[str] = (), focus_idents: Iter
     Vectorised with numpy: a warm map of a few thousand files must take well under a second."""
     import numpy as np
 
-    n_files, n_idents = len(graph.paths), len(graph.idents)
-    size = n_files + n_idents
+    n_files = len(graph.paths)
     if not len(graph.def_ident):
         return np.zeros(0, dtype=np.int64), np.zeros(0)
-    ident_ids = None
+    # The graph's names include those only referred to (library calls): they drop out here, and the
+    # defined ones are numbered 0..n_idents in their (sorted) order.
+    used = np.unique(graph.def_ident)
+    compact = np.full(len(graph.idents), -1, dtype=np.int64)
+    compact[used] = np.arange(len(used))
+    names = [graph.idents[i] for i in used.tolist()]
+    n_idents = len(names)
+    size = n_files + n_idents
     focus_file_ids = [i for i in map(graph.path_id, focus_files) if i is not None]
     focus_ident_ids: list[int] = []
     if focus_idents:
-        ident_ids = {name: i for i, name in enumerate(graph.idents)}
+        ident_ids = {name: i for i, name in enumerate(names)}
         focus_ident_ids = sorted({ident_ids[n] for n in focus_idents if n in ident_ids})
-    dident = graph.def_ident.astype(np.int64)
+    dident = compact[graph.def_ident]
     dfile = np.repeat(np.arange(n_files, dtype=np.int64), np.diff(graph.file_starts))
-    rf, ri, rc = graph.ref_file.astype(np.int64), graph.ref_ident.astype(np.int64), graph.ref_count
+    ri = compact[graph.ref_ident]
+    defined = ri >= 0  # references to names the project does not define (library calls) drop out
+    rf, ri, rc = graph.ref_file.astype(np.int64)[defined], ri[defined], graph.ref_count[defined]
 
     # One def edge per (name, file), however often the file defines the name; `same` counts how often.
     pairs, inverse, same = np.unique(dident * n_files + dfile, return_inverse=True, return_counts=True)
@@ -130,7 +144,7 @@ def rank_graph(graph: Graph, focus_files: Iterable[str] = (), focus_idents: Iter
     definers = np.bincount(pair_ident, minlength=n_idents)
     sole = np.full(n_idents, -1, dtype=np.int64)
     sole[pair_ident] = pair_file  # meaningful where definers == 1
-    weight = _shape_weights(graph.idents) * np.where(definers > GENERIC_DEFINERS, 0.1, 1.0)
+    weight = _shape_weights(names) * np.where(definers > GENERIC_DEFINERS, 0.1, 1.0)
     if focus_ident_ids:
         weight[focus_ident_ids] *= FOCUS_IDENT_WEIGHT
 

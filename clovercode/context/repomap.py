@@ -11,8 +11,7 @@ from typing import Any, Iterable, Mapping
 from clovercode.context.cache import default_cache_dir
 from clovercode.context.index import IndexOptions, IndexStats, RepoIndex
 from clovercode.context.mentions import find_mentions
-from clovercode.context.graph import load_ranking, save_ranking
-from clovercode.context.rank import Ranking, rank_graph, ranked_defs
+from clovercode.context.rank import RankedItem, rank_graph, ranked_defs, ranking_items
 from clovercode.context.render import fit_outline, max_definitions
 from clovercode.context.tokens import TokenCounter, estimate_tokens
 from clovercode.errors import UsageError
@@ -48,35 +47,30 @@ def index_options(cfg: Any, env: Mapping[str, str] | None = None) -> IndexOption
 def make_repo_map(index: RepoIndex, budget: int, count_tokens: TokenCounter = estimate_tokens,
                   focus_files: Iterable[str] = (), focus_idents: Iterable[str] = ()) -> RepoMap:
     focus_files, focus_idents = sorted(set(focus_files)), sorted(set(focus_idents))
-    graph = index.graph
-    ranking = _ranking(index, focus_files, focus_idents, max_definitions(budget))
-    fitted = fit_outline(ranked_defs(graph, ranking, index.definitions), budget, count_tokens)
+    items = _ranking(index, focus_files, focus_idents, max_definitions(budget))
+    fitted = fit_outline(ranked_defs(items, index.definitions), budget, count_tokens)
     return RepoMap(fitted.text, fitted.tokens, budget, fitted.shown, index.definition_count, fitted.files,
                    index.stats, focus_files, focus_idents)
 
 
-def _ranking(index: RepoIndex, focus_files: list[str], focus_idents: list[str], limit: int) -> Ranking:
-    """The ranking for this focus; the last one asked for is kept beside the cache, so the same
-    question on an unchanged tree (`clovercode map` run again) skips the power iteration."""
-    path = index.ranking_path
+def _ranking(index: RepoIndex, focus_files: list[str], focus_idents: list[str], limit: int) -> list[RankedItem]:
+    """The ranking for this focus. The last one asked for is kept in the cache, so the same question
+    on an unchanged tree (`clovercode map` run again) neither loads the graph nor ranks."""
     key = json.dumps([index.tree, focus_files, focus_idents, limit])
-    if path is not None:
-        saved = load_ranking(path, key, index.definition_count)
-        if saved is not None:
-            return saved
-    ranking = rank_graph(index.graph, focus_files, focus_idents, limit)
-    if path is not None:
-        save_ranking(path, key, *ranking)
-    return ranking
+    saved = index.saved_ranking(key)
+    if saved is not None:
+        return saved
+    items = ranking_items(index.graph, rank_graph(index.graph, focus_files, focus_idents, limit))
+    index.save_ranking(key, items)
+    return items
 
 
 def map_for_texts(index: RepoIndex, budget: int, texts: Iterable[str], count_tokens: TokenCounter = estimate_tokens,
                   extra_files: Iterable[str] = ()) -> RepoMap:
     """The map focused on whatever ``texts`` (the task, the conversation) mention, plus ``extra_files``."""
-    graph = index.graph
-    found = find_mentions(texts, graph.paths, defined_names(index))
-    return make_repo_map(index, budget, count_tokens,
-                         found.files | {f for f in extra_files if graph.path_id(f) is not None}, found.idents)
+    found = find_mentions(texts, index.keys, defined_names(index))
+    return make_repo_map(index, budget, count_tokens, found.files | {f for f in extra_files if f in index.keys},
+                         found.idents)
 
 
 def defined_names(index: RepoIndex) -> set[str]:
@@ -87,13 +81,15 @@ def resolve_focus(index: RepoIndex, items: Iterable[str], cwd: Path) -> tuple[se
     """``--focus`` values as project files and defined symbols; anything else is a usage error."""
     files: set[str] = set()
     idents: set[str] = set()
+    if not items:
+        return files, idents  # (the defined names need the graph; a plain map does not)
     names = defined_names(index)
     for item in items:
         rel = _project_path(index.root, cwd, item)
-        if rel is not None and index.graph.path_id(rel) is not None:
+        if rel is not None and rel in index.keys:
             files.add(rel)
             continue
-        found = find_mentions([item], index.paths, set())
+        found = find_mentions([item], index.keys, set())
         if found.files:
             files.update(found.files)
         elif item in names:
