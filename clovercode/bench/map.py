@@ -181,9 +181,12 @@ def targets_met(results: list[Measured], echo: Callable[[str], None]) -> bool:
 
 
 def touch_one(root: Path) -> None:
-    """Append a comment to one mid-sized Python file, the way an edit would change it."""
-    for path in sorted(root.rglob("*.py")):
-        if 2000 < path.stat().st_size < 20000:
-            with path.open("a", encoding="utf-8") as handle:
-                handle.write("\n# edited by clovercode bench map\n")
-            return
+    """Append a comment to one mid-sized source file (the one closest to 8 KB), the way an edit would."""
+    comment = {".py": "#", ".js": "//", ".ts": "//", ".tsx": "//", ".go": "//", ".rs": "//", ".java": "//",
+               ".c": "//", ".cc": "//", ".cpp": "//", ".h": "//"}
+    candidates = [p for p in root.rglob("*") if p.suffix in comment and ".git" not in p.parts and p.is_file()]
+    if not candidates:
+        return
+    path = min(sorted(candidates), key=lambda p: abs(p.stat().st_size - 8000))
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(f"\n{comment[path.suffix]} edited by clovercode bench map\n")
