@@ -44,15 +44,18 @@ class IndexStats:
     cache_note: str = ""
     left_out: int = 0  # vendored, generated or build output by path / .gitattributes (never parsed)
     same_content: int = 0  # changed stat, known content: reused without parsing
-    graph: str = ""  # "saved" (loaded whole), "memory" (the session's), "built"
+    distinct: int = 0  # contents parsed (identical files are parsed once)
+    graph: str = ""  # "saved" (the tree's, unchanged), "memory" (the session's), "patched", "built"
 
     def line(self) -> str:
         skipped = ", ".join(f"{n} {why}" for why, n in sorted(self.skipped.items()))
         note = f"; {self.cache_note}" if self.cache_note else ""
         reused = f", {self.same_content} unchanged content" if self.same_content else ""
+        distinct = f" ({self.distinct} distinct)" if self.distinct < self.parsed else ""
         out = f"; {self.left_out} generated/vendored/build files left out" if self.left_out else ""
-        return (f"{self.files} files ({self.parsed} parsed, {self.cached} from cache{reused}"
-                f"{', skipped ' + skipped if skipped else ''}) in {self.seconds:.2f}s{out}{note}")
+        graph = f", graph {self.graph}" if self.graph else ""
+        return (f"{self.files} files ({self.parsed} parsed{distinct}, {self.cached} from cache{reused}"
+                f"{', skipped ' + skipped if skipped else ''}) in {self.seconds:.2f}s{graph}{out}{note}")
 
 
 @dataclass(frozen=True)
@@ -335,6 +338,7 @@ def _resolve(sources: list[SourceFile], heads: dict, cache: TagCache, options: I
                 files[source.rel] = FileTags.from_cache_columns(*columns)
                 rows.append((source.rel, *source.key, contents[source.rel], *columns))
         stats.parsed = sum(len(group) for group in fresh.values())
+        stats.distinct = len(fresh)
         stats.cached = stats.files - stats.parsed
     return files, rows
 
