@@ -17,7 +17,7 @@ forward steps rank what it depends on. A definition scores the rank its name sen
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from clovercode.context.graph import Graph
 from clovercode.context.tags import Definition, FileTags
@@ -78,7 +78,7 @@ def rank_definitions(files: dict[str, FileTags], focus_files: Iterable[str] = ()
     line order."""
     graph = Graph.from_files(files, {})
     items = ranking_items(graph, rank_graph(graph, focus_files, focus_idents, limit))
-    return ranked_defs(items, lambda rels: {rel: files[rel].defs for rel in rels})
+    return ranked_defs(items, lambda rels: {rel: files[rel].defs for rel in rels})[:]
 
 
 RankedItem = tuple[str, int, float]  # (file, index of the definition in that file, score)
@@ -95,16 +95,45 @@ def ranking_items(graph: Graph, ranking: "Ranking") -> list[RankedItem]:
     return [(paths[f], o, s) for f, o, s in zip(fids.tolist(), offsets.tolist(), scores.tolist())]
 
 
-def ranked_defs(items: list[RankedItem], definitions: Callable[[list[str]], dict[str, list[Definition]]]) -> list[RankedDef]:
-    """The ranked items as definitions; ``definitions`` gives the files' definitions (from the cache,
-    only for the files the ranking shows)."""
-    defs = definitions(list(dict.fromkeys(rel for rel, _, _ in items)))
-    ranked = []
-    for rel, offset, score in items:
-        found = defs.get(rel, ())
-        if offset < len(found):
-            ranked.append(RankedDef(rel, found[offset], score))
-    return ranked
+def ranked_defs(items: list[RankedItem], definitions: Callable[[list[str]], dict[str, list[Definition]]]) -> "LazyRanked":
+    """The ranked items as definitions; ``definitions`` gives files' definitions (from the cache),
+    asked for only as far as the ranking is read."""
+    return LazyRanked(items, definitions)
+
+
+class LazyRanked(Sequence[RankedDef]):
+    """Ranked definitions resolved as they are read, in chunks: fitting the budget reads the first
+    hundred or so, and the files further down are never fetched. An item whose definition is gone (a
+    damaged cache row) is left out, so the length is an upper bound until everything was read."""
+
+    def __init__(self, items: list[RankedItem], definitions: Callable[[list[str]], dict[str, list[Definition]]]):
+        self._items, self._definitions = items, definitions
+        self._files: dict[str, Any] = {}
+        self._resolved: list[RankedDef] = []
+        self._next = 0
+
+    def __len__(self) -> int:
+        return len(self._resolved) + len(self._items) - self._next
+
+    def _ensure(self, count: int) -> None:
+        while len(self._resolved) < count and self._next < len(self._items):
+            end = min(len(self._items), self._next + max(32, count - len(self._resolved)))
+            chunk = self._items[self._next:end]
+            wanted = [rel for rel in dict.fromkeys(rel for rel, _, _ in chunk) if rel not in self._files]
+            if wanted:
+                self._files.update(self._definitions(wanted))
+            for rel, offset, score in chunk:
+                found = self._files.get(rel, ())
+                if offset < len(found):
+                    self._resolved.append(RankedDef(rel, found[offset], score))
+            self._next = end
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            self._ensure(len(self) if index.stop is None or index.stop < 0 else index.stop)
+            return self._resolved[index]
+        self._ensure(len(self) if index < 0 else index + 1)
+        return self._resolved[index]
 
 
 Ranking = tuple[Any, Any]  # (definition indices best first, their scores)
