@@ -7,15 +7,15 @@ pickle) with the fingerprint of the tree it describes and every file's stat key,
 - a few files changed: the saved graph is patched — their rows are replaced, every other file's
   arrays are kept as they are — instead of decoding a row per file and rebuilding.
 
-Names are numbered in sorted order, so a patched graph and one built from scratch are the same arrays
-and give the same map."""
+Names are numbered in sorted order, so a patched graph orders its edges as one built from scratch
+does and gives the same map (it may still number a name nothing uses any more; ranking ignores it)."""
 
 from __future__ import annotations
 
 import json
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ class Graph:
     tree: str  # fingerprint of the tree (paths and stat keys) it was built from
     paths: list[str]  # files, sorted
     keys: Any  # int64[n_files, 3]: each file's stat key (mtime_ns, size, inode)
-    idents: list[str]  # every name defined or referred to, sorted
+    idents: list[str]  # every name defined or referred to (after patches: perhaps once), sorted
     file_starts: Any  # int64[n_files + 1]: definitions of file i are [file_starts[i], file_starts[i+1])
     def_ident: Any  # int32[n_defs]: the name of each definition
     ref_file: Any  # int32[n_refs]: file making a reference (in file order)
@@ -65,8 +65,6 @@ class Graph:
     def from_files(files: dict[str, FileTags], keys: dict[str, tuple[int, int, int]], tree: str = "") -> "Graph":
         """Flat arrays made with C-level iteration (chain, map, fromiter): a Python loop over every tag of
         a large tree would cost most of the map's time. ``files`` in path order."""
-        import numpy as np
-
         tags_list = list(files.values())
         idents = sorted(set(chain.from_iterable(t.names for t in tags_list)).union(
             chain.from_iterable(t.refs.keys() for t in tags_list)))
