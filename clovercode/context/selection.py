@@ -138,7 +138,7 @@ def _marked_generated(root: Path, rels: list[str]) -> set[str]:
     """Files ``.gitattributes`` marks ``linguist-generated`` or ``linguist-vendored`` (GitHub's convention)."""
     try:
         out = subprocess.run(["git", "-C", str(root), "check-attr", "-z", "--stdin", *GENERATED_ATTRIBUTES],
-                             input="\0".join(rels).encode("utf-8", errors="surrogateescape"),
+                             input="".join(f"{rel}\0" for rel in rels).encode("utf-8", errors="surrogateescape"),
                              capture_output=True, timeout=60, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return set()
