@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from clovercode.agent.budget import StopReason
-from clovercode.agent.loop import RunResult
+from clovercode.agent.loop import RunResult, usage_json
 from clovercode.config import Config
 from clovercode.errors import ExitCode, VcsError
 from clovercode.executors.select import NO_SANDBOX_WARNING
@@ -59,6 +59,7 @@ class FixOutcome:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    usage_estimated: bool = False
 
     @property
     def status(self) -> str:
@@ -71,7 +72,7 @@ class FixOutcome:
     def to_json(self) -> dict[str, Any]:
         result = self.result.to_json()
         result.update(steps=self.steps, summary=self.summary, seconds=round(self.seconds, 3),
-                      usage={"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens})
+                      usage=usage_json(self.prompt_tokens, self.completion_tokens, self.usage_estimated))
         return {"status": self.status, "exit_code": int(self.exit_code), **result,
                 "issue": {"title": self.issue.title, "number": self.issue.number,
                           "repo": str(self.issue.ref.repo) if self.issue.ref else None, "url": self.issue.url or None},
@@ -115,7 +116,7 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
     outcome = FixOutcome(plan.issue, rounds.result, ExitCode.GAVE_UP, session.last_trajectory, rounds.steps,
                          rounds.summary, plan.tests, rounds.tests, notes=plan.notes,
                          prompt_tokens=rounds.prompt_tokens, completion_tokens=rounds.completion_tokens,
-                         seconds=rounds.seconds)
+                         seconds=rounds.seconds, usage_estimated=rounds.usage_estimated)
     conclude(outcome, rounds, plan, request, cfg, has_changes)
     record_event(outcome.trajectory, "fix_result", **outcome.to_json())
     print_summary(console, outcome)
@@ -183,7 +184,9 @@ def print_summary(console: Console, outcome: FixOutcome) -> None:
 
     console.print()
     line("Result", f"{outcome.status} — {result.detail}")
-    line("Steps", f"{outcome.steps} · tokens {outcome.prompt_tokens} in / {outcome.completion_tokens} out · {outcome.seconds:.1f}s")
+    about = "~" if outcome.usage_estimated else ""  # estimated, not counted by the model's tokenizer
+    line("Steps", f"{outcome.steps} · tokens {about}{outcome.prompt_tokens} in / {about}{outcome.completion_tokens} out"
+                  f" · {outcome.seconds:.1f}s")
     line("Tests", tests_line(outcome.test_command, outcome.tests).removeprefix("Tests: "))
     line("Changed", ", ".join(result.changed) if result.changed else "nothing")
     if outcome.commit:

@@ -27,6 +27,7 @@ class Rounds:
     completion_tokens: int = 0
     seconds: float = 0.0  # model rounds and test runs
     tests: list[TestRun] = field(default_factory=list)
+    usage_estimated: bool = False
 
 
 def run_rounds(session: Session, task: str, tests: TestCommand | None, max_rounds: int, timeout: float,
@@ -38,7 +39,7 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
     """
     result = session.run_task(task, sink)
     done = Rounds(result, result.stop is StopReason.FINISHED, result.summary, result.steps,
-                  result.prompt_tokens, result.completion_tokens, result.seconds)
+                  result.prompt_tokens, result.completion_tokens, result.seconds, usage_estimated=result.usage_estimated)
     feedback = 0
     while tests is not None and done.finished and result.stop not in (StopReason.INTERRUPTED, StopReason.MODEL_ERROR):
         if not has_changes(result):
@@ -63,6 +64,7 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
         done.steps += result.steps
         done.prompt_tokens += result.prompt_tokens
         done.completion_tokens += result.completion_tokens
+        done.usage_estimated = done.usage_estimated or result.usage_estimated
         done.seconds += result.seconds
         if result.stop is StopReason.FINISHED:
             done.summary = result.summary or done.summary
