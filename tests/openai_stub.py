@@ -70,7 +70,7 @@ def error(code: int, message: str, error_code: str | None = None) -> Reply:
 
 def is_probe(body: dict[str, Any]) -> bool:
     """The endpoint backend's one-token request that asks whether the template renders tools."""
-    return body.get("max_tokens") == 1 and body.get("messages") == [{"role": "user", "content": "Say OK."}]
+    return body.get("max_tokens") == 1 and (body.get("messages") or [{}])[-1] == {"role": "user", "content": "Say OK."}
 
 
 class StubServer:

@@ -15,6 +15,7 @@ asked again without streaming, for the server's real answer or its real error.
 from __future__ import annotations
 
 import http.client
+import re
 import socket
 import time
 from dataclasses import dataclass, replace
@@ -40,6 +41,9 @@ STREAM_MODES = ("auto", "true", "false")
 _NO_AUTO_TOOLS_HINTS = ("auto-tool-choice", "tool-call-parser", "tool_call_parser", "auto tool choice")
 # llama-cpp-python's chatml-function-calling (and functionary) handlers cannot stream tool_choice "auto".
 _NO_STREAMED_TOOLS_HINT = "streaming tool choice"
+_WINDOW_IN_ERROR = re.compile(r"maximum context length is (\d+)|context window of (\d+)|max_model_len[ =(]*(\d+)", re.I)
+# Ollama refuses `tools` for a model whose template has none.
+_NO_TOOLS_HINT = "does not support tools"
 LOG_HINT = "Look at the server's log for why (a crash, a kill, out of memory, a request it could not handle)."
 
 
@@ -293,6 +297,8 @@ class EndpointBackend:
                                                    probe_body(self.model or "default", tools if with_tools else None,
                                                               self._tool_choice))
                 except HttpFailure as exc:
+                    if with_tools and exc.status == 400 and _NO_TOOLS_HINT in exc.message.lower():
+                        return 0  # the server takes no tools at all: they have to go into the prompt
                     if with_tools and exc.status == 400 and any(h in exc.message.lower() for h in _NO_AUTO_TOOLS_HINTS):
                         self._tool_choice = "none"
                         response = self.transport.open("POST", "/chat/completions",
@@ -311,9 +317,10 @@ class EndpointBackend:
             return False  # the real request will say what is wrong; keep the tools native
         if without is None or with_tools is None or not tools_dropped(without, with_tools, tools):
             return False
-        self._notices.append(Notice(
-            f"the endpoint's chat template leaves the tools out (the prompt grew by {with_tools - without} tokens with "
-            "them): clovercode describes them in the system prompt instead (endpoint_tools = prompt)."))
+        why = ("refuses tools for this model" if with_tools == 0 else
+               f"'s chat template leaves the tools out (the prompt grew by {with_tools - without} tokens with them)")
+        self._notices.append(Notice(f"the endpoint{' ' if with_tools == 0 else ''}{why}: clovercode describes them in "
+                                    "the system prompt instead (endpoint_tools = prompt)."))
         return True
 
     def _take_notices(self) -> Iterator[Notice]:
@@ -339,8 +346,13 @@ class EndpointBackend:
     def _error(self, failure: HttpFailure) -> CloverError:
         error = domain_error(failure, self.target, self.model)
         if isinstance(error, ContextTooLong) and self.window_assumed:
+            match = _WINDOW_IN_ERROR.search(failure.message)
+            told = int(next(g for g in match.groups() if g)) if match else None
+            if told:  # what the server said is better than the assumption, for the tasks still to come
+                self.context_window = told
             error.hint = (f"clovercode assumed a window of {DEFAULT_WINDOW} tokens because the server does not publish "
-                          "its own: set context.window (CLOVERCODE_CONTEXT_WINDOW) to the server's context size.")
+                          f"its own: set context.window (CLOVERCODE_CONTEXT_WINDOW) to "
+                          f"{told if told else 'the server’s context size'}.")
         return error
 
     def _retry(self, attempt: Callable[[], Any]) -> Any:

@@ -22,7 +22,9 @@ from clovercode.engine.chat import plain_messages
 from clovercode.toolcalls.schemas import ToolSpec
 
 TOOL_MODES = ("native", "prompt", "auto")
-PROBE_TEXT = "Say OK."
+# A system message too: some templates (llama-cpp-python's chatml-function-calling) put the tools
+# into the system turn and show none without one.
+PROBE_MESSAGES = ({"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "Say OK."})
 # Rendered tools cost hundreds of tokens; a template that drops them adds (almost) nothing. A
 # quarter of the estimate separates the two even though the estimate errs high.
 RENDERED_SHARE = 0.25
@@ -34,7 +36,7 @@ def prompt_mode_messages(messages: Sequence[Message], tools: Sequence[ToolSpec],
 
 
 def probe_body(model: str, tools: Sequence[ToolSpec] | None, tool_choice: str) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": PROBE_TEXT}], "stream": False,
+    body: dict[str, Any] = {"model": model, "messages": [dict(m) for m in PROBE_MESSAGES], "stream": False,
                             "max_tokens": 1, "temperature": 0.0}
     if tools:
         body["tools"] = [spec.openai_tool() for spec in tools]
