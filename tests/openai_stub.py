@@ -75,14 +75,17 @@ def is_probe(body: dict[str, Any]) -> bool:
 
 class StubServer:
     """``routes``: GET paths beside /v1 (``/props``) and their JSON; others are 404. ``probe_tokens``:
-    the prompt counts the tool-rendering probes get (without, with tools); the default says rendered."""
+    the prompt counts the tool-rendering probes get (without, with tools); the default says rendered.
+    ``probe_refusal``: a 400 message for a probe with tools (a server that takes no tools)."""
 
     def __init__(self, models: list[str] | None = ("clover",), model_extra: dict[str, Any] | None = None,  # type: ignore[assignment]
-                 routes: dict[str, Any] | None = None, probe_tokens: tuple[int, int] = (12, 1800)):
+                 routes: dict[str, Any] | None = None, probe_tokens: tuple[int, int] = (12, 1800),
+                 probe_refusal: str | None = None):
         self.models = list(models) if models is not None else None
         self.model_extra = model_extra or {}
         self.routes = routes or {}
         self.probe_tokens = probe_tokens
+        self.probe_refusal = probe_refusal
         self.script: list[Reply] = []
         self.requests: list[dict[str, Any]] = []
         self.probes: list[dict[str, Any]] = []
@@ -108,6 +111,9 @@ class StubServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 if is_probe(body):
                     stub.probes.append(body)
+                    if stub.probe_refusal and body.get("tools"):
+                        error(400, stub.probe_refusal)(self)
+                        return
                     tokens = stub.probe_tokens[1 if body.get("tools") else 0]
                     status(200, {"choices": [{"index": 0, "finish_reason": "length",
                                               "message": {"role": "assistant", "content": "OK"}}],

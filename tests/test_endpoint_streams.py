@@ -226,3 +226,14 @@ def test_the_prompt_estimate_comes_first_and_counts_tools_and_call_arguments():
     tools_json = json.dumps([s.openai_tool() for s in load_tool_specs()])
     assert bare.extra == full.extra == {"usage_estimated": True}
     assert full.prompt_tokens - bare.prompt_tokens >= estimate_tokens(tools_json) + estimate_tokens(big)
+
+
+@pytest.mark.parametrize("refusal", ["registry.ollama.ai/library/smollm2:135m does not support tools",
+                                     "tools param requires --jinja flag"])
+def test_auto_tools_goes_to_the_prompt_for_a_server_that_refuses_tools(refusal):
+    with StubServer(probe_refusal=refusal) as stub:
+        stub.script.append(sse([chunk({"content": "a"}, "stop")]))
+        events = run(backend(stub, tools="auto"), tools=load_tool_specs())
+        assert "tools" not in stub.posts[0]["body"]
+    [notice] = [e for e in events if isinstance(e, Notice)]
+    assert "refuses tools" in notice.text and "endpoint_tools = prompt" in notice.text

@@ -3,7 +3,7 @@
 import json
 
 from conftest import run_cli
-from openai_stub import StubServer, chunk, error, sse
+from openai_stub import StubServer, chunk, error, sse, status
 
 from clovercode.agent.events import RecordingSink
 from clovercode.backends.endpoint import EndpointBackend, EndpointOptions
@@ -57,3 +57,19 @@ def test_a_repetition_cut_turn_records_its_prompt_tokens(tmp_path):
     [turn] = sink.of("model_turn")
     assert turn["usage"]["cut"] == "repetition" and turn["usage"]["usage_estimated"] is True
     assert turn["usage"]["prompt_tokens"] > 1000  # system prompt and tool schemas, estimated before streaming
+
+
+def test_endpoint_stream_flag_reaches_the_requests_and_bad_values_are_refused(calc_repo):
+    call = {"id": "c1", "type": "function", "function": {"name": "finish", "arguments": "{\"summary\": \"nothing\"}"}}
+    answer = {"choices": [{"index": 0, "finish_reason": "tool_calls",
+                           "message": {"role": "assistant", "content": "", "tool_calls": [call]}}],
+              "usage": {"prompt_tokens": 3000, "completion_tokens": 9}}
+    with StubServer(["clover"]) as stub:
+        stub.script.append(status(200, answer))
+        proc = run_cli("fix", "the mean is wrong", "--endpoint", stub.url, "--endpoint-stream", "false", "--sandbox",
+                       "none", "--no-commit", "--test-command", "none", "-C", str(calc_repo), "--json")
+        assert [p["body"]["stream"] for p in stub.posts] == [False]
+    result = json.loads(proc.stdout)
+    assert result["stop_reason"] == "finished" and result["usage"] == {"prompt_tokens": 3000, "completion_tokens": 9}
+    bad = run_cli("fix", "x", "--endpoint", "http://127.0.0.1:9/v1", "--endpoint-stream", "maybe", "-C", str(calc_repo))
+    assert bad.returncode == 2 and "endpoint_stream" in bad.stderr

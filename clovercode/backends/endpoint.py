@@ -42,8 +42,9 @@ _NO_AUTO_TOOLS_HINTS = ("auto-tool-choice", "tool-call-parser", "tool_call_parse
 # llama-cpp-python's chatml-function-calling (and functionary) handlers cannot stream tool_choice "auto".
 _NO_STREAMED_TOOLS_HINT = "streaming tool choice"
 _WINDOW_IN_ERROR = re.compile(r"maximum context length is (\d+)|context window of (\d+)|max_model_len[ =(]*(\d+)", re.I)
-# Ollama refuses `tools` for a model whose template has none.
-_NO_TOOLS_HINT = "does not support tools"
+# Servers that refuse `tools` outright: Ollama for a model whose template has none, llama.cpp's
+# llama-server started without --jinja.
+_NO_TOOLS_HINTS = ("does not support tools", "requires --jinja")
 LOG_HINT = "Look at the server's log for why (a crash, a kill, out of memory, a request it could not handle)."
 
 
@@ -297,7 +298,7 @@ class EndpointBackend:
                                                    probe_body(self.model or "default", tools if with_tools else None,
                                                               self._tool_choice))
                 except HttpFailure as exc:
-                    if with_tools and exc.status == 400 and _NO_TOOLS_HINT in exc.message.lower():
+                    if with_tools and exc.status == 400 and any(h in exc.message.lower() for h in _NO_TOOLS_HINTS):
                         return 0  # the server takes no tools at all: they have to go into the prompt
                     if with_tools and exc.status == 400 and any(h in exc.message.lower() for h in _NO_AUTO_TOOLS_HINTS):
                         self._tool_choice = "none"
