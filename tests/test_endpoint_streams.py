@@ -237,3 +237,11 @@ def test_auto_tools_goes_to_the_prompt_for_a_server_that_refuses_tools(refusal):
         assert "tools" not in stub.posts[0]["body"]
     [notice] = [e for e in events if isinstance(e, Notice)]
     assert "refuses tools" in notice.text and "endpoint_tools = prompt" in notice.text
+
+
+def test_clovercode_serve_is_not_probed():
+    with StubServer(model_extra={"owned_by": "clovercode", "max_model_len": 8192}) as stub:
+        b = EndpointBackend.connect(EndpointOptions(stub.url, tools="auto"))
+        stub.script.append(sse([chunk({"content": "a"}, "stop")]))
+        run(b, tools=load_tool_specs())
+        assert not stub.probes and "tools" in stub.posts[0]["body"]

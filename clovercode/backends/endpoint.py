@@ -102,8 +102,11 @@ class EndpointBackend:
                                        hint="Name it with endpoint_model (CLOVERCODE_ENDPOINT_MODEL) or --model.")
         else:
             chosen = choose_model(options.model, [m["id"] for m in models], backend.target.url)
-            window = window_from_listing(next(m for m in models if m["id"] == chosen))
+            entry = next(m for m in models if m["id"] == chosen)
+            window = window_from_listing(entry)
             backend = cls(replace(options, model=chosen), sleep=sleep)
+            if entry.get("owned_by") == "clovercode" and options.tools == "auto":
+                backend._prompt_tools = False  # `clovercode serve` always shows the model its tools; no probe
         found = window_from_routes(backend._get_beside_root) if window is None else None
         window = window or (found[0] if found else None)
         if window:
