@@ -245,3 +245,19 @@ def test_clovercode_serve_is_not_probed():
         stub.script.append(sse([chunk({"content": "a"}, "stop")]))
         run(b, tools=load_tool_specs())
         assert not stub.probes and "tools" in stub.posts[0]["body"]
+
+
+def test_stream_false_holds_for_prompt_mode_too():
+    with StubServer() as stub:
+        stub.script.append(status(200, completion("plain")))
+        events = run(backend(stub, stream="false", tools="prompt"), tools=load_tool_specs())
+        assert stub.posts[0]["body"]["stream"] is False and "tools" not in stub.posts[0]["body"]
+    assert TextDelta("plain") in events
+
+
+def test_a_refusal_as_an_http_400_is_retried_unstreamed_at_once():
+    with StubServer() as stub:
+        stub.script += [error(400, "Automatic streaming tool choice is not supported"), status(200, completion("ok"))]
+        events = run(backend(stub), tools=load_tool_specs())
+        assert [p["body"]["stream"] for p in stub.posts] == [True, False]
+    assert TextDelta("ok") in events and any(isinstance(e, Notice) for e in events)

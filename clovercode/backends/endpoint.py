@@ -154,7 +154,7 @@ class EndpointBackend:
             return self.request_body(wire, wire_tools, params, stream=stream)
 
         try:
-            if wire_tools and not self._stream_tools:
+            if self.options.stream == "false" or (wire_tools and not self._stream_tools):
                 yield from self._read_whole(self._open(body, stream=False), estimate, started)
             else:
                 yield from self._streamed(body, bool(wire_tools), estimate, started)
@@ -191,6 +191,7 @@ class EndpointBackend:
     def _streamed(self, body: Callable[[bool], dict[str, Any]], with_tools: bool, estimate: int,
                   started: float) -> Iterator[Event]:
         response = self._open(body, stream=True, with_tools=with_tools)
+        yield from self._take_notices()  # _open may have stopped streaming for a server that refused it
         if "json" in (response.getheader("Content-Type") or ""):  # a server that ignored stream: true
             yield from self._read_whole(response, estimate, started)
             return
@@ -334,7 +335,7 @@ class EndpointBackend:
     def _liveness(self) -> str:
         """'' when the server still answers, else why not (a killed server refuses the connection)."""
         try:
-            self.transport.open("GET", "/models").close()
+            self._quick(self.target.base_path).open("GET", "/models").close()
         except HttpFailure as exc:
             if exc.status is None:
                 return f"; it no longer answers ({exc.message})"
@@ -343,9 +344,13 @@ class EndpointBackend:
     def _get_beside_root(self, route: str) -> Any:
         """GET a route beside the API root (``/props`` next to ``/v1``), once, without retries."""
         base = self.target.base_path
-        beside = Transport(replace(self.target, base_path=base[: -len("/v1")] if base.endswith("/v1") else ""),
-                           self.options.api_key, self.options.connect_timeout, self.options.connect_timeout)
+        beside = self._quick(base[: -len("/v1")] if base.endswith("/v1") else "")
         return read_json(beside.open("GET", route), f"GET {route}")
+
+    def _quick(self, base_path: str) -> Transport:
+        """A transport for questions that must not wait long: the connect timeout bounds the answer too."""
+        return Transport(replace(self.target, base_path=base_path), self.options.api_key,
+                         self.options.connect_timeout, self.options.connect_timeout)
 
     def _error(self, failure: HttpFailure) -> CloverError:
         error = domain_error(failure, self.target, self.model)
