@@ -99,11 +99,15 @@ class LlamaServer:
 
 
 def prompt_tokens_logged(log: str) -> int:
-    """The prompt length of the last request the server logged: cached prefix + evaluated tokens."""
-    matches = list(_EVALUATED.finditer(log))
-    if matches:
-        return int(matches[-1].group(1)) + int(matches[-1].group(2))
-    evaluated = list(_PROMPT_EVAL.finditer(log))
-    if not evaluated:
-        raise AssertionError("the server logged no prompt evaluation")
-    return int(evaluated[-1].group(1))
+    """The prompt length of the last request in ``log``: its reused prefix plus its evaluated tokens.
+    llama.cpp ends each request's log with a "total time" line; the prefix line is only there when a
+    prefix was reused."""
+    requests = log.split("total time =")
+    if len(requests) < 2:
+        raise AssertionError("the server logged no finished request")
+    last = requests[-2]
+    evaluated = _PROMPT_EVAL.search(last)
+    if evaluated is None:
+        raise AssertionError("the server logged no prompt evaluation for its last request")
+    reused = _EVALUATED.search(last)
+    return (int(reused.group(1)) if reused else 0) + int(evaluated.group(1))
