@@ -33,9 +33,6 @@ from clovercode.errors import CloverError, ModelUnavailable
 from clovercode.toolcalls.parser import TOOL_CLOSE
 from clovercode.toolcalls.schemas import ToolSpec
 
-__all__ = ["EndpointBackend", "EndpointOptions", "choose_model", "options_from_config"]
-
-STREAM_MODES = ("auto", "true", "false")
 # vLLM without --enable-auto-tool-choice refuses tool_choice "auto"; "none" still renders the tools
 # into the prompt, and the harness parses the calls from the text.
 _NO_AUTO_TOOLS_HINTS = ("auto-tool-choice", "tool-call-parser", "tool_call_parser", "auto tool choice")
