@@ -236,12 +236,17 @@ def tools_list(ctx: typer.Context) -> None:
     """List the tools (without a subcommand)."""
     if ctx.invoked_subcommand is not None:
         return
+    from clovercode.mcpservers.command import mcp_specs
     from clovercode.toolcalls.schemas import load_tool_specs, signature
 
     console = make_console()
-    for spec in load_tool_specs():
-        console.print(f"[bold cyan]{spec.name}[/]  {spec.description}", highlight=False)
-        console.print(f"    [dim]{signature(spec)}[/]", highlight=False)
+    root = project_root(None)
+    extra, warnings = mcp_specs(root, effective_config(root))  # MCP servers' tools, when any are configured
+    for spec in load_tool_specs() + extra:
+        console.print(f"[bold cyan]{escape(spec.name)}[/]  {escape(spec.description)}", highlight=False)
+        console.print(f"    [dim]{escape(signature(spec))}[/]", highlight=False)
+    for warning in warnings:
+        make_console(stderr=True).print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
 
 
 @tools_app.command("show")
@@ -251,9 +256,37 @@ def tools_show(name: str = typer.Argument(..., help="Tool name.")) -> None:
     from clovercode.toolcalls.validate import unknown_tool_message
 
     specs = {s.name: s for s in load_tool_specs()}
+    if name not in specs and "__" in name:  # SERVER__TOOL: ask the MCP servers
+        from clovercode.mcpservers.command import mcp_specs
+
+        root = project_root(None)
+        specs.update({s.name: s for s in mcp_specs(root, effective_config(root))[0]})
     if name not in specs:
         raise UsageError(unknown_tool_message(name, list(specs)))
     typer.echo(json.dumps(specs[name].schema, indent=2))
+
+
+mcp_app = typer.Typer(cls=CloverGroup, help="MCP servers: list them with their tools, or check one.", no_args_is_help=True)
+app.add_typer(mcp_app, name="mcp")
+
+
+@mcp_app.command("list")
+def mcp_list(repo: Optional[Path] = RepoOpt) -> None:
+    """Start the configured MCP servers and list each one's status and tools."""
+    from clovercode.mcpservers.command import run_list
+
+    root = project_root(repo)
+    raise typer.Exit(run_list(root, effective_config(root), make_console()))
+
+
+@mcp_app.command("check")
+def mcp_check(name: str = typer.Argument(..., help="The server's name ([mcp_servers.NAME])."),
+              repo: Optional[Path] = RepoOpt) -> None:
+    """Start one MCP server (even a disabled one) and show its tools; exit 1 when it does not work."""
+    from clovercode.mcpservers.command import run_check
+
+    root = project_root(repo)
+    raise typer.Exit(run_check(root, effective_config(root), name, make_console()))
 
 
 config_app = typer.Typer(cls=CloverGroup, help="Inspect configuration.")

@@ -73,8 +73,11 @@ def _help(repl: Repl, _: str) -> bool:
 def _tools(repl: Repl, _: str) -> bool:
     from clovercode.toolcalls.schemas import load_tool_specs, signature
 
-    for spec in load_tool_specs():
-        repl.console.print(f"  [bold cyan]{spec.name}[/] {signature(spec)}", highlight=False)
+    mcp = repl.session.mcp
+    for spec in load_tool_specs() + ([s for s, _ in mcp.tools()] if mcp else []):
+        repl.console.print(f"  [bold cyan]{escape(spec.name)}[/] {escape(signature(spec))}", highlight=False)
+        if mcp and "__" in spec.name:  # an MCP tool: the model's only guide to it is its description
+            repl.console.print(f"      [dim]{escape(spec.description)}[/]", highlight=False)
     return True
 
 
@@ -201,6 +204,8 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
     console.print(f"sandbox: {cfg['sandbox']} · approval: {cfg['approval']}", highlight=False, markup=False)
     if approver.notice():
         console.print(f"[yellow]{escape(approver.notice() or '')}[/]", highlight=False)
+    for notice in session.take_notices():  # MCP servers that did not start, untrusted project hooks
+        console.print(f"[yellow]⚠ {escape(notice)}[/]", highlight=False, soft_wrap=True)
     if resume is not None:
         from clovercode.context.commands import resume_into
 

@@ -58,6 +58,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("sandbox", str, "workspace-write", "Sandbox policy for commands.", choices=SANDBOX_POLICIES,
             not_from_project=("none", "workspace-write-network")),
     Setting("approval", str, "suggest", "When to ask before acting (REPL; `fix` is always full-auto).", choices=APPROVAL_MODES),
+    # hooks (docs/mcp-and-hooks.md); the hooks and MCP servers themselves are tables, not settings
+    Setting("hooks.max_stop_blocks", int, 3, "Times stop hooks may send the model back to work in one run; then it "
+            "stops anyway, with a warning.", minimum=0),
     # files written by clovercode
     Setting("trajectory_dir", str, "", "Where run trajectories go (default: $XDG_STATE_HOME/clovercode/trajectories)."),
     Setting("history_file", str, "", "REPL input history (default: $XDG_STATE_HOME/clovercode/history)."),

@@ -4,6 +4,10 @@
 - auto-edit: edits are applied; commands are asked about.
 - full-auto: nothing is asked, but only because commands run in the sandbox; without one
   (``--sandbox none``) commands are still asked about in the REPL.
+
+MCP tool calls (kind ``mcp``) are asked about like commands in suggest and auto-edit, and "always"
+covers that one tool; full-auto calls the servers the user configured without asking (they never
+run in the sandbox, so it would not change anything for them).
 """
 
 from __future__ import annotations
@@ -13,14 +17,14 @@ from typing import Callable
 from clovercode.actions.context import ApprovalRequest
 
 YES, NO, ALWAYS = "yes", "no", "always"
-Ask = Callable[[ApprovalRequest], str]  # returns YES, NO or ALWAYS (for this kind, this session)
+Ask = Callable[[ApprovalRequest], str]  # returns YES, NO or ALWAYS (for this kind or rule, this session)
 
 
 def needs_asking(mode: str, kind: str, sandboxed: bool) -> bool:
     if mode == "full-auto":
         return kind == "command" and not sandboxed
     if mode == "auto-edit":
-        return kind == "command"
+        return kind in ("command", "mcp")
     return True  # suggest, and anything unknown: ask
 
 
@@ -32,11 +36,12 @@ class ModeApprover:
         self.always: set[str] = set()
 
     def __call__(self, request: ApprovalRequest) -> bool:
-        if not needs_asking(self.mode, request.kind, self.sandboxed) or request.kind in self.always:
+        rule = request.rule or request.kind
+        if not needs_asking(self.mode, request.kind, self.sandboxed) or rule in self.always:
             return True
         answer = self.ask(request)
         if answer == ALWAYS:
-            self.always.add(request.kind)
+            self.always.add(rule)
             return True
         return answer == YES
 

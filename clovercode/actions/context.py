@@ -25,9 +25,10 @@ class Observation:
 
 @dataclass(frozen=True)
 class ApprovalRequest:
-    kind: str  # "edit" | "command"
-    title: str  # e.g. "edit src/app.py" or the command line
-    detail: str = ""  # the diff, or the sandbox the command runs in
+    kind: str  # "edit" | "command" | "mcp"
+    title: str  # e.g. "edit src/app.py", the command line, or "SERVER: TOOL"
+    detail: str = ""  # the diff, the sandbox the command runs in, or an MCP call's arguments
+    rule: str = ""  # what "always" remembers, when narrower than the kind (an MCP call: that one tool)
 
 
 Approver = Callable[[ApprovalRequest], bool]

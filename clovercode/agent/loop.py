@@ -65,7 +65,10 @@ class Agent:
         self.backend, self.toolbox, self.prompt = backend, toolbox, prompt
         self.limits, self.params, self.interactive, self.clock = limits, params, interactive, clock
         self.sink = sink or RecordingSink()
-        self.validator = Validator(toolbox.specs)
+
+    @property
+    def validator(self) -> Validator:
+        return self.toolbox.validator()  # rebuilt when an MCP server's tool list changes
 
     def run(self, conversation: Conversation, task: str, *, tag: str = "goal") -> RunResult:
         """Add ``task`` as a user message tagged ``tag`` and run until a stop reason.
@@ -133,9 +136,15 @@ class Agent:
             while pending:
                 call = pending[0]
                 if call.name == FINISH:
+                    objection = self.toolbox.review_stop("finished", call.arguments.get("summary"))
+                    if objection is not None:  # a stop hook sends the model back to work
+                        self._observe(conversation, call, Observation(False, objection))
                     for skipped in pending[1:]:
                         self._observe(conversation, skipped, Observation(False, "Not run: it came after finish."))
-                    raise _Stop(StopReason.FINISHED, "the model called finish", call.arguments.get("summary"))
+                    if objection is None:
+                        raise _Stop(StopReason.FINISHED, "the model called finish", call.arguments.get("summary"))
+                    pending.clear()
+                    break
                 self.sink.emit("tool_call", step=state.steps, id=call.id, name=call.name, arguments=call.arguments)
                 tool_started = self.clock()
                 observation = self.toolbox.execute(call)
@@ -146,7 +155,11 @@ class Agent:
                 self._observe(conversation, call, Observation(False, "Interrupted by the user before it finished."))
             raise
         if not checked and not turn.errors and self.interactive:
-            raise _Stop(StopReason.ANSWERED, "the model answered", turn.content)
+            objection = self.toolbox.review_stop("answered", turn.content)
+            if objection is None:
+                raise _Stop(StopReason.ANSWERED, "the model answered", turn.content)
+            conversation.add(Message("user", objection, tags=frozenset({"feedback"})))
+            self.sink.emit("warning", text="a stop hook sent the model back to work")
         if state.format_errors >= self.limits.max_format_errors:
             raise _Stop(StopReason.FORMAT_ERRORS,
                         f"{state.format_errors} consecutive turns without a valid tool call (limit {self.limits.max_format_errors})")

@@ -39,6 +39,13 @@ def make_ask(console: Console, read_line: ReadLine) -> Ask:
             if request.detail:
                 console.print(Syntax(request.detail, "diff", theme="ansi_dark", background_color="default"))
             question = "Apply this change? [y]es / [n]o / [a]lways for edits this session: "
+        elif request.kind == "mcp":
+            server, _, tool = request.title.partition(": ")
+            console.print(f"[bold yellow]clovercode wants to call the MCP tool[/] [bold]{escape(tool)}[/] "
+                          f"[bold yellow]of the server[/] [bold]{escape(server)}[/] [dim](outside the sandbox)[/]",
+                          highlight=False)
+            console.print(escape(request.detail), highlight=False, soft_wrap=True)
+            question = "Call it? [y]es / [n]o / [a]lways for this tool this session: "
         else:
             console.print(f"[bold yellow]clovercode wants to run a command[/] [dim]({escape(request.detail)})[/]",
                           highlight=False)

@@ -109,6 +109,10 @@ class ConsoleRenderer:
         first = (text or "").splitlines()[0] if text else "invalid tool call"
         self.console.print(f"  [yellow]⚠ {escape(first)}[/]")
 
+    def _on_hook(self, event: str, command: str, blocked: bool, exit_code: int | None, **_: Any) -> None:
+        if blocked:  # a failing hook is reported as a warning; a quiet success says nothing
+            self.console.print(f"  [yellow]↳ {escape(event)} hook `{escape(command)}` objected[/]", highlight=False)
+
     def _on_warning(self, text: str, quiet: bool = False, **_: Any) -> None:
         self.console.print(f"  [dim]{escape(text)}[/]" if quiet else f"  [yellow]⚠ {escape(text)}[/]")
 
