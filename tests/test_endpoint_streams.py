@@ -202,7 +202,8 @@ def test_an_unpublished_window_is_assumed_loudly_and_named_in_a_context_error():
     assert paths == ["/v1/models", "/props", "/get_model_info", "/get_server_info"]
     [notice] = [e for e in events if isinstance(e, Notice)]
     assert notice.loud and "assumes 32768 tokens" in notice.text and "context.window" in notice.text
-    assert "context.window" in str(info.value)
+    assert "set context.window (CLOVERCODE_CONTEXT_WINDOW) to 8192" in str(info.value)
+    assert b.context_window == 8192  # what the server said; the REPL's next task is fitted to it
 
 
 def test_a_window_the_person_set_needs_no_note():
