@@ -77,16 +77,25 @@ def test_prompt_mode_tools_reach_the_model(llama):
 
 
 def test_stream_false_with_chatml_function_calling_returns_tool_calls(tmp_path):
+    messages = [Message("system", "You are a coding assistant. Use the functions."),
+                Message("user", "List the files in the project.")]
+    tools = load_tool_specs(names=["list_files", "view_file"])
     with LlamaServer(tmp_path / "server.log", n_ctx=4096, chat_format="chatml-function-calling") as server:
-        backend = EndpointBackend.connect(EndpointOptions(server.url, stream="false", tools="native"))
-        messages = [Message("system", "You are a coding assistant. Use the functions."),
-                    Message("user", "List the files in the project.")]
-        events = list(backend.generate(messages, load_tool_specs(names=["list_files", "view_file"]),
-                                       GenerationParams(max_new_tokens=64)))
+        unstreamed = EndpointBackend.connect(EndpointOptions(server.url, stream="false", tools="native"))
+        events = list(unstreamed.generate(messages, tools, GenerationParams(max_new_tokens=64)))
+        # auto: the streamed request dies inside the server ("Automatic streaming tool choice is not
+        # supported", an empty 200 stream); the unstreamed retry answers, and later turns are unstreamed
+        auto = EndpointBackend.connect(EndpointOptions(server.url, stream="auto", tools="native"))
+        first = list(auto.generate(messages, tools, GenerationParams(max_new_tokens=64)))
+        refused = "Automatic streaming tool choice is not supported" in server.log()
     calls = [e for e in events if isinstance(e, ToolCallEvent)]
     assert calls and calls[0].name in ("list_files", "view_file") and isinstance(calls[0].arguments, dict)
     assert events[-1] == Finish("tool_calls")
     assert not events[-2].extra  # unstreamed, the server counted the tokens itself
+    assert refused  # the server really refused the streamed request
+    assert [(e.name, e.arguments) for e in first if isinstance(e, ToolCallEvent)] == [(c.name, c.arguments) for c in calls]
+    assert any(isinstance(e, Notice) and "no longer streamed" in e.text for e in first)
+    assert auto._stream_tools is False
 
 
 def test_a_server_killed_mid_reply_is_a_model_error_and_nothing_is_kept(tmp_path):
