@@ -83,6 +83,8 @@ EndpointStreamOpt = typer.Option(None, "--endpoint-stream", help="Stream replies
 
 def project_root(repo: Optional[Path]) -> Path:
     root = (repo or Path.cwd()).expanduser()
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"--repo {root} is a file, not a directory", hint="Pass the project's directory.")
     if not root.is_dir():
         raise UsageError(f"project directory not found: {root}")
     return root.resolve()
@@ -155,7 +157,7 @@ def fix(
 ) -> None:
     """Fix an issue unattended: branch, model + test loop, one commit, optionally push and a pull request.
 
-    Exit codes: 0 fixed (tests pass), 1 tests fail, 3 gave up, 4 no change, 5 model, 6 sandbox,
+    Exit codes: 0 fixed (no test regressed), 1 tests regressed, 3 gave up, 4 no change, 5 model, 6 sandbox,
     7 git/GitHub, 130 interrupted (docs/ci.md)."""
     from clovercode.fixcmd import run_fix
     from clovercode.fixflow.plan import FixRequest
@@ -196,15 +198,14 @@ def ci_init(
     label: str = typer.Option("clovercode", "--label", help="Issue label that starts a fix."),
     command: str = typer.Option("/clovercode", "--command", help="Comment command that starts a fix."),
     runner: Optional[str] = typer.Option(None, "--runner", help="runs-on labels, comma-separated."),
+    source: Optional[str] = typer.Option(None, "--source", help="Install clovercode from this pinned source: "
+                                         "git+URL@COMMIT_SHA (or @VERSION_TAG), or a wheel path/URL."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing workflow file."),
 ) -> None:
     """Write .github/workflows/clovercode.yml: fix issues on a label or a comment command (docs/ci.md)."""
-    from clovercode.github.workflow import WorkflowOptions, write_workflow
+    from clovercode.github.ci_init import run_ci_init
 
-    root = project_root(repo)
-    path = write_workflow(root, WorkflowOptions(model_on, label, command, runner), force=force)
-    make_console().print(f"wrote {path}\nNext: read docs/ci.md for the token permissions and the repository settings.",
-                    highlight=False)
+    run_ci_init(project_root(repo), model_on, label, command, runner, source, force, make_console())
 
 
 @app.command()

@@ -1,6 +1,7 @@
 """``clovercode fix``: issue → branch → model + test loop → one commit → push → pull request.
 
-Exit codes (docs/ci.md): 0 fixed and the tests pass, 1 changed but the tests fail, 3 gave up,
+Exit codes (docs/ci.md): 0 fixed and nothing regressed against the test baseline, 1 changed but the
+change breaks tests (or, with no baseline, the tests fail), 3 gave up,
 4 no change, 5 model unavailable, 6 sandbox unavailable, 7 git/GitHub failure (local work kept),
 130 interrupted.
 """
@@ -22,9 +23,10 @@ from clovercode.errors import ExitCode, VcsError
 from clovercode.executors.select import NO_SANDBOX_WARNING
 from clovercode.fixflow.issue import Issue
 from clovercode.fixflow.plan import FixRequest, Plan, make_plan
-from clovercode.fixflow.report import commit_message, pull_body, subject, tests_line
+from clovercode.fixflow.report import change_text, commit_message, pull_body, subject, tests_line, verdict_lines
 from clovercode.fixflow.rounds import Rounds, record_event, run_rounds
 from clovercode.fixflow.testrun import TestCommand, TestRun
+from clovercode.fixflow.verdict import Verdict, verdict
 from clovercode.github.api import PullRequest, PullSpec, publish_pull
 from clovercode.github.refs import without_secrets
 from clovercode.session import open_session
@@ -60,6 +62,12 @@ class FixOutcome:
     completion_tokens: int = 0
     seconds: float = 0.0
     usage_estimated: bool = False
+    baseline: TestRun | None = None  # the tests before the model changed anything
+    summaries: list[tuple[int, str]] = field(default_factory=list)  # every round's finish summary
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return verdict(self.baseline, self.tests[-1]) if self.tests else None
 
     @property
     def status(self) -> str:
@@ -76,14 +84,24 @@ class FixOutcome:
         return {"status": self.status, "exit_code": int(self.exit_code), **result,
                 "issue": {"title": self.issue.title, "number": self.issue.number,
                           "repo": str(self.issue.ref.repo) if self.issue.ref else None, "url": self.issue.url or None},
-                "tests": {"command": self.test_command.command if self.test_command else None,
-                          "source": self.test_command.source if self.test_command else None,
-                          "passed": self.tests_passed, "runs": [t.to_json() for t in self.tests]},
+                "tests": self.tests_json(),
                 "branch": self.branch, "base": self.base, "commit": self.commit,
                 "diffstat": [{"path": f.path, "added": f.added, "removed": f.removed} for f in self.files],
                 "not_committed": self.skipped, "pushed_to": self.pushed,
                 "pull_request": self.pull.to_json() if self.pull else None, "error": self.error, "notes": self.notes,
                 "trajectory": str(self.trajectory) if self.trajectory else None}
+
+    def tests_json(self) -> dict[str, Any]:
+        judged = self.verdict
+        baseline = None
+        if self.baseline is not None:
+            baseline = {k: v for k, v in self.baseline.to_json().items() if k != "round"}
+        return {"command": self.test_command.command if self.test_command else None,
+                "source": self.test_command.source if self.test_command else None,
+                "passed": self.tests_passed, "baseline": baseline,
+                **(judged.to_json() if judged else {"fixed": [], "regressions": [], "still_failing": [],
+                                                    "per_test": False, "regressed": False, "verdict": None, "note": None}),
+                "runs": [t.to_json() for t in self.tests]}
 
 
 def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console,
@@ -110,13 +128,15 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
     session.command_env = without_secrets(env)  # the model's commands and the tests never see a token
     try:
         rounds = run_rounds(session, plan.issue.task(plan.tests.command if plan.tests else None), plan.tests,
-                            cfg["fix.test_rounds"], cfg["fix.test_timeout"], ConsoleRenderer(console), console, has_changes)
+                            cfg["fix.test_rounds"], cfg["fix.test_timeout"], ConsoleRenderer(console), console, has_changes,
+                            baseline=cfg["fix.baseline"], issue_text=f"{plan.issue.title}\n{plan.issue.body}")
     finally:
         session.close()
     outcome = FixOutcome(plan.issue, rounds.result, ExitCode.GAVE_UP, session.last_trajectory, rounds.steps,
                          rounds.summary, plan.tests, rounds.tests, notes=plan.notes,
                          prompt_tokens=rounds.prompt_tokens, completion_tokens=rounds.completion_tokens,
-                         seconds=rounds.seconds, usage_estimated=rounds.usage_estimated)
+                         seconds=rounds.seconds, baseline=rounds.baseline, summaries=rounds.summaries,
+                         usage_estimated=rounds.usage_estimated)
     conclude(outcome, rounds, plan, request, cfg, has_changes)
     record_event(outcome.trajectory, "fix_result", **outcome.to_json())
     print_summary(console, outcome)
@@ -136,7 +156,8 @@ def conclude(outcome: FixOutcome, rounds: Rounds, plan: Plan, request: FixReques
     elif not has_changes(rounds.result):
         outcome.exit_code = ExitCode.NO_CHANGE
     else:
-        outcome.exit_code = ExitCode.TESTS_FAILED if outcome.tests_passed is False else ExitCode.OK
+        judged = outcome.verdict  # pre-existing failures do not count against the change
+        outcome.exit_code = ExitCode.TESTS_FAILED if judged is not None and judged.regressed else ExitCode.OK
         if plan.git is not None:
             try:
                 commit_fix(outcome, plan)
@@ -154,7 +175,8 @@ def commit_fix(outcome: FixOutcome, plan: Plan) -> None:
     assert git is not None
     pending = git.checkout.pending(git.start, outcome.result.changed)
     reference = plan.pull.reference if plan.pull else (str(plan.issue.ref) if plan.issue.ref else None)
-    message = commit_message(plan.issue, outcome.summary, plan.tests, outcome.tests, reference)
+    message = commit_message(plan.issue, outcome.summaries or outcome.summary, plan.tests, outcome.tests, reference,
+                             outcome.verdict)
     outcome.skipped = pending.skipped
     outcome.commit = git.checkout.commit_on_branch(git.start, git.branch, pending, message, git.author, git.committer)
     outcome.branch, outcome.base = git.branch, git.start.base
@@ -169,10 +191,11 @@ def publish(outcome: FixOutcome, plan: Plan, request: FixRequest, cfg: Config) -
         git.checkout.push(git.remote, git.branch, git.remote_sha, git.push_env)
         outcome.pushed = git.remote
     if pull is not None:
-        body = pull_body(plan.issue, outcome.summary, plan.tests, outcome.tests, outcome.files, pull.reference,
-                         cfg["model"] if not cfg["endpoint"] else cfg["endpoint"], outcome.steps)
+        body = pull_body(plan.issue, outcome.summaries or outcome.summary, plan.tests, outcome.tests, outcome.files,
+                         pull.reference, cfg["model"] if not cfg["endpoint"] else cfg["endpoint"], outcome.steps,
+                         outcome.verdict)
         spec = PullSpec(pull.target, pull.head, pull.base, subject(plan.issue), body,
-                        draft=request.draft or outcome.tests_passed is False)
+                        draft=request.draft or outcome.exit_code is ExitCode.TESTS_FAILED)
         outcome.pull = publish_pull(pull.client, spec)
 
 
@@ -188,6 +211,10 @@ def print_summary(console: Console, outcome: FixOutcome) -> None:
     line("Steps", f"{outcome.steps} · tokens {about}{outcome.prompt_tokens} in / {about}{outcome.completion_tokens} out"
                   f" · {outcome.seconds:.1f}s")
     line("Tests", tests_line(outcome.test_command, outcome.tests).removeprefix("Tests: "))
+    if outcome.baseline is not None:
+        line("Before the change", outcome.baseline.describe())
+    for text in verdict_lines(outcome.verdict):
+        console.print(f"  {escape(text)}", highlight=False, soft_wrap=True)
     line("Changed", ", ".join(result.changed) if result.changed else "nothing")
     if outcome.commit:
         line("Commit", f"{outcome.commit[:12]} on branch {outcome.branch} (one commit on {outcome.base[:12] if outcome.base else '?'})")
@@ -201,7 +228,7 @@ def print_summary(console: Console, outcome: FixOutcome) -> None:
         kind = ", draft" if outcome.pull.draft else ""
         line("Pull request", f"#{outcome.pull.number} {outcome.pull.url} ({outcome.pull.action}{kind})")
     if outcome.summary:
-        line("Summary", outcome.summary)
+        line("Summary", change_text(outcome.summaries or outcome.summary))
     if outcome.error:
         console.print(f"[red]error:[/] {escape(outcome.error)}", highlight=False, soft_wrap=True)
         if outcome.commit:

@@ -15,6 +15,7 @@ from clovercode.config import Config, state_dir
 from clovercode.errors import CloverError, ConfigError
 from clovercode.executors.select import NO_SANDBOX_WARNING
 from clovercode.session import Session, open_session
+from clovercode.taskinput import check_task
 from clovercode.ui.render import ConsoleRenderer
 
 BANNER = "clovercode {version} · {root}\nType a task, /help for commands. Alt-Enter (or Esc Enter) inserts a newline; Ctrl-D exits."
@@ -45,6 +46,7 @@ class Repl:
                 return True
             return command.run(self, rest.strip())
         try:
+            check_task(text)  # the same size rule as fix and exec (taskinput.py)
             result = self.session.run_task(text, ConsoleRenderer(self.console))
         except CloverError as exc:  # e.g. the sandbox stopped working: say so, keep the REPL
             print_error(self.console, exc)

@@ -9,7 +9,8 @@ from typing import Mapping
 
 from clovercode.config import Config
 from clovercode.errors import UsageError, VcsError
-from clovercode.fixflow.issue import MAX_ISSUE_CHARS, Issue, choose_source, issue_from_file, issue_from_text
+from clovercode.fixflow.issue import Issue, choose_source, issue_from_file, issue_from_text
+from clovercode.taskinput import cut_to_limit
 from clovercode.fixflow.testrun import TestCommand, configured_test_command, detect_test_command
 from clovercode.github.api import default_branch, fetch_issue
 from clovercode.github.client import GitHubClient
@@ -80,9 +81,7 @@ def make_plan(root: Path, cfg: Config, request: FixRequest, env: Mapping[str, st
         ref = parse_issue(request.github_issue or "")
         client = GitHubClient(cfg["github.api_url"], find_token(env))
         fetched = fetch_issue(client, ref)
-        body = fetched.body if len(fetched.body) <= MAX_ISSUE_CHARS else (
-            fetched.body[:MAX_ISSUE_CHARS] + "\n\n[… the rest of the issue is cut]")
-        issue = Issue(fetched.title, body, ref, fetched.url)
+        issue = Issue(fetched.title, cut_to_limit(fetched.body), ref, fetched.url)  # nobody here typed it: cut, not refused
     elif source == "file":
         issue = issue_from_file(request.issue_file)  # type: ignore[arg-type]
     else:
