@@ -80,6 +80,8 @@ ModelOpt = typer.Option(None, "--model", "-m", help="Model: replay:FILE.jsonl, a
 SandboxOpt = typer.Option(None, "--sandbox", help="Sandbox policy: read-only, workspace-write, workspace-write-network, none.")
 EndpointOpt = typer.Option(None, "--endpoint", help="OpenAI-compatible server to use instead of a local model, e.g. http://127.0.0.1:30000/v1.")
 ApiKeyOpt = typer.Option(None, "--api-key", help="API key for --endpoint (prefer the CLOVERCODE_API_KEY env var).")
+EndpointStreamOpt = typer.Option(None, "--endpoint-stream", help="Stream replies from --endpoint: auto, true or false "
+                                 "(false for llama-cpp-python's chatml-function-calling).")
 
 
 def project_root(repo: Optional[Path]) -> Path:
@@ -118,6 +120,7 @@ def main_callback(
     approval: Optional[str] = typer.Option(None, "--approval", help="suggest, auto-edit or full-auto."),
     endpoint: Optional[str] = EndpointOpt,
     api_key: Optional[str] = ApiKeyOpt,
+    endpoint_stream: Optional[str] = EndpointStreamOpt,
     resume: Optional[str] = typer.Option(None, "--resume", metavar="[ID]",
                                          help="Continue a saved session: the newest of this project, or the one with this ID."),
 ) -> None:
@@ -127,7 +130,8 @@ def main_callback(
             raise UsageError("--resume continues a session in the REPL; use it without a command")
         # These belong to the REPL; before a command they would be silently ignored.
         given = [f"--{name.replace('_', '-')}" for name, value in (("repo", repo), ("model", model), ("sandbox", sandbox),
-                 ("approval", approval), ("endpoint", endpoint), ("api_key", api_key)) if value is not None]
+                 ("approval", approval), ("endpoint", endpoint), ("api_key", api_key),
+                 ("endpoint_stream", endpoint_stream)) if value is not None]
         if given:
             sub = ctx.invoked_subcommand
             raise UsageError(f"{', '.join(given)} before '{sub}' would be ignored: options before a command are the REPL's",
@@ -137,7 +141,8 @@ def main_callback(
 
     with signals_as_interrupts():  # SIGTERM/SIGHUP end the REPL as Ctrl-D would, without a traceback
         root, moved = workspace_root(repo)
-        cfg = effective_config(root, model=model, sandbox=sandbox, approval=approval, endpoint=endpoint, api_key=api_key)
+        cfg = effective_config(root, model=model, sandbox=sandbox, approval=approval, endpoint=endpoint, api_key=api_key,
+                               endpoint_stream=endpoint_stream)
         console = make_console()
         if moved:
             console.print(f"[yellow]note:[/] {escape(moved)}", highlight=False, soft_wrap=True)
@@ -171,6 +176,7 @@ def fix(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON result object on stdout (for CI bots)."),
     endpoint: Optional[str] = EndpointOpt,
     api_key: Optional[str] = ApiKeyOpt,
+    endpoint_stream: Optional[str] = EndpointStreamOpt,
 ) -> None:
     """Fix an issue unattended: branch, model + test loop, one commit, optionally push and a pull request.
 
@@ -183,7 +189,7 @@ def fix(
     try:
         root, moved = workspace_root(repo)
         cfg = effective_config(root, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
-                               endpoint=endpoint, api_key=api_key,
+                               endpoint=endpoint, api_key=api_key, endpoint_stream=endpoint_stream,
                                **{"fix.test_command": test_command, "fix.test_rounds": test_rounds,
                                   "fix.remote": remote, "fix.base": base})
         request = FixRequest(issue, issue_file, github_issue, commit, push or pr, pr, branch, author, github_repo, draft,
