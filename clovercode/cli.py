@@ -20,6 +20,7 @@ from clovercode import __version__
 from clovercode.config import Config, load_config, state_dir
 from clovercode.errors import CloverError, ExitCode, UsageError
 from clovercode.eval.cli import make_eval_app
+from clovercode.termination import signals_as_interrupts
 
 
 class CloverGroup(TyperGroup):
@@ -31,9 +32,11 @@ class CloverGroup(TyperGroup):
         except CloverError as exc:
             report_error(exc)
             raise typer.Exit(int(exc.exit_code)) from None
-        except KeyboardInterrupt:
-            make_console(stderr=True).print("[yellow]interrupted[/]")
-            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP where termination.py catches them
+            from clovercode.termination import interrupt_detail
+
+            make_console(stderr=True).print(f"[yellow]{interrupt_detail(exc).removesuffix(' by the user (Ctrl-C)')}[/]")
+            raise typer.Exit(getattr(exc, "exit_code", int(ExitCode.INTERRUPTED))) from None
         except Exception as exc:
             if type(exc).__module__.split(".")[0] in ("typer", "click"):
                 raise  # exits, usage errors and aborts: typer reports those itself
@@ -77,6 +80,8 @@ ModelOpt = typer.Option(None, "--model", "-m", help="Model: replay:FILE.jsonl, a
 SandboxOpt = typer.Option(None, "--sandbox", help="Sandbox policy: read-only, workspace-write, workspace-write-network, none.")
 EndpointOpt = typer.Option(None, "--endpoint", help="OpenAI-compatible server to use instead of a local model, e.g. http://127.0.0.1:30000/v1.")
 ApiKeyOpt = typer.Option(None, "--api-key", help="API key for --endpoint (prefer the CLOVERCODE_API_KEY env var).")
+EndpointStreamOpt = typer.Option(None, "--endpoint-stream", help="Stream replies from --endpoint: auto, true or false "
+                                 "(false for llama-cpp-python's chatml-function-calling).")
 
 
 def project_root(repo: Optional[Path]) -> Path:
@@ -86,6 +91,19 @@ def project_root(repo: Optional[Path]) -> Path:
     if not root.is_dir():
         raise UsageError(f"project directory not found: {root}")
     return root.resolve()
+
+
+def workspace_root(repo: Optional[Path]) -> tuple[Path, str | None]:
+    """The project of fix and the REPL: ``--repo`` exactly as given (a monorepo's subproject), else the
+    git top level of the current directory, so repository paths and the tests mean the same wherever
+    in the repository the run starts; a note says when the root is not where it started."""
+    from clovercode.vcs.git import toplevel
+
+    start = project_root(repo)
+    top = toplevel(start) if repo is None else None
+    if top is None or top == start:
+        return start, None
+    return top, f"working in the repository root {top} (started in {start})"
 
 
 def effective_config(root: Path, **flags: Any) -> Config:
@@ -102,6 +120,7 @@ def main_callback(
     approval: Optional[str] = typer.Option(None, "--approval", help="suggest, auto-edit or full-auto."),
     endpoint: Optional[str] = EndpointOpt,
     api_key: Optional[str] = ApiKeyOpt,
+    endpoint_stream: Optional[str] = EndpointStreamOpt,
     resume: Optional[str] = typer.Option(None, "--resume", metavar="[ID]",
                                          help="Continue a saved session: the newest of this project, or the one with this ID."),
 ) -> None:
@@ -111,7 +130,8 @@ def main_callback(
             raise UsageError("--resume continues a session in the REPL; use it without a command")
         # These belong to the REPL; before a command they would be silently ignored.
         given = [f"--{name.replace('_', '-')}" for name, value in (("repo", repo), ("model", model), ("sandbox", sandbox),
-                 ("approval", approval), ("endpoint", endpoint), ("api_key", api_key)) if value is not None]
+                 ("approval", approval), ("endpoint", endpoint), ("api_key", api_key),
+                 ("endpoint_stream", endpoint_stream)) if value is not None]
         if given:
             sub = ctx.invoked_subcommand
             raise UsageError(f"{', '.join(given)} before '{sub}' would be ignored: options before a command are the REPL's",
@@ -119,12 +139,19 @@ def main_callback(
         return
     from clovercode.repl import run_repl
 
-    root = project_root(repo)
-    cfg = effective_config(root, model=model, sandbox=sandbox, approval=approval, endpoint=endpoint, api_key=api_key)
-    raise typer.Exit(run_repl(root, cfg, make_console(), resume=resume))
+    with signals_as_interrupts():  # SIGTERM/SIGHUP end the REPL as Ctrl-D would, without a traceback
+        root, moved = workspace_root(repo)
+        cfg = effective_config(root, model=model, sandbox=sandbox, approval=approval, endpoint=endpoint, api_key=api_key,
+                               endpoint_stream=endpoint_stream)
+        console = make_console()
+        if moved:
+            console.print(f"[yellow]note:[/] {escape(moved)}", highlight=False, soft_wrap=True)
+        code = run_repl(root, cfg, console, resume=resume)
+    raise typer.Exit(code)
 
 
 @app.command()
+@signals_as_interrupts()  # SIGTERM (how CI cancels a job) and SIGHUP end the run the way Ctrl-C does
 def fix(
     issue: Optional[str] = typer.Argument(None, help="The issue to fix, as text (or use --issue-file / --github-issue)."),
     issue_file: Optional[Path] = typer.Option(None, "--issue-file", help="Read the issue from a file (first line: title)."),
@@ -138,6 +165,7 @@ def fix(
     test_rounds: Optional[int] = typer.Option(None, "--test-rounds", help="Times failing tests go back to the model."),
     commit: bool = typer.Option(True, "--commit/--no-commit", help="Commit on a fix branch (default), or only edit the working tree."),
     branch: Optional[str] = typer.Option(None, "--branch", help="Branch name (default: clovercode/<number>-<slug>)."),
+    force: bool = typer.Option(False, "--force", help="Move the fix branch even if it holds commits clovercode did not make (a backup ref keeps them)."),
     author: Optional[str] = typer.Option(None, "--author", help="Commit author, 'Name <email>'."),
     push: bool = typer.Option(False, "--push", help="Push the fix branch to the remote."),
     pr: bool = typer.Option(False, "--pr", help="Push and open (or update) a GitHub pull request."),
@@ -148,22 +176,24 @@ def fix(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON result object on stdout (for CI bots)."),
     endpoint: Optional[str] = EndpointOpt,
     api_key: Optional[str] = ApiKeyOpt,
+    endpoint_stream: Optional[str] = EndpointStreamOpt,
 ) -> None:
     """Fix an issue unattended: branch, model + test loop, one commit, optionally push and a pull request.
 
-    Exit codes: 0 fixed (tests pass), 1 tests fail, 3 gave up, 4 no change, 5 model, 6 sandbox,
-    7 git/GitHub, 130 interrupted (docs/ci.md)."""
+    Exit codes: 0 fixed (no test regressed), 1 tests regressed, 3 gave up, 4 no change, 5 model, 6 sandbox,
+    7 git/GitHub, 130 interrupted (143 SIGTERM, 129 SIGHUP) (docs/ci.md)."""
     from clovercode.fixcmd import run_fix
     from clovercode.fixflow.plan import FixRequest
 
     console = make_console(stderr=as_json)
     try:
-        root = project_root(repo)
+        root, moved = workspace_root(repo)
         cfg = effective_config(root, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
-                               endpoint=endpoint, api_key=api_key,
+                               endpoint=endpoint, api_key=api_key, endpoint_stream=endpoint_stream,
                                **{"fix.test_command": test_command, "fix.test_rounds": test_rounds,
                                   "fix.remote": remote, "fix.base": base})
-        request = FixRequest(issue, issue_file, github_issue, commit, push or pr, pr, branch, author, github_repo, draft)
+        request = FixRequest(issue, issue_file, github_issue, commit, push or pr, pr, branch, author, github_repo, draft,
+                             force=force, notes=(moved,) if moved else ())
         outcome = run_fix(root, cfg, request, console)
     except CloverError as exc:
         if not as_json:
@@ -171,6 +201,13 @@ def fix(
         report_error(exc)
         typer.echo(json.dumps({"status": "error", "exit_code": int(exc.exit_code), "error": str(exc)}))
         raise typer.Exit(int(exc.exit_code)) from None
+    except KeyboardInterrupt as exc:  # before the model ran, or while committing: still one JSON object
+        if as_json:
+            from clovercode.termination import interrupt_detail
+
+            code = getattr(exc, "exit_code", int(ExitCode.INTERRUPTED))
+            typer.echo(json.dumps({"status": "interrupted", "exit_code": code, "error": interrupt_detail(exc)}))
+        raise
     except Exception as exc:  # a bug: CloverGroup saves the traceback; a CI bot still gets its one object
         if as_json:
             typer.echo(json.dumps({"status": "error", "exit_code": int(ExitCode.INTERNAL),

@@ -16,6 +16,7 @@ from clovercode.errors import CloverError, ConfigError
 from clovercode.executors.select import NO_SANDBOX_WARNING
 from clovercode.session import Session, open_session
 from clovercode.taskinput import check_task
+from clovercode.termination import Terminated
 from clovercode.ui.render import ConsoleRenderer
 
 BANNER = "clovercode {version} · {root}\nType a task, /help for commands. Alt-Enter (or Esc Enter) inserts a newline; Ctrl-D exits."
@@ -51,6 +52,8 @@ class Repl:
         except CloverError as exc:  # e.g. the sandbox stopped working: say so, keep the REPL
             print_error(self.console, exc)
             return True
+        if result.signal is not None:  # SIGTERM/SIGHUP stopped the task: the REPL ends too
+            raise Terminated(result.signal)
         if result.summary and result.stop.value in ("finished", "answered"):
             self.console.print(result.summary, highlight=False, markup=False)
         from clovercode.context.commands import context_line
@@ -179,6 +182,8 @@ def _tty_lines(cfg: Config) -> Iterator[str]:
     while True:
         try:
             yield prompt.prompt("clover> ")
+        except Terminated:
+            raise
         except KeyboardInterrupt:  # Ctrl-C at the prompt clears the line, it does not exit
             continue
         except EOFError:
@@ -223,6 +228,8 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
             try:
                 if not repl.handle(line):
                     break
+            except Terminated:
+                raise
             except KeyboardInterrupt:
                 console.print("[yellow]interrupted[/]")
     finally:

@@ -70,6 +70,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("fix.test_rounds", int, 3, "How often failing tests are fed back to the model before the fix is "
             "committed as failing (0: run the tests once, never feed back).", minimum=0),
     Setting("fix.test_timeout", float, 900.0, "Seconds the test command may take before it is killed.", minimum=1.0),
+    Setting("fix.baseline", bool, True, "Run the tests once before the model changes anything, so failures that were "
+            "already there do not count against the fix (false: skip it for a huge suite; any failure then counts)."),
     Setting("fix.branch_prefix", str, "clovercode/", "Prefix of the branch each fix is committed on."),
     Setting("fix.author", str, "", "Commit author as 'Name <email>' ('' = git's user.name/user.email, else clovercode)."),
     Setting("fix.remote", str, "origin", "Git remote that --push and --pr push the fix branch to."),
@@ -87,6 +89,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("endpoint_connect_timeout", float, 10.0, "Seconds to wait for a connection to `endpoint`.", minimum=0.1),
     Setting("endpoint_read_timeout", float, 600.0, "Seconds to wait for the next bytes of a reply (queueing and prefill on a busy server count).", minimum=1.0),
     Setting("endpoint_retries", int, 4, "Retries on HTTP 429 / 5xx and connection errors, with exponential backoff.", minimum=0),
+    Setting("endpoint_stream", str, "auto", "Stream replies from `endpoint`: auto (stream; stop streaming replies with tools "
+            "for a server that cannot), true, or false (llama-cpp-python's chatml-function-calling needs false).",
+            choices=("auto", "true", "false")),
+    Setting("endpoint_tools", str, "auto", "How tools reach the model: native (the server's chat template renders them), "
+            "prompt (described in the system prompt, calls read from the text), or auto (prompt when the server's "
+            "token counts show its template dropped them).", choices=("native", "prompt", "auto")),
     # clovercode serve (docs/endpoint.md)
     Setting("serve.host", str, "127.0.0.1", "Address `clovercode serve` binds to; anything but loopback exposes the model to the network."),
     Setting("serve.port", int, 8700, "Port of `clovercode serve` (0: any free port).", minimum=0, maximum=65535),

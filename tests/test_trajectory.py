@@ -20,8 +20,10 @@ def test_trajectory_records_the_run(calc_repo):
     assert path in trajectories()
     events = [json.loads(line) for line in path.read_text().splitlines()]
     kinds = [e["kind"] for e in events]
-    # the loop's run, then what fix adds after it: the test run and the outcome
-    assert kinds[0] == "run_start" and kinds[-3:] == ["run_end", "test_run", "fix_result"]
+    # the loop's run, then what fix adds after it: the baseline test run (made before the loop, recorded
+    # once the trajectory exists), the test run after finish and the outcome
+    assert kinds[0] == "run_start" and kinds[-4:] == ["run_end", "test_run", "test_run", "fix_result"]
+    assert [e.get("baseline", False) for e in events if e["kind"] == "test_run"] == [True, False]
     assert kinds.count("model_turn") == 4 and kinds.count("observation") == 3 and kinds.count("tool_call") == 3
     assert "text_delta" not in kinds
     assert all(isinstance(e["t"], float) or isinstance(e["t"], int) for e in events)
@@ -30,7 +32,7 @@ def test_trajectory_records_the_run(calc_repo):
     turn = next(e for e in events if e["kind"] == "model_turn")
     assert turn["calls"] == [{"id": "call_1_1", "name": "view_file", "arguments": {"path": "calc.py"}, "valid": True}]
     assert turn["reasoning"].startswith("The issue says") and "usage" in turn and "seconds" in turn
-    end = events[-3]
+    end = events[-4]
     assert end["stop_reason"] == "finished" and end["changed_files"] == ["calc.py"]
 
 

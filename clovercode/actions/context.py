@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from clovercode.executors.base import Executor
 
 if TYPE_CHECKING:
+    from clovercode.actions.bytecode import BytecodeGuard
     from clovercode.actions.guards import FileGuard, FileStamps
 
 
@@ -68,3 +69,10 @@ class ToolContext:
     checkpoint: Checkpoint = no_checkpoint
     stamps: "FileStamps" = field(default_factory=_new_stamps)  # read-before-edit records
     guard: "FileGuard" = field(default_factory=_default_guard)
+    bytecode: "BytecodeGuard | None" = None  # the user's __pycache__ for changed sources (made from root)
+
+    def __post_init__(self) -> None:
+        if self.bytecode is None:
+            from clovercode.actions.bytecode import BytecodeGuard
+
+            self.bytecode = BytecodeGuard(self.root)

@@ -20,7 +20,7 @@ BOT_AUTHOR = "github-actions[bot] <41898282+github-actions[bot]@users.noreply.gi
 HEADER = """\
 # Written by `clovercode ci init` (clovercode @@VERSION@@); docs/ci.md explains every part.
 # Label an issue '@@LABEL@@', or comment '@@COMMAND@@' on it (owners, members and collaborators only),
-# and clovercode fixes it on a branch and opens a pull request (a draft when the tests fail).
+# and clovercode fixes it on a branch and opens a pull request (a draft when the change breaks tests).
 name: clovercode
 
 on:
@@ -99,7 +99,7 @@ FIX_STEPS = """\
           set -e
           echo "clovercode fix exited with $code (see docs/ci.md for the codes)" >> "$GITHUB_STEP_SUMMARY"
           case $code in
-            0|1) exit 0 ;;  # a pull request is open (a draft when the tests fail)
+            0|1) exit 0 ;;  # a pull request is open (a draft when the change breaks tests)
             3|4) echo "::warning::clovercode made no pull request (exit code $code)"; exit 0 ;;
             *) exit $code ;;
           esac
