@@ -99,7 +99,8 @@ class Agent:
 
     def _result(self, state: _State, reason: StopReason, detail: str, summary: str | None = None) -> RunResult:
         return RunResult(reason, state.steps, detail, summary, state.prompt_tokens, state.completion_tokens,
-                         self.clock() - state.started, sorted(self.toolbox.ctx.changed), state.usage_estimated)
+                         self.clock() - state.started, sorted(self.toolbox.ctx.changed),
+                         usage_estimated=state.usage_estimated)
 
     def _check_budget(self, state: _State) -> None:
         limits = self.limits
