@@ -176,3 +176,26 @@ def test_the_map_refreshes_after_the_model_creates_a_file(tmp_path):
     maps = [e for e in sink.of("context") if e["action"] == "repo_map"]
     assert [e["refreshed"] for e in maps] == [False, True]  # built once, refreshed once: unchanged steps reuse it
     assert systems[3] == systems[2]  # nothing changed since: the same system prompt, byte for byte
+
+
+def imported_modules(*args: str, env: dict) -> set[str]:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "clovercode", *args], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_clovercode_map_never_imports_the_engine_and_a_warm_map_not_even_numpy(tmp_path):
+    from conftest import cli_env
+
+    root = project_with_build_output(tmp_path / "pkg")
+    env = cli_env(CLOVERCODE_CONTEXT_CACHE_DIR=str(tmp_path / "cache"), HOME=str(tmp_path))
+    cold = imported_modules("map", str(root), env=env)
+    warm = imported_modules("map", str(root), env=env)
+    assert "numpy" in cold and "tree_sitter" in cold  # (the names are really there to be seen)
+    for heavy in ("torch", "transformers", "tokenizers"):
+        assert heavy not in cold | warm
+    assert "numpy" not in warm and "tree_sitter" not in warm
