@@ -447,13 +447,16 @@ def init_command(repo: Optional[Path] = RepoOpt,
 @bench_app.command("map")
 def bench_map(path: Optional[Path] = typer.Argument(None, help="Tree to map (default: a git copy of this Python's standard library)."),
               tokens: int = typer.Option(2048, "--tokens", help="Map budget in tokens."),
-              jobs: int = typer.Option(0, "--jobs", help="Parser processes (0: one per core).")) -> None:
-    """Cold and warm repo-map time and peak memory (targets: cold ≤ 15 s, warm ≤ 1 s)."""
+              jobs: int = typer.Option(0, "--jobs", help="Parser processes (0: one per core)."),
+              compare: Optional[Path] = typer.Option(None, "--compare", help="Another clovercode checkout to run in alternation (e.g. the last release).")) -> None:
+    """`clovercode map` cold, warm and touched on one and four stdlibs (targets: cold ≤ 15 s, warm ≤ 0.5 s)."""
     from clovercode.bench.map import run_bench
 
     if path is not None and not path.is_dir():
         raise UsageError(f"not a directory: {path}")
-    raise typer.Exit(run_bench(path, tokens, jobs, typer.echo))
+    if compare is not None and not (compare / "clovercode" / "__init__.py").is_file():
+        raise UsageError(f"--compare {compare}: not a clovercode checkout (no clovercode/__init__.py)")
+    raise typer.Exit(run_bench(path, tokens, jobs, typer.echo, compare))
 
 
 @bench_app.command("engine")

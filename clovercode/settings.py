@@ -116,6 +116,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("context.cache", bool, True, "Cache per-file tags between runs (keyed by path, mtime and size)."),
     Setting("context.cache_dir", str, "", "Where tag caches go (default: $XDG_CACHE_HOME/clovercode/tags)."),
     Setting("context.jobs", int, 0, "Worker processes that parse a cold tree (0: one per CPU core).", minimum=0),
+    Setting("context.include_generated", bool, False, "Map vendored, generated and build-output files too (dist/, build/, vendor/, minified, linguist-generated, @generated)."),
     # engine: the embedded block-diffusion engine (docs/engine.md)
     Setting("engine.block_size", int, 0, "Tokens per diffusion block; 0: the model's own (1 = autoregressive).", minimum=0),
     Setting("engine.strategy", str, "threshold", "Which masked positions a denoising pass accepts.",
