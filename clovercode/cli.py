@@ -80,6 +80,8 @@ ModelOpt = typer.Option(None, "--model", "-m", help="Model: replay:FILE.jsonl, a
 SandboxOpt = typer.Option(None, "--sandbox", help="Sandbox policy: read-only, workspace-write, workspace-write-network, none.")
 EndpointOpt = typer.Option(None, "--endpoint", help="OpenAI-compatible server to use instead of a local model, e.g. http://127.0.0.1:30000/v1.")
 ApiKeyOpt = typer.Option(None, "--api-key", help="API key for --endpoint (prefer the CLOVERCODE_API_KEY env var).")
+EndpointStreamOpt = typer.Option(None, "--endpoint-stream", help="Stream replies from --endpoint: auto, true or false "
+                                 "(false for llama-cpp-python's chatml-function-calling).")
 
 
 def project_root(repo: Optional[Path]) -> Path:
@@ -118,6 +120,7 @@ def main_callback(
     approval: Optional[str] = typer.Option(None, "--approval", help="suggest, auto-edit or full-auto."),
     endpoint: Optional[str] = EndpointOpt,
     api_key: Optional[str] = ApiKeyOpt,
+    endpoint_stream: Optional[str] = EndpointStreamOpt,
     resume: Optional[str] = typer.Option(None, "--resume", metavar="[ID]",
                                          help="Continue a saved session of this project: a picker (piped: the newest), or the one with this ID."),
     any_project: bool = typer.Option(False, "--any-project", help="With --resume ID: allow another project's session."),
@@ -130,8 +133,8 @@ def main_callback(
             raise UsageError("--resume continues a session in the REPL; use it without a command")
         # These belong to the REPL; before a command they would be silently ignored.
         given = [f"--{name.replace('_', '-')}" for name, value in (("repo", repo), ("model", model), ("sandbox", sandbox),
-                 ("approval", approval), ("endpoint", endpoint), ("api_key", api_key), ("max_steps", max_steps),
-                 ("max_time", max_time)) if value is not None]
+                 ("approval", approval), ("endpoint", endpoint), ("api_key", api_key),
+                 ("endpoint_stream", endpoint_stream), ("max_steps", max_steps), ("max_time", max_time)) if value is not None]
         if given:
             sub = ctx.invoked_subcommand
             raise UsageError(f"{', '.join(given)} before '{sub}' would be ignored: options before a command are the REPL's",
@@ -144,7 +147,7 @@ def main_callback(
     with signals_as_interrupts():  # SIGTERM/SIGHUP end the REPL as Ctrl-D would, without a traceback
         root, moved = workspace_root(repo)
         cfg = effective_config(root, model=model, sandbox=sandbox, approval=approval, endpoint=endpoint, api_key=api_key,
-                               max_steps=max_steps, max_time=max_time)
+                               endpoint_stream=endpoint_stream, max_steps=max_steps, max_time=max_time)
         console = make_console()
         if moved:
             console.print(f"[yellow]note:[/] {escape(moved)}", highlight=False, soft_wrap=True)
@@ -178,6 +181,7 @@ def fix(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON result object on stdout (for CI bots)."),
     endpoint: Optional[str] = EndpointOpt,
     api_key: Optional[str] = ApiKeyOpt,
+    endpoint_stream: Optional[str] = EndpointStreamOpt,
 ) -> None:
     """Fix an issue unattended: branch, model + test loop, one commit, optionally push and a pull request.
 
@@ -190,7 +194,7 @@ def fix(
     try:
         root, moved = workspace_root(repo)
         cfg = effective_config(root, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
-                               endpoint=endpoint, api_key=api_key,
+                               endpoint=endpoint, api_key=api_key, endpoint_stream=endpoint_stream,
                                **{"fix.test_command": test_command, "fix.test_rounds": test_rounds,
                                   "fix.remote": remote, "fix.base": base})
         request = FixRequest(issue, issue_file, github_issue, commit, push or pr, pr, branch, author, github_repo, draft,
@@ -232,6 +236,7 @@ def exec_command(
     as_json: bool = typer.Option(False, "--json", help="Stream the run's events as JSON Lines on stdout (docs/usage.md)."),
     endpoint: Optional[str] = EndpointOpt,
     api_key: Optional[str] = ApiKeyOpt,
+    endpoint_stream: Optional[str] = EndpointStreamOpt,
 ) -> None:
     """Run one task headless: no questions, no git needed, nothing committed; prints the final answer.
 
@@ -241,7 +246,7 @@ def exec_command(
     root = project_root(repo)
     text = read_task(task, sys.stdin)
     cfg = exec_config(effective_config(root, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
-                                       endpoint=endpoint, api_key=api_key), approval)
+                                       endpoint=endpoint, api_key=api_key, endpoint_stream=endpoint_stream), approval)
     with signals_as_interrupts():  # a cancelled CI job (SIGTERM) ends like Ctrl-C: run_completed, exit 143
         code = run_exec(root, cfg, text, as_json, sys.stdout, make_console(stderr=True))
     raise typer.Exit(code)
@@ -492,13 +497,16 @@ def init_command(repo: Optional[Path] = RepoOpt,
 @bench_app.command("map")
 def bench_map(path: Optional[Path] = typer.Argument(None, help="Tree to map (default: a git copy of this Python's standard library)."),
               tokens: int = typer.Option(2048, "--tokens", help="Map budget in tokens."),
-              jobs: int = typer.Option(0, "--jobs", help="Parser processes (0: one per core).")) -> None:
-    """Cold and warm repo-map time and peak memory (targets: cold ≤ 15 s, warm ≤ 1 s)."""
+              jobs: int = typer.Option(0, "--jobs", help="Parser processes (0: one per core)."),
+              compare: Optional[Path] = typer.Option(None, "--compare", help="Another clovercode checkout to run in alternation (e.g. the last release).")) -> None:
+    """`clovercode map` cold, warm and touched on one and four stdlibs (targets: cold ≤ 15 s, warm ≤ 0.5 s)."""
     from clovercode.bench.map import run_bench
 
     if path is not None and not path.is_dir():
         raise UsageError(f"not a directory: {path}")
-    raise typer.Exit(run_bench(path, tokens, jobs, typer.echo))
+    if compare is not None and not (compare / "clovercode" / "__init__.py").is_file():
+        raise UsageError(f"--compare {compare}: not a clovercode checkout (no clovercode/__init__.py)")
+    raise typer.Exit(run_bench(path, tokens, jobs, typer.echo, compare))
 
 
 @bench_app.command("engine")

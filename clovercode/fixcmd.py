@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from clovercode.agent.budget import StopReason
-from clovercode.agent.loop import RunResult
+from clovercode.agent.loop import RunResult, usage_json
 from clovercode.config import Config
 from clovercode.errors import ExitCode, VcsError
 from clovercode.executors.select import NO_SANDBOX_WARNING
@@ -66,6 +66,7 @@ class FixOutcome:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    usage_estimated: bool = False
     baseline: TestRun | None = None  # the tests before the model changed anything
     summaries: list[tuple[int, str]] = field(default_factory=list)  # every round's finish summary
 
@@ -84,7 +85,7 @@ class FixOutcome:
     def to_json(self) -> dict[str, Any]:
         result = self.result.to_json()
         result.update(steps=self.steps, summary=self.summary, seconds=round(self.seconds, 3),
-                      usage={"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens})
+                      usage=usage_json(self.prompt_tokens, self.completion_tokens, self.usage_estimated))
         return {"status": self.status, "exit_code": int(self.exit_code), **result,
                 "issue": {"title": self.issue.title, "number": self.issue.number,
                           "repo": str(self.issue.ref.repo) if self.issue.ref else None, "url": self.issue.url or None},
@@ -138,7 +139,8 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
     outcome = FixOutcome(plan.issue, rounds.result, ExitCode.GAVE_UP, session.last_trajectory, rounds.steps,
                          rounds.summary, plan.tests, rounds.tests, notes=plan.notes,
                          prompt_tokens=rounds.prompt_tokens, completion_tokens=rounds.completion_tokens,
-                         seconds=rounds.seconds, baseline=rounds.baseline, summaries=rounds.summaries)
+                         seconds=rounds.seconds, baseline=rounds.baseline, summaries=rounds.summaries,
+                         usage_estimated=rounds.usage_estimated)
     try:
         conclude(outcome, rounds, plan, request, cfg, has_changes)
     except KeyboardInterrupt as exc:  # while committing, pushing or opening the pull request: report it all the same
@@ -220,7 +222,9 @@ def print_summary(console: Console, outcome: FixOutcome) -> None:
 
     console.print()
     line("Result", f"{outcome.status} — {result.detail}")
-    line("Steps", f"{outcome.steps} · tokens {outcome.prompt_tokens} in / {outcome.completion_tokens} out · {outcome.seconds:.1f}s")
+    about = "~" if outcome.usage_estimated else ""  # estimated, not counted by the model's tokenizer
+    line("Steps", f"{outcome.steps} · tokens {about}{outcome.prompt_tokens} in / {about}{outcome.completion_tokens} out"
+                  f" · {outcome.seconds:.1f}s")
     line("Tests", tests_line(outcome.test_command, outcome.tests).removeprefix("Tests: "))
     if outcome.baseline is not None:
         line("Before the change", outcome.baseline.describe())

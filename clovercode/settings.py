@@ -89,6 +89,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("endpoint_connect_timeout", float, 10.0, "Seconds to wait for a connection to `endpoint`.", minimum=0.1),
     Setting("endpoint_read_timeout", float, 600.0, "Seconds to wait for the next bytes of a reply (queueing and prefill on a busy server count).", minimum=1.0),
     Setting("endpoint_retries", int, 4, "Retries on HTTP 429 / 5xx and connection errors, with exponential backoff.", minimum=0),
+    Setting("endpoint_stream", str, "auto", "Stream replies from `endpoint`: auto (stream; stop streaming replies with tools "
+            "for a server that cannot), true, or false (llama-cpp-python's chatml-function-calling needs false).",
+            choices=("auto", "true", "false")),
+    Setting("endpoint_tools", str, "auto", "How tools reach the model: native (the server's chat template renders them), "
+            "prompt (described in the system prompt, calls read from the text), or auto (prompt when the server's "
+            "token counts show its template dropped them).", choices=("native", "prompt", "auto")),
     # clovercode serve (docs/endpoint.md)
     Setting("serve.host", str, "127.0.0.1", "Address `clovercode serve` binds to; anything but loopback exposes the model to the network."),
     Setting("serve.port", int, 8700, "Port of `clovercode serve` (0: any free port).", minimum=0, maximum=65535),
@@ -113,6 +119,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("context.cache", bool, True, "Cache per-file tags between runs (keyed by path, mtime and size)."),
     Setting("context.cache_dir", str, "", "Where tag caches go (default: $XDG_CACHE_HOME/clovercode/tags)."),
     Setting("context.jobs", int, 0, "Worker processes that parse a cold tree (0: one per CPU core).", minimum=0),
+    Setting("context.include_generated", bool, False, "Map vendored, generated and build-output files too (dist/, build/, vendor/, minified, linguist-generated, @generated)."),
     # engine: the embedded block-diffusion engine (docs/engine.md)
     Setting("engine.block_size", int, 0, "Tokens per diffusion block; 0: the model's own (1 = autoregressive).", minimum=0),
     Setting("engine.strategy", str, "threshold", "Which masked positions a denoising pass accepts.",

@@ -197,6 +197,6 @@ def test_ctrl_c_during_the_baseline_is_an_interrupted_run_that_changed_nothing(t
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     result = json.loads(out)
-    assert result["status"] == "interrupted" and result["detail"] == "interrupted while the baseline tests ran"
+    assert result["status"] == "interrupted" and result["detail"] == "interrupted by the user (Ctrl-C) while the baseline tests ran"
     assert result["steps"] == 0 and result["commit"] is None and result["tests"]["runs"] == []
     assert git(work, "status", "--porcelain") == "" and git(work, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"

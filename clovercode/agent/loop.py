@@ -19,7 +19,7 @@ from clovercode.agent.events import EventSink, RecordingSink
 from clovercode.agent.messages import CallRecord, Message
 from clovercode.agent.prompts import Conversation, PromptBuilder
 from clovercode.agent.repetition import RepetitionGuard
-from clovercode.backends.base import Finish, GenerationParams, ModelBackend, ModelError, TextDelta, ToolCallEvent, Usage
+from clovercode.backends.base import Finish, GenerationParams, ModelBackend, ModelError, Notice, TextDelta, ToolCallEvent, Usage
 from clovercode.termination import interrupt_detail
 from clovercode.toolcalls.parser import ParsedCall
 from clovercode.toolcalls.review import TurnReview, review_turn
@@ -37,10 +37,11 @@ class RunResult:
     seconds: float = 0.0
     changed: list[str] = field(default_factory=list)
     signal: int | None = None  # INTERRUPTED by SIGTERM/SIGHUP rather than Ctrl-C
+    usage_estimated: bool = False  # some turn's tokens were estimated, not counted by the server or tokenizer
 
     def to_json(self) -> dict[str, Any]:
         return {"stop_reason": self.stop.value, "steps": self.steps, "detail": self.detail, "summary": self.summary,
-                "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens},
+                "usage": usage_json(self.prompt_tokens, self.completion_tokens, self.usage_estimated),
                 "seconds": round(self.seconds, 3), "changed_files": self.changed}
 
 
@@ -51,6 +52,7 @@ class _State:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     format_errors: int = 0
+    usage_estimated: bool = False
 
 
 class _Stop(Exception):
@@ -99,7 +101,8 @@ class Agent:
 
     def _result(self, state: _State, reason: StopReason, detail: str, summary: str | None = None) -> RunResult:
         return RunResult(reason, state.steps, detail, summary, state.prompt_tokens, state.completion_tokens,
-                         self.clock() - state.started, sorted(self.toolbox.ctx.changed))
+                         self.clock() - state.started, sorted(self.toolbox.ctx.changed),
+                         usage_estimated=state.usage_estimated)
 
     def _check_budget(self, state: _State) -> None:
         limits = self.limits
@@ -118,6 +121,7 @@ class Agent:
         text, server_calls, usage, guard = self._generate(self.prompt.build(conversation))
         state.prompt_tokens += usage.prompt_tokens
         state.completion_tokens += usage.completion_tokens
+        state.usage_estimated = state.usage_estimated or bool(usage.extra.get("usage_estimated"))
         review = review_turn(text, self.validator, step=state.steps, require_call=not self.interactive,
                              server_calls=server_calls)
         turn, checked = review.turn, review.checked
@@ -188,6 +192,8 @@ class Agent:
                     calls.append(_server_call(event))
                 elif isinstance(event, Usage):
                     usage = event
+                elif isinstance(event, Notice):
+                    self.sink.emit("warning", text=event.text, **({} if event.loud else {"quiet": True}))
                 elif isinstance(event, Finish):
                     break
         finally:
@@ -199,7 +205,8 @@ class Agent:
             text = guard.trimmed()
             counted = getattr(self.backend, "count_tokens", None)
             written = "".join(parts)
-            usage = Usage(usage.prompt_tokens, counted(written) if counted else len(written) // 4, extra={"cut": "repetition"})
+            usage = Usage(usage.prompt_tokens, counted(written) if counted else len(written) // 4,
+                          extra={**usage.extra, "cut": "repetition"})
         if in_reasoning:
             text += "</think>"
         return text, calls, usage, guard
@@ -244,6 +251,12 @@ def _server_call(event: ToolCallEvent) -> ParsedCall:
     if not isinstance(args, dict):
         args = {"__unparsed__": args}
     return ParsedCall(event.name, args, json.dumps({"name": event.name, "arguments": args}), "server")
+
+
+def usage_json(prompt_tokens: int, completion_tokens: int, estimated: bool) -> dict[str, Any]:
+    """A run's token counts as `--json` shows them; ``estimated`` only when some were estimated."""
+    out: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+    return {**out, "estimated": True} if estimated else out
 
 
 def _usage_json(usage: Usage, state: _State) -> dict[str, Any]:

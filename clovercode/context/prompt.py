@@ -19,7 +19,9 @@ from clovercode.taskinput import cut_middle
 
 ESTIMATE_MARGIN = 0.03  # share of the window left free when tokens are estimated rather than counted
 MAX_READ_BYTES = 1024 * 1024
-MapLoader = Callable[[], "tuple[str, set[str]]"]  # → (map text, files it focused on)
+# Called every step with the conversation so far → (map text, files it focused on); it rebuilds the
+# map only when the tree changed (context/refresh.py).
+MapLoader = Callable[[list[Message]], "tuple[str, set[str]]"]
 MAP_HEADER = ("# Repository map\nThe project's most used definitions, ranked for this task (file, then "
               "line: signature). It is an outline, not the code: view a file before changing it.")
 
@@ -87,7 +89,7 @@ class ContextPrompt:
     def __init__(self, *, root: Path, base_system: str, repo_map: str | MapLoader, tools_tokens: int,
                  count: TokenCounter, exact: bool, budget: Budget, touched: Iterable[str] = (),
                  instructions: bool = True, sink: EventSink | None = None):
-        # A loader is called at the first build, inside the run (after its run_start event).
+        # A loader is first called at the first build, inside the run (after its run_start event).
         self._map_loader = None if isinstance(repo_map, str) else repo_map
         self.root, self.base_system = root, base_system
         self.repo_map = repo_map if isinstance(repo_map, str) else ""
@@ -142,8 +144,7 @@ class ContextPrompt:
 
     def build(self, conversation: Conversation) -> list[Message]:
         if self._map_loader is not None:
-            loader, self._map_loader = self._map_loader, None
-            self.repo_map, focus = loader()
+            self.repo_map, focus = self._map_loader(conversation.messages)
             self.touched |= focus
         system, instructions_tokens, map_tokens = self.system_parts(conversation)
         system_tokens = self.text_tokens(system) + MESSAGE_OVERHEAD

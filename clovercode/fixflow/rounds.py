@@ -30,6 +30,7 @@ class Rounds:
     completion_tokens: int = 0
     seconds: float = 0.0  # model rounds and test runs, the baseline included
     tests: list[TestRun] = field(default_factory=list)
+    usage_estimated: bool = False
     baseline: TestRun | None = None  # the tests before the model changed anything
     summaries: list[tuple[int, str]] = field(default_factory=list)  # (round, finish summary), in order
 
@@ -59,7 +60,8 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
         console.print(f"[dim]baseline: {escape(before.describe())}{_failing_note(before)}[/]", highlight=False)
     result = _first_round(session, task, sink, before.seconds if before is not None else 0.0)
     done = Rounds(result, result.stop is StopReason.FINISHED, result.summary, result.steps,
-                  result.prompt_tokens, result.completion_tokens, result.seconds, baseline=before)
+                  result.prompt_tokens, result.completion_tokens, result.seconds, baseline=before,
+                  usage_estimated=result.usage_estimated)
     if before is not None:
         done.seconds += before.seconds
         record_event(session.last_trajectory, "test_run", baseline=True, **before.to_json())
@@ -101,6 +103,7 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
         done.steps += result.steps
         done.prompt_tokens += result.prompt_tokens
         done.completion_tokens += result.completion_tokens
+        done.usage_estimated = done.usage_estimated or result.usage_estimated
         done.seconds += result.seconds
         if result.stop is StopReason.FINISHED:
             done.summary = result.summary or done.summary

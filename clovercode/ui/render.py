@@ -101,8 +101,9 @@ class ConsoleRenderer:
         self.status = None
         self._print_turn(reasoning, content)
         total = usage.get("total_prompt_tokens", 0) + usage.get("total_completion_tokens", 0)
-        self.console.print(f"[dim]tokens: {usage.get('prompt_tokens', 0)} in · {usage.get('completion_tokens', 0)} out"
-                           f" · {total} this run · {seconds:.1f}s[/]")
+        about = "~" if usage.get("usage_estimated") else ""  # counted by clovercode, not by the model's tokenizer
+        self.console.print(f"[dim]tokens: {about}{usage.get('prompt_tokens', 0)} in · {about}{usage.get('completion_tokens', 0)} out"
+                           f" · {about}{total} this run · {seconds:.1f}s[/]")
 
     def _print_turn(self, reasoning: str, content: str) -> None:
         if reasoning.strip() and self.show_reasoning:
@@ -146,8 +147,8 @@ class ConsoleRenderer:
         if blocked:  # a failing hook is reported as a warning; a quiet success says nothing
             self.console.print(f"  [yellow]↳ {escape(event)} hook `{escape(command)}` objected[/]", highlight=False)
 
-    def _on_warning(self, text: str, **_: Any) -> None:
-        self.console.print(f"  [yellow]⚠ {escape(text)}[/]")
+    def _on_warning(self, text: str, quiet: bool = False, **_: Any) -> None:
+        self.console.print(f"  [dim]{escape(text)}[/]" if quiet else f"  [yellow]⚠ {escape(text)}[/]")
 
     def _on_run_end(self, stop_reason: str, steps: int, detail: str, **_: Any) -> None:
         self.live.stop()
