@@ -54,3 +54,18 @@ def test_show_numbers_observations_in_order(tmp_path):
     text = console.export_text()
     assert text.index("#2") < text.index("output 2") < text.index("#1") < text.index("output 1")
     assert "from 1 to 2" in text
+
+
+def test_context_after_the_tree_changed_between_tasks_does_not_crash(calc_repo, tmp_path):
+    """The repo map refresher kept the finished task's (closed) trajectory as its sink: /context
+    after a file appeared between tasks crashed the REPL; so did fix's feedback rounds."""
+    import json
+
+    from conftest import run_cli
+
+    replay = tmp_path / "r.jsonl"
+    replay.write_text(json.dumps({"text": "Fine."}) + "\n")
+    proc = run_cli("--model", f"replay:{replay}", "--sandbox", "none", cwd=calc_repo,
+                   input='look\n!echo "def g(): pass" > extra.py\n/context\n/exit\n')
+    assert proc.returncode == 0 and "internal error" not in proc.stderr + proc.stdout, proc.stdout + proc.stderr
+    assert "map " in proc.stdout.split("the next task can refer to it")[1]  # the /context line, with the map

@@ -144,6 +144,8 @@ class ContextPrompt:
 
     def build(self, conversation: Conversation) -> list[Message]:
         if self._map_loader is not None:
+            if hasattr(self._map_loader, "sink"):  # report where the prompt reports now: a finished task's
+                self._map_loader.sink = self.sink  # trajectory is closed (fix's follow-up rounds, /context)
             self.repo_map, focus = self._map_loader(conversation.messages)
             self.touched |= focus
         system, instructions_tokens, map_tokens = self.system_parts(conversation)
