@@ -203,9 +203,12 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
             except KeyboardInterrupt:
                 screen.suspend()
                 console.print("[yellow]interrupted[/]")
-    finally:
+    except BaseException:  # SIGTERM/SIGHUP (after SIGHUP there is no terminal to print to), or a failure
+        screen.suspend()
         session.close()
-        if session.session_id:
-            console.print(f"[dim]continue this session with: clovercode --resume {session.session_id}[/]",
-                          highlight=False, soft_wrap=True)
+        raise
+    session.close()
+    if session.session_id:
+        console.print(f"[dim]continue this session with: clovercode --resume {session.session_id}[/]",
+                      highlight=False, soft_wrap=True)
     return 0
