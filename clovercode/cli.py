@@ -122,16 +122,19 @@ def main_callback(
     api_key: Optional[str] = ApiKeyOpt,
     endpoint_stream: Optional[str] = EndpointStreamOpt,
     resume: Optional[str] = typer.Option(None, "--resume", metavar="[ID]",
-                                         help="Continue a saved session: the newest of this project, or the one with this ID."),
+                                         help="Continue a saved session of this project: a picker (piped: the newest), or the one with this ID."),
+    any_project: bool = typer.Option(False, "--any-project", help="With --resume ID: allow another project's session."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Most model turns per task."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Wall-clock budget of each task in seconds."),
 ) -> None:
     """Without a command: open the interactive REPL in the project directory."""
     if ctx.invoked_subcommand is not None:
-        if resume is not None:
+        if resume is not None or any_project:
             raise UsageError("--resume continues a session in the REPL; use it without a command")
         # These belong to the REPL; before a command they would be silently ignored.
         given = [f"--{name.replace('_', '-')}" for name, value in (("repo", repo), ("model", model), ("sandbox", sandbox),
                  ("approval", approval), ("endpoint", endpoint), ("api_key", api_key),
-                 ("endpoint_stream", endpoint_stream)) if value is not None]
+                 ("endpoint_stream", endpoint_stream), ("max_steps", max_steps), ("max_time", max_time)) if value is not None]
         if given:
             sub = ctx.invoked_subcommand
             raise UsageError(f"{', '.join(given)} before '{sub}' would be ignored: options before a command are the REPL's",
@@ -139,14 +142,16 @@ def main_callback(
         return
     from clovercode.repl import run_repl
 
+    if any_project and resume is None:
+        raise UsageError("--any-project goes with --resume ID")
     with signals_as_interrupts():  # SIGTERM/SIGHUP end the REPL as Ctrl-D would, without a traceback
         root, moved = workspace_root(repo)
         cfg = effective_config(root, model=model, sandbox=sandbox, approval=approval, endpoint=endpoint, api_key=api_key,
-                               endpoint_stream=endpoint_stream)
+                               endpoint_stream=endpoint_stream, max_steps=max_steps, max_time=max_time)
         console = make_console()
         if moved:
             console.print(f"[yellow]note:[/] {escape(moved)}", highlight=False, soft_wrap=True)
-        code = run_repl(root, cfg, console, resume=resume)
+        code = run_repl(root, cfg, console, resume=resume, any_project=any_project)
     raise typer.Exit(code)
 
 
@@ -216,6 +221,51 @@ def fix(
     if as_json:
         typer.echo(json.dumps(outcome.to_json(), ensure_ascii=False))
     raise typer.Exit(int(outcome.exit_code))
+
+
+@app.command("exec")
+def exec_command(
+    task: Optional[str] = typer.Argument(None, help="The task; '-' or nothing reads it from stdin (when it is not a terminal)."),
+    repo: Optional[Path] = RepoOpt,
+    model: Optional[str] = ModelOpt,
+    sandbox: Optional[str] = SandboxOpt,
+    approval: Optional[str] = typer.Option(None, "--approval", help="full-auto (default; commands in the sandbox), or "
+                                           "suggest / auto-edit: what they would ask about is refused."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Most model turns."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Wall-clock budget in seconds."),
+    as_json: bool = typer.Option(False, "--json", help="Stream the run's events as JSON Lines on stdout (docs/usage.md)."),
+    endpoint: Optional[str] = EndpointOpt,
+    api_key: Optional[str] = ApiKeyOpt,
+    endpoint_stream: Optional[str] = EndpointStreamOpt,
+) -> None:
+    """Run one task headless: no questions, no git needed, nothing committed; prints the final answer.
+
+    Exit codes: 0 done, 2 usage, 3 gave up, 5 model, 6 sandbox, 130 interrupted (docs/usage.md)."""
+    from clovercode.execcmd import exec_config, read_task, run_exec
+
+    root = project_root(repo)
+    text = read_task(task, sys.stdin)
+    cfg = exec_config(effective_config(root, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
+                                       endpoint=endpoint, api_key=api_key, endpoint_stream=endpoint_stream), approval)
+    with signals_as_interrupts():  # a cancelled CI job (SIGTERM) ends like Ctrl-C: run_completed, exit 143
+        code = run_exec(root, cfg, text, as_json, sys.stdout, make_console(stderr=True))
+    raise typer.Exit(code)
+
+
+@app.command("sessions")
+def sessions_command(repo: Optional[Path] = RepoOpt,
+                     all_projects: bool = typer.Option(False, "--all", help="Every project's sessions, not only this one's.")) -> None:
+    """List saved sessions of this project, newest first: id, date, steps, first task (resume with --resume ID)."""
+    from clovercode.session import trajectory_dir
+    from clovercode.sessions import list_sessions, print_sessions
+
+    root = project_root(repo)
+    found = list_sessions(trajectory_dir(effective_config(root), os.environ), None if all_projects else root)
+    console = make_console()
+    if not found:
+        console.print(f"no saved sessions for {root}" if not all_projects else "no saved sessions", highlight=False)
+        return
+    print_sessions(console, found)
 
 
 ci_app = typer.Typer(cls=CloverGroup, help="Set up clovercode as a CI bot.", no_args_is_help=True)

@@ -94,8 +94,11 @@ def _setting(key: str, source: str) -> Setting:
 
 def coerce_value(setting: Setting, raw: Any, source: str) -> Any:
     """Turn a TOML/env/flag value into the setting's type, or raise a ConfigError naming it."""
-    where = f"{source}: '{setting.key}'"
+    # A flag is named as it was typed (--max-steps), not by its setting key.
+    where = f"--{setting.key.rsplit('.', 1)[-1].replace('_', '-')}" if source == "flag" else f"{source}: '{setting.key}'"
     value: Any
+    if setting.type is list:
+        return _string_list(raw, where)
     if setting.type is bool:
         if isinstance(raw, bool):
             value = raw
@@ -124,6 +127,20 @@ def coerce_value(setting: Setting, raw: Any, source: str) -> Any:
     if setting.choices is not None and value not in setting.choices:
         raise ConfigError(f"{where} must be one of {', '.join(setting.choices)}; got {value!r}")
     return value
+
+
+def _string_list(raw: Any, where: str) -> tuple[str, ...]:
+    """A list of non-empty strings; from the environment, a JSON array or one string."""
+    if isinstance(raw, str):
+        import json
+
+        try:
+            raw = json.loads(raw) if raw.lstrip().startswith("[") else [raw]
+        except json.JSONDecodeError:
+            raise ConfigError(f"{where} must be a JSON array of strings, got {raw!r}") from None
+    if not isinstance(raw, (list, tuple)) or not all(isinstance(item, str) and item.strip() for item in raw):
+        raise ConfigError(f"{where} must be a list of non-empty strings, got {raw!r}")
+    return tuple(raw)
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -56,6 +56,7 @@ class Session:
     prompt: ContextPrompt | None = None  # the last task's prompt builder (for /compact and /context)
     mcp: McpManager | None = None  # the MCP servers of this session (a tool source), stopped by close()
     notices: list[str] = field(default_factory=list)  # start-up warnings, said once (the REPL, or the first run)
+    session_id: str | None = None  # the first task's trajectory id; every later task's snapshot carries it
 
     def run_task(self, task: str, sink: EventSink | None = None, *, follow_up: bool = False):
         """Run ``task``; ``follow_up=True`` continues the last task instead (same tool context and
@@ -69,9 +70,10 @@ class Session:
                               checkpoint=Checkpointer(self.root, self.env, label), stamps=self.stamps,
                               guard=FileGuard.from_policy_data(self.env))
             self.last_trajectory = new_trajectory_path(trajectory_dir(self.cfg, self.env), label)
+            self.session_id = self.session_id or self.last_trajectory.stem
         self.last_context = ctx
         writer = TrajectoryWriter(self.last_trajectory)
-        events = MultiSink(SnapshotBeforeEnd(writer, self.root, self.conversation), sink)  # what --resume loads
+        events = MultiSink(SnapshotBeforeEnd(writer, self.root, self.conversation, self.session_id), sink)  # what --resume loads
         for notice in self.take_notices():
             events.emit("warning", text=notice)
         hooks = Hooks(self.cfg.declared.hooks, self.root, self.env, events, self.cfg["hooks.max_stop_blocks"])

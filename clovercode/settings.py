@@ -14,7 +14,7 @@ from typing import Any
 @dataclass(frozen=True)
 class Setting:
     key: str
-    type: type  # str, int, float, bool
+    type: type  # str, int, float, bool, list (of strings)
     default: Any
     help: str
     choices: tuple[str, ...] | None = None
@@ -104,6 +104,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("serve.max_queue", int, 64, "Requests allowed to wait for the model; more are refused with HTTP 429.", minimum=1),
     Setting("serve.max_request_bytes", int, 4_194_304, "Largest request body `clovercode serve` accepts (HTTP 413 beyond).", minimum=1024),
     Setting("serve.max_connections", int, 256, "Open client connections `clovercode serve` holds at once (HTTP 503 beyond).", minimum=1),
+    # REPL permissions (docs/usage.md#approvals): the user's own rules, never a project's
+    Setting("permissions.allow", list, (), "Command prefixes the REPL runs without asking (e.g. 'git status'); "
+            "added by answering 'a' at an approval, listed and removed with /permissions.", user_only=True),
     # repository context: repo map, instruction files, prompt budget, compaction (docs/context.md)
     Setting("context.map_tokens", int, 2048, "Token budget of the repository map in the system prompt (0: no map).", minimum=0),
     Setting("context.window", int, 0, "Context window in tokens (0: the model's own, else 32768).", minimum=0),

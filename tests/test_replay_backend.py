@@ -7,7 +7,8 @@ import pytest
 from clovercode.agent.messages import Message
 from clovercode.backends.base import GenerationParams, TextDelta, Usage
 from clovercode.backends.replay import ReplayBackend
-from clovercode.context.tokens import estimate_tokens
+from clovercode.context.tokens import MESSAGE_OVERHEAD, estimate_tokens, tools_tokens
+from clovercode.toolcalls.schemas import load_tool_specs
 from clovercode.errors import ModelUnavailable
 
 
@@ -23,7 +24,15 @@ def test_recorded_usage_replays_and_missing_usage_is_the_projects_estimate(tmp_p
     assert (usage.prompt_tokens, usage.forwards, usage.seconds) == (7, 3, 0.5)
     assert usage.completion_tokens == estimate_tokens("first reply")
     usage = next(e for e in backend.generate(messages, [], GenerationParams()) if isinstance(e, Usage))
-    assert usage.prompt_tokens == estimate_tokens("fix calc.py, please")
+    assert usage.prompt_tokens == MESSAGE_OVERHEAD + estimate_tokens("fix calc.py, please")
+    # counted as /context counts a prompt: the tool schemas are part of a step's "in"
+    specs = load_tool_specs()
+    usage = next(e for e in ReplayBackend(path).generate(messages, specs, GenerationParams()) if isinstance(e, Usage))
+    assert usage.prompt_tokens == 7  # recorded: kept
+    backend = ReplayBackend(path)
+    list(backend.generate(messages, specs, GenerationParams()))
+    usage = next(e for e in backend.generate(messages, specs, GenerationParams()) if isinstance(e, Usage))
+    assert usage.prompt_tokens == MESSAGE_OVERHEAD + estimate_tokens("fix calc.py, please") + tools_tokens(specs, estimate_tokens)
 
 
 def test_a_trajectorys_null_usage_fields_count_as_absent(tmp_path):

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from clovercode.actions.approval import RunCancelled
 from clovercode.actions.context import Observation
 from clovercode.actions.toolbox import FINISH, Toolbox
 from clovercode.agent.budget import Limits, RepeatTracker, StopReason
@@ -89,12 +90,13 @@ class Agent:
                 self._step(conversation, state, repeats)
         except _Stop as stop:
             result = self._result(state, stop.reason, stop.detail, stop.summary)
-        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (termination.py)
-            result = self._result(state, StopReason.INTERRUPTED, interrupt_detail(exc))
+        except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM/SIGHUP (termination.py), or cancelled at an approval prompt
+            detail = str(exc) if isinstance(exc, RunCancelled) else interrupt_detail(exc)
+            result = self._result(state, StopReason.INTERRUPTED, detail)
             result.signal = getattr(exc, "signum", None)
         except ModelError as exc:
             result = self._result(state, StopReason.MODEL_ERROR, f"the model failed: {exc}")
-        self.sink.emit("run_end", **result.to_json())
+        self.sink.emit("run_end", **result.to_json(), **({"signal": result.signal} if result.signal else {}))
         return result
 
     def _result(self, state: _State, reason: StopReason, detail: str, summary: str | None = None) -> RunResult:

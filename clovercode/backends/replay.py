@@ -20,7 +20,7 @@ from typing import Any, Iterator, Sequence
 from clovercode.agent.messages import Message
 from clovercode.agent.trajectory import NON_TURN_KINDS, turn_text
 from clovercode.backends.base import Event, Finish, GenerationParams, ModelError, TextDelta, Usage
-from clovercode.context.tokens import estimate_tokens
+from clovercode.context.tokens import estimate_prompt_tokens, estimate_tokens
 from clovercode.errors import ModelUnavailable
 from clovercode.jsonl import json_objects
 from clovercode.toolcalls.schemas import ToolSpec
@@ -104,7 +104,7 @@ class ReplayBackend:
         usage = turn.usage
         # Engine figures recorded with the turn (forwards, seconds) replay too, so a recorded
         # engine run reproduces its tokens-per-forward in `clovercode eval`.
-        yield Usage(prompt_tokens=int(usage.get("prompt_tokens", sum(estimate_tokens(m.content) for m in messages))),
+        yield Usage(prompt_tokens=int(usage.get("prompt_tokens", estimate_prompt_tokens(messages, tools))),
                     completion_tokens=int(usage.get("completion_tokens", max(1, estimate_tokens(turn.text)))),
                     forwards=int(usage["forwards"]) if usage.get("forwards") else None,
                     seconds=float(usage.get("seconds") or 0.0))

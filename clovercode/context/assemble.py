@@ -2,28 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from clovercode.agent.events import EventSink
 from clovercode.agent.messages import Message
 from clovercode.agent.prompts import Conversation, system_prompt
 from clovercode.context.prompt import Budget, ContextPrompt, touched_paths
-from clovercode.context.tokens import counter_for, window_for
+from clovercode.context.tokens import counter_for, tools_tokens, window_for
 from clovercode.toolcalls.schemas import ToolSpec
 
-TOOLS_OVERHEAD = 40  # the template's wrapper around the tool list
 MAP_WINDOW_SHARE = 8  # the map never takes more than 1/8 of the window
 _PATHLIKE = re.compile(r"[\w.][\w./-]*")
-
-
-def tools_tokens(specs: Sequence[ToolSpec], count: Callable[[str], int]) -> int:
-    """What the tool schemas cost in the prompt (templates render them as JSON in the system turn)."""
-    if not specs:
-        return 0
-    return count(json.dumps([s.openai_tool() for s in specs], ensure_ascii=False)) + TOOLS_OVERHEAD
 
 
 def conversation_texts(messages: Sequence[Message]) -> list[str]:

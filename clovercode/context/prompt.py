@@ -13,11 +13,10 @@ from clovercode.agent.messages import Message
 from clovercode.agent.prompts import Conversation
 from clovercode.context.compaction import (GOAL, KEEP_TAGS, CompactionBudget, compact, head_tail, shorten_observations)
 from clovercode.context.instructions import read_instructions, render_instructions
-from clovercode.context.tokens import TokenCounter
+from clovercode.context.tokens import MESSAGE_OVERHEAD, TokenCounter
 from clovercode.errors import ConfigError
 from clovercode.taskinput import cut_middle
 
-MESSAGE_OVERHEAD = 8  # role markers and separators a chat template puts around each message
 ESTIMATE_MARGIN = 0.03  # share of the window left free when tokens are estimated rather than counted
 MAX_READ_BYTES = 1024 * 1024
 # Called every step with the conversation so far → (map text, files it focused on); it rebuilds the
@@ -145,6 +144,8 @@ class ContextPrompt:
 
     def build(self, conversation: Conversation) -> list[Message]:
         if self._map_loader is not None:
+            if hasattr(self._map_loader, "sink"):  # report where the prompt reports now: a finished task's
+                self._map_loader.sink = self.sink  # trajectory is closed (fix's follow-up rounds, /context)
             self.repo_map, focus = self._map_loader(conversation.messages)
             self.touched |= focus
         system, instructions_tokens, map_tokens = self.system_parts(conversation)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 TokenCounter = Callable[[str], int]
 DEFAULT_WINDOW = 32768  # when neither the settings nor the backend say how large the window is
 
+TOOLS_OVERHEAD = 40  # the template's wrapper around the tool list
+MESSAGE_OVERHEAD = 8  # role markers and separators a chat template puts around each message
 _PIECES = re.compile(r"\w+|[^\w\s]")
 _LETTERS = re.compile(r"[^\W\d_]+")
 _DIGITS = re.compile(r"\d")
@@ -59,3 +62,17 @@ def window_for(backend: Any, configured: int) -> int:
     if configured > 0:
         return min(configured, native) if native else configured
     return native or DEFAULT_WINDOW
+
+
+def tools_tokens(specs: Sequence[Any], count: TokenCounter) -> int:
+    """What the tool schemas cost in the prompt (templates render them as JSON in the system turn)."""
+    if not specs:
+        return 0
+    return count(json.dumps([s.openai_tool() for s in specs], ensure_ascii=False)) + TOOLS_OVERHEAD
+
+
+def estimate_prompt_tokens(messages: Sequence[Any], specs: Sequence[Any]) -> int:
+    """A prompt's size counted as /context counts it (messages and tool schemas), for backends that
+    report none: a step's "in" and the context line must not disagree by the tool schemas."""
+    return (sum(MESSAGE_OVERHEAD + estimate_tokens(m.content) for m in messages)
+            + tools_tokens(specs, estimate_tokens))
