@@ -20,6 +20,7 @@ from clovercode import __version__
 from clovercode.config import Config, load_config, state_dir
 from clovercode.errors import CloverError, ExitCode, UsageError
 from clovercode.eval.cli import make_eval_app
+from clovercode.termination import signals_as_interrupts
 
 
 class CloverGroup(TyperGroup):
@@ -31,9 +32,11 @@ class CloverGroup(TyperGroup):
         except CloverError as exc:
             report_error(exc)
             raise typer.Exit(int(exc.exit_code)) from None
-        except KeyboardInterrupt:
-            make_console(stderr=True).print("[yellow]interrupted[/]")
-            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP where termination.py catches them
+            from clovercode.termination import interrupt_detail
+
+            make_console(stderr=True).print(f"[yellow]{interrupt_detail(exc).removesuffix(' by the user (Ctrl-C)')}[/]")
+            raise typer.Exit(getattr(exc, "exit_code", int(ExitCode.INTERRUPTED))) from None
         except Exception as exc:
             if type(exc).__module__.split(".")[0] in ("typer", "click"):
                 raise  # exits, usage errors and aborts: typer reports those itself
@@ -77,13 +80,30 @@ ModelOpt = typer.Option(None, "--model", "-m", help="Model: replay:FILE.jsonl, a
 SandboxOpt = typer.Option(None, "--sandbox", help="Sandbox policy: read-only, workspace-write, workspace-write-network, none.")
 EndpointOpt = typer.Option(None, "--endpoint", help="OpenAI-compatible server to use instead of a local model, e.g. http://127.0.0.1:30000/v1.")
 ApiKeyOpt = typer.Option(None, "--api-key", help="API key for --endpoint (prefer the CLOVERCODE_API_KEY env var).")
+EndpointStreamOpt = typer.Option(None, "--endpoint-stream", help="Stream replies from --endpoint: auto, true or false "
+                                 "(false for llama-cpp-python's chatml-function-calling).")
 
 
 def project_root(repo: Optional[Path]) -> Path:
     root = (repo or Path.cwd()).expanduser()
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"--repo {root} is a file, not a directory", hint="Pass the project's directory.")
     if not root.is_dir():
         raise UsageError(f"project directory not found: {root}")
     return root.resolve()
+
+
+def workspace_root(repo: Optional[Path]) -> tuple[Path, str | None]:
+    """The project of fix and the REPL: ``--repo`` exactly as given (a monorepo's subproject), else the
+    git top level of the current directory, so repository paths and the tests mean the same wherever
+    in the repository the run starts; a note says when the root is not where it started."""
+    from clovercode.vcs.git import toplevel
+
+    start = project_root(repo)
+    top = toplevel(start) if repo is None else None
+    if top is None or top == start:
+        return start, None
+    return top, f"working in the repository root {top} (started in {start})"
 
 
 def effective_config(root: Path, **flags: Any) -> Config:
@@ -100,16 +120,21 @@ def main_callback(
     approval: Optional[str] = typer.Option(None, "--approval", help="suggest, auto-edit or full-auto."),
     endpoint: Optional[str] = EndpointOpt,
     api_key: Optional[str] = ApiKeyOpt,
+    endpoint_stream: Optional[str] = EndpointStreamOpt,
     resume: Optional[str] = typer.Option(None, "--resume", metavar="[ID]",
-                                         help="Continue a saved session: the newest of this project, or the one with this ID."),
+                                         help="Continue a saved session of this project: a picker (piped: the newest), or the one with this ID."),
+    any_project: bool = typer.Option(False, "--any-project", help="With --resume ID: allow another project's session."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Most model turns per task."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Wall-clock budget of each task in seconds."),
 ) -> None:
     """Without a command: open the interactive REPL in the project directory."""
     if ctx.invoked_subcommand is not None:
-        if resume is not None:
+        if resume is not None or any_project:
             raise UsageError("--resume continues a session in the REPL; use it without a command")
         # These belong to the REPL; before a command they would be silently ignored.
         given = [f"--{name.replace('_', '-')}" for name, value in (("repo", repo), ("model", model), ("sandbox", sandbox),
-                 ("approval", approval), ("endpoint", endpoint), ("api_key", api_key)) if value is not None]
+                 ("approval", approval), ("endpoint", endpoint), ("api_key", api_key),
+                 ("endpoint_stream", endpoint_stream), ("max_steps", max_steps), ("max_time", max_time)) if value is not None]
         if given:
             sub = ctx.invoked_subcommand
             raise UsageError(f"{', '.join(given)} before '{sub}' would be ignored: options before a command are the REPL's",
@@ -117,12 +142,21 @@ def main_callback(
         return
     from clovercode.repl import run_repl
 
-    root = project_root(repo)
-    cfg = effective_config(root, model=model, sandbox=sandbox, approval=approval, endpoint=endpoint, api_key=api_key)
-    raise typer.Exit(run_repl(root, cfg, make_console(), resume=resume))
+    if any_project and resume is None:
+        raise UsageError("--any-project goes with --resume ID")
+    with signals_as_interrupts():  # SIGTERM/SIGHUP end the REPL as Ctrl-D would, without a traceback
+        root, moved = workspace_root(repo)
+        cfg = effective_config(root, model=model, sandbox=sandbox, approval=approval, endpoint=endpoint, api_key=api_key,
+                               endpoint_stream=endpoint_stream, max_steps=max_steps, max_time=max_time)
+        console = make_console()
+        if moved:
+            console.print(f"[yellow]note:[/] {escape(moved)}", highlight=False, soft_wrap=True)
+        code = run_repl(root, cfg, console, resume=resume, any_project=any_project)
+    raise typer.Exit(code)
 
 
 @app.command()
+@signals_as_interrupts()  # SIGTERM (how CI cancels a job) and SIGHUP end the run the way Ctrl-C does
 def fix(
     issue: Optional[str] = typer.Argument(None, help="The issue to fix, as text (or use --issue-file / --github-issue)."),
     issue_file: Optional[Path] = typer.Option(None, "--issue-file", help="Read the issue from a file (first line: title)."),
@@ -136,6 +170,7 @@ def fix(
     test_rounds: Optional[int] = typer.Option(None, "--test-rounds", help="Times failing tests go back to the model."),
     commit: bool = typer.Option(True, "--commit/--no-commit", help="Commit on a fix branch (default), or only edit the working tree."),
     branch: Optional[str] = typer.Option(None, "--branch", help="Branch name (default: clovercode/<number>-<slug>)."),
+    force: bool = typer.Option(False, "--force", help="Move the fix branch even if it holds commits clovercode did not make (a backup ref keeps them)."),
     author: Optional[str] = typer.Option(None, "--author", help="Commit author, 'Name <email>'."),
     push: bool = typer.Option(False, "--push", help="Push the fix branch to the remote."),
     pr: bool = typer.Option(False, "--pr", help="Push and open (or update) a GitHub pull request."),
@@ -146,22 +181,24 @@ def fix(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON result object on stdout (for CI bots)."),
     endpoint: Optional[str] = EndpointOpt,
     api_key: Optional[str] = ApiKeyOpt,
+    endpoint_stream: Optional[str] = EndpointStreamOpt,
 ) -> None:
     """Fix an issue unattended: branch, model + test loop, one commit, optionally push and a pull request.
 
-    Exit codes: 0 fixed (tests pass), 1 tests fail, 3 gave up, 4 no change, 5 model, 6 sandbox,
-    7 git/GitHub, 130 interrupted (docs/ci.md)."""
+    Exit codes: 0 fixed (no test regressed), 1 tests regressed, 3 gave up, 4 no change, 5 model, 6 sandbox,
+    7 git/GitHub, 130 interrupted (143 SIGTERM, 129 SIGHUP) (docs/ci.md)."""
     from clovercode.fixcmd import run_fix
     from clovercode.fixflow.plan import FixRequest
 
     console = make_console(stderr=as_json)
     try:
-        root = project_root(repo)
+        root, moved = workspace_root(repo)
         cfg = effective_config(root, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
-                               endpoint=endpoint, api_key=api_key,
+                               endpoint=endpoint, api_key=api_key, endpoint_stream=endpoint_stream,
                                **{"fix.test_command": test_command, "fix.test_rounds": test_rounds,
                                   "fix.remote": remote, "fix.base": base})
-        request = FixRequest(issue, issue_file, github_issue, commit, push or pr, pr, branch, author, github_repo, draft)
+        request = FixRequest(issue, issue_file, github_issue, commit, push or pr, pr, branch, author, github_repo, draft,
+                             force=force, notes=(moved,) if moved else ())
         outcome = run_fix(root, cfg, request, console)
     except CloverError as exc:
         if not as_json:
@@ -169,6 +206,13 @@ def fix(
         report_error(exc)
         typer.echo(json.dumps({"status": "error", "exit_code": int(exc.exit_code), "error": str(exc)}))
         raise typer.Exit(int(exc.exit_code)) from None
+    except KeyboardInterrupt as exc:  # before the model ran, or while committing: still one JSON object
+        if as_json:
+            from clovercode.termination import interrupt_detail
+
+            code = getattr(exc, "exit_code", int(ExitCode.INTERRUPTED))
+            typer.echo(json.dumps({"status": "interrupted", "exit_code": code, "error": interrupt_detail(exc)}))
+        raise
     except Exception as exc:  # a bug: CloverGroup saves the traceback; a CI bot still gets its one object
         if as_json:
             typer.echo(json.dumps({"status": "error", "exit_code": int(ExitCode.INTERNAL),
@@ -177,6 +221,51 @@ def fix(
     if as_json:
         typer.echo(json.dumps(outcome.to_json(), ensure_ascii=False))
     raise typer.Exit(int(outcome.exit_code))
+
+
+@app.command("exec")
+def exec_command(
+    task: Optional[str] = typer.Argument(None, help="The task; '-' or nothing reads it from stdin (when it is not a terminal)."),
+    repo: Optional[Path] = RepoOpt,
+    model: Optional[str] = ModelOpt,
+    sandbox: Optional[str] = SandboxOpt,
+    approval: Optional[str] = typer.Option(None, "--approval", help="full-auto (default; commands in the sandbox), or "
+                                           "suggest / auto-edit: what they would ask about is refused."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Most model turns."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Wall-clock budget in seconds."),
+    as_json: bool = typer.Option(False, "--json", help="Stream the run's events as JSON Lines on stdout (docs/usage.md)."),
+    endpoint: Optional[str] = EndpointOpt,
+    api_key: Optional[str] = ApiKeyOpt,
+    endpoint_stream: Optional[str] = EndpointStreamOpt,
+) -> None:
+    """Run one task headless: no questions, no git needed, nothing committed; prints the final answer.
+
+    Exit codes: 0 done, 2 usage, 3 gave up, 5 model, 6 sandbox, 130 interrupted (docs/usage.md)."""
+    from clovercode.execcmd import exec_config, read_task, run_exec
+
+    root = project_root(repo)
+    text = read_task(task, sys.stdin)
+    cfg = exec_config(effective_config(root, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
+                                       endpoint=endpoint, api_key=api_key, endpoint_stream=endpoint_stream), approval)
+    with signals_as_interrupts():  # a cancelled CI job (SIGTERM) ends like Ctrl-C: run_completed, exit 143
+        code = run_exec(root, cfg, text, as_json, sys.stdout, make_console(stderr=True))
+    raise typer.Exit(code)
+
+
+@app.command("sessions")
+def sessions_command(repo: Optional[Path] = RepoOpt,
+                     all_projects: bool = typer.Option(False, "--all", help="Every project's sessions, not only this one's.")) -> None:
+    """List saved sessions of this project, newest first: id, date, steps, first task (resume with --resume ID)."""
+    from clovercode.session import trajectory_dir
+    from clovercode.sessions import list_sessions, print_sessions
+
+    root = project_root(repo)
+    found = list_sessions(trajectory_dir(effective_config(root), os.environ), None if all_projects else root)
+    console = make_console()
+    if not found:
+        console.print(f"no saved sessions for {root}" if not all_projects else "no saved sessions", highlight=False)
+        return
+    print_sessions(console, found)
 
 
 ci_app = typer.Typer(cls=CloverGroup, help="Set up clovercode as a CI bot.", no_args_is_help=True)
@@ -190,15 +279,14 @@ def ci_init(
     label: str = typer.Option("clovercode", "--label", help="Issue label that starts a fix."),
     command: str = typer.Option("/clovercode", "--command", help="Comment command that starts a fix."),
     runner: Optional[str] = typer.Option(None, "--runner", help="runs-on labels, comma-separated."),
+    source: Optional[str] = typer.Option(None, "--source", help="Install clovercode from this pinned source: "
+                                         "git+URL@COMMIT_SHA (or @VERSION_TAG), or a wheel path/URL."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing workflow file."),
 ) -> None:
     """Write .github/workflows/clovercode.yml: fix issues on a label or a comment command (docs/ci.md)."""
-    from clovercode.github.workflow import WorkflowOptions, write_workflow
+    from clovercode.github.ci_init import run_ci_init
 
-    root = project_root(repo)
-    path = write_workflow(root, WorkflowOptions(model_on, label, command, runner), force=force)
-    make_console().print(f"wrote {path}\nNext: read docs/ci.md for the token permissions and the repository settings.",
-                    highlight=False)
+    run_ci_init(project_root(repo), model_on, label, command, runner, source, force, make_console())
 
 
 @app.command()
@@ -230,12 +318,17 @@ def tools_list(ctx: typer.Context) -> None:
     """List the tools (without a subcommand)."""
     if ctx.invoked_subcommand is not None:
         return
+    from clovercode.mcpservers.command import mcp_specs
     from clovercode.toolcalls.schemas import load_tool_specs, signature
 
     console = make_console()
-    for spec in load_tool_specs():
-        console.print(f"[bold cyan]{spec.name}[/]  {spec.description}", highlight=False)
-        console.print(f"    [dim]{signature(spec)}[/]", highlight=False)
+    root = project_root(None)
+    extra, warnings = mcp_specs(root, effective_config(root))  # MCP servers' tools, when any are configured
+    for spec in load_tool_specs() + extra:
+        console.print(f"[bold cyan]{escape(spec.name)}[/]  {escape(spec.description)}", highlight=False)
+        console.print(f"    [dim]{escape(signature(spec))}[/]", highlight=False)
+    for warning in warnings:
+        make_console(stderr=True).print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
 
 
 @tools_app.command("show")
@@ -245,9 +338,37 @@ def tools_show(name: str = typer.Argument(..., help="Tool name.")) -> None:
     from clovercode.toolcalls.validate import unknown_tool_message
 
     specs = {s.name: s for s in load_tool_specs()}
+    if name not in specs and "__" in name:  # SERVER__TOOL: ask the MCP servers
+        from clovercode.mcpservers.command import mcp_specs
+
+        root = project_root(None)
+        specs.update({s.name: s for s in mcp_specs(root, effective_config(root))[0]})
     if name not in specs:
         raise UsageError(unknown_tool_message(name, list(specs)))
     typer.echo(json.dumps(specs[name].schema, indent=2))
+
+
+mcp_app = typer.Typer(cls=CloverGroup, help="MCP servers: list them with their tools, or check one.", no_args_is_help=True)
+app.add_typer(mcp_app, name="mcp")
+
+
+@mcp_app.command("list")
+def mcp_list(repo: Optional[Path] = RepoOpt) -> None:
+    """Start the configured MCP servers and list each one's status and tools."""
+    from clovercode.mcpservers.command import run_list
+
+    root = project_root(repo)
+    raise typer.Exit(run_list(root, effective_config(root), make_console()))
+
+
+@mcp_app.command("check")
+def mcp_check(name: str = typer.Argument(..., help="The server's name ([mcp_servers.NAME])."),
+              repo: Optional[Path] = RepoOpt) -> None:
+    """Start one MCP server (even a disabled one) and show its tools; exit 1 when it does not work."""
+    from clovercode.mcpservers.command import run_check
+
+    root = project_root(repo)
+    raise typer.Exit(run_check(root, effective_config(root), name, make_console()))
 
 
 config_app = typer.Typer(cls=CloverGroup, help="Inspect configuration.")
@@ -376,13 +497,16 @@ def init_command(repo: Optional[Path] = RepoOpt,
 @bench_app.command("map")
 def bench_map(path: Optional[Path] = typer.Argument(None, help="Tree to map (default: a git copy of this Python's standard library)."),
               tokens: int = typer.Option(2048, "--tokens", help="Map budget in tokens."),
-              jobs: int = typer.Option(0, "--jobs", help="Parser processes (0: one per core).")) -> None:
-    """Cold and warm repo-map time and peak memory (targets: cold ≤ 15 s, warm ≤ 1 s)."""
+              jobs: int = typer.Option(0, "--jobs", help="Parser processes (0: one per core)."),
+              compare: Optional[Path] = typer.Option(None, "--compare", help="Another clovercode checkout to run in alternation (e.g. the last release).")) -> None:
+    """`clovercode map` cold, warm and touched on one and four stdlibs (targets: cold ≤ 15 s, warm ≤ 0.5 s)."""
     from clovercode.bench.map import run_bench
 
     if path is not None and not path.is_dir():
         raise UsageError(f"not a directory: {path}")
-    raise typer.Exit(run_bench(path, tokens, jobs, typer.echo))
+    if compare is not None and not (compare / "clovercode" / "__init__.py").is_file():
+        raise UsageError(f"--compare {compare}: not a clovercode checkout (no clovercode/__init__.py)")
+    raise typer.Exit(run_bench(path, tokens, jobs, typer.echo, compare))
 
 
 @bench_app.command("engine")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from clovercode.declared import Declared, take_declarations
 from clovercode.errors import ConfigError
 from clovercode.settings import SETTINGS, SETTINGS_BY_KEY, Setting
 
@@ -30,6 +31,7 @@ _NON_SETTING_ENV = {"CLOVERCODE_CONFIG", "CLOVERCODE_HOME"}
 class Config:
     values: dict[str, Any]
     sources: dict[str, str] = field(default_factory=dict)
+    declared: Declared = field(default_factory=Declared)  # MCP servers, hooks (not settings)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -42,7 +44,7 @@ class Config:
                 continue
             values[key] = coerce_value(_setting(key, source), raw, source)
             sources[key] = source
-        return Config(values, sources)
+        return Config(values, sources, self.declared)
 
 
 def user_config_path(env: Mapping[str, str]) -> Path:
@@ -69,12 +71,12 @@ def load_config(
     cfg = Config({s.key: s.default for s in SETTINGS}, {s.key: "default" for s in SETTINGS})
     user_file = user_config_path(env)
     if user_file.is_file():
-        _apply_file(cfg, user_file, env, from_project=False)
+        _apply_file(cfg, user_file, env, project=None)
     elif env.get("CLOVERCODE_CONFIG"):  # asked for by name: a typo must not fall back to the defaults
         raise ConfigError(f"CLOVERCODE_CONFIG names {user_file}, which is not a file",
                           hint="Point it at your config.toml, or unset it to use the default location.")
     if project_root is not None and (project_root / PROJECT_FILE).is_file():
-        _apply_file(cfg, project_root / PROJECT_FILE, env, from_project=True)
+        _apply_file(cfg, project_root / PROJECT_FILE, env, project=project_root)
     _apply_env(cfg, env)
     return cfg.with_overrides(flags or {}, "flag")
 
@@ -92,8 +94,11 @@ def _setting(key: str, source: str) -> Setting:
 
 def coerce_value(setting: Setting, raw: Any, source: str) -> Any:
     """Turn a TOML/env/flag value into the setting's type, or raise a ConfigError naming it."""
-    where = f"{source}: '{setting.key}'"
+    # A flag is named as it was typed (--max-steps), not by its setting key.
+    where = f"--{setting.key.rsplit('.', 1)[-1].replace('_', '-')}" if source == "flag" else f"{source}: '{setting.key}'"
     value: Any
+    if setting.type is list:
+        return _string_list(raw, where)
     if setting.type is bool:
         if isinstance(raw, bool):
             value = raw
@@ -124,6 +129,20 @@ def coerce_value(setting: Setting, raw: Any, source: str) -> Any:
     return value
 
 
+def _string_list(raw: Any, where: str) -> tuple[str, ...]:
+    """A list of non-empty strings; from the environment, a JSON array or one string."""
+    if isinstance(raw, str):
+        import json
+
+        try:
+            raw = json.loads(raw) if raw.lstrip().startswith("[") else [raw]
+        except json.JSONDecodeError:
+            raise ConfigError(f"{where} must be a JSON array of strings, got {raw!r}") from None
+    if not isinstance(raw, (list, tuple)) or not all(isinstance(item, str) and item.strip() for item in raw):
+        raise ConfigError(f"{where} must be a list of non-empty strings, got {raw!r}")
+    return tuple(raw)
+
+
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in table.items():
@@ -135,13 +154,15 @@ def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _apply_file(cfg: Config, path: Path, env: Mapping[str, str], *, from_project: bool) -> None:
+def _apply_file(cfg: Config, path: Path, env: Mapping[str, str], *, project: Path | None) -> None:
+    from_project = project is not None
     try:
         table = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read: {exc.strerror}") from None
+    table = take_declarations(cfg.declared, table, str(path), project)
     for key, raw in _flatten(table).items():
         setting = _setting(key, str(path))
         value = coerce_value(setting, raw, str(path))

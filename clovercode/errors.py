@@ -21,7 +21,9 @@ class ExitCode(enum.IntEnum):
     SANDBOX_UNAVAILABLE = 6  # the sandbox cannot start on this host
     VCS_ERROR = 7  # git / push / pull-request failure (local work is kept)
     INTERNAL = 70  # a bug in clovercode
+    HUNG_UP = 129  # SIGHUP (the terminal went away), handled like Ctrl-C
     INTERRUPTED = 130  # Ctrl-C
+    TERMINATED = 143  # SIGTERM (how CI cancels a job), handled like Ctrl-C
 
 
 class CloverError(Exception):

@@ -1,6 +1,7 @@
 """``clovercode fix``: issue → branch → model + test loop → one commit → push → pull request.
 
-Exit codes (docs/ci.md): 0 fixed and the tests pass, 1 changed but the tests fail, 3 gave up,
+Exit codes (docs/ci.md): 0 fixed and nothing regressed against the test baseline, 1 changed but the
+change breaks tests (or, with no baseline, the tests fail), 3 gave up,
 4 no change, 5 model unavailable, 6 sandbox unavailable, 7 git/GitHub failure (local work kept),
 130 interrupted.
 """
@@ -16,24 +17,28 @@ from rich.console import Console
 from rich.markup import escape
 
 from clovercode.agent.budget import StopReason
-from clovercode.agent.loop import RunResult
+from clovercode.agent.loop import RunResult, usage_json
 from clovercode.config import Config
 from clovercode.errors import ExitCode, VcsError
 from clovercode.executors.select import NO_SANDBOX_WARNING
 from clovercode.fixflow.issue import Issue
 from clovercode.fixflow.plan import FixRequest, Plan, make_plan
-from clovercode.fixflow.report import commit_message, pull_body, subject, tests_line
+from clovercode.fixflow.report import change_text, commit_message, pull_body, subject, tests_line, verdict_lines
 from clovercode.fixflow.rounds import Rounds, record_event, run_rounds
 from clovercode.fixflow.testrun import TestCommand, TestRun
+from clovercode.fixflow.verdict import Verdict, verdict
 from clovercode.github.api import PullRequest, PullSpec, publish_pull
 from clovercode.github.refs import without_secrets
 from clovercode.session import open_session
+from clovercode.termination import exit_code, interrupt_detail
 from clovercode.ui.render import ConsoleRenderer
+from clovercode.vcs.branchguard import Commit, backup_ref
 from clovercode.vcs.git import FileStat
 
 STATUS = {ExitCode.OK: "fixed", ExitCode.TESTS_FAILED: "tests_failed", ExitCode.NO_CHANGE: "no_change",
           ExitCode.GAVE_UP: "gave_up", ExitCode.INTERRUPTED: "interrupted", ExitCode.MODEL_UNAVAILABLE: "model_error",
-          ExitCode.SANDBOX_UNAVAILABLE: "sandbox_error", ExitCode.VCS_ERROR: "vcs_error"}
+          ExitCode.SANDBOX_UNAVAILABLE: "sandbox_error", ExitCode.VCS_ERROR: "vcs_error",
+          ExitCode.TERMINATED: "interrupted", ExitCode.HUNG_UP: "interrupted"}
 
 
 @dataclass
@@ -56,9 +61,18 @@ class FixOutcome:
     pull: PullRequest | None = None
     error: str | None = None  # what failed after the model's work was safe
     notes: list[str] = field(default_factory=list)
+    backups: list[str] = field(default_factory=list)  # refs keeping the tips a moved branch had
+    discarded: list[Commit] = field(default_factory=list)  # others' commits --force dropped from the branch
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    usage_estimated: bool = False
+    baseline: TestRun | None = None  # the tests before the model changed anything
+    summaries: list[tuple[int, str]] = field(default_factory=list)  # every round's finish summary
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return verdict(self.baseline, self.tests[-1]) if self.tests else None
 
     @property
     def status(self) -> str:
@@ -71,18 +85,30 @@ class FixOutcome:
     def to_json(self) -> dict[str, Any]:
         result = self.result.to_json()
         result.update(steps=self.steps, summary=self.summary, seconds=round(self.seconds, 3),
-                      usage={"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens})
+                      usage=usage_json(self.prompt_tokens, self.completion_tokens, self.usage_estimated))
         return {"status": self.status, "exit_code": int(self.exit_code), **result,
                 "issue": {"title": self.issue.title, "number": self.issue.number,
                           "repo": str(self.issue.ref.repo) if self.issue.ref else None, "url": self.issue.url or None},
-                "tests": {"command": self.test_command.command if self.test_command else None,
-                          "source": self.test_command.source if self.test_command else None,
-                          "passed": self.tests_passed, "runs": [t.to_json() for t in self.tests]},
+                "tests": self.tests_json(),
                 "branch": self.branch, "base": self.base, "commit": self.commit,
                 "diffstat": [{"path": f.path, "added": f.added, "removed": f.removed} for f in self.files],
                 "not_committed": self.skipped, "pushed_to": self.pushed,
                 "pull_request": self.pull.to_json() if self.pull else None, "error": self.error, "notes": self.notes,
+                "branch_backups": self.backups,
+                "discarded_commits": [{"sha": c.sha, "subject": c.subject} for c in self.discarded],
                 "trajectory": str(self.trajectory) if self.trajectory else None}
+
+    def tests_json(self) -> dict[str, Any]:
+        judged = self.verdict
+        baseline = None
+        if self.baseline is not None:
+            baseline = {k: v for k, v in self.baseline.to_json().items() if k != "round"}
+        return {"command": self.test_command.command if self.test_command else None,
+                "source": self.test_command.source if self.test_command else None,
+                "passed": self.tests_passed, "baseline": baseline,
+                **(judged.to_json() if judged else {"fixed": [], "regressions": [], "still_failing": [],
+                                                    "per_test": False, "regressed": False, "verdict": None, "note": None}),
+                "runs": [t.to_json() for t in self.tests]}
 
 
 def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console,
@@ -96,9 +122,6 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
         console.print(f"[bold red]{NO_SANDBOX_WARNING}[/]", highlight=False, soft_wrap=True)
     for note in plan.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
-    if plan.git:
-        console.print(f"[dim]Fix branch {plan.git.branch} from {plan.git.start.branch or 'detached HEAD'} "
-                      f"@ {plan.git.start.base[:12]}[/]", highlight=False, soft_wrap=True)
 
     def has_changes(result: RunResult) -> bool:
         if plan.git is None:
@@ -109,14 +132,21 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
     session.command_env = without_secrets(env)  # the model's commands and the tests never see a token
     try:
         rounds = run_rounds(session, plan.issue.task(plan.tests.command if plan.tests else None), plan.tests,
-                            cfg["fix.test_rounds"], cfg["fix.test_timeout"], ConsoleRenderer(console), console, has_changes)
+                            cfg["fix.test_rounds"], cfg["fix.test_timeout"], ConsoleRenderer(console), console, has_changes,
+                            baseline=cfg["fix.baseline"], issue_text=f"{plan.issue.title}\n{plan.issue.body}")
     finally:
         session.close()
     outcome = FixOutcome(plan.issue, rounds.result, ExitCode.GAVE_UP, session.last_trajectory, rounds.steps,
                          rounds.summary, plan.tests, rounds.tests, notes=plan.notes,
                          prompt_tokens=rounds.prompt_tokens, completion_tokens=rounds.completion_tokens,
-                         seconds=rounds.seconds)
-    conclude(outcome, rounds, plan, request, cfg, has_changes)
+                         seconds=rounds.seconds, baseline=rounds.baseline, summaries=rounds.summaries,
+                         usage_estimated=rounds.usage_estimated)
+    try:
+        conclude(outcome, rounds, plan, request, cfg, has_changes)
+    except KeyboardInterrupt as exc:  # while committing, pushing or opening the pull request: report it all the same
+        outcome.exit_code = ExitCode(exit_code(getattr(exc, "signum", None)))
+        stage = "pushing or opening the pull request" if outcome.commit else "committing"
+        outcome.error = f"{interrupt_detail(exc)} while {stage}"
     record_event(outcome.trajectory, "fix_result", **outcome.to_json())
     print_summary(console, outcome)
     return outcome
@@ -126,8 +156,8 @@ def conclude(outcome: FixOutcome, rounds: Rounds, plan: Plan, request: FixReques
              has_changes: Callable[[RunResult], bool]) -> None:
     """Decide the exit code; commit, push and open the pull request when there is a finished change."""
     stop = rounds.result.stop
-    if stop is StopReason.INTERRUPTED:
-        outcome.exit_code = ExitCode.INTERRUPTED
+    if stop is StopReason.INTERRUPTED:  # 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP
+        outcome.exit_code = ExitCode(exit_code(rounds.result.signal))
     elif stop is StopReason.MODEL_ERROR:
         outcome.exit_code = ExitCode.MODEL_UNAVAILABLE
     elif not rounds.finished:
@@ -135,7 +165,8 @@ def conclude(outcome: FixOutcome, rounds: Rounds, plan: Plan, request: FixReques
     elif not has_changes(rounds.result):
         outcome.exit_code = ExitCode.NO_CHANGE
     else:
-        outcome.exit_code = ExitCode.TESTS_FAILED if outcome.tests_passed is False else ExitCode.OK
+        judged = outcome.verdict  # pre-existing failures do not count against the change
+        outcome.exit_code = ExitCode.TESTS_FAILED if judged is not None and judged.regressed else ExitCode.OK
         if plan.git is not None:
             try:
                 commit_fix(outcome, plan)
@@ -153,10 +184,15 @@ def commit_fix(outcome: FixOutcome, plan: Plan) -> None:
     assert git is not None
     pending = git.checkout.pending(git.start, outcome.result.changed)
     reference = plan.pull.reference if plan.pull else (str(plan.issue.ref) if plan.issue.ref else None)
-    message = commit_message(plan.issue, outcome.summary, plan.tests, outcome.tests, reference)
+    message = commit_message(plan.issue, outcome.summaries or outcome.summary, plan.tests, outcome.tests, reference,
+                             outcome.verdict)
     outcome.skipped = pending.skipped
-    outcome.commit = git.checkout.commit_on_branch(git.start, git.branch, pending, message, git.author, git.committer)
+    outcome.commit, backup = git.checkout.commit_on_branch(git.start, git.branch, pending, message, git.author,
+                                                          git.committer, git.branch_tip)
+    if backup:
+        outcome.backups.append(backup)
     outcome.branch, outcome.base = git.branch, git.start.base
+    outcome.discarded = git.discarded
     outcome.files = git.checkout.diff_stat(git.start.base, outcome.commit)
     outcome.diffstat = git.checkout.diff_stat_text(git.start.base, outcome.commit)
 
@@ -165,13 +201,16 @@ def publish(outcome: FixOutcome, plan: Plan, request: FixRequest, cfg: Config) -
     git, pull = plan.git, plan.pull
     assert git is not None
     if git.remote:
+        if git.remote_sha and git.remote_sha != git.branch_tip and git.checkout.resolve(git.remote_sha):
+            outcome.backups.append(backup_ref(git.checkout, f"{git.remote}/{git.branch}", git.remote_sha))
         git.checkout.push(git.remote, git.branch, git.remote_sha, git.push_env)
         outcome.pushed = git.remote
     if pull is not None:
-        body = pull_body(plan.issue, outcome.summary, plan.tests, outcome.tests, outcome.files, pull.reference,
-                         cfg["model"] if not cfg["endpoint"] else cfg["endpoint"], outcome.steps)
+        body = pull_body(plan.issue, outcome.summaries or outcome.summary, plan.tests, outcome.tests, outcome.files,
+                         pull.reference, cfg["model"] if not cfg["endpoint"] else cfg["endpoint"], outcome.steps,
+                         outcome.verdict)
         spec = PullSpec(pull.target, pull.head, pull.base, subject(plan.issue), body,
-                        draft=request.draft or outcome.tests_passed is False)
+                        draft=request.draft or outcome.exit_code is ExitCode.TESTS_FAILED)
         outcome.pull = publish_pull(pull.client, spec)
 
 
@@ -183,13 +222,26 @@ def print_summary(console: Console, outcome: FixOutcome) -> None:
 
     console.print()
     line("Result", f"{outcome.status} — {result.detail}")
-    line("Steps", f"{outcome.steps} · tokens {outcome.prompt_tokens} in / {outcome.completion_tokens} out · {outcome.seconds:.1f}s")
+    about = "~" if outcome.usage_estimated else ""  # estimated, not counted by the model's tokenizer
+    line("Steps", f"{outcome.steps} · tokens {about}{outcome.prompt_tokens} in / {about}{outcome.completion_tokens} out"
+                  f" · {outcome.seconds:.1f}s")
     line("Tests", tests_line(outcome.test_command, outcome.tests).removeprefix("Tests: "))
+    if outcome.baseline is not None:
+        line("Before the change", outcome.baseline.describe())
+    for text in verdict_lines(outcome.verdict):
+        console.print(f"  {escape(text)}", highlight=False, soft_wrap=True)
     line("Changed", ", ".join(result.changed) if result.changed else "nothing")
     if outcome.commit:
-        line("Commit", f"{outcome.commit[:12]} on branch {outcome.branch} (one commit on {outcome.base[:12] if outcome.base else '?'})")
+        # the branch is named only here, once it is made: most runs that end without a change make none
+        line("Commit", f"{outcome.commit[:12]} on branch {outcome.branch} (one commit on {outcome.base[:12] if outcome.base else '?'}"
+             f"{', which was moved: backup kept' if outcome.backups else ', a new branch'})")
         if outcome.diffstat:
             console.print(escape(outcome.diffstat.rstrip("\n")), highlight=False, soft_wrap=True)
+    if outcome.discarded:
+        line("Discarded", f"{len(outcome.discarded)} commit(s) clovercode did not make, dropped from {outcome.branch} "
+             f"by --force: " + "; ".join(c.describe() for c in outcome.discarded))
+    if outcome.backups:
+        line("Backup", ", ".join(outcome.backups) + " (the branch's old tip; git branch NAME REF restores it)")
     if outcome.skipped:
         line("Not committed", ", ".join(outcome.skipped) + " (untracked before the run, or ignored by git)")
     if outcome.pushed:
@@ -198,7 +250,7 @@ def print_summary(console: Console, outcome: FixOutcome) -> None:
         kind = ", draft" if outcome.pull.draft else ""
         line("Pull request", f"#{outcome.pull.number} {outcome.pull.url} ({outcome.pull.action}{kind})")
     if outcome.summary:
-        line("Summary", outcome.summary)
+        line("Summary", change_text(outcome.summaries or outcome.summary))
     if outcome.error:
         console.print(f"[red]error:[/] {escape(outcome.error)}", highlight=False, soft_wrap=True)
         if outcome.commit:

@@ -23,6 +23,8 @@ from clovercode.context.prompt import ContextPrompt
 from clovercode.context.resume import SnapshotBeforeEnd
 from clovercode.executors.base import Executor
 from clovercode.executors.select import make_executor
+from clovercode.hooks.hooks import Hooks
+from clovercode.mcpservers.manager import McpManager
 from clovercode.vcs.checkpoint import Checkpointer
 
 
@@ -57,6 +59,9 @@ class Session:
     last_context: ToolContext | None = None
     command_env: Mapping[str, str] | None = None  # environment of the model's commands (None: inherit)
     prompt: ContextPrompt | None = None  # the last task's prompt builder (for /compact and /context)
+    mcp: McpManager | None = None  # the MCP servers of this session (a tool source), stopped by close()
+    notices: list[str] = field(default_factory=list)  # start-up warnings, said once (the REPL, or the first run)
+    session_id: str | None = None  # the first task's trajectory id; every later task's snapshot carries it
 
     def run_task(self, task: str, sink: EventSink | None = None, *, follow_up: bool = False):
         """Run ``task``; ``follow_up=True`` continues the last task instead (same tool context and
@@ -70,10 +75,14 @@ class Session:
                               checkpoint=Checkpointer(self.root, self.env, label), stamps=self.stamps,
                               guard=FileGuard.from_policy_data(self.env))
             self.last_trajectory = new_trajectory_path(trajectory_dir(self.cfg, self.env), label)
+            self.session_id = self.session_id or self.last_trajectory.stem
         self.last_context = ctx
-        toolbox = Toolbox(ctx)
         writer = TrajectoryWriter(self.last_trajectory)
-        events = MultiSink(SnapshotBeforeEnd(writer, self.root, self.conversation), sink)  # what --resume loads
+        events = MultiSink(SnapshotBeforeEnd(writer, self.root, self.conversation, self.session_id), sink)  # what --resume loads
+        for notice in self.take_notices():
+            events.emit("warning", text=notice)
+        hooks = Hooks(self.cfg.declared.hooks, self.root, self.env, events, self.cfg["hooks.max_stop_blocks"])
+        toolbox = Toolbox(ctx, sources=[self.mcp] if self.mcp else [], hooks=hooks if hooks else None)
         try:
             if follow_up and self.prompt is not None:  # same task: same map, same compaction state
                 self.prompt.sink = events
@@ -87,8 +96,16 @@ class Session:
         finally:
             writer.close()
 
+    def take_notices(self) -> list[str]:
+        notices, self.notices = self.notices, []
+        return notices
+
     def close(self) -> None:
-        self.backend.close()
+        try:
+            if self.mcp is not None:
+                self.mcp.close()
+        finally:
+            self.backend.close()
 
 
 def open_session(root: Path, cfg: Config, *, interactive: bool, approve: Approver = approve_all,
@@ -97,4 +114,10 @@ def open_session(root: Path, cfg: Config, *, interactive: bool, approve: Approve
     # `--sandbox none` is warned about by the caller (fix, REPL), next to its other output.
     executor = make_executor(cfg, root, env=env)
     backend = backend if backend is not None else open_backend(cfg, base_dir=root)
-    return Session(root.resolve(), cfg, backend, executor, interactive, dict(env or os.environ), approve)
+    session = Session(root.resolve(), cfg, backend, executor, interactive, dict(env or os.environ), approve)
+    session.notices = list(cfg.declared.notes)
+    if cfg.declared.mcp_servers:  # started now, so a server that fails is said before the first task
+        session.mcp = McpManager(list(cfg.declared.mcp_servers.values()), session.root, session.env,
+                                 state_dir(session.env) / "mcp-logs", cfg["output_limit"])
+        session.notices += session.mcp.start()
+    return session

@@ -14,7 +14,7 @@ from typing import Any
 @dataclass(frozen=True)
 class Setting:
     key: str
-    type: type  # str, int, float, bool
+    type: type  # str, int, float, bool, list (of strings)
     default: Any
     help: str
     choices: tuple[str, ...] | None = None
@@ -58,6 +58,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("sandbox", str, "workspace-write", "Sandbox policy for commands.", choices=SANDBOX_POLICIES,
             not_from_project=("none", "workspace-write-network")),
     Setting("approval", str, "suggest", "When to ask before acting (REPL; `fix` is always full-auto).", choices=APPROVAL_MODES),
+    # hooks (docs/mcp-and-hooks.md); the hooks and MCP servers themselves are tables, not settings
+    Setting("hooks.max_stop_blocks", int, 3, "Times stop hooks may send the model back to work in one run; then it "
+            "stops anyway, with a warning.", minimum=0),
     # files written by clovercode
     Setting("trajectory_dir", str, "", "Where run trajectories go (default: $XDG_STATE_HOME/clovercode/trajectories)."),
     Setting("history_file", str, "", "REPL input history (default: $XDG_STATE_HOME/clovercode/history)."),
@@ -67,6 +70,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("fix.test_rounds", int, 3, "How often failing tests are fed back to the model before the fix is "
             "committed as failing (0: run the tests once, never feed back).", minimum=0),
     Setting("fix.test_timeout", float, 900.0, "Seconds the test command may take before it is killed.", minimum=1.0),
+    Setting("fix.baseline", bool, True, "Run the tests once before the model changes anything, so failures that were "
+            "already there do not count against the fix (false: skip it for a huge suite; any failure then counts)."),
     Setting("fix.branch_prefix", str, "clovercode/", "Prefix of the branch each fix is committed on."),
     Setting("fix.author", str, "", "Commit author as 'Name <email>' ('' = git's user.name/user.email, else clovercode)."),
     Setting("fix.remote", str, "origin", "Git remote that --push and --pr push the fix branch to."),
@@ -84,6 +89,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("endpoint_connect_timeout", float, 10.0, "Seconds to wait for a connection to `endpoint`.", minimum=0.1),
     Setting("endpoint_read_timeout", float, 600.0, "Seconds to wait for the next bytes of a reply (queueing and prefill on a busy server count).", minimum=1.0),
     Setting("endpoint_retries", int, 4, "Retries on HTTP 429 / 5xx and connection errors, with exponential backoff.", minimum=0),
+    Setting("endpoint_stream", str, "auto", "Stream replies from `endpoint`: auto (stream; stop streaming replies with tools "
+            "for a server that cannot), true, or false (llama-cpp-python's chatml-function-calling needs false).",
+            choices=("auto", "true", "false")),
+    Setting("endpoint_tools", str, "auto", "How tools reach the model: native (the server's chat template renders them), "
+            "prompt (described in the system prompt, calls read from the text), or auto (prompt when the server's "
+            "token counts show its template dropped them).", choices=("native", "prompt", "auto")),
     # clovercode serve (docs/endpoint.md)
     Setting("serve.host", str, "127.0.0.1", "Address `clovercode serve` binds to; anything but loopback exposes the model to the network."),
     Setting("serve.port", int, 8700, "Port of `clovercode serve` (0: any free port).", minimum=0, maximum=65535),
@@ -93,6 +104,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("serve.max_queue", int, 64, "Requests allowed to wait for the model; more are refused with HTTP 429.", minimum=1),
     Setting("serve.max_request_bytes", int, 4_194_304, "Largest request body `clovercode serve` accepts (HTTP 413 beyond).", minimum=1024),
     Setting("serve.max_connections", int, 256, "Open client connections `clovercode serve` holds at once (HTTP 503 beyond).", minimum=1),
+    # REPL permissions (docs/usage.md#approvals): the user's own rules, never a project's
+    Setting("permissions.allow", list, (), "Command prefixes the REPL runs without asking (e.g. 'git status'); "
+            "added by answering 'a' at an approval, listed and removed with /permissions.", user_only=True),
     # repository context: repo map, instruction files, prompt budget, compaction (docs/context.md)
     Setting("context.map_tokens", int, 2048, "Token budget of the repository map in the system prompt (0: no map).", minimum=0),
     Setting("context.window", int, 0, "Context window in tokens (0: the model's own, else 32768).", minimum=0),
@@ -105,6 +119,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("context.cache", bool, True, "Cache per-file tags between runs (keyed by path, mtime and size)."),
     Setting("context.cache_dir", str, "", "Where tag caches go (default: $XDG_CACHE_HOME/clovercode/tags)."),
     Setting("context.jobs", int, 0, "Worker processes that parse a cold tree (0: one per CPU core).", minimum=0),
+    Setting("context.include_generated", bool, False, "Map vendored, generated and build-output files too (dist/, build/, vendor/, minified, linguist-generated, @generated)."),
     # engine: the embedded block-diffusion engine (docs/engine.md)
     Setting("engine.block_size", int, 0, "Tokens per diffusion block; 0: the model's own (1 = autoregressive).", minimum=0),
     Setting("engine.strategy", str, "threshold", "Which masked positions a denoising pass accepts.",

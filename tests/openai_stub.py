@@ -68,12 +68,27 @@ def error(code: int, message: str, error_code: str | None = None) -> Reply:
     return status(code, {"error": {"message": message, "type": "invalid_request_error", "code": error_code}})
 
 
+def is_probe(body: dict[str, Any]) -> bool:
+    """The endpoint backend's one-token request that asks whether the template renders tools."""
+    return body.get("max_tokens") == 1 and (body.get("messages") or [{}])[-1] == {"role": "user", "content": "Say OK."}
+
+
 class StubServer:
-    def __init__(self, models: list[str] | None = ("clover",), model_extra: dict[str, Any] | None = None):  # type: ignore[assignment]
+    """``routes``: GET paths beside /v1 (``/props``) and their JSON; others are 404. ``probe_tokens``:
+    the prompt counts the tool-rendering probes get (without, with tools); the default says rendered.
+    ``probe_refusal``: a 400 message for a probe with tools (a server that takes no tools)."""
+
+    def __init__(self, models: list[str] | None = ("clover",), model_extra: dict[str, Any] | None = None,  # type: ignore[assignment]
+                 routes: dict[str, Any] | None = None, probe_tokens: tuple[int, int] = (12, 1800),
+                 probe_refusal: str | None = None):
         self.models = list(models) if models is not None else None
         self.model_extra = model_extra or {}
+        self.routes = routes or {}
+        self.probe_tokens = probe_tokens
+        self.probe_refusal = probe_refusal
         self.script: list[Reply] = []
         self.requests: list[dict[str, Any]] = []
+        self.probes: list[dict[str, Any]] = []
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -84,7 +99,9 @@ class StubServer:
 
             def do_GET(self) -> None:
                 stub.requests.append({"method": "GET", "path": self.path, "headers": dict(self.headers)})
-                if stub.models is None:
+                if self.path in stub.routes:
+                    status(200, stub.routes[self.path])(self)
+                elif stub.models is None or not self.path.startswith("/v1/models"):
                     status(404, {"detail": "Not Found"})(self)
                 else:
                     status(200, {"object": "list", "data": [{"id": m, "object": "model", **stub.model_extra}
@@ -92,6 +109,16 @@ class StubServer:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if is_probe(body):
+                    stub.probes.append(body)
+                    if stub.probe_refusal and body.get("tools"):
+                        error(400, stub.probe_refusal)(self)
+                        return
+                    tokens = stub.probe_tokens[1 if body.get("tools") else 0]
+                    status(200, {"choices": [{"index": 0, "finish_reason": "length",
+                                              "message": {"role": "assistant", "content": "OK"}}],
+                                 "usage": {"prompt_tokens": tokens, "completion_tokens": 1}})(self)
+                    return
                 stub.requests.append({"method": "POST", "path": self.path, "headers": dict(self.headers), "body": body})
                 reply = stub.script.pop(0) if stub.script else status(500, {"error": {"message": "script exhausted"}})
                 reply(self)

@@ -7,8 +7,10 @@ import sys
 
 import pytest
 
-from clovercode.actions.approval import ALWAYS, NO, YES, ModeApprover, needs_asking, parse_answer
-from clovercode.actions.context import ApprovalRequest
+from clovercode.actions.approval import (ALWAYS, CANCEL, NO, YES, ModeApprover, Reply, RunCancelled, needs_asking,
+                                         parse_answer)
+from clovercode.actions.context import ApprovalRequest, ToolError
+from clovercode.actions.permissions import allowed, command_prefix
 from conftest import EXAMPLES, cli_env, run_cli
 
 REPLAY = f"replay:{EXAMPLES / 'calc.replay.jsonl'}"
@@ -40,6 +42,45 @@ def test_always_is_remembered_per_kind():
     assert ModeApprover("full-auto", True, lambda r: YES).notice() is None
 
 
+def test_always_for_a_command_is_a_prefix_rule_kept_by_the_caller():
+    kept, answers = [], iter([Reply(ALWAYS), Reply(YES), Reply(ALWAYS)])
+    approver = ModeApprover("suggest", True, lambda r: next(answers), ["npm test"], kept.append)
+    assert approver(ApprovalRequest("command", "npm test -- --watch"))  # an existing rule: not asked
+    assert approver(ApprovalRequest("command", "git status --short"))  # asked; "always" adds `git status`
+    assert approver(ApprovalRequest("command", "git status"))  # not asked again
+    assert kept == ["git status"] and approver.rules == ["npm test", "git status"]
+    assert approver(ApprovalRequest("command", "git push"))  # another subcommand: asked (the YES)
+    assert approver(ApprovalRequest("command", "pytest; rm -rf ~"))  # compound: "always" is only this once
+    assert approver.rules == ["npm test", "git status"]
+
+
+def test_prefixes_and_what_a_rule_covers():
+    assert [command_prefix(c) for c in ("git status --short", "npm run build", "pytest -q tests/", "python3 -m pytest",
+                                        "ls", "./run.sh", "FOO=1 make", "make && rm x", "cat a | sh", "echo $(id)")] == [
+        "git status", "npm run", "pytest", "python3", "ls", "./run.sh", None, None, None, None]
+    assert allowed("git status -s", ["git status"]) == "git status"
+    assert allowed("git stash", ["git status"]) is None
+    assert allowed("git status; curl evil", ["git status"]) is None
+    assert allowed("git status > /etc/x", ["git status"]) is None
+
+
+def test_no_with_a_reason_reaches_the_model_and_cancel_stops_the_run():
+    approver = ModeApprover("suggest", True, lambda r: Reply(NO, "use pytest instead"))
+    with pytest.raises(ToolError, match="declined to run this command and said: use pytest instead"):
+        approver(COMMAND)
+    with pytest.raises(RunCancelled):
+        ModeApprover("suggest", True, lambda r: Reply(CANCEL))(EDIT)
+
+
+def test_a_project_file_cannot_add_allow_rules(tmp_path):
+    from clovercode.config import load_config
+    from clovercode.errors import ConfigError
+
+    (tmp_path / "clovercode.toml").write_text('[permissions]\nallow = ["rm"]\n')
+    with pytest.raises(ConfigError, match="'permissions.allow' is not allowed in a project file"):
+        load_config(tmp_path, {})
+
+
 def test_answers():
     assert [parse_answer(a) for a in ("y", "YES", "n", "", "a", "always", "maybe")] == [YES, YES, NO, NO, ALWAYS, ALWAYS, None]
 
@@ -51,7 +92,7 @@ def repl(calc_repo, approval: str, stdin: str):
 
 def test_suggest_shows_the_diff_and_the_command_and_obeys_the_answers(calc_repo):
     original = (calc_repo / "calc.py").read_text()
-    proc = repl(calc_repo, "suggest", "mean() is wrong\ny\nn\n/undo\n/exit\n")
+    proc = repl(calc_repo, "suggest", "mean() is wrong\ny\nn\n\n/undo\n/exit\n")  # n, then no reason
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "clovercode wants to edit calc.py" in out and "+    return sum(values) / len(values)" in out
@@ -64,7 +105,7 @@ def test_suggest_shows_the_diff_and_the_command_and_obeys_the_answers(calc_repo)
 
 def test_a_declined_edit_leaves_the_file(calc_repo):
     original = (calc_repo / "calc.py").read_text()
-    proc = repl(calc_repo, "suggest", "mean() is wrong\nn\nn\n/exit\n")
+    proc = repl(calc_repo, "suggest", "mean() is wrong\nn\n\nn\n\n/exit\n")
     assert proc.returncode == 0, proc.stderr
     assert "declined the change" in proc.stdout
     assert (calc_repo / "calc.py").read_text() == original
@@ -87,7 +128,7 @@ def test_full_auto_asks_nothing_inside_the_sandbox(calc_repo):
 
 def test_full_auto_without_a_sandbox_still_asks_about_commands(calc_repo):
     proc = run_cli("--repo", str(calc_repo), "--model", REPLAY, "--approval", "full-auto", "--sandbox", "none",
-                   input="mean() is wrong\nn\n/exit\n", cwd=calc_repo, env=WIDE)
+                   input="mean() is wrong\nn\n\n/exit\n", cwd=calc_repo, env=WIDE)
     assert proc.returncode == 0, proc.stderr
     assert "commands are still asked about" in proc.stdout
     assert "Run it?" in proc.stdout and "Apply this change?" not in proc.stdout
@@ -117,3 +158,12 @@ def test_the_prompt_in_a_real_terminal(calc_repo):
         child.expect(pexpect.EOF)
     finally:
         child.close(force=True)
+
+
+def test_end_of_input_at_a_question_cancels_the_run(calc_repo):
+    original = (calc_repo / "calc.py").read_text()
+    proc = repl(calc_repo, "suggest", "mean() is wrong\n")  # Ctrl-D (end of input) at "Apply this change?"
+    assert proc.returncode == 0, proc.stderr
+    assert "stopped: cancelled by the user at an approval prompt" in proc.stdout
+    assert "Run it?" not in proc.stdout  # the run ended: no later question
+    assert (calc_repo / "calc.py").read_text() == original

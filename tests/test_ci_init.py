@@ -87,3 +87,93 @@ def test_docs_show_the_workflow_as_written():
     docs = (Path(__file__).resolve().parent.parent / "docs" / "ci.md").read_text()
     block = docs.split("The workflow (default options), as written:\n\n```yaml\n", 1)[1].split("```\n", 1)[0]
     assert yaml.safe_load(block) == yaml.safe_load(render_workflow(WorkflowOptions()))
+
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+
+
+def install_steps(text: str) -> list[dict]:
+    return [s for s in yaml.safe_load(text)["jobs"]["fix"]["steps"] if "Install clovercode" in s.get("name", "")]
+
+
+@pytest.mark.parametrize("model_on", ["gpu-runner", "endpoint"])
+def test_the_workflow_never_installs_clovercode_by_name_from_pypi(model_on):
+    """clovercode is not on PyPI: a bare requirement would install whoever takes the name."""
+    from packaging.requirements import Requirement
+
+    text = render_workflow(WorkflowOptions(model_on=model_on))
+    [step] = install_steps(text)
+    assert step["env"] == {"CLOVERCODE_SOURCE": "${{ vars.CLOVERCODE_SOURCE }}"}
+    installs = [line for line in step["run"].splitlines() if "pip\" install" in line or line.strip().startswith("pip install")]
+    assert installs and all("@ $CLOVERCODE_SOURCE\"" in line for line in installs)
+    assert '"clovercode[engine]"' not in text and '"clovercode"' not in text
+    # once the variable is filled in, pip gets a direct reference: no index is ever asked
+    line = installs[0].replace("$CLOVERCODE_SOURCE", f"git+https://github.com/acme/clovercode@{SHA}")
+    requirement = Requirement(line.split('"')[-2])
+    assert requirement.name == "clovercode" and requirement.url == f"git+https://github.com/acme/clovercode@{SHA}"
+
+
+def test_an_unset_source_stops_the_job_before_installing(tmp_path):
+    [step] = install_steps(render_workflow(WorkflowOptions()))
+    script = tmp_path / "install.sh"
+    script.write_text(step["run"])
+    proc = subprocess.run(["bash", "-e", str(script)], capture_output=True, text=True, timeout=30,
+                          env={"PATH": "/usr/bin:/bin", "CLOVERCODE_SOURCE": "", "RUNNER_TEMP": str(tmp_path)})
+    assert proc.returncode == 1 and "::error::Set the repository variable CLOVERCODE_SOURCE" in proc.stdout
+    assert not (tmp_path / "clovercode-venv").exists()
+
+
+def test_a_pinned_source_is_written_into_the_workflow(tmp_path, parse_workflow):
+    source = f"git+https://github.com/acme/clovercode@{SHA}"
+    proc = run_cli("ci", "init", "--repo", str(tmp_path), "--source", source)
+    assert proc.returncode == 0, proc.stderr
+    path = tmp_path / ".github" / "workflows" / "clovercode.yml"
+    assert parse_workflow(path)["errors"] == []
+    [step] = install_steps(path.read_text())
+    assert step["env"] == {"CLOVERCODE_SOURCE": source} and "::error::" not in step["run"]
+    assert f"installed from {source}" in " ".join(proc.stdout.split())
+
+
+@pytest.mark.parametrize("source, message", [
+    ("git+https://github.com/acme/clovercode@main", "the ref 'main' looks like a branch"),
+    ("git+https://github.com/acme/clovercode", "no ref is named"),
+    ("clovercode[engine]", "a package name would install whatever PyPI serves under that name"),
+    ("clovercode==0.3.0", "a package name would install whatever PyPI serves"),
+    ("http://example.com/clovercode-0.3.0-py3-none-any.whl", "use https"),
+])
+def test_an_unpinned_or_named_source_is_refused(tmp_path, source, message):
+    proc = run_cli("ci", "init", "--repo", str(tmp_path), "--source", source)
+    assert proc.returncode == 2 and message in " ".join(proc.stderr.split()), proc.stderr
+    assert not (tmp_path / ".github").exists()
+
+
+@pytest.mark.parametrize("source, warning", [
+    ("https://example.com/clovercode-0.3.0-py3-none-any.whl", "is not pinned by its hash"),
+    ("git+https://github.com/acme/clovercode@v0.3.0", "pins the source only as long as nobody moves it"),
+    ("https://example.com/clovercode-0.3.0-py3-none-any.whl#sha256=" + "a" * 64, None),
+    ("/opt/wheels/clovercode-0.3.0-py3-none-any.whl", None),
+])
+def test_weaker_pins_are_written_with_a_loud_warning(tmp_path, source, warning):
+    proc = run_cli("ci", "init", "--repo", str(tmp_path), "--source", source)
+    assert proc.returncode == 0, proc.stderr
+    out = " ".join(proc.stdout.split())
+    assert (warning in out) if warning else ("warning" not in out)
+
+
+@pytest.mark.parametrize("direct_url, expected", [
+    ({"url": "https://github.com/acme/clovercode", "vcs_info": {"vcs": "git", "commit_id": SHA}},
+     f"git+https://github.com/acme/clovercode@{SHA}"),
+    ({"url": "file:///home/me/clovercode", "dir_info": {"editable": True}}, None),  # a local checkout: not for a runner
+    (None, None),
+])
+def test_without_source_the_git_commit_clovercode_came_from_is_used(monkeypatch, direct_url, expected):
+    """pip records where a package came from (direct_url.json); that exact commit is a pinned default."""
+    from clovercode.github import install_source
+
+    class Dist:
+        def read_text(self, name):
+            assert name == "direct_url.json"
+            return json.dumps(direct_url) if direct_url is not None else None
+
+    monkeypatch.setattr(install_source.metadata, "distribution", lambda name: Dist())
+    assert install_source.installed_source() == expected

@@ -81,7 +81,7 @@ def test_env_booleans(tmp_path):
 
 
 def test_flag_errors(tmp_path):
-    with pytest.raises(ConfigError, match="flag: 'sandbox' must be one of"):
+    with pytest.raises(ConfigError, match="--sandbox must be one of"):
         load_config(tmp_path, {}, {"sandbox": "docker"})
 
 
@@ -132,10 +132,11 @@ def test_project_file_hint_names_the_user_file_of_the_given_env(tmp_path, isolat
 
 
 @pytest.mark.parametrize("key, raw, message", [
-    ("serve.port", "99999", "'serve.port' must be at most 65535, got 99999"),  # was an OverflowError crash in serve
-    ("top_p", "5", "'top_p' must be at most 1, got 5.0"),
+    ("serve.port", "99999", "--port must be at most 65535, got 99999"),  # was an OverflowError crash in serve
+    ("max_steps", "0", "--max-steps must be at least 1, got 0"),  # named as typed, not flag: 'max_steps'
+
 ])
 def test_values_above_a_maximum_are_refused(tmp_path, key, raw, message):
-    with pytest.raises(ConfigError, match=f"^flag: {message}"):
+    with pytest.raises(ConfigError, match=f"^{message}"):
         load_config(tmp_path, {}, {key: raw})
     assert load_config(tmp_path, {}, {key: "1"})[key] == 1

@@ -125,6 +125,8 @@ def test_repl_compact_and_context_in_a_real_terminal(calc_repo, tmp_path):
                           env=cli_env(TERM="dumb", COLUMNS="200"), encoding="utf-8", timeout=60,
                           dimensions=(40, 200))
     try:
+        child.expect_exact("Resume which?")  # in a terminal a bare --resume offers the picker
+        child.sendline("")  # Enter: the newest
         child.expect("resumed ")
         child.expect("clover> ")
         child.sendline("/context")

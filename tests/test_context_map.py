@@ -8,7 +8,7 @@ import pytest
 from conftest import git, make_git_repo
 from golden_map import GOLDEN, render_sample_map, sample_git_repo
 
-from clovercode.context.cache import cache_file
+from clovercode.context.cache import cache_file, graph_file
 from clovercode.context.index import IndexOptions, build_index, parse_batch, parse_files, parse_in_worker
 from clovercode.context.mentions import find_mentions
 from clovercode.context.rank import rank_definitions
@@ -180,6 +180,7 @@ def test_corrupt_cache_is_rebuilt_not_fatal(tmp_path):
 
     with sqlite3.connect(db_path) as db:  # one damaged row: only that file is parsed again
         db.execute("UPDATE tags SET data = '{broken' WHERE path = 'pkg/hub.py'")
+    graph_file(db_path).unlink()  # (while the tree is unchanged, the saved graph is used and no row is read)
     again = build_index(root, IndexOptions(cache_dir=cache_dir))
     assert (again.stats.parsed, again.stats.cached) == (1, 12)
     assert [d.name for d in again.files["pkg/hub.py"].defs] == ["hub_service", "hub_helper"]

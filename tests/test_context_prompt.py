@@ -244,3 +244,49 @@ def test_window_comes_from_the_setting_capped_by_the_model():
     assert window_for(Model(), 4096) == 4096
     assert window_for(Model(), 100_000) == 8192
     assert window_for(object(), 0) == 32768
+
+
+def issue_of(chars: int) -> str:
+    line = "Traceback line of a long pasted log, with varied text 0123456789 abcdef\n"
+    return "mean() is wrong\n\n" + line * (chars // len(line))
+
+
+def test_compaction_never_makes_the_history_bigger(tmp_path):
+    """Small steps, then one big output: the summary and the re-read edited file outweigh the steps they replace."""
+    root = project(tmp_path)
+    conversation = Conversation()
+    conversation.add(Message("user", GOAL + "\n" + "detail of the report " * 900, tags=frozenset({"goal"})))
+    for step in range(19):
+        call = CallRecord(f"e{step}", "edit_file", {"path": "src/parser/lexer.py", "old_text": "a", "new_text": "b"})
+        conversation.add(Message("assistant", f"Edit {step}.", tool_calls=(call,)))
+        conversation.add(Message("tool", "ok", tool_call_id=call.id, name=call.name))
+    call = CallRecord("big", "run_command", {"command": "make test"})
+    conversation.add(Message("assistant", "Testing.", tool_calls=(call,)))
+    conversation.add(Message("tool", "test output line\n" * 1000, tool_call_id="big", name="run_command"))
+    (root / "src" / "parser" / "lexer.py").write_text("x = 1  # a line of the edited file\n" * 170)
+    sink = RecordingSink()
+    prompt = make_prompt(root, 12_000, sink=sink)
+    before = sum(prompt.message_tokens(m) for m in prompt.view(conversation.messages))
+    prompt.build(conversation)
+    after = sum(prompt.message_tokens(m) for m in prompt.view(conversation.messages))
+    assert after <= before
+    assert all(event["after"] < event["before"] for event in sink.of("context") if event["action"] == "compacted")
+
+
+def test_a_120k_character_task_is_cut_to_the_window_with_a_warning_not_compacted_bigger(tmp_path):
+    root = project(tmp_path)
+    conversation = Conversation()
+    task = issue_of(120_000)
+    conversation.add(Message("user", task, tags=frozenset({"goal"})))
+    sink = RecordingSink()
+    prompt = make_prompt(root, 32_768, sink=sink)
+    messages = prompt.build(conversation)
+    assert prompt_tokens(prompt, messages) <= prompt.limit
+    [goal] = [m for m in conversation.messages if "goal" in m.tags]
+    assert goal.content.startswith("mean() is wrong") and goal.content.endswith(task[-200:])  # head and tail kept
+    assert "characters of the task were cut here to fit the model's context window" in goal.content
+    [warning] = sink.of("warning")
+    assert "was cut, with a note where" in warning["text"] and "32,768-token context window" in warning["text"]
+    assert all(event["after"] < event["before"] for event in sink.of("context") if event["action"] == "compacted")
+    prompt.build(conversation)
+    assert len(sink.of("warning")) == 1  # cut once, in the conversation itself

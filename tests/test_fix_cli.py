@@ -121,7 +121,8 @@ def test_ctrl_c_during_the_tests_is_an_interrupted_run(work):
     import sys
     import time
 
-    (work / "clovercode.toml").write_text('[fix]\ntest_command = "sleep 60"\n')
+    # no baseline run: this is about the tests after the model's change (a baseline would take the minute)
+    (work / "clovercode.toml").write_text('[fix]\ntest_command = "sleep 60"\nbaseline = false\n')
     git(work, "add", "clovercode.toml")
     git(work, "commit", "-q", "-m", "slow tests")
     proc = subprocess.Popen([sys.executable, "-m", "clovercode", "fix", "format_duration(5400) gives 1h90m",

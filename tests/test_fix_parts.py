@@ -150,14 +150,16 @@ def test_test_loop_runs_through_the_session_executor(tmp_path):
 
     rounds = run_rounds(session, "fix format_duration", TestCommand("python3 -m unittest -q", "test"), 3, 60,
                         None, Console(file=open("/dev/null", "w")), lambda result: bool(result.changed))
-    assert executor.commands == ["python3 -m unittest -q", "python3 -m unittest -q"]
+    # the baseline before the model acts, then one run per finish
+    assert executor.commands == ["python3 -m unittest -q"] * 3
+    assert rounds.baseline.passed is False and rounds.baseline.results.source == "unittest"
     assert [t.passed for t in rounds.tests] == [False, True] and rounds.steps == 6
     assert rounds.result.stop is StopReason.FINISHED and rounds.result.changed == ["durations.py"]
     roles = [(m.role, sorted(m.tags)) for m in session.conversation.messages if m.role == "user"]
     assert roles == [("user", ["goal"]), ("user", ["feedback"])]
     assert session.conversation.messages[0].content == "fix format_duration"
     events = [json.loads(line)["kind"] for line in session.last_trajectory.read_text().splitlines()]
-    assert events.count("run_start") == 2 and events.count("test_run") == 2
+    assert events.count("run_start") == 2 and events.count("test_run") == 3
 
 
 def test_author_parsing():

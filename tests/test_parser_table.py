@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from clovercode.toolcalls.parser import CUT_ADVICE
 from clovercode.toolcalls.review import FORMAT_REMINDER, NO_CALL_MESSAGE, review_turn
 from clovercode.toolcalls.schemas import load_tool_specs
 from clovercode.toolcalls.validate import Validator
@@ -19,6 +20,20 @@ def xml(name: str, **params: object) -> str:
     body = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in params.items())
     return f"<tool_call>\n<function={name}>\n{body}</function>\n</tool_call>"
 
+
+def cut(name: str | None, param: str | None = None, ordinal: int = 1) -> str:
+    inside = f" (inside parameter '{param}')" if param else ""
+    tool = f" ({name})" if name else ""
+    return (f"tool call #{ordinal}{tool} was not run: your reply ended in the middle of it{inside}, before `</function>`. "
+            + CUT_ADVICE + "\n" + FORMAT_REMINDER)
+
+
+POM = ("<project>\n  <build>\n    <function>\n      <name>verify</name>\n    </function>\n"
+       "    <parameter>\n      <key>x</key>\n    </parameter>\n  </build>\n</project>")
+EXAMPLE_CALL = xml("view_file", path="a.py")
+DOC = "# Calling tools\n\nA call looks like this:\n\n" + EXAMPLE_CALL + "\n\nOne call per block.\n"
+THINKING_CODE = 'def strip(text):\n    return text.split("</think>")[-1]  # drop <think>...</think>\n'
+PY_WITH_CALL = 'CALL = "<tool_call>\\n<function=x>\\n</function>\\n</tool_call>"\nprint(CALL)\n'
 
 VIEW_SHAPE = 'Expected arguments: {"path": string non-empty (required), "start_line": integer ≥1, "end_line": integer ≥1}'
 EDIT_SHAPE = ('Expected arguments: {"path": string non-empty (required), "old_text": string non-empty (required), '
@@ -89,14 +104,19 @@ CASES = [
     # --- drifts that are repaired silently ------------------------------------------------------
     Case("missing-tool-call-close-at-end", "Let me look.\n<tool_call>\n<function=view_file>\n<parameter=path>\na.py\n</parameter>\n</function>\n",
          [("view_file", {"path": "a.py"})], content="Let me look."),
+    # A reply that ends before `</function>` may have been cut after any parameter: never run it.
     Case("missing-function-and-tool-call-close", "<tool_call>\n<function=view_file>\n<parameter=path>\na.py\n</parameter>\n",
-         [("view_file", {"path": "a.py"})]),
+         [], feedback=[cut("view_file")]),
     Case("missing-parameter-close-before-next", "<tool_call>\n<function=view_file>\n<parameter=path>\na.py\n<parameter=end_line>\n9\n</parameter>\n</function>\n</tool_call>",
          [("view_file", {"path": "a.py", "end_line": 9})]),
+    Case("missing-parameter-close-compact-form", "<tool_call><function=view_file><parameter=path>a.py<parameter=end_line>3"
+         "</parameter></function></tool_call>", [("view_file", {"path": "a.py", "end_line": 3})]),
+    Case("parameter-tag-inside-a-text-value", xml("write_file", path="f.md", content="# Format\nName it with <parameter=NAME> tags."),
+         [("write_file", {"path": "f.md", "content": "# Format\nName it with <parameter=NAME> tags."})]),
     Case("missing-parameter-close-before-function-end", "<tool_call>\n<function=view_file>\n<parameter=path>\na.py\n</function>\n</tool_call>",
          [("view_file", {"path": "a.py"})]),
     Case("missing-every-close-tag", "<tool_call>\n<function=view_file>\n<parameter=path>\na.py",
-         [("view_file", {"path": "a.py"})]),
+         [], feedback=[cut("view_file", "path")]),
     Case("missing-close-between-two-calls", "<tool_call>\n<function=view_file>\n<parameter=path>\na.py\n</parameter>\n</function>\n" + xml("list_files"),
          [("view_file", {"path": "a.py"}), ("list_files", {})]),
     Case("bare-function-without-wrapper", "<function=list_files>\n<parameter=path>\nsrc\n</parameter>\n</function>",
@@ -105,6 +125,48 @@ CASES = [
          [("write_file", {"path": "data.json", "content": '{"a": [1, 2]}'})]),
     Case("bare-json-printed-as-text", 'I will list the files.\n```json\n{"name": "list_files", "arguments": {"path": "src"}}\n```',
          [("list_files", {"path": "src"})], content="I will list the files."),
+    # --- values keep their text: closing tags close a value only where the structure allows ----
+    Case("value-holding-function-and-parameter-closes", xml("write_file", path="pom.xml", content=POM),
+         [("write_file", {"path": "pom.xml", "content": POM})]),
+    Case("value-holding-an-example-call-is-data", xml("write_file", path="docs/tools.md", content=DOC),
+         [("write_file", {"path": "docs/tools.md", "content": DOC})]),
+    Case("example-call-then-the-real-one", xml("write_file", path="docs/tools.md", content=DOC) + "\n" + xml("list_files"),
+         [("write_file", {"path": "docs/tools.md", "content": DOC}), ("list_files", {})]),
+    Case("value-keeps-think-tags", "<think>\nWrite it.\n</think>\n" + xml("write_file", path="t.py", content=THINKING_CODE),
+         [("write_file", {"path": "t.py", "content": THINKING_CODE})], reasoning="Write it."),
+    Case("value-ending-in-closing-tags-of-a-snippet",
+         xml("write_file", path="end.md", content="Close with:\n</parameter>\n</function>\n</tool_call>\nand stop."),
+         [("write_file", {"path": "end.md", "content": "Close with:\n</parameter>\n</function>\n</tool_call>\nand stop."})]),
+    Case("think-block-after-a-call-is-reasoning", xml("list_files") + "\n<think>then read</think>\nok",
+         [("list_files", {})], reasoning="then read", content="ok"),
+    Case("call-drafted-in-prefilled-reasoning-is-ignored", "I could " + xml("view_file", path="x.py") + " but no.\n</think>\n"
+         + xml("list_files"), [("list_files", {})], reasoning="I could " + xml("view_file", path="x.py") + " but no."),
+    # the cost of that rule: an unfinished call drafted in template-opened reasoning swallows the reply
+    Case("unfinished-call-drafted-in-prefilled-reasoning", "Maybe <tool_call>\n<function=view_file>\n<parameter=path>\nx.py"
+         "\nno, list first.\n</think>\n" + xml("list_files"), [], feedback=[cut("view_file", "path")]),
+    Case("cut-value-holding-think-and-an-example-call", "<tool_call>\n<function=write_file>\n<parameter=path>\nREADME.md\n"
+         "</parameter>\n<parameter=content>\nReason in <think>…</think>, then call:\n</think>\n"
+         + xml("run_command", command="rm -rf build"), [], feedback=[cut("write_file", "content")]),
+    Case("hermes-value-holding-tool-call-close",
+         '<tool_call>{"name": "write_file", "arguments": {"path": "a.md", "content": "ends with </tool_call> ok"}}</tool_call>',
+         [("write_file", {"path": "a.md", "content": "ends with </tool_call> ok"})]),
+    # --- cut replies (token limit, stream cut): the call never runs, the model is told why -------
+    Case("cut-inside-a-written-file", "<tool_call>\n<function=write_file>\n<parameter=path>\nbig.py\n</parameter>\n"
+         "<parameter=content>\nimport os\n\ndef main():\n    os.", [], feedback=[cut("write_file", "content")]),
+    Case("cut-after-the-last-parameter-close", "<tool_call>\n<function=write_file>\n<parameter=path>\nbig.py\n</parameter>\n"
+         "<parameter=content>\nx = 1\n</parameter>", [], feedback=[cut("write_file")]),
+    # the engine stops at the first </tool_call>: one inside a value leaves the call open, and it must not run
+    Case("cut-at-the-example-calls-close", "<tool_call>\n<function=write_file>\n<parameter=path>\ndocs/tools.md\n</parameter>\n"
+         "<parameter=content>\nA call looks like this:\n" + EXAMPLE_CALL, [], feedback=[cut("write_file", "content")]),
+    Case("cut-at-a-tool-call-close-in-a-string", xml("write_file", path="c.py", content=PY_WITH_CALL).split("</tool_call>")[0]
+         + "</tool_call>", [], feedback=[cut("write_file", "content")]),
+    Case("cut-bare-function", "<function=write_file>\n<parameter=path>\na.py\n</parameter>\n<parameter=content>\nx",
+         [], feedback=[cut("write_file", "content")]),
+    Case("cut-after-a-complete-call", xml("list_files") + "\n<tool_call>\n<function=write_file>\n<parameter=path>\na",
+         [("list_files", {})], feedback=[cut("write_file", "path", 2)]),
+    Case("cut-inside-hermes-json", '<tool_call>\n{"name": "write_file", "arguments": {"path": "a.py", "content": "import',
+         [], feedback=["tool call #1 was not run: your reply ended in the middle of it, before its JSON object and "
+                       "`</tool_call>` were complete. " + CUT_ADVICE + "\n" + FORMAT_REMINDER]),
     # --- malformed: the model is told exactly what was wrong ------------------------------------
     Case("no-call-at-all", "I think the bug is in a.py.", [], feedback=[NO_CALL_MESSAGE]),
     Case("bare-json-of-unknown-tool-is-not-a-call", '{"name": "open_file", "arguments": {}}', [], feedback=[NO_CALL_MESSAGE]),
@@ -181,3 +243,52 @@ def test_interactive_plain_answer_is_not_an_error(validator: Validator):
 def test_call_ids_are_unique_per_step(validator: Validator):
     review = review_turn(xml("list_files") + xml("list_files"), validator, step=7, require_call=True)
     assert [c.id for c in review.checked] == ["call_7_1", "call_7_2"]
+
+
+def tagged_sources() -> list:
+    """This project's own files that hold tool-call markup (tests, docs, the parser): hard values."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    files = [*root.glob("tests/*.py"), *root.glob("docs/*.md"), *root.glob("clovercode/**/*.py"),
+             *root.glob("tests/**/*.jsonl"), *root.glob("examples/*.jsonl")]  # replays: calls on one line
+    return sorted(p for p in files if "</" in p.read_text(encoding="utf-8"))
+
+
+def test_every_file_holding_markup_is_written_whole():
+    from clovercode.toolcalls.parser import parse_turn
+    from clovercode.toolcalls.render import render_call
+
+    sources = tagged_sources()
+    assert len(sources) > 10
+    for path in sources:
+        content = path.read_text(encoding="utf-8")
+        text = render_call("write_file", {"path": path.name, "content": content})
+        for variant in (text, f"Writing it.\n{text}\nDone.", text[:-len("</tool_call>")]):
+            turn = parse_turn(variant)
+            assert turn.errors == [] and [c.arguments["content"] for c in turn.calls] == [content], path
+
+
+def test_an_engine_stop_inside_a_value_never_runs_a_shortened_write():
+    """The engine stops at the first </tool_call>, even one inside a value: that call must not run."""
+    from clovercode.toolcalls.parser import parse_turn
+    from clovercode.toolcalls.render import render_call
+
+    holding = [p for p in tagged_sources() if "</tool_call>" in p.read_text(encoding="utf-8")]
+    assert len(holding) > 5
+    for path in holding:
+        text = render_call("write_file", {"path": path.name, "content": path.read_text(encoding="utf-8")})
+        stopped = text[:text.index("</tool_call>") + len("</tool_call>")]
+        turn = parse_turn(stopped)
+        assert turn.calls == [] and "was not run: your reply ended in the middle of it" in turn.errors[0], path
+
+
+def test_a_value_full_of_tags_neither_exhausts_the_stack_nor_runs():
+    """Thousands of closing-tag candidates: the scanner has no recursion to exhaust, and a reading
+    in which a parameter repeats is refused (nothing runs)."""
+    from clovercode.toolcalls.parser import parse_turn
+    from clovercode.toolcalls.render import render_call
+
+    text = render_call("write_file", {"path": "x", "content": "<parameter=a>\n1\n</parameter>\n" * 5000}) + "\n</tool_call>"
+    turn = parse_turn(text)
+    assert turn.calls == [] and "parameter 'a' is given twice" in turn.errors[0]

@@ -54,6 +54,27 @@ def test_slash_commands_task_and_ctrl_d(calc_repo):
     assert "mean([1, 2, 3, 4]) should be 2.5" in history.read_text()
 
 
+def test_a_trajectory_replays_all_its_turns_in_the_repl(calc_repo, tmp_path):
+    """Observation lines of a recorded trajectory are not turns: the REPL plays every recorded call."""
+    from conftest import make_git_repo, run_cli
+
+    recorded_in = make_git_repo(tmp_path / "recorded", EXAMPLES / "calc")
+    proc = run_cli("fix", "mean is wrong", "--repo", str(recorded_in), "--model", f"replay:{EXAMPLES / 'calc.replay.jsonl'}",
+                   "--sandbox", "none", "--json")
+    trajectory = json.loads(proc.stdout)["trajectory"]
+    child = spawn(calc_repo, f"replay:{trajectory}")
+    child.sendline("mean([1, 2, 3, 4]) should be 2.5")
+    child.expect_exact("→ view_file")
+    child.expect_exact("→ edit_file")
+    child.expect_exact("→ run_command")
+    child.expect_exact("stopped: the model called finish")
+    child.expect_exact(PROMPT)
+    assert "sum(values) / len(values)" in (calc_repo / "calc.py").read_text()
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    child.close()
+
+
 def test_ctrl_c_interrupts_the_step_not_the_session(calc_repo, tmp_path):
     replay = tmp_path / "r.jsonl"
     turns = [xml("run_command", command="sleep 60"), "The answer is 42."]

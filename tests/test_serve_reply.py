@@ -73,6 +73,13 @@ def test_reasoning_deltas_from_the_backend_pass_through():
     assert splitter.feed("said") == [("content", "said")]
 
 
-def test_an_unclosed_call_at_the_end_is_still_a_call():
-    reply, calls, _ = split("<tool_call>\n<function=view_file>\n<parameter=path>\na.py\n", 3)
+def test_a_call_missing_only_its_tool_call_close_is_still_a_call():
+    reply, calls, _ = split("<tool_call>\n<function=view_file>\n<parameter=path>\na.py\n</parameter>\n</function>\n", 3)
     assert [(c.name, c.arguments) for c in calls] == [("view_file", {"path": "a.py"})]
+
+
+def test_a_call_cut_before_its_function_close_is_text_not_a_call():
+    """Cut by the token limit: the client gets what was written and no call that could run half-done."""
+    text = "<tool_call>\n<function=write_file>\n<parameter=path>\na.py\n</parameter>\n<parameter=content>\nimport"
+    reply, calls, _ = split(text, 3)
+    assert calls == [] and reply.content == text

@@ -45,3 +45,16 @@ def test_scanner_holds_a_cut_tag_until_decided():
     assert scanner.take(["<tool_call>"]) == ("tag", "<tool_call>")
     assert scanner.take(["<tool_call>"]) == ("text", "x")
     assert scanner.drain() == ""
+
+
+def test_think_tags_and_example_calls_inside_a_value_stay_hidden():
+    """The value is the file's text: its think tags are not reasoning, its example call is not the end."""
+    value = 'x = "<think>not mine</think>"\nExample:\n<tool_call>\n<function=list_files>\n</function>\n</tool_call>\nmore'
+    text = ("Writing.\n<tool_call>\n<function=write_file>\n<parameter=content>\n" + value
+            + "\n</parameter>\n</function>\n</tool_call>\nDone.")
+    for size in (1, 7, 10_000):
+        assert shown(text, size) == [("content", "Writing.\n\nDone.")]
+
+
+def test_a_bare_call_ends_at_its_function_close():
+    assert shown("<function=list_files>\n</function>\nAfter.", 4) == [("content", "\nAfter.")]

@@ -20,8 +20,10 @@ def test_trajectory_records_the_run(calc_repo):
     assert path in trajectories()
     events = [json.loads(line) for line in path.read_text().splitlines()]
     kinds = [e["kind"] for e in events]
-    # the loop's run, then what fix adds after it: the test run and the outcome
-    assert kinds[0] == "run_start" and kinds[-3:] == ["run_end", "test_run", "fix_result"]
+    # the loop's run, then what fix adds after it: the baseline test run (made before the loop, recorded
+    # once the trajectory exists), the test run after finish and the outcome
+    assert kinds[0] == "run_start" and kinds[-4:] == ["run_end", "test_run", "test_run", "fix_result"]
+    assert [e.get("baseline", False) for e in events if e["kind"] == "test_run"] == [True, False]
     assert kinds.count("model_turn") == 4 and kinds.count("observation") == 3 and kinds.count("tool_call") == 3
     assert "text_delta" not in kinds
     assert all(isinstance(e["t"], float) or isinstance(e["t"], int) for e in events)
@@ -30,7 +32,7 @@ def test_trajectory_records_the_run(calc_repo):
     turn = next(e for e in events if e["kind"] == "model_turn")
     assert turn["calls"] == [{"id": "call_1_1", "name": "view_file", "arguments": {"path": "calc.py"}, "valid": True}]
     assert turn["reasoning"].startswith("The issue says") and "usage" in turn and "seconds" in turn
-    end = events[-3]
+    end = events[-4]
     assert end["stop_reason"] == "finished" and end["changed_files"] == ["calc.py"]
 
 
@@ -42,6 +44,11 @@ def test_trajectory_replays_directly_and_after_conversion(calc_repo, tmp_path):
     again = make_git_repo(tmp_path / "again", EXAMPLES / "calc")
     direct = run_cli("fix", "mean is wrong", "--repo", str(again), "--model", f"replay:{recorded}", "--sandbox", "none", "--json")
     assert json.loads(direct.stdout)["status"] == "fixed"
+    # exactly the recorded turns: the observations between them are not turns of their own
+    assert json.loads(direct.stdout)["steps"] == 4
+    replayed = [json.loads(line) for line in Path(json.loads(direct.stdout)["trajectory"]).read_text().splitlines()]
+    assert [e["kind"] for e in replayed].count("model_turn") == 4
+    assert "format_error" not in [e["kind"] for e in replayed]
 
     converted = tmp_path / "converted.jsonl"
     proc = run_cli("trajectory", "to-replay", str(recorded), "-o", str(converted))
@@ -112,3 +119,20 @@ def test_calls_a_server_parsed_replay_from_the_converted_trajectory(tmp_path):
     assert run_cli("trajectory", "to-replay", str(session.last_trajectory), "-o", str(converted)).returncode == 0
     again = Session(tmp_path, cfg, ReplayBackend(converted), make_executor(cfg), interactive=False).run_task("do it")
     assert (again.stop.value, again.summary) == ("finished", "ok")
+
+
+def test_every_event_kind_the_code_writes_is_known_to_the_replay():
+    """A replay refuses unknown kinds, so each kind emitted anywhere must be listed as a non-turn kind."""
+    import re
+
+    from clovercode.agent.trajectory import NON_TURN_KINDS
+    from clovercode.context.resume import SNAPSHOT
+
+    package = Path(__file__).resolve().parent.parent / "clovercode"
+    emitted = {SNAPSHOT}
+    for source in package.rglob("*.py"):
+        text = source.read_text(encoding="utf-8")
+        emitted |= set(re.findall(r"\bemit\(\s*\"(\w+)\"", text))
+        emitted |= set(re.findall(r"record_event\([^,]+,\s*\"(\w+)\"", text))
+    assert {"run_start", "observation", "test_run", "fix_result"} <= emitted
+    assert emitted - {"model_turn", "text_delta"} <= NON_TURN_KINDS

@@ -4,41 +4,83 @@
 - auto-edit: edits are applied; commands are asked about.
 - full-auto: nothing is asked, but only because commands run in the sandbox; without one
   (``--sandbox none``) commands are still asked about in the REPL.
+
+MCP tool calls (kind ``mcp``) are asked about like commands in suggest and auto-edit, and "always"
+covers that one tool; full-auto calls the servers the user configured without asking (they never
+run in the sandbox, so it would not change anything for them).
+
+The answers (as in Claude Code and Codex): yes; always (edits: for the rest of the session; an MCP
+tool: that tool, this session; commands: an allow rule for the command's prefix, kept in the user's
+config); no, with an optional reason the model reads; cancel (Ctrl-D or Esc), which stops the run.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Union
 
-from clovercode.actions.context import ApprovalRequest
+from clovercode.actions.context import ApprovalRequest, ToolError
+from clovercode.actions.permissions import allowed, command_prefix
 
-YES, NO, ALWAYS = "yes", "no", "always"
-Ask = Callable[[ApprovalRequest], str]  # returns YES, NO or ALWAYS (for this kind, this session)
+YES, NO, ALWAYS, CANCEL = "yes", "no", "always", "cancel"
+
+
+@dataclass(frozen=True)
+class Reply:
+    answer: str  # YES, NO, ALWAYS or CANCEL
+    reason: str = ""  # with NO: what the person wants instead, for the model
+
+
+Ask = Callable[[ApprovalRequest], Union[str, Reply]]
+
+
+class RunCancelled(KeyboardInterrupt):
+    """The person cancelled the run at an approval prompt; the loop stops as interrupted."""
 
 
 def needs_asking(mode: str, kind: str, sandboxed: bool) -> bool:
     if mode == "full-auto":
         return kind == "command" and not sandboxed
     if mode == "auto-edit":
-        return kind == "command"
+        return kind in ("command", "mcp")
     return True  # suggest, and anything unknown: ask
 
 
 class ModeApprover:
-    """The ToolContext.approve of an interactive session."""
+    """The ToolContext.approve of an interactive session. ``rules`` are command prefixes allowed
+    without asking; ``remember`` keeps a new one (the REPL writes it to the user's config)."""
 
-    def __init__(self, mode: str, sandboxed: bool, ask: Ask):
+    def __init__(self, mode: str, sandboxed: bool, ask: Ask, rules: tuple[str, ...] | list[str] = (),
+                 remember: Callable[[str], None] | None = None):
         self.mode, self.sandboxed, self.ask = mode, sandboxed, ask
+        self.rules, self.remember = list(rules), remember
         self.always: set[str] = set()
 
     def __call__(self, request: ApprovalRequest) -> bool:
-        if not needs_asking(self.mode, request.kind, self.sandboxed) or request.kind in self.always:
+        rule = request.rule or request.kind
+        if not needs_asking(self.mode, request.kind, self.sandboxed) or rule in self.always:
             return True
-        answer = self.ask(request)
-        if answer == ALWAYS:
-            self.always.add(request.kind)
+        if request.kind == "command" and allowed(request.title, self.rules):
             return True
-        return answer == YES
+        reply = self.ask(request)
+        reply = reply if isinstance(reply, Reply) else Reply(reply)
+        if reply.answer == CANCEL:
+            raise RunCancelled("cancelled by the user at an approval prompt")
+        if reply.answer == ALWAYS:
+            if request.kind != "command":
+                self.always.add(rule)
+            elif (prefix := command_prefix(request.title)) is not None and prefix not in self.rules:
+                self.rules.append(prefix)
+                if self.remember is not None:
+                    self.remember(prefix)
+            return True
+        if reply.answer == YES:
+            return True
+        if reply.reason:
+            what = {"command": "run this command", "mcp": f"call {request.title}"}.get(
+                request.kind, f"make this change ({request.title})")
+            raise ToolError(f"The user declined to {what} and said: {reply.reason}")
+        return False
 
     def notice(self) -> str | None:
         """What a person should know about this combination, said once at the start."""

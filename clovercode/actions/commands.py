@@ -14,7 +14,14 @@ def run_command(ctx: ToolContext, args: dict[str, Any]) -> Observation:
         raise ToolError("The user declined to run this command.")
     # Commands may change files too: record the checkpoint first (a read-only sandbox cannot).
     warning = ctx.checkpoint() if ctx.executor.name != "read-only" else None
-    result = ctx.executor.run(command, ctx.root, timeout, ctx.command_env)
+    writes = ctx.executor.name != "read-only" and ctx.bytecode is not None
+    if writes:
+        ctx.bytecode.before_command()
+    try:
+        result = ctx.executor.run(command, ctx.root, timeout, ctx.command_env)
+    finally:  # also when interrupted: what the command changed may have bytecode of the user's
+        if writes:
+            ctx.bytecode.after_command()
     ok = result.exit_code == 0 and not result.timed_out
     text = result.describe() + (f"\n{warning}" if warning else "")
     return Observation(ok, text, {"exit_code": result.exit_code, "timed_out": result.timed_out,

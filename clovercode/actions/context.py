@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from clovercode.executors.base import Executor
 
 if TYPE_CHECKING:
+    from clovercode.actions.bytecode import BytecodeGuard
     from clovercode.actions.guards import FileGuard, FileStamps
 
 
@@ -25,9 +26,10 @@ class Observation:
 
 @dataclass(frozen=True)
 class ApprovalRequest:
-    kind: str  # "edit" | "command"
-    title: str  # e.g. "edit src/app.py" or the command line
-    detail: str = ""  # the diff, or the sandbox the command runs in
+    kind: str  # "edit" | "command" | "mcp"
+    title: str  # e.g. "edit src/app.py", the command line, or "SERVER: TOOL"
+    detail: str = ""  # the diff, the sandbox the command runs in, or an MCP call's arguments
+    rule: str = ""  # what "always" remembers, when narrower than the kind (an MCP call: that one tool)
 
 
 Approver = Callable[[ApprovalRequest], bool]
@@ -67,3 +69,10 @@ class ToolContext:
     checkpoint: Checkpoint = no_checkpoint
     stamps: "FileStamps" = field(default_factory=_new_stamps)  # read-before-edit records
     guard: "FileGuard" = field(default_factory=_default_guard)
+    bytecode: "BytecodeGuard | None" = None  # the user's __pycache__ for changed sources (made from root)
+
+    def __post_init__(self) -> None:
+        if self.bytecode is None:
+            from clovercode.actions.bytecode import BytecodeGuard
+
+            self.bytecode = BytecodeGuard(self.root)

@@ -92,6 +92,8 @@ def commit_changes(ctx: ToolContext, changes: Sequence[Change], notes: Sequence[
         else:
             ctx.stamps.record(change.path, digest(data))
         ctx.changed.add(change.shown)
+    if ctx.bytecode is not None:
+        ctx.bytecode.changed(change.path for change, _ in done)
     added = sum(1 for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++"))
     removed = sum(1 for line in diff.splitlines() if line.startswith("-") and not line.startswith("---"))
     head = f"Changed {labels} (+{added} -{removed})"

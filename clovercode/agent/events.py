@@ -1,7 +1,8 @@
 """Loop events fan out to sinks: the console renderer, the trajectory writer, tests.
 
 Kinds (each with keyword data): run_start, step_start, text_delta, model_turn, tool_call,
-observation, format_error, warning, run_end. See docs/architecture.md.
+observation, format_error, warning (``quiet=True``: said dimly, e.g. a fallback the endpoint took), hook (a
+hook ran: docs/mcp-and-hooks.md), run_end. See docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from clovercode.actions.approval import RunCancelled
 from clovercode.actions.context import Observation
 from clovercode.actions.toolbox import FINISH, Toolbox
 from clovercode.agent.budget import Limits, RepeatTracker, StopReason
@@ -18,7 +19,8 @@ from clovercode.agent.events import EventSink, RecordingSink
 from clovercode.agent.messages import CallRecord, Message
 from clovercode.agent.prompts import Conversation, PromptBuilder
 from clovercode.agent.repetition import RepetitionGuard
-from clovercode.backends.base import Finish, GenerationParams, ModelBackend, ModelError, TextDelta, ToolCallEvent, Usage
+from clovercode.backends.base import Finish, GenerationParams, ModelBackend, ModelError, Notice, TextDelta, ToolCallEvent, Usage
+from clovercode.termination import interrupt_detail
 from clovercode.toolcalls.parser import ParsedCall
 from clovercode.toolcalls.review import TurnReview, review_turn
 from clovercode.toolcalls.validate import CheckedCall, Validator
@@ -34,10 +36,12 @@ class RunResult:
     completion_tokens: int = 0
     seconds: float = 0.0
     changed: list[str] = field(default_factory=list)
+    signal: int | None = None  # INTERRUPTED by SIGTERM/SIGHUP rather than Ctrl-C
+    usage_estimated: bool = False  # some turn's tokens were estimated, not counted by the server or tokenizer
 
     def to_json(self) -> dict[str, Any]:
         return {"stop_reason": self.stop.value, "steps": self.steps, "detail": self.detail, "summary": self.summary,
-                "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens},
+                "usage": usage_json(self.prompt_tokens, self.completion_tokens, self.usage_estimated),
                 "seconds": round(self.seconds, 3), "changed_files": self.changed}
 
 
@@ -48,6 +52,7 @@ class _State:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     format_errors: int = 0
+    usage_estimated: bool = False
 
 
 class _Stop(Exception):
@@ -63,7 +68,10 @@ class Agent:
         self.backend, self.toolbox, self.prompt = backend, toolbox, prompt
         self.limits, self.params, self.interactive, self.clock = limits, params, interactive, clock
         self.sink = sink or RecordingSink()
-        self.validator = Validator(toolbox.specs)
+
+    @property
+    def validator(self) -> Validator:
+        return self.toolbox.validator()  # rebuilt when an MCP server's tool list changes
 
     def run(self, conversation: Conversation, task: str, *, tag: str = "goal") -> RunResult:
         """Add ``task`` as a user message tagged ``tag`` and run until a stop reason.
@@ -82,16 +90,19 @@ class Agent:
                 self._step(conversation, state, repeats)
         except _Stop as stop:
             result = self._result(state, stop.reason, stop.detail, stop.summary)
-        except KeyboardInterrupt:
-            result = self._result(state, StopReason.INTERRUPTED, "interrupted by the user (Ctrl-C)")
+        except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM/SIGHUP (termination.py), or cancelled at an approval prompt
+            detail = str(exc) if isinstance(exc, RunCancelled) else interrupt_detail(exc)
+            result = self._result(state, StopReason.INTERRUPTED, detail)
+            result.signal = getattr(exc, "signum", None)
         except ModelError as exc:
             result = self._result(state, StopReason.MODEL_ERROR, f"the model failed: {exc}")
-        self.sink.emit("run_end", **result.to_json())
+        self.sink.emit("run_end", **result.to_json(), **({"signal": result.signal} if result.signal else {}))
         return result
 
     def _result(self, state: _State, reason: StopReason, detail: str, summary: str | None = None) -> RunResult:
         return RunResult(reason, state.steps, detail, summary, state.prompt_tokens, state.completion_tokens,
-                         self.clock() - state.started, sorted(self.toolbox.ctx.changed))
+                         self.clock() - state.started, sorted(self.toolbox.ctx.changed),
+                         usage_estimated=state.usage_estimated)
 
     def _check_budget(self, state: _State) -> None:
         limits = self.limits
@@ -110,6 +121,7 @@ class Agent:
         text, server_calls, usage, guard = self._generate(self.prompt.build(conversation))
         state.prompt_tokens += usage.prompt_tokens
         state.completion_tokens += usage.completion_tokens
+        state.usage_estimated = state.usage_estimated or bool(usage.extra.get("usage_estimated"))
         review = review_turn(text, self.validator, step=state.steps, require_call=not self.interactive,
                              server_calls=server_calls)
         turn, checked = review.turn, review.checked
@@ -130,9 +142,15 @@ class Agent:
             while pending:
                 call = pending[0]
                 if call.name == FINISH:
+                    objection = self.toolbox.review_stop("finished", call.arguments.get("summary"))
+                    if objection is not None:  # a stop hook sends the model back to work
+                        self._observe(conversation, call, Observation(False, objection))
                     for skipped in pending[1:]:
                         self._observe(conversation, skipped, Observation(False, "Not run: it came after finish."))
-                    raise _Stop(StopReason.FINISHED, "the model called finish", call.arguments.get("summary"))
+                    if objection is None:
+                        raise _Stop(StopReason.FINISHED, "the model called finish", call.arguments.get("summary"))
+                    pending.clear()
+                    break
                 self.sink.emit("tool_call", step=state.steps, id=call.id, name=call.name, arguments=call.arguments)
                 tool_started = self.clock()
                 observation = self.toolbox.execute(call)
@@ -143,7 +161,11 @@ class Agent:
                 self._observe(conversation, call, Observation(False, "Interrupted by the user before it finished."))
             raise
         if not checked and not turn.errors and self.interactive:
-            raise _Stop(StopReason.ANSWERED, "the model answered", turn.content)
+            objection = self.toolbox.review_stop("answered", turn.content)
+            if objection is None:
+                raise _Stop(StopReason.ANSWERED, "the model answered", turn.content)
+            conversation.add(Message("user", objection, tags=frozenset({"feedback"})))
+            self.sink.emit("warning", text="a stop hook sent the model back to work")
         if state.format_errors >= self.limits.max_format_errors:
             raise _Stop(StopReason.FORMAT_ERRORS,
                         f"{state.format_errors} consecutive turns without a valid tool call (limit {self.limits.max_format_errors})")
@@ -170,6 +192,8 @@ class Agent:
                     calls.append(_server_call(event))
                 elif isinstance(event, Usage):
                     usage = event
+                elif isinstance(event, Notice):
+                    self.sink.emit("warning", text=event.text, **({} if event.loud else {"quiet": True}))
                 elif isinstance(event, Finish):
                     break
         finally:
@@ -181,7 +205,8 @@ class Agent:
             text = guard.trimmed()
             counted = getattr(self.backend, "count_tokens", None)
             written = "".join(parts)
-            usage = Usage(usage.prompt_tokens, counted(written) if counted else len(written) // 4, extra={"cut": "repetition"})
+            usage = Usage(usage.prompt_tokens, counted(written) if counted else len(written) // 4,
+                          extra={**usage.extra, "cut": "repetition"})
         if in_reasoning:
             text += "</think>"
         return text, calls, usage, guard
@@ -226,6 +251,12 @@ def _server_call(event: ToolCallEvent) -> ParsedCall:
     if not isinstance(args, dict):
         args = {"__unparsed__": args}
     return ParsedCall(event.name, args, json.dumps({"name": event.name, "arguments": args}), "server")
+
+
+def usage_json(prompt_tokens: int, completion_tokens: int, estimated: bool) -> dict[str, Any]:
+    """A run's token counts as `--json` shows them; ``estimated`` only when some were estimated."""
+    out: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+    return {**out, "estimated": True} if estimated else out
 
 
 def _usage_json(usage: Usage, state: _State) -> dict[str, Any]:

@@ -4,7 +4,9 @@
 ``TextDelta``; the loop parses tool calls out of the text. Backends whose server already parsed the
 calls yield ``ToolCallEvent`` as well. Every stream ends with exactly one ``Finish``. ``Usage`` may
 come more than once (the embedded engine reports the prompt size before it decodes, so a stream the
-caller closes early still says what the prompt cost); the last one is the turn's total.
+caller closes early still says what the prompt cost); the last one is the turn's total. A
+``Notice`` tells the person something about how the model is reached (an assumed context window, a
+fallback the endpoint backend took).
 """
 
 from __future__ import annotations
@@ -60,7 +62,15 @@ class Finish:
     reason: str  # "stop" | "length" | "tool_calls" | "stop_string"
 
 
-Event = Union[TextDelta, ToolCallEvent, Usage, Finish]
+@dataclass(frozen=True)
+class Notice:
+    """Something the person should know about how the model is reached (an assumption, a fallback)."""
+
+    text: str
+    loud: bool = False  # a warning to act on; else said dimly, once
+
+
+Event = Union[TextDelta, ToolCallEvent, Usage, Finish, Notice]
 
 
 @runtime_checkable

@@ -184,7 +184,7 @@ def domain_error(failure: HttpFailure, target: Target, model: str, cls: type[Clo
     if is_context_error(failure):
         return ContextTooLong(f"the conversation no longer fits the model's context window: {failure.message}",
                               hint="Shorten the task or start a new session; the server sets its context length "
-                              "(SGLang --context-length, vLLM --max-model-len).")
+                              "(SGLang --context-length, vLLM --max-model-len, llama.cpp --ctx-size).")
     if failure.status in (401, 403):
         return cls(f"the endpoint {where} rejected the API key (HTTP {failure.status}): {failure.message}",
                    hint="Set CLOVERCODE_API_KEY (or --api-key) to the key the server was started with.")

@@ -4,24 +4,29 @@ Accepted lines (blank lines ignored):
   {"text": "<raw assistant text>", "usage": {"prompt_tokens": 0, "completion_tokens": 0}}   a replay turn
       (usage may also carry "forwards" and "seconds", the engine figures of the recorded turn)
   {"kind": "model_turn", "raw": "...", ...}     a trajectory event: trajectories replay directly
-Other trajectory events are skipped, so ``--model replay:TRAJECTORY.jsonl`` reproduces a run.
+The trajectory's other events (observations, warnings, test runs …) are not model turns and are
+skipped, so ``--model replay:TRAJECTORY.jsonl`` plays exactly the recorded turns. Any other shape —
+an unknown key, an unknown event kind — is an error naming the file and line: a replay that silently
+dropped or invented a turn would reproduce a different run.
 """
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from clovercode.agent.messages import Message
-from clovercode.agent.trajectory import turn_text
+from clovercode.agent.trajectory import NON_TURN_KINDS, turn_text
 from clovercode.backends.base import Event, Finish, GenerationParams, ModelError, TextDelta, Usage
-from clovercode.context.tokens import estimate_tokens
+from clovercode.context.tokens import estimate_prompt_tokens, estimate_tokens
 from clovercode.errors import ModelUnavailable
 from clovercode.jsonl import json_objects
 from clovercode.toolcalls.schemas import ToolSpec
 
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "forwards", "seconds")
+TURN_KEYS = ("text", "usage")
 CHUNK = 24  # characters per streamed delta, so replays exercise streaming like a real model
 
 
@@ -40,14 +45,27 @@ def load_replay(path: Path) -> list[ReplayTurn]:
         raise ModelUnavailable(f"replay file {path} cannot be read: {exc}") from None
     turns = []
     for number, obj in json_objects(source, str(path), ModelUnavailable):
-        if "text" in obj:
-            text = obj["text"]
-        elif obj.get("kind") == "model_turn":
+        where = f"{path}:{number}"
+        if "kind" in obj:
+            kind = obj["kind"]
+            if kind in NON_TURN_KINDS:
+                continue
+            if kind != "model_turn":
+                raise ModelUnavailable(f"{where}: unknown trajectory event kind {kind!r}{_suggest(kind, ['model_turn', *NON_TURN_KINDS])}",
+                                       hint=LINE_SHAPES)
+            if not isinstance(obj.get("raw"), str):
+                raise ModelUnavailable(f"{where}: a model_turn needs \"raw\", the text the model wrote", hint=LINE_SHAPES)
             text = turn_text(obj)  # with the calls an endpoint parsed, which are not in "raw"
         else:
-            continue
+            unknown = sorted(set(obj) - set(TURN_KEYS))
+            if unknown:
+                raise ModelUnavailable(f"{where}: unknown key {unknown[0]!r}{_suggest(unknown[0], [*TURN_KEYS, 'kind'])} "
+                                       "in a replay turn", hint=LINE_SHAPES)
+            if "text" not in obj:
+                raise ModelUnavailable(f"{where}: a replay turn needs \"text\"", hint=LINE_SHAPES)
+            text = obj["text"]
         if not isinstance(text, str):
-            raise ModelUnavailable(f"{path}:{number}: \"text\" must be a string")
+            raise ModelUnavailable(f"{where}: \"text\" must be a string")
         usage = obj.get("usage") or {}
         if isinstance(usage, dict):  # a trajectory writes "forwards": null for backends that do not count them
             usage = {key: value for key, value in usage.items() if value is not None}
@@ -58,6 +76,15 @@ def load_replay(path: Path) -> list[ReplayTurn]:
     if not turns:
         raise ModelUnavailable(f"replay file {path} holds no assistant turns")
     return turns
+
+
+LINE_SHAPES = ('Each line is a replay turn {"text": ..., "usage": {...}} or a trajectory event {"kind": ...} '
+               "(as clovercode writes them; `clovercode trajectory to-replay` converts a trajectory).")
+
+
+def _suggest(word: object, choices: list[str]) -> str:
+    close = difflib.get_close_matches(str(word), choices, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 class ReplayBackend:
@@ -77,7 +104,7 @@ class ReplayBackend:
         usage = turn.usage
         # Engine figures recorded with the turn (forwards, seconds) replay too, so a recorded
         # engine run reproduces its tokens-per-forward in `clovercode eval`.
-        yield Usage(prompt_tokens=int(usage.get("prompt_tokens", sum(estimate_tokens(m.content) for m in messages))),
+        yield Usage(prompt_tokens=int(usage.get("prompt_tokens", estimate_prompt_tokens(messages, tools))),
                     completion_tokens=int(usage.get("completion_tokens", max(1, estimate_tokens(turn.text)))),
                     forwards=int(usage["forwards"]) if usage.get("forwards") else None,
                     seconds=float(usage.get("seconds") or 0.0))

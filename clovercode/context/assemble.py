@@ -1,31 +1,20 @@
-"""Per session: turns config + backend + task into a ContextPrompt (map focused on the task)."""
+"""Per task: turns config + backend + task into a ContextPrompt (map focused on the task, kept fresh)."""
 
 from __future__ import annotations
 
-import json
 import re
-import sqlite3
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from clovercode.agent.events import EventSink
 from clovercode.agent.messages import Message
 from clovercode.agent.prompts import Conversation, system_prompt
 from clovercode.context.prompt import Budget, ContextPrompt, touched_paths
-from clovercode.context.tokens import counter_for, window_for
-from clovercode.errors import CloverError
+from clovercode.context.tokens import counter_for, tools_tokens, window_for
 from clovercode.toolcalls.schemas import ToolSpec
 
-TOOLS_OVERHEAD = 40  # the template's wrapper around the tool list
 MAP_WINDOW_SHARE = 8  # the map never takes more than 1/8 of the window
 _PATHLIKE = re.compile(r"[\w.][\w./-]*")
-
-
-def tools_tokens(specs: Sequence[ToolSpec], count: Callable[[str], int]) -> int:
-    """What the tool schemas cost in the prompt (templates render them as JSON in the system turn)."""
-    if not specs:
-        return 0
-    return count(json.dumps([s.openai_tool() for s in specs], ensure_ascii=False)) + TOOLS_OVERHEAD
 
 
 def conversation_texts(messages: Sequence[Message]) -> list[str]:
@@ -67,27 +56,11 @@ class ContextAssembler:
         map_budget = min(self.cfg["context.map_tokens"], window // MAP_WINDOW_SHARE)
         repo_map: Any = ""
         if map_budget > 0:
-            messages = list(conversation.messages)  # what was said before this task; the task itself is `task`
-            repo_map = lambda: self._map(messages, task, map_budget, count, set(touched), sink)  # noqa: E731
+            from clovercode.context.refresh import MapRefresher
+
+            # Focused on what was said before this task and the task itself, refreshed whenever the tree changes.
+            repo_map = MapRefresher(self.root, self.cfg, self.env, map_budget, count, task, set(touched), sink,
+                                    conversation_texts)
         return ContextPrompt(root=self.root, base_system=system_prompt(self.root, self.interactive), repo_map=repo_map,
                              tools_tokens=tools_tokens(specs, count), count=count, exact=exact, budget=budget,
                              touched=touched, instructions=self.cfg["context.instructions"], sink=sink)
-
-    def _map(self, messages: Sequence[Message], task: str, budget: int, count: Callable[[str], int],
-             touched: set[str], sink: EventSink | None) -> tuple[str, set[str]]:
-        from clovercode.context.index import build_index
-        from clovercode.context.repomap import index_options, map_for_texts
-
-        try:
-            index = build_index(self.root, index_options(self.cfg, self.env))
-            repo_map = map_for_texts(index, budget, [*conversation_texts(messages), task], count,
-                                     extra_files=touched)
-        except (CloverError, OSError, sqlite3.Error) as exc:
-            if sink is not None:
-                sink.emit("warning", text=f"no repository map this time: {exc}")
-            return "", set()
-        if sink is not None:
-            sink.emit("context", action="repo_map", tokens=repo_map.tokens, budget=budget, shown=repo_map.shown,
-                      total=repo_map.total, focus=repo_map.focus_files + repo_map.focus_idents,
-                      index=repo_map.stats.line())
-        return repo_map.text, set(repo_map.focus_files)

@@ -60,22 +60,38 @@ def resume_argv(argv: Sequence[str]) -> list[str]:
     return out
 
 
-def resume_into(session: Any, ident: str, console: Console) -> None:
-    """Load a saved session's conversation into ``session`` and say what was loaded."""
+def resume_into(session: Any, ident: str, console: Console, *, any_project: bool = False, pick: Any = None) -> None:
+    """Load a saved session's conversation into ``session`` and show its last exchanges. Without an
+    ID, ``pick`` (a terminal's picker) chooses among this project's sessions, else the newest is taken.
+    Another project's session is refused unless ``any_project``."""
     from clovercode.context.resume import find_saved, load_saved
     from clovercode.session import trajectory_dir
+    from clovercode.sessions import check_project, list_sessions, newest_of_session, show_last_exchanges
 
     directory = trajectory_dir(session.cfg, session.env)
-    path = find_saved(directory, None if ident == RESUME_LATEST else ident, session.root)
-    saved = load_saved(path)
+    if ident == RESUME_LATEST and pick is not None:
+        sessions = list_sessions(directory, session.root)
+        if not sessions:
+            find_saved(directory, None, session.root)  # raises the usual "no saved session for …"
+        chosen = pick(sessions)
+        if chosen is None:
+            console.print("not resuming: a new session starts", highlight=False)
+            return
+        saved = chosen.saved
+    else:
+        saved = newest_of_session(directory, load_saved(find_saved(directory, None if ident == RESUME_LATEST else ident,
+                                                                   session.root)))
+        check_project(saved, session.root, any_project)
     if not saved.messages:
         raise UsageError(f"saved session {saved.id} holds no conversation to continue")
     if saved.root and saved.root != str(session.root):
-        console.print(f"[yellow]note[/]: session {saved.id} was saved in {saved.root}; continuing in {session.root}",
+        console.print(f"[yellow]note[/]: session {saved.session_id} was saved in {saved.root}; continuing in {session.root}",
                       highlight=False, soft_wrap=True)
     session.conversation.messages[:] = saved.messages
-    console.print(f"resumed {saved.id}: {len(saved.messages)} messages; last task: {saved.goal or '(none)'}",
+    session.session_id = saved.session_id
+    console.print(f"resumed {saved.session_id}: {len(saved.messages)} messages; last task: {saved.goal or '(none)'}",
                   highlight=False, markup=False, soft_wrap=True)
+    show_last_exchanges(console, saved.messages)
 
 
 def context_line(session: Any) -> str | None:

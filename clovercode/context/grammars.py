@@ -66,11 +66,27 @@ def queries_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
+_CAPTURE = re.compile(r"@([\w.]+)")
+
+
 @dataclass
 class Grammar:
     name: str
     parser: Any  # tree_sitter.Parser
     query: Any  # tree_sitter.Query
+    # Per query pattern: its ``definition.KIND`` capture (or None) and its ``reference.KIND`` captures.
+    patterns: list[tuple[str | None, tuple[str, ...]]]
+
+
+def pattern_captures(query: Any, source: str) -> list[tuple[str | None, tuple[str, ...]]]:
+    """What each pattern of ``query`` (compiled from ``source``) captures, read from its text."""
+    raw = source.encode("utf-8")
+    out = []
+    for index in range(query.pattern_count):
+        names = _CAPTURE.findall(raw[query.start_byte_for_pattern(index):query.end_byte_for_pattern(index)].decode())
+        kind = next((n for n in names if n.startswith("definition.")), None)
+        out.append((kind, tuple(dict.fromkeys(n for n in names if n.startswith("reference.")))))
+    return out
 
 
 class Grammars:
@@ -99,8 +115,9 @@ def load_grammar(language: str) -> Grammar:
     except Exception as exc:  # the pack raises LookupError / RuntimeError depending on version
         raise ContextUnavailable(f"no tree-sitter grammar for {language}: {exc}",
                                  hint="tree-sitter-language-pack must be a version below 1.0.") from None
+    source = query_source(language)
     try:
-        query = Query(lang, query_source(language))
+        query = Query(lang, source)
     except QueryError as exc:
         raise ContextUnavailable(f"the tag query for {language} does not fit its grammar: {exc}") from None
-    return Grammar(language, parser, query)
+    return Grammar(language, parser, query, pattern_captures(query, source))

@@ -11,15 +11,17 @@ from typing import Any, Callable, Iterable
 from clovercode.agent.events import EventSink
 from clovercode.agent.messages import Message
 from clovercode.agent.prompts import Conversation
-from clovercode.context.compaction import (KEEP_TAGS, CompactionBudget, compact, head_tail, shorten_observations)
+from clovercode.context.compaction import (GOAL, KEEP_TAGS, CompactionBudget, compact, head_tail, shorten_observations)
 from clovercode.context.instructions import read_instructions, render_instructions
-from clovercode.context.tokens import TokenCounter
+from clovercode.context.tokens import MESSAGE_OVERHEAD, TokenCounter
 from clovercode.errors import ConfigError
+from clovercode.taskinput import cut_middle
 
-MESSAGE_OVERHEAD = 8  # role markers and separators a chat template puts around each message
 ESTIMATE_MARGIN = 0.03  # share of the window left free when tokens are estimated rather than counted
 MAX_READ_BYTES = 1024 * 1024
-MapLoader = Callable[[], "tuple[str, set[str]]"]  # → (map text, files it focused on)
+# Called every step with the conversation so far → (map text, files it focused on); it rebuilds the
+# map only when the tree changed (context/refresh.py).
+MapLoader = Callable[[list[Message]], "tuple[str, set[str]]"]
 MAP_HEADER = ("# Repository map\nThe project's most used definitions, ranked for this task (file, then "
               "line: signature). It is an outline, not the code: view a file before changing it.")
 
@@ -87,7 +89,7 @@ class ContextPrompt:
     def __init__(self, *, root: Path, base_system: str, repo_map: str | MapLoader, tools_tokens: int,
                  count: TokenCounter, exact: bool, budget: Budget, touched: Iterable[str] = (),
                  instructions: bool = True, sink: EventSink | None = None):
-        # A loader is called at the first build, inside the run (after its run_start event).
+        # A loader is first called at the first build, inside the run (after its run_start event).
         self._map_loader = None if isinstance(repo_map, str) else repo_map
         self.root, self.base_system = root, base_system
         self.repo_map = repo_map if isinstance(repo_map, str) else ""
@@ -142,8 +144,9 @@ class ContextPrompt:
 
     def build(self, conversation: Conversation) -> list[Message]:
         if self._map_loader is not None:
-            loader, self._map_loader = self._map_loader, None
-            self.repo_map, focus = loader()
+            if hasattr(self._map_loader, "sink"):  # report where the prompt reports now: a finished task's
+                self._map_loader.sink = self.sink  # trajectory is closed (fix's follow-up rounds, /context)
+            self.repo_map, focus = self._map_loader(conversation.messages)
             self.touched |= focus
         system, instructions_tokens, map_tokens = self.system_parts(conversation)
         system_tokens = self.text_tokens(system) + MESSAGE_OVERHEAD
@@ -151,6 +154,7 @@ class ContextPrompt:
             system, instructions_tokens, map_tokens = self.system_parts(conversation, with_map=False)
             system_tokens = self.text_tokens(system) + MESSAGE_OVERHEAD
         fixed = system_tokens + self.tools_tokens
+        self._fit_goal(conversation, fixed)
         view = self.view(conversation.messages)
         history = sum(self.message_tokens(m) for m in view)
         if fixed + history + self.budget.reserve > self.budget.compact_at * self.budget.window:
@@ -177,6 +181,26 @@ class ContextPrompt:
         self.build(conversation)
         return before, self.last.history if self.last else 0
 
+    def _fit_goal(self, conversation: Conversation, fixed: int) -> None:
+        """The window half of the task rule (taskinput.py): a task may take at most half the room the
+        system prompt, tools and reply reserve leave, so the model still has room to work. A longer one
+        is cut in the middle — in the conversation itself, once, with a note in the text and a warning."""
+        room = (self.limit - fixed) // 2
+        for index, message in enumerate(conversation.messages):
+            if GOAL not in message.tags or room <= 0:
+                continue
+            tokens = self.message_tokens(message)
+            if tokens <= room:
+                continue
+            keep = max(200, int(len(message.content) * (room - MESSAGE_OVERHEAD) / tokens * 0.9))
+            cut = cut_middle(message.content, keep)
+            conversation.messages[index] = _with_content(message, cut)
+            if self.sink is not None:
+                self.sink.emit("warning", text=(
+                    f"the task is about {tokens:,} tokens, more than the {room:,} it may take of this model's "
+                    f"{self.budget.window:,}-token context window: its middle ({len(message.content) - len(cut):,} "
+                    "characters) was cut, with a note where. Shorten the task to keep all of it."))
+
     def _compact(self, conversation: Conversation, fixed: int, history: int, forced: bool = False) -> bool:
         room = max(0, int(self.budget.compact_at * self.budget.window) - self.budget.reserve - fixed)
         recent = int(min(self.budget.keep_recent * self.budget.window, 0.4 * room))
@@ -187,9 +211,11 @@ class ContextPrompt:
                             read_file=self.read_file, text_tokens=self.text_tokens)
         if compacted == conversation.messages:
             return False
+        after = sum(self.message_tokens(m) for m in self.view(compacted))
+        if after >= history:  # the summary and the files it re-reads can outweigh what they replace
+            return False
         conversation.messages[:] = compacted
         self.compactions += 1
-        after = sum(self.message_tokens(m) for m in self.view(conversation.messages))
         if self.sink is not None:
             self.sink.emit("context", action="compacted", before=history, after=after, forced=forced,
                            messages=len(compacted))

@@ -17,9 +17,9 @@ forward steps rank what it depends on. A definition scores the rank its name sen
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import chain, repeat
-from typing import Iterable
+from typing import Any, Callable, Iterable, Sequence
 
+from clovercode.context.graph import Graph
 from clovercode.context.tags import Definition, FileTags
 
 DAMPING = 0.85
@@ -75,29 +75,97 @@ def _shape_weight(name: str) -> float:
 def rank_definitions(files: dict[str, FileTags], focus_files: Iterable[str] = (),
                      focus_idents: Iterable[str] = (), limit: int | None = None) -> list[RankedDef]:
     """The best ``limit`` definitions of ``files`` (all when None), best first; ties keep path and
-    line order. Vectorised with numpy: a warm map of a few thousand files must take well under a second."""
+    line order."""
+    graph = Graph.from_files(files, {})
+    items = ranking_items(graph, rank_graph(graph, focus_files, focus_idents, limit))
+    return ranked_defs(items, lambda rels: {rel: files[rel].defs for rel in rels})[:]
+
+
+RankedItem = tuple[str, int, float]  # (file, index of the definition in that file, score)
+
+
+def ranking_items(graph: Graph, ranking: "Ranking") -> list[RankedItem]:
+    """The ranking as (file, definition index in the file, score), which outlives the graph's arrays."""
     import numpy as np
 
-    focus_files = {f for f in focus_files if f in files}
-    focus_idents = set(focus_idents)
-    tags_list = list(files.values())
-    n_files = len(tags_list)
-    # Flat arrays built with C-level iteration (map, fromiter): Python loops over every tag of a
-    # large tree would cost most of the warm map's time.
-    def_names = list(chain.from_iterable(t.names for t in tags_list))
-    if not def_names:
-        return []
-    ident_ids = {name: i for i, name in enumerate(dict.fromkeys(def_names))}
-    n_idents = len(ident_ids)
+    order, scores = ranking
+    fids = np.searchsorted(graph.file_starts, order, side="right") - 1
+    offsets = order - graph.file_starts[fids]
+    paths = graph.paths
+    return [(paths[f], o, s) for f, o, s in zip(fids.tolist(), offsets.tolist(), scores.tolist())]
+
+
+def ranked_defs(items: list[RankedItem], definitions: Callable[[list[str]], dict[str, list[Definition]]]) -> "LazyRanked":
+    """The ranked items as definitions; ``definitions`` gives files' definitions (from the cache),
+    asked for only as far as the ranking is read."""
+    return LazyRanked(items, definitions)
+
+
+class LazyRanked(Sequence[RankedDef]):
+    """Ranked definitions resolved as they are read, in chunks: fitting the budget reads the first
+    hundred or so, and the files further down are never fetched. An item whose definition is gone (a
+    damaged cache row) is left out, so the length is an upper bound until everything was read."""
+
+    def __init__(self, items: list[RankedItem], definitions: Callable[[list[str]], dict[str, list[Definition]]]):
+        self._items, self._definitions = items, definitions
+        self._files: dict[str, Any] = {}
+        self._resolved: list[RankedDef] = []
+        self._next = 0
+
+    def __len__(self) -> int:
+        return len(self._resolved) + len(self._items) - self._next
+
+    def _ensure(self, count: int) -> None:
+        while len(self._resolved) < count and self._next < len(self._items):
+            end = min(len(self._items), self._next + max(32, count - len(self._resolved)))
+            chunk = self._items[self._next:end]
+            wanted = [rel for rel in dict.fromkeys(rel for rel, _, _ in chunk) if rel not in self._files]
+            if wanted:
+                self._files.update(self._definitions(wanted))
+            for rel, offset, score in chunk:
+                found = self._files.get(rel, ())
+                if offset < len(found):
+                    self._resolved.append(RankedDef(rel, found[offset], score))
+            self._next = end
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            self._ensure(len(self) if index.stop is None or index.stop < 0 else index.stop)
+            return self._resolved[index]
+        self._ensure(len(self) if index < 0 else index + 1)
+        return self._resolved[index]
+
+
+Ranking = tuple[Any, Any]  # (definition indices best first, their scores)
+
+
+def rank_graph(graph: Graph, focus_files: Iterable[str] = (), focus_idents: Iterable[str] = (),
+               limit: int | None = None) -> Ranking:
+    """Indices (into the graph's definitions) of the best ``limit`` definitions, and their scores.
+    Vectorised with numpy: a warm map of a few thousand files must take well under a second."""
+    import numpy as np
+
+    n_files = len(graph.paths)
+    if not len(graph.def_ident):
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    # The graph's names include those only referred to (library calls): they drop out here, and the
+    # defined ones are numbered 0..n_idents in their (sorted) order.
+    used = np.unique(graph.def_ident)
+    compact = np.full(len(graph.idents), -1, dtype=np.int64)
+    compact[used] = np.arange(len(used))
+    names = [graph.idents[i] for i in used.tolist()]
+    n_idents = len(names)
     size = n_files + n_idents
-    dident = np.fromiter(map(ident_ids.__getitem__, def_names), dtype=np.int64, count=len(def_names))
-    dfile = np.repeat(np.arange(n_files, dtype=np.int64), [len(t.names) for t in tags_list])
-    ref_names = list(chain.from_iterable(t.refs.keys() for t in tags_list))
-    rc = np.fromiter(chain.from_iterable(t.refs.values() for t in tags_list), dtype=np.float64, count=len(ref_names))
-    rf = np.repeat(np.arange(n_files, dtype=np.int64), [len(t.refs) for t in tags_list])
-    ri = np.fromiter(map(ident_ids.get, ref_names, repeat(-1)), dtype=np.int64, count=len(ref_names))
+    focus_file_ids = [i for i in map(graph.path_id, focus_files) if i is not None]
+    focus_ident_ids: list[int] = []
+    if focus_idents:
+        ident_ids = {name: i for i, name in enumerate(names)}
+        focus_ident_ids = sorted({ident_ids[n] for n in focus_idents if n in ident_ids})
+    dident = compact[graph.def_ident]
+    dfile = np.repeat(np.arange(n_files, dtype=np.int64), np.diff(graph.file_starts))
+    ri = compact[graph.ref_ident]
     defined = ri >= 0  # references to names the project does not define (library calls) drop out
-    rf, ri, rc = rf[defined], ri[defined], rc[defined]
+    rf, ri, rc = graph.ref_file.astype(np.int64)[defined], ri[defined], graph.ref_count[defined]
 
     # One def edge per (name, file), however often the file defines the name; `same` counts how often.
     pairs, inverse, same = np.unique(dident * n_files + dfile, return_inverse=True, return_counts=True)
@@ -105,11 +173,9 @@ def rank_definitions(files: dict[str, FileTags], focus_files: Iterable[str] = ()
     definers = np.bincount(pair_ident, minlength=n_idents)
     sole = np.full(n_idents, -1, dtype=np.int64)
     sole[pair_ident] = pair_file  # meaningful where definers == 1
-    names = list(ident_ids)
-    weight = np.asarray([_shape_weight(n) for n in names]) * np.where(definers > GENERIC_DEFINERS, 0.1, 1.0)
-    for name in focus_idents:
-        if name in ident_ids:
-            weight[ident_ids[name]] *= FOCUS_IDENT_WEIGHT
+    weight = _shape_weights(names) * np.where(definers > GENERIC_DEFINERS, 0.1, 1.0)
+    if focus_ident_ids:
+        weight[focus_ident_ids] *= FOCUS_IDENT_WEIGHT
 
     keep = ~((definers[ri] == 1) & (sole[ri] == rf))  # a file's references to its own names only
     rf, ri, rw = rf[keep], ri[keep] + n_files, weight[ri[keep]] * np.sqrt(rc[keep])
@@ -129,12 +195,8 @@ def rank_definitions(files: dict[str, FileTags], focus_files: Iterable[str] = ()
     ])
 
     personal = np.zeros(size)
-    paths = list(files)
-    for rel in focus_files:
-        personal[paths.index(rel)] = 1.0
-    for name in focus_idents:
-        if name in ident_ids:
-            personal[n_files + ident_ids[name]] = 1.0
+    personal[focus_file_ids] = 1.0
+    personal[[n_files + i for i in focus_ident_ids]] = 1.0
     if not personal.any():
         personal[:n_files] = 1.0
     personal /= personal.sum()
@@ -145,15 +207,21 @@ def rank_definitions(files: dict[str, FileTags], focus_files: Iterable[str] = ()
     share = np.zeros(n_idents)
     share[pair_ident] = np.where(used_by[di] > 0, 1.0 - BACK_SHARE, 1.0) / definers[pair_ident]
     scores = rank[n_files + dident] * share[dident] / same[inverse] + 1e-3 * rank[dfile]
-    order = np.argsort(-scores, kind="stable")
-    if limit is not None:
-        order = order[:limit]
-    starts = np.cumsum([0] + [len(t.names) for t in tags_list])
-    ranked = []
-    for i in order.tolist():
-        fid = int(np.searchsorted(starts, i, side="right")) - 1
-        ranked.append(RankedDef(paths[fid], tags_list[fid].defs[i - starts[fid]], float(scores[i])))
-    return ranked
+    if limit is not None and limit < len(scores):
+        # Only the best `limit` need ordering: partition first, then a stable sort of those by (−score, index).
+        top = np.argpartition(-scores, limit - 1)[:limit]
+        cutoff = scores[top].min()
+        top = np.flatnonzero(scores >= cutoff)  # every tie at the cutoff, so index order decides
+        order = top[np.lexsort((top, -scores[top]))][:limit]
+    else:
+        order = np.argsort(-scores, kind="stable")
+    return order, scores[order]
+
+
+def _shape_weights(names: list[str]) -> Any:
+    import numpy as np
+
+    return np.fromiter(map(_shape_weight, names), dtype=np.float64, count=len(names))
 
 
 def _pagerank(src, dst, prob, personal, size: int):

@@ -39,18 +39,40 @@ def max_definitions(budget: int) -> int:
 
 
 def fit_outline(ranked: Sequence[RankedDef], budget: int, count_tokens: TokenCounter) -> FittedMap:
-    """The largest outline of the best definitions whose token count stays within ``budget``."""
+    """The largest outline of the best definitions whose token count stays within ``budget``.
+
+    More definitions never make the text shorter, so the count is monotone: probe 16, 32, 64, … until
+    one is over, then binary-search below it. The probes stay within twice the answer, so a lazily
+    fetched ``ranked`` only fetches the definitions of the files that can make it into the map."""
     if budget <= 0 or not ranked:
         return FittedMap("", 0, 0, 0)
-    low, high = 0, min(len(ranked), max_definitions(budget))
+    limit = min(len(ranked), max_definitions(budget))
     best = FittedMap("", 0, 0, 0)
-    while low <= high:  # more definitions never make the text shorter, so the count is monotone
-        middle = (low + high) // 2
-        text = render_outline(ranked, middle)
+
+    def fits(count: int) -> bool:
+        nonlocal best
+        text = render_outline(ranked, count)
         tokens = count_tokens(text)
-        if tokens <= budget:
-            best = FittedMap(text, tokens, middle, len({r.rel for r in ranked[:middle]}))
-            low = middle + 1
+        if tokens > budget:
+            return False
+        if count >= best.shown:
+            best = FittedMap(text, tokens, count, len({r.rel for r in ranked[:count]}))
+        return True
+
+    low, high = 0, limit  # invariant: `low` fits (or is 0); the answer is in [low, high]
+    probe = 16
+    while probe < limit and fits(probe):
+        low, probe = probe, probe * 2
+    high = min(probe, limit) if probe < limit else limit
+    if high == limit and high > low and fits(high):
+        return best
+    high -= 1
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
         else:
             high = middle - 1
+    if low and best.shown != low:
+        fits(low)
     return best

@@ -23,10 +23,15 @@ class SavedSession:
     path: Path
     root: str | None
     messages: list[Message]
+    session: str | None = None  # the REPL session this run belongs to (its first trajectory's id)
 
     @property
     def id(self) -> str:
         return self.path.stem
+
+    @property
+    def session_id(self) -> str:
+        return self.session or self.path.stem
 
     @property
     def goal(self) -> str:
@@ -38,12 +43,14 @@ class SnapshotBeforeEnd:
     """An EventSink in front of the trajectory writer: writes the ``conversation`` snapshot just
     before the run's ``run_end`` (which stays the last event), when the history is complete."""
 
-    def __init__(self, inner: EventSink, root: Path, conversation: Conversation):
-        self.inner, self.root, self.conversation = inner, root, conversation
+    def __init__(self, inner: EventSink, root: Path, conversation: Conversation, session: str | None = None):
+        self.inner, self.root, self.conversation, self.session = inner, root, conversation, session
 
     def emit(self, kind: str, **data: Any) -> None:
         if kind == "run_end":
-            self.inner.emit(SNAPSHOT, root=str(self.root), messages=[m.to_json() for m in self.conversation.messages])
+            extra = {"session": self.session} if self.session else {}
+            self.inner.emit(SNAPSHOT, root=str(self.root), messages=[m.to_json() for m in self.conversation.messages],
+                            **extra)
         self.inner.emit(kind, **data)
 
 
@@ -65,7 +72,8 @@ def load_saved(path: Path) -> SavedSession:
             snapshot = event
     try:
         if snapshot is not None:
-            return SavedSession(path, snapshot.get("root"), [Message.from_json(m) for m in snapshot.get("messages", [])])
+            return SavedSession(path, snapshot.get("root"), [Message.from_json(m) for m in snapshot.get("messages", [])],
+                                snapshot.get("session"))
         return SavedSession(path, None, rebuild(events))
     except (KeyError, TypeError, AttributeError) as exc:
         raise UsageError(f"saved session {path} is damaged ({exc})") from None

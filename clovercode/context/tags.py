@@ -13,6 +13,7 @@ SIGNATURE_CHARS = 160  # a signature longer than this is cut: the map is an outl
 MAX_INDENT = 16
 GENERATED_MARKERS = re.compile(rb"@generated|do not edit|auto-?generated", re.IGNORECASE)
 MINIFIED_LINE_CHARS = 400  # average line length above which a file is minified or generated
+BUNDLE_LINE_CHARS = 5000  # one line this long near the top: a bundle or minified build, whatever the average
 _SPACE = re.compile(r"\s+")
 
 
@@ -32,25 +33,31 @@ class FileTags:
     asked for, which on a warm map is a few dozen files out of thousands."""
 
     __slots__ = ("language", "refs", "skipped", "names", "_defs", "_raw")
+    # ``_raw``: the details as JSON, or a function that fetches that JSON from the cache when asked.
 
     def __init__(self, language: str, defs: list[Definition] | None = None, refs: dict[str, int] | None = None,
                  skipped: str = ""):
         self.language, self.refs, self.skipped = language, refs if refs is not None else {}, skipped
         self._defs: list[Definition] | None = list(defs or [])
-        self._raw: str | None = None
+        self._raw: Any = None
         self.names = [d.name for d in self._defs]
 
     @property
     def defs(self) -> list[Definition]:
         if self._defs is None:
-            try:
-                self._defs = [Definition(*d) for d in json.loads(self._raw or "[]")]
-            except (ValueError, TypeError):
-                self._defs = []
-            if [d.name for d in self._defs] != self.names:  # a damaged row: keep the names, lose the details
-                self._defs = [Definition(name, "?", 0, name) for name in self.names]
+            raw = self._raw() if callable(self._raw) else self._raw
+            self._defs = decode_details(raw, self.names)
             self._raw = None
         return self._defs
+
+    def details_pending(self) -> bool:
+        """True while the definitions still have to be fetched from the cache."""
+        return self._defs is None and callable(self._raw)
+
+    def supply_details(self, raw: str) -> None:
+        """The definitions' JSON, fetched together with other files' (instead of one query each)."""
+        if self._defs is None:
+            self._raw = raw
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, FileTags) and (self.language, self.skipped, self.refs, self.defs) == (
@@ -74,7 +81,8 @@ class FileTags:
         return json.dumps(head, separators=(",", ":")), json.dumps(details, separators=(",", ":"))
 
     @staticmethod
-    def from_cache_columns(head: str, details: str) -> "FileTags":
+    def from_cache_columns(head: str, details: Any) -> "FileTags":
+        """Tags from the cache's two columns; ``details`` may be a function that fetches them later."""
         data = json.loads(head)
         tags = FileTags(data["l"], None, data["r"], data.get("s", ""))
         names = data["n"]
@@ -84,43 +92,68 @@ class FileTags:
         return tags
 
 
-def skip_reason(source: bytes) -> str:
-    """Why a file should stay out of the map (binary, generated, minified), or ''."""
+def decode_details(raw: str | None, names: list[str]) -> list[Definition]:
+    """Definitions from their cached JSON; a damaged row keeps the names and loses the details."""
+    try:
+        defs = [Definition(*d) for d in json.loads(raw or "[]")]
+    except (ValueError, TypeError):
+        defs = []
+    if [d.name for d in defs] != names:
+        defs = [Definition(name, "?", 0, name) for name in names]
+    return defs
+
+
+def skip_reason(source: bytes, keep_generated: bool = False) -> str:
+    """Why a file should stay out of the map (binary; unless ``keep_generated``: generated, minified), or ''."""
     head = source[:8192]
     if b"\0" in head:
         return "binary"
+    if keep_generated:
+        return ""
     if GENERATED_MARKERS.search(source[:1024]):
         return "generated"
     lines = source.count(b"\n") + 1
     if len(source) > 4096 and len(source) / lines > MINIFIED_LINE_CHARS:
         return "minified"
+    if len(source) > BUNDLE_LINE_CHARS and _has_long_line(source[:65536]):
+        return "minified"
     return ""
 
 
-def extract(grammar: Grammar, source: bytes) -> FileTags:
+def _has_long_line(head: bytes) -> bool:
+    return max(map(len, head.split(b"\n"))) > BUNDLE_LINE_CHARS
+
+
+def extract(grammar: Grammar, source: bytes, keep_generated: bool = False) -> FileTags:
     """Parse ``source`` and run the tag query: definitions with signatures, reference counts."""
     from tree_sitter import QueryCursor
 
-    reason = skip_reason(source)
+    reason = skip_reason(source, keep_generated)
     if reason:
         return FileTags(grammar.name, skipped=reason)
     tree = grammar.parser.parse(source)
     defs: list[Definition] = []
     prototypes: list[Definition] = []
-    refs: dict[str, int] = {}
-    for _, captures in QueryCursor(grammar.query).matches(tree.root_node):
-        kind = next((k for k in captures if k.startswith("definition.")), None)
-        if kind is not None and "name" in captures:
+    counts: dict[bytes, int] = {}
+    patterns = grammar.patterns
+    # The hot loop of a cold map (hundreds of thousands of matches): which captures a match can hold is
+    # known per pattern, and reference names are counted as bytes and decoded once per distinct name.
+    for index, captures in QueryCursor(grammar.query).matches(tree.root_node):
+        kind, ref_keys = patterns[index]
+        if kind is not None and kind in captures and "name" in captures:
             node, name_node = captures[kind][0], captures["name"][0]
             name = _text(source, name_node)
             definition = Definition(name, kind[11:], node.start_point[0] + 1, signature(source, node, name))
             (prototypes if definition.kind == "prototype" else defs).append(definition)
             continue
-        for key, nodes in captures.items():
-            if key.startswith("reference."):
-                for node in nodes:
-                    name = _text(source, node)
-                    refs[name] = refs.get(name, 0) + 1
+        for key in ref_keys:
+            for node in captures.get(key, ()):
+                text = node.text
+                counts[text] = counts.get(text, 0) + 1
+    refs: dict[str, int] = {}
+    for raw, count in counts.items():
+        name = raw.decode("utf-8", errors="replace")
+        refs[name] = refs.get(name, 0) + count
     defined = {d.name for d in defs}
     defs.extend(p for p in prototypes if p.name not in defined)
     return FileTags(grammar.name, _unique_sorted(defs), refs)

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from clovercode.agent.budget import StopReason
 from clovercode.agent.events import MultiSink
+from clovercode.agent.loop import usage_json
 from clovercode.config import Config
 from clovercode.eval.backends import BackendProvider
 from clovercode.eval.record import EventRecorder, TimedBackend
@@ -138,7 +139,7 @@ def run_attempt(task: Task, repeat: int, cfg: Config, provider: BackendProvider,
     record = {**base, "stop_reason": result.stop.value, "detail": result.detail, "summary": rounds.summary,
               "steps": rounds.steps, "max_steps": task_cfg["max_steps"], "seconds": round(rounds.seconds, 6),
               "setup_seconds": round(setup_seconds, 6), "changed_files": result.changed,
-              "usage": {"prompt_tokens": rounds.prompt_tokens, "completion_tokens": rounds.completion_tokens},
+              "usage": usage_json(rounds.prompt_tokens, rounds.completion_tokens, rounds.usage_estimated),
               "test_rounds": [run.to_json() for run in rounds.tests]}
     events = with_test_runs(recorder.events, rounds.tests)
     if result.stop is StopReason.INTERRUPTED:

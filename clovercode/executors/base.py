@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -34,3 +34,13 @@ class Executor(Protocol):
     def run(self, command: str | Sequence[str], cwd: Path, timeout: float,
             env: Mapping[str, str] | None = None) -> CommandResult:
         ...
+
+
+def with_writable(executor: Any, paths: Sequence[Path]) -> Any:
+    """``executor``, able to write ``paths`` too (a scratch directory outside the project).
+
+    Executors that confine writes offer ``with_writable``; one that does not confine them (the
+    unsandboxed one, a test double) already can, and is returned as it is.
+    """
+    extend = getattr(executor, "with_writable", None)
+    return extend(paths) if callable(extend) else executor

@@ -6,6 +6,7 @@ to fix the host. There is no fallback to running it unsandboxed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -41,9 +42,17 @@ class BwrapExecutor:
         self.host_env = dict(host_env)
         self.output_limit = output_limit
         self.bwrap = bwrap or find_bwrap()
+        self.writable: tuple[str, ...] = ()
+
+    def with_writable(self, paths: Sequence[Path]) -> "BwrapExecutor":
+        """A copy that also lets commands write ``paths`` (existing directories outside the project)."""
+        extended = BwrapExecutor(self.policy, self.project, self.host_env, self.output_limit, self.bwrap)
+        extended.writable = tuple(dict.fromkeys([*self.writable, *(os.path.realpath(p) for p in paths)]))
+        return extended
 
     def layout(self, cwd: Path | None = None) -> Layout:
-        return survey(self.policy, self.project, cwd or self.project, self.host_env)
+        layout = survey(self.policy, self.project, cwd or self.project, self.host_env)
+        return dataclasses.replace(layout, writable=self.writable) if self.writable else layout
 
     def argv(self, command: str | Sequence[str], layout: Layout, status_fd: int | None = None) -> list[str]:
         return [self.bwrap, *bwrap_argv(self.policy, layout, shell_argv(command), status_fd)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -21,5 +23,15 @@ class LocalExecutor:
 
     def run(self, command: str | Sequence[str], cwd: Path, timeout: float,
             env: Mapping[str, str] | None = None) -> CommandResult:
-        code, out, timed_out, omitted, seconds = run_captured(shell_argv(command), cwd, timeout, env, self.output_limit)
+        # Like the sandbox (sandbox/environment.toml): Python neither reads nor writes __pycache__ in
+        # the project, so a same-second, same-size edit is never hidden by stale bytecode and the
+        # user's tree gets no new bytecode. The prefix is an empty directory of this command only.
+        with tempfile.TemporaryDirectory(prefix="clovercode-pycache-") as prefix:
+            env = {**(os.environ if env is None else env), **fresh_bytecode_env(prefix)}
+            code, out, timed_out, omitted, seconds = run_captured(shell_argv(command), cwd, timeout, env, self.output_limit)
         return CommandResult(code, out, timed_out, omitted, seconds)
+
+
+def fresh_bytecode_env(prefix: str) -> dict[str, str]:
+    """Environment that makes Python compile every module from its current source (``prefix``: an empty dir)."""
+    return {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": prefix}

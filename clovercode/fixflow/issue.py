@@ -7,8 +7,7 @@ from pathlib import Path
 
 from clovercode.errors import UsageError
 from clovercode.github.refs import IssueRef
-
-MAX_ISSUE_CHARS = 200_000  # a pasted log beyond this is more noise than signal for the model
+from clovercode.taskinput import check_task
 
 
 @dataclass(frozen=True)
@@ -34,14 +33,9 @@ class Issue:
         return "\n\n".join(parts)
 
 
-def issue_from_text(text: str) -> Issue:
+def issue_from_text(text: str, what: str = "the issue text") -> Issue:
     """First non-empty line is the title (a leading Markdown '#' dropped), the rest the body."""
-    lines = text.strip().splitlines()
-    if not lines:
-        raise UsageError("the issue text is empty", hint="Describe the problem, e.g. clovercode fix \"mean() of [1, 2] is 1\".")
-    if len(text) > MAX_ISSUE_CHARS:
-        raise UsageError(f"the issue text is {len(text)} characters; at most {MAX_ISSUE_CHARS} are accepted",
-                         hint="Trim logs to the relevant part.")
+    lines = check_task(text, what).strip().splitlines()
     title = lines[0].strip().lstrip("#").strip() or "issue"
     return Issue(title, "\n".join(lines[1:]).strip())
 
@@ -55,7 +49,7 @@ def issue_from_file(path: Path) -> Issue:
         raise UsageError(f"issue file {path} is not UTF-8 text") from None
     except OSError as exc:
         raise UsageError(f"issue file {path} cannot be read: {exc.strerror or exc}") from None
-    return issue_from_text(text)
+    return issue_from_text(text, f"the issue file {path}")
 
 
 def choose_source(text: str | None, file: Path | None, github: str | None) -> str:

@@ -9,13 +9,15 @@ from typing import Mapping
 
 from clovercode.config import Config
 from clovercode.errors import UsageError, VcsError
-from clovercode.fixflow.issue import MAX_ISSUE_CHARS, Issue, choose_source, issue_from_file, issue_from_text
+from clovercode.fixflow.issue import Issue, choose_source, issue_from_file, issue_from_text
+from clovercode.taskinput import cut_to_limit
 from clovercode.fixflow.testrun import TestCommand, configured_test_command, detect_test_command
 from clovercode.github.api import default_branch, fetch_issue
 from clovercode.github.client import GitHubClient
 from clovercode.github.refs import (RepoRef, find_token, issue_reference, parse_issue, parse_repo, push_auth_env,
                                     repo_from_remote_url)
 from clovercode.vcs.branches import branch_name, existing_issue_branch, valid_branch_name
+from clovercode.vcs.branchguard import BACKUP_PREFIX, INCOMING_PREFIX, Commit, dropped_commits, foreign, refusal_hint
 from clovercode.vcs.git import DEFAULT_AUTHOR, Checkout, Start, open_checkout, parse_author
 
 
@@ -33,6 +35,8 @@ class FixRequest:
     author: str | None = None
     github_repo: str | None = None
     draft: bool = False  # open the pull request as a draft even when the tests pass
+    force: bool = False  # move the fix branch even if it holds commits clovercode did not make
+    notes: tuple[str, ...] = ()  # said before the plan's own notes (e.g. where the project root is)
 
 
 @dataclass
@@ -46,6 +50,8 @@ class GitPlan:
     remote_sha: str | None = None  # the branch on the remote before the push (the lease)
     remote_heads: dict[str, str] = field(default_factory=dict)  # the remote's branches that matter here
     push_env: dict[str, str] = field(default_factory=dict)  # credentials for the push (fix.push_token)
+    branch_tip: str | None = None  # the local branch before the run (None: it is made new)
+    discarded: list[Commit] = field(default_factory=list)  # others' commits --force drops from the branch
 
 
 @dataclass
@@ -67,7 +73,7 @@ class Plan:
 
 
 def make_plan(root: Path, cfg: Config, request: FixRequest, env: Mapping[str, str]) -> Plan:
-    notes: list[str] = []
+    notes: list[str] = list(request.notes)
     publish = request.push or request.pr
     if publish and not request.commit:
         raise UsageError("--push and --pr need a commit; drop --no-commit")
@@ -80,9 +86,7 @@ def make_plan(root: Path, cfg: Config, request: FixRequest, env: Mapping[str, st
         ref = parse_issue(request.github_issue or "")
         client = GitHubClient(cfg["github.api_url"], find_token(env))
         fetched = fetch_issue(client, ref)
-        body = fetched.body if len(fetched.body) <= MAX_ISSUE_CHARS else (
-            fetched.body[:MAX_ISSUE_CHARS] + "\n\n[… the rest of the issue is cut]")
-        issue = Issue(fetched.title, body, ref, fetched.url)
+        issue = Issue(fetched.title, cut_to_limit(fetched.body), ref, fetched.url)  # nobody here typed it: cut, not refused
     elif source == "file":
         issue = issue_from_file(request.issue_file)  # type: ignore[arg-type]
     else:
@@ -91,6 +95,8 @@ def make_plan(root: Path, cfg: Config, request: FixRequest, env: Mapping[str, st
     git = plan_git(root, cfg, request, issue, notes) if request.commit else None
     if git is not None and git.remote and cfg["fix.push_token"]:
         git.push_env = push_credentials(root, cfg, git, env)
+    if git is not None:
+        guard_branch(git, request.force, notes)
     if not request.commit:
         notes.append("--no-commit: the changes stay in the working tree (no branch, no commit)")
     pull = None
@@ -120,6 +126,8 @@ def plan_git(root: Path, cfg: Config, request: FixRequest, issue: Issue, notes: 
     if remote:
         checkout.remote_url(remote)  # a UsageError now if the remote does not exist
         patterns = [f"{prefix}{issue.number}*"] if issue.number is not None and not request.branch else []
+        if issue.number is None and not request.branch:
+            patterns.append(branch_name(prefix, issue.title))  # its remote copy is checked before it is replaced
         if request.branch:
             patterns.append(request.branch)
         if start.branch:
@@ -136,7 +144,43 @@ def plan_git(root: Path, cfg: Config, request: FixRequest, issue: Issue, notes: 
                        hint="Switch to the branch the fix should start from (e.g. git switch main) and run again.")
     author = _author(request, cfg, checkout)
     committer = checkout.identity() or author
-    return GitPlan(checkout, start, branch, author, committer, remote, remote_heads.get(branch), remote_heads)
+    return GitPlan(checkout, start, branch, author, committer, remote, remote_heads.get(branch), remote_heads,
+                   branch_tip=checkout.branch_tip(branch))
+
+
+def guard_branch(git: GitPlan, force: bool, notes: list[str]) -> None:
+    """Refuse (VcsError) to move a fix branch, here or on the remote, that holds commits clovercode did
+    not make, unless ``force``; then the commits that will be dropped are named in a note."""
+    checkout, tips = git.checkout, []
+    if git.branch_tip:
+        tips.append(git.branch_tip)
+    if git.remote_sha and git.remote_sha != git.branch_tip:
+        if checkout.resolve(git.remote_sha):
+            tips.append(git.remote_sha)
+        else:  # only on the remote (a fresh CI clone): fetch it to read its commits
+            incoming = INCOMING_PREFIX + git.branch
+            try:
+                fetched = checkout.fetch_branch(git.remote or "", git.branch, incoming, git.push_env)
+            finally:
+                if checkout.ref_exists(incoming):
+                    checkout.delete_ref(incoming)
+            tips += [fetched] if fetched else []
+    seen: dict[str, Commit] = {}
+    for tip in tips:
+        for commit in dropped_commits(checkout, tip, git.start.base, git.branch):
+            seen.setdefault(commit.sha, commit)
+    others = foreign(list(seen.values()))
+    if not others:
+        return
+    where = "the branch" if git.remote_sha is None else f"the branch (here or on {git.remote})"
+    listed = "; ".join(c.describe() for c in others[:5]) + (f"; and {len(others) - 5} more" if len(others) > 5 else "")
+    count = f"{len(others)} commit{'s' if len(others) != 1 else ''}"
+    if not force:
+        raise VcsError(f"{where} {git.branch} holds {count} clovercode did not make: {listed}",
+                       hint=refusal_hint(git.branch))
+    git.discarded = others
+    notes.append(f"--force: a committed fix drops {count} clovercode did not make from {git.branch}: {listed} "
+                 f"(a backup ref under {BACKUP_PREFIX} keeps them)")
 
 
 def push_credentials(root: Path, cfg: Config, git: GitPlan, env: Mapping[str, str]) -> dict[str, str]:

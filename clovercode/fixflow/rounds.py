@@ -1,4 +1,5 @@
-"""The test loop: after the model calls finish, run the tests; feed failures back a bounded number of times."""
+"""The test loop: run the tests once before the model acts (the baseline), again after it calls
+finish; feed back what the change broke, or the issue's tests still failing, a bounded number of times."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from clovercode.agent.events import EventSink
 from clovercode.agent.loop import RunResult
 from clovercode.agent.trajectory import TrajectoryWriter
 from clovercode.fixflow.testrun import TestCommand, TestRun, feedback_message, run_tests
+from clovercode.fixflow.verdict import Verdict, related_failures, verdict
 from clovercode.session import Session
+from clovercode.termination import interrupt_detail
 
 
 @dataclass
@@ -25,48 +28,112 @@ class Rounds:
     steps: int  # model turns over all rounds
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    seconds: float = 0.0  # model rounds and test runs
+    seconds: float = 0.0  # model rounds and test runs, the baseline included
     tests: list[TestRun] = field(default_factory=list)
+    usage_estimated: bool = False
+    baseline: TestRun | None = None  # the tests before the model changed anything
+    summaries: list[tuple[int, str]] = field(default_factory=list)  # (round, finish summary), in order
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return verdict(self.baseline, self.tests[-1]) if self.tests else None
 
 
 def run_rounds(session: Session, task: str, tests: TestCommand | None, max_rounds: int, timeout: float,
-               sink: EventSink, console: Console, has_changes: Callable[[RunResult], bool]) -> Rounds:
-    """Run ``task``; while the model's finished change fails ``tests`` and rounds are left, send it the failures.
+               sink: EventSink, console: Console, has_changes: Callable[[RunResult], bool],
+               baseline: bool = True, issue_text: str | None = None) -> Rounds:
+    """Run ``task``; while the model's finished change needs work and rounds are left, tell it what.
 
-    Tests run only once the model has finished with a change; they run one last time when a feedback
-    round stops without finish, so the recorded result always describes the tree that gets committed.
+    "Needs work" is judged against the baseline (verdict.py): a regression, or a still-failing test
+    that looks like the issue's own. Failures that were there before and are someone else's never
+    start a round. Tests run once the model has finished with a change, and one last time when a
+    feedback round stops without finish, so the recorded result describes the tree that is committed.
     """
-    result = session.run_task(task, sink)
+    before = None
+    if tests is not None and baseline:
+        console.print(f"[bold]Running the tests before any change (baseline):[/] {escape(tests.command)}", highlight=False)
+        try:
+            before = run_tests(session.executor, session.root, tests.command, timeout, -1, session.command_env)
+        except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP: nothing has changed yet
+            return Rounds(RunResult(StopReason.INTERRUPTED, 0, f"{interrupt_detail(exc)} while the baseline tests ran",
+                                    signal=getattr(exc, "signum", None)), False, None, 0)
+        console.print(f"[dim]baseline: {escape(before.describe())}{_failing_note(before)}[/]", highlight=False)
+    result = _first_round(session, task, sink, before.seconds if before is not None else 0.0)
     done = Rounds(result, result.stop is StopReason.FINISHED, result.summary, result.steps,
-                  result.prompt_tokens, result.completion_tokens, result.seconds)
+                  result.prompt_tokens, result.completion_tokens, result.seconds, baseline=before,
+                  usage_estimated=result.usage_estimated)
+    if before is not None:
+        done.seconds += before.seconds
+        record_event(session.last_trajectory, "test_run", baseline=True, **before.to_json())
+    if result.stop is StopReason.FINISHED and result.summary:
+        done.summaries.append((0, result.summary))
     feedback = 0
+    told_pre_existing = False
     while tests is not None and done.finished and result.stop not in (StopReason.INTERRUPTED, StopReason.MODEL_ERROR):
         if not has_changes(result):
             break
         console.print(f"[bold]Running the tests:[/] {escape(tests.command)} [dim]({escape(tests.source)})[/]", highlight=False)
         try:
             run = run_tests(session.executor, session.root, tests.command, timeout, feedback, session.command_env)
-        except KeyboardInterrupt:  # the executor has killed the tests; report like an interrupted run
-            done.result = replace(result, stop=StopReason.INTERRUPTED, detail="interrupted while the tests ran")
+        except KeyboardInterrupt as exc:  # the executor has killed the tests; report like an interrupted run
+            done.result = replace(result, stop=StopReason.INTERRUPTED, detail=f"{interrupt_detail(exc)} while the tests ran",
+                                  signal=getattr(exc, "signum", None))
             break
         done.tests.append(run)
         done.seconds += run.seconds
         record_event(session.last_trajectory, "test_run", **run.to_json())
-        style = "green" if run.passed else "red"
+        judged = verdict(before, run)
+        style = "green" if run.passed else "yellow" if not judged.regressed else "red"
         console.print(f"[{style}]tests {escape(run.describe())}[/]", highlight=False)
-        if run.passed or result.stop is not StopReason.FINISHED or feedback >= max_rounds:
+        console.print(f"[{style}]verdict: {escape(judged.describe())}[/]", highlight=False)
+        related = related_failures(judged.still_failing, task if issue_text is None else issue_text,
+                                   result.changed, run.results.files) if judged.per_test else []
+        # With a baseline, failures that were there before and are not the issue's give the model
+        # nothing to do; without one, any failure does.
+        needs_work = (judged.regressed or bool(related)) if judged.baseline else not run.passed
+        if not needs_work or result.stop is not StopReason.FINISHED or feedback >= max_rounds:
             break
         feedback += 1
+        pre_existing = [] if told_pre_existing else [t for t in judged.still_failing if t not in related]
+        told_pre_existing = True
         console.print(f"[yellow]Sending the failures back to the model (round {feedback} of {max_rounds})[/]")
-        result = session.run_task(feedback_message(run, feedback, max_rounds), sink, follow_up=True)
+        message = feedback_message(run, feedback, max_rounds, judged.regressions, related, pre_existing)
+        result = session.run_task(message, sink, follow_up=True)
         done.result = result
         done.steps += result.steps
         done.prompt_tokens += result.prompt_tokens
         done.completion_tokens += result.completion_tokens
+        done.usage_estimated = done.usage_estimated or result.usage_estimated
         done.seconds += result.seconds
         if result.stop is StopReason.FINISHED:
             done.summary = result.summary or done.summary
+            if result.summary:
+                done.summaries.append((feedback, result.summary))
+        elif result.stop not in (StopReason.INTERRUPTED, StopReason.MODEL_ERROR):
+            # its edits are committed too: say that nobody described them
+            done.summaries.append((feedback, f"The model stopped without a summary of this round ({result.detail})."))
     return done
+
+
+def _first_round(session: Session, task: str, sink: EventSink, spent: float) -> RunResult:
+    """The model's first round; the baseline's time comes out of its --max-time budget."""
+    budget = session.cfg["max_time"]
+    if not budget or not spent:
+        return session.run_task(task, sink)
+    full = session.cfg
+    session.cfg = full.with_overrides({"max_time": max(budget - spent, 1.0)}, "max_time less the baseline tests")
+    try:
+        return session.run_task(task, sink)
+    finally:
+        session.cfg = full
+
+
+def _failing_note(run: TestRun) -> str:
+    failing = run.results.with_outcome("failed")
+    if not failing:
+        return ""
+    shown = ", ".join(failing[:5]) + (f" and {len(failing) - 5} more" if len(failing) > 5 else "")
+    return f"; already failing: {shown}"
 
 
 def record_event(path: Path | None, kind: str, **data: Any) -> None:
@@ -78,4 +145,3 @@ def record_event(path: Path | None, kind: str, **data: Any) -> None:
         writer.emit(kind, **data)
     finally:
         writer.close()
-

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 import shutil
 import subprocess
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
-from clovercode.executors.base import Executor
+from clovercode.executors.base import Executor, with_writable
+from clovercode.fixflow.results import FAILED, TestResults, exit_code_only, read_results
 
 FEEDBACK_TAIL_CHARS = 6000  # the end of a test log holds the failures and the summary
 REPORT_TAIL_CHARS = 3000
@@ -35,7 +39,8 @@ class TestRun:
     timed_out: bool
     seconds: float
     output: str
-    round: int  # 0: after the model's first finish; n: after the n-th round of feedback
+    round: int  # 0: after the model's first finish; n: after the n-th round of feedback; -1: the baseline
+    results: TestResults = field(default_factory=lambda: exit_code_only("per-test results were not read"))
 
     @property
     def passed(self) -> bool:
@@ -52,7 +57,9 @@ class TestRun:
 
     def to_json(self) -> dict[str, Any]:
         return {"command": self.command, "exit_code": self.exit_code, "passed": self.passed, "timed_out": self.timed_out,
-                "seconds": round(self.seconds, 3), "round": self.round, "output_tail": self.tail()}
+                "seconds": round(self.seconds, 3), "round": self.round, "results": self.results.source,
+                "counts": self.results.counts() if self.results.per_test else None,
+                "failing": self.results.with_outcome(FAILED), "output_tail": self.tail()}
 
 
 def configured_test_command(value: str, source: str) -> TestCommand | None | str:
@@ -143,16 +150,61 @@ def system_python_has_pytest() -> bool:
 
 def run_tests(executor: Executor, root: Path, command: str, timeout: float, round_: int,
               env: Mapping[str, str] | None = None) -> TestRun:
-    """Run the test command through the session's executor, so it is sandboxed like the model's commands."""
-    result = executor.run(command, root, timeout, env)
-    return TestRun(command, result.exit_code, result.timed_out, result.seconds, result.output, round_)
+    """Run the test command through the session's executor, so it is sandboxed like the model's commands.
+
+    pytest is asked, through PYTEST_ADDOPTS (so `make test` or tox reach it too), for a junit report
+    and its cache in a temporary directory outside the project, which the sandbox may write and
+    which is removed afterwards: the user's tree gets no report files.
+    """
+    scratch = Path(tempfile.mkdtemp(prefix="clovercode-tests-")).resolve()
+    try:
+        report = scratch / "junit.xml"
+        run_env = dict(os.environ if env is None else env)
+        run_env["PYTEST_ADDOPTS"] = pytest_addopts(report, scratch, run_env.get("PYTEST_ADDOPTS", ""))
+        result = with_writable(executor, [scratch]).run(command, root, timeout, run_env)
+        results = read_results(report, result.output, None if result.timed_out else result.exit_code,
+                               result.omitted_bytes, root)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return TestRun(command, result.exit_code, result.timed_out, result.seconds, result.output, round_, results)
 
 
-def feedback_message(run: TestRun, round_: int, rounds: int) -> str:
-    """What the model reads when its finished change still fails the tests."""
+def pytest_addopts(report: Path, scratch: Path, existing: str = "") -> str:
+    """The user's own PYTEST_ADDOPTS, then ours: xunit1 records each test's file, so node ids are exact;
+    the cache (--lf and friends) goes to the scratch directory instead of .pytest_cache in the tree."""
+    # A module that fails to import would otherwise stop the whole run: nothing to compare then.
+    ours = ["--junitxml", str(report), "-o", "junit_family=xunit1", "-o", f"cache_dir={scratch / 'pytest-cache'}",
+            "--continue-on-collection-errors"]
+    return " ".join(part for part in (existing.strip(), shlex.join(ours)) if part)
+
+
+def feedback_message(run: TestRun, round_: int, rounds: int, regressions: Iterable[str] = (),
+                     related: Iterable[str] = (), pre_existing: Iterable[str] = ()) -> str:
+    """What the model reads when its finished change still fails the tests.
+
+    ``pre_existing`` (failures from before the change that look unrelated) is given in the first
+    round only, so the model does not chase them and is not told about them again and again.
+    """
     status = f"timed out after {run.seconds:.0f} s" if run.timed_out else f"exit code {run.exit_code}"
-    return (f"The project's tests fail after your changes (feedback round {round_} of {rounds}).\n"
-            f"Command: `{run.command}` ({status})\n"
-            f"Output (the last part):\n```\n{run.tail(FEEDBACK_TAIL_CHARS)}\n```\n"
-            "Find the cause and fix the code (change a test only if the test itself is wrong), "
-            "then call finish again with a summary of the whole change.")
+    regressions, related, pre_existing = list(regressions), list(related), list(pre_existing)
+    lines = [f"The project's tests fail after your changes (feedback round {round_} of {rounds}).",
+             f"Command: `{run.command}` ({status})"]
+    if regressions:
+        lines.append("These tests passed before your change and fail now (regressions; fix them first):\n"
+                     + _bullets(regressions))
+    if related:
+        lines.append("These tests are about the issue and still fail:\n" + _bullets(related))
+    if pre_existing:
+        lines.append("These tests already failed before your change and look unrelated to the issue; "
+                     "leave them alone unless the issue is about them:\n" + _bullets(pre_existing))
+    lines.append(f"Output (the last part):\n```\n{run.tail(FEEDBACK_TAIL_CHARS)}\n```")
+    lines.append("Find the cause and fix the code (change a test only if the test itself is wrong), "
+                 "then call finish again with a summary of what you changed in this round.")
+    return "\n".join(lines)
+
+
+def _bullets(tests: list[str], limit: int = 30) -> str:
+    shown = [f"- {test}" for test in tests[:limit]]
+    if len(tests) > limit:
+        shown.append(f"- … and {len(tests) - limit} more")
+    return "\n".join(shown)

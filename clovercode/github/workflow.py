@@ -10,6 +10,7 @@ from pathlib import Path
 
 from clovercode import __version__
 from clovercode.errors import UsageError
+from clovercode.github.install_source import EXAMPLE, check_source
 
 WORKFLOW_PATH = Path(".github/workflows/clovercode.yml")
 MODEL_PLACES = ("gpu-runner", "endpoint")
@@ -19,7 +20,7 @@ BOT_AUTHOR = "github-actions[bot] <41898282+github-actions[bot]@users.noreply.gi
 HEADER = """\
 # Written by `clovercode ci init` (clovercode @@VERSION@@); docs/ci.md explains every part.
 # Label an issue '@@LABEL@@', or comment '@@COMMAND@@' on it (owners, members and collaborators only),
-# and clovercode fixes it on a branch and opens a pull request (a draft when the tests fail).
+# and clovercode fixes it on a branch and opens a pull request (a draft when the change breaks tests).
 name: clovercode
 
 on:
@@ -55,10 +56,12 @@ jobs:
 GPU_STEPS = """\
       # The model runs in-process on this self-hosted GPU runner. Set the repository variable
       # CLOVERCODE_MODEL to a local model directory (kept on the runner) or another model spec.
-      - name: Install clovercode
+@@SOURCE_NOTE@@      - name: Install clovercode
+        env:
+          CLOVERCODE_SOURCE: @@SOURCE@@
         run: |
-          python3 -m venv "$RUNNER_TEMP/clovercode-venv"
-          "$RUNNER_TEMP/clovercode-venv/bin/pip" install --quiet "@@INSTALL@@"
+@@SOURCE_CHECK@@          python3 -m venv "$RUNNER_TEMP/clovercode-venv"
+          "$RUNNER_TEMP/clovercode-venv/bin/pip" install --quiet "clovercode[engine] @ $CLOVERCODE_SOURCE"
           echo "$RUNNER_TEMP/clovercode-venv/bin" >> "$GITHUB_PATH"
 """
 
@@ -68,9 +71,11 @@ ENDPOINT_STEPS = """\
       - uses: actions/setup-python@v5
         with:
           python-version: "3.12"
-      - name: Install clovercode and the sandbox
+@@SOURCE_NOTE@@      - name: Install clovercode and the sandbox
+        env:
+          CLOVERCODE_SOURCE: @@SOURCE@@
         run: |
-          pip install --quiet "@@INSTALL@@"
+@@SOURCE_CHECK@@          pip install --quiet "clovercode @ $CLOVERCODE_SOURCE"
           sudo apt-get install -y -q bubblewrap
           # Ubuntu 24.04 keeps unprivileged user namespaces from bubblewrap unless this is lifted
           sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 || true
@@ -94,7 +99,7 @@ FIX_STEPS = """\
           set -e
           echo "clovercode fix exited with $code (see docs/ci.md for the codes)" >> "$GITHUB_STEP_SUMMARY"
           case $code in
-            0|1) exit 0 ;;  # a pull request is open (a draft when the tests fail)
+            0|1) exit 0 ;;  # a pull request is open (a draft when the change breaks tests)
             3|4) echo "::warning::clovercode made no pull request (exit code $code)"; exit 0 ;;
             *) exit $code ;;
           esac
@@ -107,6 +112,17 @@ FIX_STEPS = """\
             ${{ runner.temp }}/clovercode-result.json
             ${{ runner.temp }}/clovercode-trajectories/
           if-no-files-found: ignore
+"""
+
+SOURCE_NOTE = """\
+      # clovercode is installed from CLOVERCODE_SOURCE, a source you control and pin (a git URL at a
+      # commit, or a wheel), never by name from PyPI, where the name is not this project's (docs/ci.md).
+"""
+SOURCE_CHECK = """\
+          if [ -z "$CLOVERCODE_SOURCE" ]; then
+            echo "::error::Set the repository variable CLOVERCODE_SOURCE to a pinned clovercode source, e.g. @@EXAMPLE@@ (docs/ci.md)"
+            exit 1
+          fi
 """
 
 MODEL_ENV = {
@@ -122,7 +138,7 @@ class WorkflowOptions:
     label: str = "clovercode"
     command: str = "/clovercode"
     runner: str | None = None  # comma-separated runs-on labels
-    install: str | None = None  # pip requirement for clovercode itself
+    source: str | None = None  # where clovercode is installed from (install_source.check_source); None: vars.CLOVERCODE_SOURCE
 
 
 def render_workflow(options: WorkflowOptions) -> str:
@@ -137,13 +153,15 @@ def render_workflow(options: WorkflowOptions) -> str:
     labels = [s.strip() for s in (options.runner or DEFAULT_RUNNERS[options.model_on]).split(",") if s.strip()]
     if not labels or not all(re.fullmatch(r"[A-Za-z0-9_.-]+", s) for s in labels):
         raise UsageError(f"--runner {options.runner!r}: comma-separated runner labels, like self-hosted,linux,gpu")
-    install = options.install or ("clovercode[engine]" if options.model_on == "gpu-runner" else "clovercode")
-    if not re.fullmatch(r"[A-Za-z0-9_.\[\],<>=!~+:/@-]+", install):
-        raise UsageError(f"install spec {install!r} has characters that do not belong in a pip requirement")
+    if options.source is not None:
+        source, check = f'"{check_source(options.source).url}"', ""  # pinned in the file, reviewed with it
+    else:
+        source, check = "${{ vars.CLOVERCODE_SOURCE }}", SOURCE_CHECK.replace("@@EXAMPLE@@", EXAMPLE)
     runner = labels[0] if len(labels) == 1 else "[" + ", ".join(labels) + "]"
     text = HEADER + (GPU_STEPS if options.model_on == "gpu-runner" else ENDPOINT_STEPS) + FIX_STEPS
     for key, value in (("MODEL_ENV", MODEL_ENV[options.model_on]), ("VERSION", __version__), ("LABEL", options.label),
-                       ("COMMAND", options.command), ("RUNNER", runner), ("INSTALL", install), ("AUTHOR", BOT_AUTHOR)):
+                       ("COMMAND", options.command), ("RUNNER", runner), ("SOURCE_NOTE", SOURCE_NOTE), ("SOURCE_CHECK", check), ("SOURCE", source),
+                       ("AUTHOR", BOT_AUTHOR)):
         text = text.replace(f"@@{key}@@", value)
     return text
 

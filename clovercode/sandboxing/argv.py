@@ -27,6 +27,7 @@ class Layout:
     hidden_files: tuple[str, ...] = ()
     masked: tuple[str, ...] = ()  # host directories replaced by an empty tmpfs
     exposed: tuple[str, ...] = ()  # host paths inside masked directories, re-bound read-only
+    writable: tuple[str, ...] = ()  # scratch directories outside the project a caller lets the command write
 
 
 def bwrap_argv(policy: Policy, layout: Layout, command: Sequence[str], status_fd: int | None = None) -> list[str]:
@@ -46,6 +47,9 @@ def bwrap_argv(policy: Policy, layout: Layout, command: Sequence[str], status_fd
         argv += ["--tmpfs", path]
     for path in layout.exposed:
         argv += ["--ro-bind", path, path]
+    # After the private /tmp and the masks, which would otherwise cover a scratch directory there.
+    for path in layout.writable:
+        argv += ["--bind", path, path]
     argv += ["--bind" if policy.project_writable else "--ro-bind", layout.project, layout.project]
     # A mount point cannot be renamed or removed: without this, `mv .config x` would carry the
     # read-only .config/fish away and leave a writable place for a new one.

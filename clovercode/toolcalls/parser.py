@@ -1,10 +1,12 @@
 """Model text → reasoning, prose and tool calls.
 
 Accepts the Qwen3-Coder XML form (what Clover emits) and the Hermes JSON form, and the drifts real
-models produce: a missing ``</tool_call>`` at the end of output, a missing ``</parameter>`` or
-``</function>``, calls without the ``<tool_call>`` wrapper, JSON wrapped in code fences, double-encoded
-JSON arguments, and — only as a fallback when no tagged call exists — bare JSON calls printed as text.
-Values stay strings here (XML) or JSON values (Hermes); types are fixed by :mod:`coerce`.
+models produce: a missing ``</tool_call>``, a missing ``</parameter>`` or ``</function>`` where the
+next tag shows where it belonged, calls without the ``<tool_call>`` wrapper, JSON wrapped in code
+fences, double-encoded JSON arguments, and — only as a fallback when no tagged call exists — bare JSON
+calls printed as text. A call the reply ended inside of (token limit, stream cut) is an error, never
+a call: see :mod:`xmlcall` for how the end of a value is found. Values keep their text exactly (XML)
+or are JSON values (Hermes); types are fixed by :mod:`coerce`.
 """
 
 from __future__ import annotations
@@ -15,12 +17,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from clovercode.toolcalls.xmlcall import FUNCTION_RE, is_function_opener, scan_call
+
 TOOL_OPEN, TOOL_CLOSE = "<tool_call>", "</tool_call>"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+CUT_ADVICE = ("Send it again, complete. If it is long, send it in smaller pieces: write a big file in parts "
+              "(write_file with the first part, then edit_file to add the rest), or change an existing file with edit_file.")
 
-_FUNCTION_RE = re.compile(r"<function\s*=\s*[\"']?([^>\"'\s]*)[\"']?\s*>")
-_PARAM_RE = re.compile(r"<parameter\s*=\s*[\"']?([^>\"'\s]*)[\"']?\s*>")
-_PARAM_END_RE = re.compile(r"</parameter>|<parameter\s*=|</function>|</tool_call>")
+_PROSE_TAG_RE = re.compile(r"<think>|</think>|<tool_call>|<function\s*=\s*[\"']?[^>\"'\s]*[\"']?\s*>")
+_FENCE_OPEN_RE = re.compile(r"\s*```[a-zA-Z]*[ \t]*\n?\s*")
+_FENCE_CLOSE_RE = re.compile(r"\s*```")
+_SPACE_RE = re.compile(r"\s*")
 _FENCE_RE = re.compile(r"^\s*```[a-zA-Z]*\s*\n?(.*?)\n?```\s*$", re.S)
 _BARE_JSON_RE = re.compile(r"\{\s*\"name\"\s*:")
 _TRAILING_COMMA_RE = re.compile(r",\s*([}\]])")
@@ -42,51 +49,44 @@ class ParsedTurn:
     errors: list[str] = field(default_factory=list)
 
 
-def split_reasoning(text: str) -> tuple[str, str]:
-    """Return (reasoning, rest). Handles a missing ``<think>`` (templates often pre-fill it) and a
-    ``<think>`` never closed (output cut off while reasoning)."""
-    close = text.find(THINK_CLOSE)
-    open_ = text.find(THINK_OPEN)
-    if close != -1 and (open_ == -1 or open_ > close):
-        return text[:close].strip(), text[close + len(THINK_CLOSE):]
-    if open_ == -1:
-        return "", text
-    if close == -1:
-        return text[open_ + len(THINK_OPEN):].strip(), text[:open_]
-    reasoning = text[open_ + len(THINK_OPEN):close].strip()
-    return reasoning, text[:open_] + text[close + len(THINK_CLOSE):]
-
-
 def parse_turn(text: str, known_tools: Iterable[str] = ()) -> ParsedTurn:
-    reasoning, rest = split_reasoning(text)
-    turn = ParsedTurn(reasoning=reasoning)
+    """Split a reply into reasoning, prose and calls, reading it left to right.
+
+    Think blocks count as reasoning only outside calls (a value keeps its think tags); a ``</think>``
+    before any ``<think>`` means the template opened the block, so everything before it is reasoning.
+    """
+    turn = ParsedTurn()
+    reasoning: list[str] = []
     prose: list[str] = []
-    pos = 0
+    pos, seen_think = 0, False
     while True:
-        start = _next_call_start(rest, pos)
-        if start is None:
-            prose.append(rest[pos:])
+        tag = _PROSE_TAG_RE.search(text, pos)
+        if tag is None:
+            prose.append(text[pos:])
             break
-        prose.append(rest[pos:start])
-        if rest.startswith(TOOL_OPEN, start):
-            body_start = start + len(TOOL_OPEN)
-            end = rest.find(TOOL_CLOSE, body_start)
-            # A missing </tool_call> ends the call at the next <tool_call> or the end of output.
-            nxt = rest.find(TOOL_OPEN, body_start)
-            if end == -1 or (nxt != -1 and nxt < end):
-                end_body = nxt if nxt != -1 else len(rest)
-                pos = end_body
-            else:
-                end_body, pos = end, end + len(TOOL_CLOSE)
-            _parse_call_body(rest[body_start:end_body], rest[start:pos], len(turn.calls) + len(turn.errors) + 1, turn)
-        else:  # a bare <function=...> without the <tool_call> wrapper
-            end = rest.find("</function>", start)
-            nxt = _FUNCTION_RE.search(rest, start + 1)
-            if end == -1 or (nxt and nxt.start() < end):
-                pos = nxt.start() if nxt else len(rest)
-            else:
-                pos = end + len("</function>")
-            _parse_call_body(rest[start:pos], rest[start:pos], len(turn.calls) + len(turn.errors) + 1, turn)
+        prose.append(text[pos:tag.start()])
+        word = tag.group(0)
+        if word == THINK_OPEN:
+            seen_think = True
+            close = text.find(THINK_CLOSE, tag.end())
+            reasoning.append(text[tag.end():] if close == -1 else text[tag.end():close])
+            pos = len(text) if close == -1 else close + len(THINK_CLOSE)
+        elif word == THINK_CLOSE:
+            if not seen_think:  # what came before was reasoning, calls drafted in it included
+                reasoning, prose = [text[:tag.start()]], []
+                turn.calls.clear()
+                turn.errors.clear()
+                seen_think = True
+            pos = tag.end()
+        elif word == TOOL_OPEN or is_function_opener(text, tag):
+            # An unfinished call swallows any </think> after it: reading that as the end of reasoning
+            # the template opened could run an example call from the cut value, so it stays cut.
+            pos = (_wrapped_call(text, tag.start(), turn) if word == TOOL_OPEN
+                   else _xml_call(text, tag.start(), FUNCTION_RE.match(text, tag.start()) or tag, turn))
+        else:  # `<function=...>` mentioned in prose, not a call
+            prose.append(word)
+            pos = tag.end()
+    turn.reasoning = "\n\n".join(part.strip() for part in reasoning if part.strip())
     content = "".join(prose)
     if not turn.calls and not turn.errors and known_tools:
         content = _bare_json_calls(content, set(known_tools), turn)
@@ -94,24 +94,98 @@ def parse_turn(text: str, known_tools: Iterable[str] = ()) -> ParsedTurn:
     return turn
 
 
-def _next_call_start(text: str, pos: int) -> int | None:
-    candidates = [i for i in (text.find(TOOL_OPEN, pos),) if i != -1]
-    func = _FUNCTION_RE.search(text, pos)
-    if func:
-        candidates.append(func.start())
-    return min(candidates) if candidates else None
+def _ordinal(turn: ParsedTurn) -> str:
+    return f"tool call #{len(turn.calls) + len(turn.errors) + 1}"
 
 
-def _parse_call_body(body: str, raw: str, ordinal: int, turn: ParsedTurn) -> None:
-    where = f"tool call #{ordinal}"
+def _wrapped_call(text: str, start: int, turn: ParsedTurn) -> int:
+    """Parse the call opened by ``<tool_call>`` at ``start``; return where the text goes on."""
+    body_start = start + len(TOOL_OPEN)
+    close = text.find(TOOL_CLOSE, body_start)
+    nxt = text.find(TOOL_OPEN, body_start)
+    # Without </tool_call> (or before it, a new <tool_call>) the region ends there or at the end.
+    if close == -1 or (nxt != -1 and nxt < close):
+        region_end, pos, closed = (nxt if nxt != -1 else len(text)), (nxt if nxt != -1 else len(text)), False
+    else:
+        region_end, pos, closed = close, close + len(TOOL_CLOSE), True
+    lead = _FENCE_OPEN_RE.match(text, body_start) or _SPACE_RE.match(text, body_start)
+    first = lead.end()
+    if text.startswith("{", first):
+        json_end = _json_call(text, first, start, turn)
+        if json_end is not None:
+            return json_end
+        body = text[body_start:region_end]
+        if not closed and nxt == -1 and _lenient_object(_unfenced(body)) is None:
+            turn.errors.append(f"{_ordinal(turn)} was not run: your reply ended in the middle of it, before its JSON "
+                               f"object and `</tool_call>` were complete. {CUT_ADVICE}")
+            return len(text)
+        _parse_call_body(body, text[start:pos], turn)
+        return pos
+    func = FUNCTION_RE.search(text, body_start, region_end)
+    if func is not None:
+        return _xml_call(text, start, func, turn)
+    _parse_call_body(text[body_start:region_end], text[start:pos], turn)
+    return pos
+
+
+def _json_call(text: str, first: int, start: int, turn: ParsedTurn) -> int | None:
+    """A Hermes JSON call read by the JSON decoder itself, so a string value may hold ``</tool_call>``;
+    None when that does not give a whole call (the region is then read as before, with its repairs)."""
+    try:
+        obj, end = json.JSONDecoder().raw_decode(text, first)
+    except json.JSONDecodeError:
+        return None
+    fence = _FENCE_CLOSE_RE.match(text, end)
+    after = fence.end() if fence else end
+    while after < len(text) and text[after].isspace():
+        after += 1
+    if text.startswith(TOOL_CLOSE, after):
+        after += len(TOOL_CLOSE)
+    elif after < len(text) and not text.startswith(TOOL_OPEN, after):
+        return None
+    where = _ordinal(turn)
+    call = _call_from_json(obj, where, turn)
+    if call:
+        turn.calls.append(ParsedCall(call[0], call[1], text[start:after], "json"))
+    return after
+
+
+def _xml_call(text: str, start: int, func: re.Match[str], turn: ParsedTurn) -> int:
+    where = _ordinal(turn)
+    call = scan_call(text, func)
+    if call.status == "open":
+        inside = f" (inside parameter '{call.open_param}')" if call.open_param else ""
+        name = f" ({call.name})" if call.name else ""
+        turn.errors.append(f"{where}{name} was not run: your reply ended in the middle of it{inside}, before "
+                           f"`</function>`. {CUT_ADVICE}")
+        return len(text)
+    raw = text[start:call.end]
+    if not call.name:
+        turn.errors.append(f"{where}: `<function=...>` has no tool name.")
+        return call.end
+    args: dict[str, Any] = {}
+    for key, value in call.params:
+        if not key:
+            turn.errors.append(f"{where} ({call.name}): a `<parameter=...>` tag has no name.")
+            return call.end
+        if key in args:
+            turn.errors.append(f"{where} ({call.name}): parameter '{key}' is given twice; give each parameter once.")
+            return call.end
+        args[key] = value
+    turn.calls.append(ParsedCall(call.name, args, raw, "xml"))
+    return call.end
+
+
+def _unfenced(body: str) -> str:
     stripped = body.strip()
     fenced = _FENCE_RE.match(stripped)
-    if fenced:
-        stripped = fenced.group(1).strip()
-    func = _FUNCTION_RE.search(stripped)
-    if func and not stripped.startswith("{"):
-        _parse_xml(stripped, func, raw, where, turn)
-    elif stripped.startswith("{"):
+    return fenced.group(1).strip() if fenced else stripped
+
+
+def _parse_call_body(body: str, raw: str, turn: ParsedTurn) -> None:
+    where = _ordinal(turn)
+    stripped = _unfenced(body)
+    if stripped.startswith("{"):
         _parse_json(stripped, raw, where, turn)
     elif not stripped:
         turn.errors.append(f"{where} is empty: put `<function=NAME>` and its parameters between <tool_call> and </tool_call>.")
@@ -120,45 +194,6 @@ def _parse_call_body(body: str, raw: str, ordinal: int, turn: ParsedTurn) -> Non
             f"{where} could not be read: expected `<function=NAME>` with `<parameter=KEY>VALUE</parameter>` "
             f"elements, or a JSON object {{\"name\": ..., \"arguments\": {{...}}}}; got {_preview(stripped)}."
         )
-
-
-def _parse_xml(body: str, func: re.Match[str], raw: str, where: str, turn: ParsedTurn) -> None:
-    name = func.group(1).strip()
-    if not name:
-        turn.errors.append(f"{where}: `<function=...>` has no tool name.")
-        return
-    args: dict[str, Any] = {}
-    pos = func.end()
-    while True:
-        match = _PARAM_RE.search(body, pos)
-        if not match:
-            break
-        key = match.group(1).strip()
-        end = _PARAM_END_RE.search(body, match.end())
-        value_end = end.start() if end else len(body)
-        value = _strip_one_newline(body[match.end():value_end])
-        pos = end.end() if end and end.group(0) == "</parameter>" else value_end
-        if not key:
-            turn.errors.append(f"{where} ({name}): a `<parameter=...>` tag has no name.")
-            return
-        if key in args:
-            turn.errors.append(f"{where} ({name}): parameter '{key}' is given twice; give each parameter once.")
-            return
-        args[key] = value
-    turn.calls.append(ParsedCall(name, args, raw, "xml"))
-
-
-def _strip_one_newline(value: str) -> str:
-    # Values sit on their own lines in the XML form; strip exactly that framing, keep indentation.
-    if value.startswith("\n"):
-        value = value[1:]
-    elif value.startswith("\r\n"):
-        value = value[2:]
-    if value.endswith("\r\n"):
-        value = value[:-2]
-    elif value.endswith("\n"):
-        value = value[:-1]
-    return value
 
 
 def _parse_json(body: str, raw: str, where: str, turn: ParsedTurn) -> None:

@@ -1,25 +1,38 @@
-"""The REPL's approval prompt: show the diff or the command, ask yes / no / always."""
+"""The REPL's approval prompt: show the diff or the command, ask yes / no (and why) / always;
+Ctrl-D or Esc cancels the run."""
 
 from __future__ import annotations
 
 import sys
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from rich.console import Console
 from rich.markup import escape
 from rich.syntax import Syntax
 
-from clovercode.actions.approval import NO, Ask, parse_answer
+from clovercode.actions.approval import ALWAYS, CANCEL, NO, Ask, Reply, parse_answer
 from clovercode.actions.context import ApprovalRequest
+from clovercode.actions.permissions import command_prefix
 
-ReadLine = Callable[[str], "str | None"]  # shows a prompt, returns the answer or None at end of input
+if TYPE_CHECKING:
+    from clovercode.ui.render import Screen
+
+ReadLine = Callable[[str], "str | None"]  # shows a prompt, returns the answer, or None for Ctrl-D / Esc / end of input
+CANCEL_HINT = "Esc cancels the run"
 
 
 def tty_read_line(prompt: str) -> str | None:
     from prompt_toolkit import prompt as toolkit_prompt
+    from prompt_toolkit.key_binding import KeyBindings
+
+    bindings = KeyBindings()
+
+    @bindings.add("escape", eager=True)
+    def _cancel(event) -> None:
+        event.app.exit(result=None)
 
     try:
-        return toolkit_prompt(prompt)
+        return toolkit_prompt(prompt, key_bindings=bindings)
     except EOFError:
         return None
 
@@ -31,26 +44,57 @@ def plain_read_line(prompt: str) -> str | None:
     return None if line == "" else line.rstrip("\n")
 
 
-def make_ask(console: Console, read_line: ReadLine) -> Ask:
-    def ask(request: ApprovalRequest) -> str:
+def make_ask(console: Console, read_line: ReadLine, screen: "Screen | None" = None, rules_file: str = "") -> Ask:
+    def ask(request: ApprovalRequest) -> Reply:
+        reply = question_for(request)
+        if screen is not None and request.kind == "edit" and reply.answer not in (NO, CANCEL) and request.detail:
+            screen.approved_diffs.add(request.detail)  # the observation need not show it again
+        return reply
+
+    def question_for(request: ApprovalRequest) -> Reply:
+        if screen is not None:
+            screen.suspend()
         console.print()
+        always = True
         if request.kind == "edit":
             console.print(f"[bold yellow]clovercode wants to {escape(request.title)}[/]", highlight=False)
             if request.detail:
                 console.print(Syntax(request.detail, "diff", theme="ansi_dark", background_color="default"))
-            question = "Apply this change? [y]es / [n]o / [a]lways for edits this session: "
+            question = f"Apply this change? [y]es / [n]o / [a]lways for edits this session · {CANCEL_HINT}: "
+        elif request.kind == "mcp":
+            server, _, tool = request.title.partition(": ")
+            console.print(f"[bold yellow]clovercode wants to call the MCP tool[/] [bold]{escape(tool)}[/] "
+                          f"[bold yellow]of the server[/] [bold]{escape(server)}[/] [dim](outside the sandbox)[/]",
+                          highlight=False)
+            console.print(escape(request.detail), highlight=False, soft_wrap=True)
+            question = f"Call it? [y]es / [n]o / [a]lways for this tool this session · {CANCEL_HINT}: "
         else:
             console.print(f"[bold yellow]clovercode wants to run a command[/] [dim]({escape(request.detail)})[/]",
                           highlight=False)
             console.print(f"  [bold]$ {escape(request.title)}[/]", highlight=False, soft_wrap=True)
-            question = "Run it? [y]es / [n]o / [a]lways for commands this session: "
+            prefix = command_prefix(request.title)
+            always = prefix is not None
+            where = f" (a rule in {rules_file})" if rules_file else ""
+            offer = f" / [a]lways allow `{prefix} …`{where}" if prefix else ""
+            question = f"Run it? [y]es / [n]o{offer} · {CANCEL_HINT}: "
         while True:
             line = read_line(question)
             if line is None:
-                return NO  # end of input: nobody said yes
+                console.print("[yellow]cancelled[/]", highlight=False)
+                return Reply(CANCEL)
             answer = parse_answer(line)
+            if answer == ALWAYS and not always:
+                console.print("No rule can cover a compound command (;, &&, pipes, redirections): answer y or n.",
+                              highlight=False)
+                continue
+            if answer == NO:
+                reason = read_line("Tell the model why, or what to do instead (Enter: just no): ")
+                if reason is None:
+                    console.print("[yellow]cancelled[/]", highlight=False)
+                    return Reply(CANCEL)
+                return Reply(NO, reason.strip())
             if answer is not None:
-                return answer
-            console.print("Please answer y, n or a.", highlight=False)
+                return Reply(answer)
+            console.print("Please answer y, n or a." if always else "Please answer y or n.", highlight=False)
 
     return ask

@@ -1,4 +1,6 @@
-"""Renders loop events on a rich console: streamed text, tool calls, observations, usage.
+"""Renders loop events on a rich console, each once: a turn's reasoning (dim) and its answer as
+Markdown when the turn ends (a transient live region shows it growing, with a status line),
+tool calls, observations (long ones cut, with the /show number that expands them), usage.
 
 rich already honours NO_COLOR and drops styling when the output is not a terminal.
 """
@@ -6,13 +8,16 @@ rich already honours NO_COLOR and drops styling when the output is not a termina
 from __future__ import annotations
 
 import json
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from rich.console import Console
+from rich.markdown import Markdown
 from rich.markup import escape
 from rich.syntax import Syntax
 from rich.text import Text
 
+from clovercode.ui.live import ContextShare, LiveStatus, StepStatus
 from clovercode.ui.stream import StreamFilter
 
 OBS_PREVIEW_LINES = 6
@@ -30,89 +35,127 @@ def format_args(arguments: dict[str, Any], width: int = 70) -> str:
     return " ".join(parts)
 
 
+@dataclass
+class Screen:
+    """What the REPL's parts share about the screen: diffs a person already saw when approving
+    them (not printed again), the live region (stopped before a question is asked), and how many
+    observations the transcript holds (the number /show takes)."""
+
+    live: LiveStatus | None = None
+    approved_diffs: set[str] = field(default_factory=set)
+    observation_count: Callable[[], int] = lambda: 0
+
+    def suspend(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+
+
+def print_markdown(console: Console, text: str) -> None:
+    """Markdown on a terminal; for a log or a pipe the source itself is the readable form (rich
+    would pad every paragraph to the width)."""
+    if console.is_terminal:
+        console.print(Markdown(text, code_theme="ansi_dark", hyperlinks=False))
+    else:
+        console.print(Text(text), soft_wrap=True)
+
+
 class ConsoleRenderer:
     """An EventSink that draws the run for a person."""
 
-    def __init__(self, console: Console, *, show_reasoning: bool = True):
+    def __init__(self, console: Console, *, show_reasoning: bool = True, screen: Screen | None = None,
+                 context: ContextShare | None = None):
         self.console = console
         self.show_reasoning = show_reasoning
+        self.screen = screen or Screen()
+        if self.screen.live is None:
+            self.screen.live = LiveStatus(console)
+        self.context = context
         self.stream = StreamFilter()
-        self.at_line_start = True
-        self.last_style = ""
+        self.status: StepStatus | None = None
+        self.last_observation: str | None = None
+
+    @property
+    def live(self) -> LiveStatus:
+        assert self.screen.live is not None
+        return self.screen.live
 
     def emit(self, kind: str, **data: Any) -> None:
         handler = getattr(self, f"_on_{kind}", None)
         if handler:
             handler(**data)
 
-    def _write(self, text: str, style: str = "") -> None:
-        if style != self.last_style:  # reasoning and prose each start on their own line
-            self._newline()
-            self.last_style = style
-        if self.at_line_start:
-            text = text.lstrip("\n")  # no blank lines from the model's own framing newlines
-        if text:
-            self.console.print(Text(text, style=style), end="", soft_wrap=True)
-            self.at_line_start = text.endswith("\n")
-
-    def _newline(self) -> None:
-        if not self.at_line_start:
-            self.console.print()
-            self.at_line_start = True
-
     def _on_run_start(self, model: str, executor: str, **_: Any) -> None:
         self.console.print(f"[bold green]clovercode[/] · model [cyan]{escape(model)}[/] · sandbox [cyan]{escape(executor)}[/]")
 
     def _on_step_start(self, step: int, max_steps: int, **_: Any) -> None:
-        self._newline()
         self.stream = StreamFilter()
         self.console.rule(f"[dim]step {step}/{max_steps}[/]", align="left", style="dim")
+        self.status = self.live.start(StepStatus(f"step {step}/{max_steps}", self.context))
 
     def _on_text_delta(self, text: str, reasoning: bool = False, **_: Any) -> None:
-        if reasoning:
-            segments = [("reasoning", text)]
-        else:
-            segments = self.stream.feed(text)
-        for kind, part in segments:
-            if kind == "reasoning" and not self.show_reasoning:
-                continue
-            self._write(part, "dim italic" if kind == "reasoning" else "")
+        if self.status is not None:
+            self.status.feed(text, [("reasoning", text)] if reasoning else self.stream.feed(text))
 
-    def _on_model_turn(self, usage: dict[str, Any], seconds: float, **_: Any) -> None:
-        for kind, part in self.stream.flush():
-            self._write(part, "dim italic" if kind == "reasoning" else "")
-        self._newline()
+    def _on_model_turn(self, content: str, reasoning: str, usage: dict[str, Any], seconds: float, **_: Any) -> None:
+        self.live.stop()
+        self.status = None
+        self._print_turn(reasoning, content)
         total = usage.get("total_prompt_tokens", 0) + usage.get("total_completion_tokens", 0)
-        self.console.print(f"[dim]tokens: {usage.get('prompt_tokens', 0)} in · {usage.get('completion_tokens', 0)} out"
-                           f" · {total} this run · {seconds:.1f}s[/]")
+        about = "~" if usage.get("usage_estimated") else ""  # counted by clovercode, not by the model's tokenizer
+        self.console.print(f"[dim]tokens: {about}{usage.get('prompt_tokens', 0)} in · {about}{usage.get('completion_tokens', 0)} out"
+                           f" · {about}{total} this run · {seconds:.1f}s[/]")
+
+    def _print_turn(self, reasoning: str, content: str) -> None:
+        if reasoning.strip() and self.show_reasoning:
+            self.console.print(Text(reasoning.strip("\n"), style="dim italic"), soft_wrap=True)
+        if content.strip():
+            print_markdown(self.console, content.strip("\n"))
 
     def _on_tool_call(self, name: str, arguments: dict[str, Any], **_: Any) -> None:
-        self._newline()
         self.console.print(f"[bold cyan]→ {escape(name)}[/] {escape(format_args(arguments))}")
+        if name == "run_command":  # commands can take minutes: say it is still running (a question stops this)
+            self.live.start(StepStatus(f"running {format_args(arguments, 40)}", self.context))
 
     def _on_observation(self, name: str, ok: bool, text: str, data: dict[str, Any], **_: Any) -> None:
-        diff = data.get("diff") if ok else None
-        if diff:
-            self.console.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
-            return
+        self.live.stop()
+        self.last_observation = text
         lines = text.splitlines() or [""]
         mark = "[green]✓[/]" if ok else "[red]✗[/]"
         head = escape(lines[0])
-        self.console.print(f"  {mark} {head}" if ok else f"  {mark} [red]{head}[/]")
+        self.console.print(f"  {mark} {head}" if ok else f"  {mark} [red]{head}[/]", soft_wrap=True)
+        diff = data.get("diff") if ok else None
+        if diff:
+            if diff not in self.screen.approved_diffs:  # shown at the approval already: once is enough
+                self.console.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
+            self.screen.approved_diffs.discard(diff)
+            return
         for line in lines[1:OBS_PREVIEW_LINES]:
             self.console.print(f"    [dim]{escape(line)}[/]", soft_wrap=True)
         if len(lines) > OBS_PREVIEW_LINES:
-            self.console.print(f"    [dim]… {len(lines) - OBS_PREVIEW_LINES} more lines[/]")
+            number = self.screen.observation_count()
+            more = f"… {len(lines) - OBS_PREVIEW_LINES} more lines"
+            hint = f" · /show {number} shows all" if number else ""
+            self.console.print(f"    [dim]{more}{hint}[/]")
 
-    def _on_format_error(self, text: str, **_: Any) -> None:
-        first = (text or "").splitlines()[0] if text else "invalid tool call"
+    def _on_format_error(self, text: str | None, **_: Any) -> None:
+        if text and text == self.last_observation:
+            return  # an invalid call's error was just shown as its observation
+        first = text.splitlines()[0] if text else "invalid tool call"
         self.console.print(f"  [yellow]⚠ {escape(first)}[/]")
 
-    def _on_warning(self, text: str, **_: Any) -> None:
-        self.console.print(f"  [yellow]⚠ {escape(text)}[/]")
+    def _on_hook(self, event: str, command: str, blocked: bool, exit_code: int | None, **_: Any) -> None:
+        if blocked:  # a failing hook is reported as a warning; a quiet success says nothing
+            self.console.print(f"  [yellow]↳ {escape(event)} hook `{escape(command)}` objected[/]", highlight=False)
+
+    def _on_warning(self, text: str, quiet: bool = False, **_: Any) -> None:
+        self.console.print(f"  [dim]{escape(text)}[/]" if quiet else f"  [yellow]⚠ {escape(text)}[/]")
 
     def _on_run_end(self, stop_reason: str, steps: int, detail: str, **_: Any) -> None:
-        self._newline()
+        self.live.stop()
+        if self.status is not None:  # interrupted mid-turn: keep what was written
+            status, self.status = self.status, None
+            self._print_turn("".join(p for k, p in status.parts if k == "reasoning"),
+                             "".join(p for k, p in status.parts if k == "content"))
         style = "green" if stop_reason in ("finished", "answered") else "yellow"
         count = "" if stop_reason == "max_steps" else f" [dim]({steps} step{'' if steps == 1 else 's'})[/]"  # the detail already says it
         self.console.print(f"[{style}]■ stopped: {escape(detail)}[/]{count}")

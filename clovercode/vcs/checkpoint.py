@@ -190,6 +190,12 @@ class GitStore:
             changed.append(path.relative_to(self.root).as_posix())
         return sorted(changed)
 
+    def diff_text(self, snap: Snapshot) -> str:
+        """A unified diff from ``snap`` to the files now (the REPL's /diff)."""
+        spec = self.prefix or "."
+        return self.git("diff", "--no-color", "--no-renames", "--no-ext-diff", self._tree(snap), self.tree_of_worktree(),
+                        "--", spec).decode("utf-8", errors="replace")
+
     def tree_of_worktree(self) -> str:
         """A tree object of the project's files as they are on disk (tracked + untracked, not ignored)."""
         spec = self.prefix or "."

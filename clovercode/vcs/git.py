@@ -147,23 +147,72 @@ class Checkout:
 
     # -- writing --------------------------------------------------------------------------------
     def commit_on_branch(self, start: Start, branch: str, pending: Pending, message: str,
-                         author: tuple[str, str], committer: tuple[str, str]) -> str:
+                         author: tuple[str, str], committer: tuple[str, str],
+                         expected: str | None = None) -> tuple[str, str | None]:
         """Point ``branch`` at the base, carry the working-tree changes onto it and commit exactly ``pending``.
 
-        The checkout stays on ``branch`` afterwards, so the person sees the fix in their tree.
-        Hooks are not run (like ``git commit --no-verify``; nor post-checkout, nor pre-push on the
-        push): they are the repository's code, run outside the sandbox on files the model wrote.
+        ``expected`` is the branch's tip when the run was planned (None: it did not exist); if it
+        moved since, nothing is done. An existing branch is kept under a backup ref first (returned
+        with the new commit's sha). The commit carries the trailer that marks it as clovercode's
+        (vcs/branchguard.py). The checkout stays on ``branch`` afterwards, so the person sees the
+        fix in their tree. Hooks are not run (like ``git commit --no-verify``; nor post-checkout,
+        nor pre-push on the push): they are the repository's code, run outside the sandbox on
+        files the model wrote.
         """
         from git import Actor
+
+        from clovercode.vcs.branchguard import backup_ref, with_trailer
 
         if self.repo.head.commit.hexsha != start.base:
             raise VcsError(f"HEAD moved during the run (it was {start.base[:12]}); nothing was committed",
                            hint="The model's changes are still in the working tree.")
-        self._git("checkout", "-q", "-B", branch)
+        current = self.branch_tip(branch)
+        if current != expected:
+            raise VcsError(f"the branch {branch} changed during the run; nothing was committed",
+                           hint="The model's changes are still in the working tree. Look at the branch, then run again.")
+        backup = backup_ref(self, branch, current) if current else None
+        # compare-and-swap: a branch that moved in the meantime is refused, never overwritten
+        self._git("update-ref", f"refs/heads/{branch}", start.base, current or "")
+        try:
+            self._git("checkout", "-q", branch)
+        except VcsError:  # e.g. checked out in another worktree: put the branch back as it was
+            if current:
+                self._git("update-ref", f"refs/heads/{branch}", current, start.base)
+            else:
+                self._git("update-ref", "-d", f"refs/heads/{branch}", start.base)
+            raise
         self._git("add", "-A", "--", *pending.paths)
-        commit = self.repo.index.commit(message, parent_commits=[self.repo.commit(start.base)],
+        tree = self.repo.index.write_tree().hexsha
+        commit = self.repo.index.commit(with_trailer(message, tree), parent_commits=[self.repo.commit(start.base)],
                                         author=Actor(*author), committer=Actor(*committer), skip_hooks=True)
-        return commit.hexsha
+        return commit.hexsha, backup
+
+    def branch_tip(self, branch: str) -> str | None:
+        """The sha the local ``branch`` points at, None when there is no such branch."""
+        return self.resolve(f"refs/heads/{branch}")
+
+    def resolve(self, ref: str) -> str | None:
+        proc = subprocess.run(["git", "-C", str(self.top), "rev-parse", "-q", "--verify", f"{ref}^{{commit}}"],
+                              capture_output=True, text=True)
+        return (proc.stdout.strip() or None) if proc.returncode == 0 else None
+
+    def ref_exists(self, ref: str) -> bool:
+        return subprocess.run(["git", "-C", str(self.top), "show-ref", "-q", "--verify", ref]).returncode == 0
+
+    def fetch_branch(self, remote: str, branch: str, into: str, env: Mapping[str, str] | None = None) -> str | None:
+        """Fetch ``branch`` from where pushes to ``remote`` go into the local ref ``into`` (only the tip
+        in a shallow clone)."""
+        shallow = self._git("rev-parse", "--is-shallow-repository").strip() == "true"
+        self._git("fetch", "-q", "--no-tags", "--no-write-fetch-head", *(["--depth=1"] if shallow else []),
+                  self.push_url(remote), f"+refs/heads/{branch}:{into}", network=True, env=env)
+        return self.resolve(into)
+
+    def delete_ref(self, ref: str) -> None:
+        self._git("update-ref", "-d", ref)
+
+    def git(self, *args: str) -> str:
+        """Run a git command in this checkout (no hooks); a VcsError when it fails."""
+        return self._git(*args)
 
     def push(self, remote: str, branch: str, expected: str | None, env: Mapping[str, str] | None = None) -> None:
         """Push ``branch``, replacing the remote's copy only if it is still ``expected`` (None: must not exist).
@@ -210,6 +259,16 @@ def _captured(text: object, label: str) -> str:
     if len(value) >= 2 and value[0] == value[-1] == "'":
         value = value[1:-1]
     return value.strip()
+
+
+def toplevel(path: Path) -> Path | None:
+    """The top of the git working tree holding ``path``; None outside one (or when git cannot tell)."""
+    try:
+        proc = subprocess.run(["git", "-C", str(path), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    except OSError:  # git is not installed: nothing can be a repository
+        return None
+    top = proc.stdout.strip()
+    return Path(top).resolve() if proc.returncode == 0 and top else None
 
 
 def open_checkout(root: Path) -> Checkout | None:

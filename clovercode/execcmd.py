@@ -1,0 +1,108 @@
+"""``clovercode exec "task"``: one headless run of the agent — no git requirement, no commit, no
+questions. Progress goes to stderr and the final answer to stdout, or, with ``--json``, the run's
+events as JSON Lines on stdout (ui/jsonevents.py). Exit codes are fix's (errors.ExitCode)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TextIO
+
+from rich.console import Console
+from rich.markup import escape
+
+from clovercode.actions.approval import NO, ModeApprover
+from clovercode.actions.context import ApprovalRequest
+from clovercode.agent.budget import StopReason
+from clovercode.agent.events import EventSink
+from clovercode.config import Config
+from clovercode.errors import CloverError, ExitCode, UsageError
+from clovercode.executors.select import NO_SANDBOX_WARNING
+from clovercode.session import open_session
+from clovercode.taskinput import check_task
+from clovercode.ui.jsonevents import JsonEventWriter
+from clovercode.ui.render import ConsoleRenderer
+
+
+def exit_code_for(stop: str, signum: int | None = None) -> int:
+    """fix's exit codes, less those about tests and commits: an exec run commits nothing."""
+    from clovercode.termination import exit_code
+
+    reason = StopReason(stop)
+    if reason in (StopReason.FINISHED, StopReason.ANSWERED):
+        return int(ExitCode.OK)
+    if reason is StopReason.INTERRUPTED:
+        return exit_code(signum)  # 130 for Ctrl-C, 128 + N for SIGTERM / SIGHUP
+    if reason is StopReason.MODEL_ERROR:
+        return int(ExitCode.MODEL_UNAVAILABLE)
+    return int(ExitCode.GAVE_UP)
+
+
+def read_task(task: str | None, stdin: TextIO) -> str:
+    """The task: the argument, or stdin when the argument is missing or ``-`` and stdin is not a terminal."""
+    if task is None or task == "-":
+        if stdin.isatty():
+            raise UsageError("exec needs a task", hint='Give it as an argument (clovercode exec "fix the failing test") '
+                             "or pipe it in on stdin.")
+        task = stdin.read()
+    return check_task(task).strip("\n")  # the one rule of the REPL, fix and exec (taskinput.py)
+
+
+class RefusingAsk:
+    """Nobody is there to ask: what the approval mode would ask about is refused, and said so."""
+
+    def __init__(self, mode: str):
+        self.mode, self.sink = mode, None  # type: EventSink | None
+
+    def __call__(self, request: ApprovalRequest) -> str:
+        if self.sink is not None:
+            what = "edit" if request.kind == "edit" else "command"
+            self.sink.emit("warning", category="approval",
+                           text=f"refused the {what} `{request.title}`: exec asks nobody (--approval {self.mode})")
+        return NO
+
+
+def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err: Console) -> int:
+    ask = RefusingAsk(cfg["approval"])
+    approver = ModeApprover(cfg["approval"], cfg["sandbox"] != "none", ask, cfg["permissions.allow"])
+    writer = JsonEventWriter(out, exit_code=exit_code_for) if as_json else None
+    try:
+        session = open_session(root, cfg, interactive=True, approve=approver)
+    except CloverError as exc:
+        if writer is None:
+            raise
+        writer.error(str(exc), int(exc.exit_code))
+        return int(exc.exit_code)
+    if cfg["sandbox"] == "none":
+        err.print(f"[bold red]{NO_SANDBOX_WARNING}[/]", highlight=False, soft_wrap=True)
+    sink: EventSink
+    if writer is not None:
+        writer.trajectory = lambda: session.last_trajectory
+        sink = writer
+    else:
+        sink = ConsoleRenderer(err)
+    ask.sink = sink
+    try:
+        result = session.run_task(task, sink)
+    except CloverError as exc:
+        if writer is None:
+            raise
+        writer.error(str(exc), int(exc.exit_code))
+        return int(exc.exit_code)
+    finally:
+        session.close()
+    code = exit_code_for(result.stop.value, result.signal)
+    if writer is None:
+        if result.summary and code == 0:
+            out.write(result.summary.rstrip("\n") + "\n")
+            out.flush()
+        elif code != 0:
+            err.print(f"[yellow]{escape(result.detail)}[/]", highlight=False, soft_wrap=True)
+        if session.last_trajectory:
+            err.print(f"[dim]session {session.last_trajectory.stem} · resume with "
+                      f"clovercode --resume {session.last_trajectory.stem}[/]", highlight=False, soft_wrap=True)
+    return code
+
+
+def exec_config(base: Config, approval: str | None) -> Config:
+    """exec is full-auto unless told otherwise: the user's REPL approval setting is for the REPL."""
+    return base.with_overrides({"approval": approval or "full-auto"}, "flag" if approval else "exec (full-auto)")

@@ -1,0 +1,1 @@
+"""Hooks: the user's commands run before and after tool calls and when the model wants to stop."""

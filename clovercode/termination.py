@@ -1,0 +1,69 @@
+"""SIGTERM and SIGHUP take the Ctrl-C path: the running command is killed, the trajectory gets its
+end record, the summary (or the one JSON object) is printed, and the exit code is 128 + the signal.
+
+CI cancels a job with SIGTERM and a closed terminal sends SIGHUP; without a handler Python dies at
+once, with nothing on stdout. The handler raises :class:`Terminated`, a KeyboardInterrupt, so every
+place that already cleans up after Ctrl-C does the same for these.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+CAUGHT = (signal.SIGTERM, signal.SIGHUP)
+CTRL_C_EXIT = 130
+
+
+class Terminated(KeyboardInterrupt):
+    """The process was asked to end by ``signum`` (SIGTERM, SIGHUP)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+def exit_code(signum: int | None) -> int:
+    """The exit code of a run stopped by ``signum`` (None: Ctrl-C)."""
+    return CTRL_C_EXIT if signum is None else 128 + signum
+
+
+def interrupt_detail(exc: BaseException) -> str:
+    """Why an interrupted run stopped, for people."""
+    if isinstance(exc, Terminated):
+        return f"terminated by {exc.name}"
+    return "interrupted by the user (Ctrl-C)"
+
+
+@contextmanager
+def signals_as_interrupts(signums: tuple[int, ...] = CAUGHT) -> Iterator[None]:
+    """While inside, the first of ``signums`` raises :class:`Terminated` in the main thread; later ones
+    are ignored, so the clean-up the first one started is not cut short (a CI runner that wants the
+    process gone at once sends SIGKILL). The previous handlers come back on exit."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    fired: list[int] = []
+
+    def handler(signum: int, frame: object) -> None:
+        if fired:
+            return
+        fired.append(signum)
+        raise Terminated(signum)
+
+    previous = {signum: signal.signal(signum, handler) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)

@@ -1,0 +1,84 @@
+"""The live region at the bottom of a terminal while a step runs: the tail of what the model is
+writing and one status line (elapsed time, tokens, context use, how to interrupt). It is transient:
+when the turn ends it disappears and the turn is printed once, in full (ui/render.py)."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.spinner import Spinner
+from rich.text import Text
+
+from clovercode.context.tokens import estimate_tokens
+
+ContextShare = Callable[[], "float | None"]  # how full the window is (0..1), when known
+
+
+class StepStatus:
+    """A rich renderable redrawn a few times a second by rich.live.Live."""
+
+    def __init__(self, label: str, context: ContextShare | None = None, clock: Callable[[], float] = time.monotonic):
+        self.label, self.context, self.clock = label, context, clock
+        self.started = clock()
+        self.parts: list[tuple[str, str]] = []  # (kind, text) shown so far: "reasoning" | "content"
+        self.written = ""
+        self.spinner = Spinner("dots", style="cyan")
+
+    def feed(self, text: str, kinds: list[tuple[str, str]]) -> None:
+        self.written += text
+        self.parts.extend(kinds)
+
+    def line(self) -> Text:
+        bits = [self.label, f"{self.clock() - self.started:.0f}s"]
+        if self.written:
+            bits.append(f"{estimate_tokens(self.written)} tokens")
+        share = self.context() if self.context else None
+        if share is not None:
+            bits.append(f"context {share:.0%}")
+        bits.append("Ctrl-C interrupts")
+        return Text(" · ".join(bits), style="dim")
+
+    def tail(self, height: int) -> Text:
+        """The last lines written, to fit the screen above the status line."""
+        text = Text()
+        for kind, part in self.parts:
+            text.append(part, style="dim italic" if kind == "reasoning" else "")
+        lines = text.split("\n", allow_blank=True)
+        keep = max(height, 0)
+        return Text("\n").join(lines[-keep:]) if keep and text.plain.strip() else Text()
+
+    def __rich_console__(self, console: Console, options):  # type: ignore[no-untyped-def]
+        tail = self.tail((options.height or console.height) - 2)
+        status = Text.assemble(self.spinner.render(self.clock()), " ", self.line())
+        yield Group(tail, status) if tail.plain else status
+
+
+class LiveStatus:
+    """Starts and stops the transient Live region; a no-op where the output is not a terminal."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.live: Live | None = None
+        self.status: StepStatus | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.console.is_terminal and not self.console.is_dumb_terminal
+
+    def start(self, status: StepStatus) -> StepStatus:
+        self.stop()
+        self.status = status
+        if self.enabled:
+            self.live = Live(status, console=self.console, transient=True, refresh_per_second=8,
+                             vertical_overflow="crop", redirect_stdout=False, redirect_stderr=False)
+            self.live.start()
+        return status
+
+    def stop(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+        self.status = None
