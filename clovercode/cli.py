@@ -521,6 +521,7 @@ def bench_engine(
     device: str = typer.Option("auto", "--device"),
     dtype: str = typer.Option("auto", "--dtype"),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    grammar: bool = typer.Option(True, "--grammar/--no-grammar", help="Also decode under the tool-call grammar."),
 ) -> None:
     """Block diffusion vs the AR and one-token-per-pass baselines, and prefix-cache scaling."""
     from clovercode.bench.engine import BenchOptions, parse_floats, parse_ints, render_report, run_engine_bench
@@ -528,7 +529,7 @@ def bench_engine(
     try:
         options = BenchOptions(model=model, prompts=prompts, block_size=block_size, thresholds=parse_floats(thresholds),
                                lengths=parse_ints(lengths), max_new_tokens=max_new_tokens, repeats=repeats,
-                               device=device, dtype=dtype)
+                               device=device, dtype=dtype, grammar=grammar)
     except ValueError as exc:
         raise UsageError(f"bad --thresholds or --lengths: {exc}") from None
     console = make_console(stderr=as_json)

@@ -66,7 +66,7 @@ def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err
     approver = ModeApprover(cfg["approval"], cfg["sandbox"] != "none", ask, cfg["permissions.allow"])
     writer = JsonEventWriter(out, exit_code=exit_code_for) if as_json else None
     try:
-        session = open_session(root, cfg, interactive=True, approve=approver)
+        session = open_session(root, cfg, interactive=True, approve=approver, unattended=True)
     except CloverError as exc:
         if writer is None:
             raise

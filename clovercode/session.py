@@ -28,9 +28,14 @@ from clovercode.mcpservers.manager import McpManager
 from clovercode.vcs.checkpoint import Checkpointer
 
 
-def generation_params(cfg: Config) -> GenerationParams:
+def generation_params(cfg: Config, unattended: bool = False) -> GenerationParams:
+    """Sampling settings for a turn. Runs nobody watches (fix, exec, eval) ask for ``tool_choice``
+    (engine.tool_choice, "required" by default): a turn there must act, and the embedded engine then
+    cannot emit an invalid call. The REPL leaves the model free."""
+    choice = cfg["engine.tool_choice"] if unattended and cfg["engine.tool_choice"] != "off" else None
     return GenerationParams(max_new_tokens=cfg["max_new_tokens"], temperature=cfg["temperature"],
-                            top_p=cfg["top_p"], thinking=cfg["thinking"], stop=("</tool_call>",))
+                            top_p=cfg["top_p"], thinking=cfg["thinking"], stop=("</tool_call>",),
+                            tool_choice=choice, max_prose=cfg["engine.tool_prose"])
 
 
 def trajectory_dir(cfg: Config, env: Mapping[str, str]) -> Path:
@@ -57,6 +62,7 @@ class Session:
     mcp: McpManager | None = None  # the MCP servers of this session (a tool source), stopped by close()
     notices: list[str] = field(default_factory=list)  # start-up warnings, said once (the REPL, or the first run)
     session_id: str | None = None  # the first task's trajectory id; every later task's snapshot carries it
+    unattended: bool = False  # nobody watches the run (fix, exec, eval): every turn must act (engine.tool_choice)
 
     def run_task(self, task: str, sink: EventSink | None = None, *, follow_up: bool = False):
         """Run ``task``; ``follow_up=True`` continues the last task instead (same tool context and
@@ -84,7 +90,8 @@ class Session:
             else:
                 self.prompt = ContextAssembler(self.root, self.cfg, self.env, self.interactive).prompt_for(
                     self.conversation, task, toolbox.specs, self.backend, self.cfg["max_new_tokens"], events)
-            agent = Agent(self.backend, toolbox, self.prompt, Limits.from_config(self.cfg), generation_params(self.cfg),
+            agent = Agent(self.backend, toolbox, self.prompt, Limits.from_config(self.cfg),
+                          generation_params(self.cfg, self.unattended),
                           events, interactive=self.interactive)
             return agent.run(self.conversation, task, tag="feedback" if follow_up else "goal")
         finally:
@@ -103,13 +110,17 @@ class Session:
 
 
 def open_session(root: Path, cfg: Config, *, interactive: bool, approve: Approver = approve_all,
-                 env: Mapping[str, str] | None = None, backend: ModelBackend | None = None) -> Session:
-    """``backend``: an already open one to use (eval shares one model across many sessions)."""
+                 env: Mapping[str, str] | None = None, backend: ModelBackend | None = None,
+                 unattended: bool | None = None) -> Session:
+    """``backend``: an already open one to use (eval shares one model across many sessions);
+    ``unattended``: nobody watches (default: not interactive; exec is interactive in its approvals
+    but unattended)."""
     # `--sandbox none` is warned about by the caller (fix, REPL), next to its other output.
     executor = make_executor(cfg, root, env=env)
     backend = backend if backend is not None else open_backend(cfg, base_dir=root)
     session = Session(root.resolve(), cfg, backend, executor, interactive, dict(env or os.environ), approve)
     session.notices = list(cfg.declared.notes)
+    session.unattended = not interactive if unattended is None else unattended
     if cfg.declared.mcp_servers:  # started now, so a server that fails is said before the first task
         session.mcp = McpManager(list(cfg.declared.mcp_servers.values()), session.root, session.env,
                                  state_dir(session.env) / "mcp-logs", cfg["output_limit"])

@@ -135,6 +135,11 @@ SETTINGS: tuple[Setting, ...] = (
             not_from_project=(True,)),
     Setting("engine.mask_token_id", int, -1, "Mask token id override (-1: the model's own).", minimum=-1),
     Setting("engine.cache_dir", str, "", "Converted models (GGUF) go here (default: $XDG_CACHE_HOME/clovercode/models)."),
+    # constrained tool calls on the embedded engine (docs/engine.md, Constrained decoding)
+    Setting("engine.tool_choice", str, "required", "Non-interactive runs (fix, exec, eval): required (every turn ends "
+            "in a valid call), auto (a call, once opened, is valid) or off.", choices=("required", "auto", "off")),
+    Setting("engine.tool_prose", int, 512, "tool_choice required: tokens of prose before the model is steered into "
+            "its call.", minimum=1),
 )
 
 SETTINGS_BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}

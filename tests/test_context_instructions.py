@@ -45,3 +45,8 @@ def test_paths_written_in_the_task_count_as_touched(tmp_path):
     assert mentioned_paths(root, "Fix src/api/routes.py, not ./src/core/engine.py; nothing in lib/x.py.") == {
         "src/api/routes.py", "src/core/engine.py"}
     assert mentioned_paths(root, "a" * 5000 + ".py") == set()
+
+
+def test_a_path_longer_than_the_os_allows_is_skipped(tmp_path):
+    # a model's path argument, valid to its schema, once named a 4,000-character "directory"
+    assert instruction_dirs(tmp_path, ["<p>\n" * 1000 + "x.py", "src/a.py"]) == ["", "src"]

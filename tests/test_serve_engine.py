@@ -36,8 +36,9 @@ def tools() -> list[dict]:
 
 
 def ask(c: openai.OpenAI, request: str, **extra):
+    extra.setdefault("max_tokens", 160)
     return c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": request}], tools=tools(),
-                                     max_tokens=160, temperature=0, **extra)
+                                     temperature=0, **extra)
 
 
 def test_models_lists_the_engine_model_and_its_window(url):
@@ -93,3 +94,48 @@ def test_the_endpoint_backend_gets_a_validatable_call_from_the_engine(url):
     assert not "".join(e.text for e in events if isinstance(e, TextDelta)).strip()
     assert any(isinstance(e, Usage) and e.completion_tokens > 0 for e in events)
     assert isinstance(events[-1], Finish) and events[-1].reason == "tool_calls"
+
+
+def test_tool_choice_required_and_named_give_valid_calls(url):
+    """tool_choice reaches the engine's grammar: the call is valid against the request's schema even
+    when the model is asked for a tool its request does not call for."""
+    from clovercode.toolcalls.parser import ParsedCall
+    from clovercode.toolcalls.validate import Validator
+
+    c, validator = client(url), Validator(load_tool_specs())
+    for turn, choice in ((TURNS[0], "required"), (TURNS[1], {"type": "function", "function": {"name": "finish"}}),
+                         (TURNS[2], {"type": "function", "function": {"name": "view_file"}})):
+        reply = ask(c, turn.request, tool_choice=choice)
+        [call] = reply.choices[0].message.tool_calls
+        assert reply.choices[0].finish_reason == "tool_calls"
+        arguments = json.loads(call.function.arguments)
+        assert validator.check(ParsedCall(call.function.name, arguments, "", "json"), "x").ok
+        if isinstance(choice, dict):
+            assert call.function.name == choice["function"]["name"]
+        streamed = list(ask(c, turn.request, tool_choice=choice, stream=True))
+        deltas = [d for ch in streamed if ch.choices for d in ch.choices[0].delta.tool_calls or ()]
+        assert deltas[0].function.name == call.function.name
+
+
+def test_tool_choice_none_never_calls(url):
+    reply = ask(client(url), TURNS[0].request, tool_choice="none", max_tokens=40)
+    assert not reply.choices[0].message.tool_calls and "<tool_call>" not in (reply.choices[0].message.content or "")
+
+
+def test_response_format_json_schema_gives_json_that_validates(url):
+    import jsonschema
+
+    schema = {"type": "object", "properties": {"tool": {"enum": ["view_file", "run_command"]}},
+              "required": ["tool"], "additionalProperties": False}
+    reply = client(url).chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": TURNS[0].request}], max_tokens=60, temperature=0,
+        response_format={"type": "json_schema", "json_schema": {"name": "pick", "schema": schema}},
+        extra_body={"chat_template_kwargs": {"enable_thinking": False}})  # it never learnt to close a thought
+    assert reply.choices[0].finish_reason == "stop"
+    jsonschema.validate(json.loads(reply.choices[0].message.content), schema)
+
+
+def test_a_tool_choice_naming_an_unknown_tool_is_a_400(url):
+    with pytest.raises(openai.BadRequestError) as info:
+        ask(client(url), TURNS[0].request, tool_choice={"type": "function", "function": {"name": "rm_rf"}})
+    assert info.value.param == "tool_choice"

@@ -47,7 +47,29 @@ def test_defaults():
 def test_tool_choice_none_keeps_tools_but_does_not_parse():
     request = parse_chat_request({"messages": [{"role": "user", "content": "hi"}], "tools": [VIEW.openai_tool()],
                                   "tool_choice": "none"}, LIMITS)
-    assert request.tools and not request.parse_tools
+    assert request.tools and not request.parse_tools and request.params.tool_choice == "none"
+
+
+@pytest.mark.parametrize("choice, expected", [
+    (None, None), ("auto", "auto"), ("required", "required"),
+    ({"type": "function", "function": {"name": "view_file"}}, "view_file"),
+])
+def test_tool_choice_reaches_the_backend(choice, expected):
+    body = {"messages": [{"role": "user", "content": "hi"}], "tools": [VIEW.openai_tool()]}
+    if choice is not None:
+        body["tool_choice"] = choice
+    request = parse_chat_request(body, LIMITS)
+    assert request.params.tool_choice == expected and request.parse_tools
+
+
+def test_response_format_json_schema_reaches_the_backend():
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    request = parse_chat_request({"messages": [{"role": "user", "content": "hi"}], "response_format": {
+        "type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}}, LIMITS)
+    assert request.params.json_schema == schema
+    plain = parse_chat_request({"messages": [{"role": "user", "content": "hi"}],
+                                "response_format": {"type": "json_object"}}, LIMITS)
+    assert plain.params.json_schema == {"type": "object"}
 
 
 @pytest.mark.parametrize("body, param, words", [
@@ -61,9 +83,13 @@ def test_tool_choice_none_keeps_tools_but_does_not_parse():
     ({"messages": [{"role": "user", "content": "x"}], "temperature": 3}, "temperature", "from 0 to 2"),
     ({"messages": [{"role": "user", "content": "x"}], "stop": [1]}, "stop", "list of at most"),
     ({"messages": [{"role": "user", "content": "x"}], "n": 2}, "n", "only n = 1"),
-    ({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"}, "tool_choice", "not supported"),
+    ({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"}, "tool_choice", "needs at least one tool"),
+    ({"messages": [{"role": "user", "content": "x"}], "tool_choice": "sometimes"}, "tool_choice", "not one of"),
+    ({"messages": [{"role": "user", "content": "x"}], "tools": [VIEW.openai_tool()],
+      "tool_choice": {"type": "function", "function": {"name": "rm_rf"}}}, "tool_choice", "not among the tools"),
     ({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}, "tools[0]", "must be"),
-    ({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}}, "response_format", "only text"),
+    ({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}}, "response_format", "needs"),
+    ({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "yaml"}}, "response_format", "not supported"),
 ])
 def test_bad_requests_name_the_field(body, param, words):
     with pytest.raises(ApiError) as info:

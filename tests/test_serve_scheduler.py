@@ -191,3 +191,21 @@ def test_cancelling_a_waiting_job_frees_its_place_at_once():
     scheduler.submit(next_one)
     assert scheduler.snapshot()["cancelled"] == 1 and scheduler.snapshot()["queued"] == 1
     scheduler.stop()
+
+
+def test_a_constrained_request_takes_the_unbatched_path_while_the_batch_waits():
+    from dataclasses import replace
+
+    backend = EchoBatchBackend()
+    scheduler = Scheduler(backend, max_batch=4)
+    assert scheduler.batching
+    scheduler.start()
+    try:
+        free = [job("a", f"free {i}") for i in range(3)]
+        held = Job("b:held", [Message("user", "held")], [], replace(PARAMS, tool_choice="required"), "b")
+        for j in [*free, held]:
+            scheduler.submit(j)
+        assert drain(held)[0] == "echo: held" and backend.started == 1  # generate(), not the batch
+        assert [drain(j)[0] for j in free] == [f"echo: free {i}" for i in range(3)]
+    finally:
+        scheduler.stop()

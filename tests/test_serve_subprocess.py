@@ -155,7 +155,7 @@ def test_sigterm_answers_a_waiting_request_with_503():
 
 def test_a_port_out_of_range_is_a_usage_error():
     proc = run_cli("serve", "--model", TINY, "--port", "99999")
-    assert proc.returncode == 2 and "'serve.port' must be at most 65535, got 99999" in proc.stderr
+    assert proc.returncode == 2 and "--port must be at most 65535, got 99999" in proc.stderr
     assert "internal error" not in proc.stderr
     proc = run_cli("serve", "--model", TINY, env=cli_env(CLOVERCODE_SERVE_PORT="-1"))
     assert proc.returncode == 2 and "CLOVERCODE_SERVE_PORT" in proc.stderr and "internal error" not in proc.stderr

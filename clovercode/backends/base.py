@@ -27,6 +27,12 @@ class GenerationParams:
     stop: tuple[str, ...] = ()
     thinking: bool = True
     seed: int | None = None
+    # OpenAI's tool_choice: "auto" | "required" | "none" | a tool's name; None leaves the output free.
+    # Backends that decode themselves (the embedded engine) constrain the output to a grammar of
+    # valid calls; others pass it on or ignore it.
+    tool_choice: str | None = None
+    json_schema: dict[str, Any] | None = None  # the reply must be one JSON value valid against it
+    max_prose: int = 0  # tool_choice required / named: tokens of prose before the call (0: the backend's default)
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,18 @@ from rich.console import Console
 
 from clovercode.agent.messages import Message
 from clovercode.backends.base import ContextTooLong, Event, Finish, GenerationParams, ModelError, TextDelta, Usage
-from clovercode.engine.chat import render_prompt
+from clovercode.engine.chat import call_format, render_prompt
+from clovercode.engine.constraint import Constraint, Steering
+from clovercode.engine.grammar import CALL_OPENING, GrammarError, call_ending, json_grammar, tool_call_grammar
 from clovercode.engine.config import EngineConfig, engine_config_from
 from clovercode.engine.decoder import DecodeResult
 from clovercode.engine.engine import Engine
+from clovercode.errors import UsageError
 from clovercode.toolcalls.schemas import ToolSpec
+
+
+DEFAULT_MAX_PROSE = 512  # tokens of prose a turn that must call may write before it is steered into the call
+CALL_RESERVE = 64  # tokens before the limit at which a call still open is closed
 
 
 class EmbeddedBackend:
@@ -43,10 +50,12 @@ class EmbeddedBackend:
                              f"{self.engine.name} ({self.context_window} tokens)")
         plan = self.engine.plan(temperature=params.temperature, top_p=params.top_p,
                                 max_new_tokens=max(1, min(params.max_new_tokens, room)))
+        constraint = self._constraint(tools, params, plan.max_new_tokens)
         yield Usage(prompt_tokens=len(prompt))  # known now; the full count comes when the turn ends
         result: DecodeResult | None = None
         try:
-            for item in self.engine.stream(prompt, plan, self.engine.stops(params.stop), seed=params.seed):
+            for item in self.engine.stream(prompt, plan, self.engine.stops(params.stop), seed=params.seed,
+                                           constraint=constraint):
                 if isinstance(item, DecodeResult):
                     result = item
                 elif item:
@@ -62,8 +71,42 @@ class EmbeddedBackend:
                     seconds=time.perf_counter() - started,
                     extra={"tokens_per_forward": round(stats.tokens_per_forward, 3), "block_size": plan.block_size,
                            "prefill_s": round(stats.prefill_s, 4),
-                           "first_block_s": round(stats.first_block_s or 0.0, 4)})
+                           "first_block_s": round(stats.first_block_s or 0.0, 4),
+                           **({"constrained": True, "remasked": stats.remasked} if constraint is not None else {})})
         yield Finish(result.finish)
+
+    def _constraint(self, tools: Sequence[ToolSpec], params: GenerationParams, limit: int) -> Constraint | None:
+        """The grammar ``params`` ask for (tool_choice, or a JSON Schema for the reply), compiled."""
+        steering = None
+        if params.json_schema is not None:
+            grammar = json_grammar(params.json_schema, self.engine.grammar_compiler().special, params.thinking)
+        elif params.tool_choice is None or (params.tool_choice in ("auto", "none") and not tools):
+            return None
+        else:
+            if not tools:
+                raise UsageError(f"tool_choice '{params.tool_choice}' needs tools, and none were offered")
+            fmt = call_format(self.engine.tokenizer, True)
+            special = self.engine.grammar_compiler().special
+            try:
+                grammar = tool_call_grammar([{"name": t.name, "parameters": t.parameters} for t in tools],
+                                            params.tool_choice, fmt, special)
+            except GrammarError as exc:
+                raise UsageError(str(exc)) from None
+            if params.tool_choice not in ("auto", "none"):
+                steering = self._steering(tools, params, limit, fmt)
+        try:
+            return self.engine.constraint(grammar, steering)
+        except GrammarError as exc:
+            raise UsageError(f"the requested output format cannot be enforced: {exc}") from None
+
+    def _steering(self, tools: Sequence[ToolSpec], params: GenerationParams, limit: int, fmt: str) -> Steering:
+        """A turn that must call: prose for at most half the token limit (the call needs the rest), and
+        an XML call still open ``CALL_RESERVE`` tokens before the limit is closed there."""
+        specs = [{"name": t.name, "parameters": t.parameters} for t in tools]
+        budget = max(1, min(params.max_prose or DEFAULT_MAX_PROSE, limit // 2))
+        deadline = max(budget + 1, limit - min(CALL_RESERVE, limit // 4)) if fmt == "xml" else 0
+        return Steering(budget, self.engine.encode(CALL_OPENING), deadline,
+                        lambda text: call_ending(specs, text), self.engine.encode)
 
     def close(self) -> None:
         self.engine.close()

@@ -163,6 +163,11 @@ class TinySession:
         self.rows: dict[str, _Row] = {}
 
     def add(self, key: str, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> None:
+        if params.json_schema is not None or params.tool_choice not in (None, "auto", "none"):
+            # Its gibberish cannot be shaped into a call; "auto" and "none" only permit, so they pass.
+            raise UsageError("the tiny test model cannot constrain its output (tool_choice required or a named "
+                             "function, response_format json)", hint="Serve a model through the embedded engine, "
+                             "e.g. --model clover-tiny.")
         ids = encode(render_prompt(messages, tools))
         window = self.model.config.context
         if len(ids) >= window:
@@ -238,6 +243,8 @@ def _sample(torch: Any, logits: Any, params: GenerationParams, generator: Any) -
 
 class TinyBackend:
     """The model protocol (one request at a time) plus ``open_batch`` for ``clovercode serve``."""
+
+    batch_constraints = True  # its sessions take tool_choice themselves (refusing what they cannot enforce)
 
     def __init__(self, config: TinyConfig | None = None):
         try:

@@ -28,7 +28,9 @@ from clovercode.engine.engine import Engine
 from clovercode.toolcalls.parser import parse_turn
 from clovercode.toolcalls.validate import Validator
 
-TARGETS = {"tokens_per_forward": 2.0, "valid": 0.90, "agreement": 0.95, "speedup": 1.8, "block_cost_ratio": 0.2}
+TARGETS = {"tokens_per_forward": 2.0, "valid": 0.90, "agreement": 0.95, "speedup": 1.8, "block_cost_ratio": 0.2,
+           "grammar_speed": 0.9}
+GRAMMAR = " + grammar"  # suffix of a constrained schedule's name, and its key in the plan overrides
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class BenchOptions:
     seed: int = 0
     device: str = "auto"
     dtype: str = "auto"
+    grammar: bool = True  # also decode AR and threshold 0.9 under the tool-call grammar (tool_choice=required)
 
     def __post_init__(self) -> None:  # checked before minutes of loading and decoding, not after
         if any(not 0 < t <= 1 for t in self.thresholds):
@@ -97,6 +100,10 @@ def run_engine_bench(options: BenchOptions, console: Console) -> dict[str, Any]:
                           {"block_size": block, "strategy": "topk", "top_k": 1}))
         schedules += [(ScheduleRow(f"threshold {t:g} B={block}", block),
                        {"block_size": block, "strategy": "threshold", "threshold": t}) for t in options.thresholds]
+    if options.grammar:  # the same schedules under tool_choice=required, side by side with the free ones
+        schedules += [(ScheduleRow(row.name + GRAMMAR, row.block_size), {**overrides, GRAMMAR: True})
+                      for row, overrides in schedules if row.name == "AR B=1" or row.name.startswith("threshold 0.9 ")]
+    grammar = required_grammar(engine) if options.grammar else ""
     validator = Validator(engine_specs())
     turns = held_out_turns(options.prompts, options.seed)
     stops = engine.stops(("</tool_call>",))
@@ -107,8 +114,10 @@ def run_engine_bench(options: BenchOptions, console: Console) -> dict[str, Any]:
             runs: dict[str, list[DecodeResult]] = {row.name: [] for row, _ in schedules}
             for _ in range(options.repeats):  # interleaved, so a burst of load hits every schedule alike
                 for row, overrides in schedules:
-                    runs[row.name].append(engine.generate(prompt, engine.plan(**overrides), stops,
-                                                          denoiser=CachedDenoiser(engine.model)))
+                    constraint = engine.constraint(grammar) if overrides.get(GRAMMAR) else None
+                    plan = engine.plan(**{k: v for k, v in overrides.items() if k != GRAMMAR})
+                    runs[row.name].append(engine.generate(prompt, plan, stops, denoiser=CachedDenoiser(engine.model),
+                                                          constraint=constraint))
             for row, _ in schedules:
                 _record(row, fastest(runs[row.name]), expected, validator)
     reference = schedules[1][0] if len(schedules) > 1 else None
@@ -125,6 +134,14 @@ def run_engine_bench(options: BenchOptions, console: Console) -> dict[str, Any]:
     report["targets"] = check_targets(report)
     engine.close()
     return report
+
+
+def required_grammar(engine: Engine) -> str:
+    """tool_choice=required over every built-in tool, in the format the fallback tool section asks for."""
+    from clovercode.engine.grammar import tool_call_grammar
+
+    tools = [{"name": s.name, "parameters": s.parameters} for s in engine_specs()]
+    return tool_call_grammar(tools, "required", "xml", engine.grammar_compiler().special)
 
 
 def fastest(results: list[DecodeResult]) -> DecodeResult:
@@ -205,6 +222,14 @@ def check_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
             {"target": "wall clock vs one-token-per-pass ≥ 1.8×", "value": pick["speedup"],
              "met": (pick["speedup"] or 0) >= TARGETS["speedup"]},
         ]
+    for name, row in rows.items():
+        free = rows.get(name[: -len(GRAMMAR)]) if name.endswith(GRAMMAR) else None
+        if free is not None and free["tokens_per_s"]:
+            ratio = round(row["tokens_per_s"] / free["tokens_per_s"], 3)
+            checks += [{"target": f"{name}: tokens/s ≥ 0.9× unconstrained", "value": ratio,
+                        "met": ratio >= TARGETS["grammar_speed"]},
+                       {"target": f"{name}: exact calls unchanged or better", "value": row["exact_calls"],
+                        "met": row["exact_calls"] >= free["exact_calls"]}]
     longest = report["scaling"][-1] if report["scaling"] else None
     if longest is not None:
         checks.append({"target": f"cached block cost at {longest['prompt_tokens']} prompt tokens ≤ 1/5 of recomputing",

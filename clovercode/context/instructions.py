@@ -31,7 +31,11 @@ def instruction_dirs(root: Path, touched: Iterable[str]) -> list[str]:
         if not rel or rel == "." or rel.startswith(".."):
             continue
         parts = rel.split("/")
-        if not (root / rel).is_dir():
+        try:
+            is_dir = (root / rel).is_dir()
+        except OSError:  # a model's path argument can be anything, e.g. longer than the OS allows
+            continue
+        if not is_dir:
             parts = parts[:-1]
         for depth in range(1, len(parts) + 1):
             found.setdefault("/".join(parts[:depth]), None)

@@ -71,6 +71,17 @@ def tool_section(tools: Sequence[ToolSpec]) -> str:
     return "\n".join(lines)
 
 
+def call_format(tokenizer: Any, with_tools: bool = True) -> str:
+    """How this model writes a tool call: "xml" (Qwen3-Coder, also what clovercode's own tool section
+    asks for) or "hermes" (JSON in <tool_call>, as Qwen2.5 / Qwen3 templates render past calls)."""
+    if not (with_tools and supports_tools(tokenizer)):
+        return "xml"
+    source = template_source(tokenizer, True) or ""
+    if "<function=" in source:
+        return "xml"
+    return "hermes" if "<tool_call>" in source else "xml"
+
+
 def render_prompt(tokenizer: Any, messages: Sequence[Message], tools: Sequence[ToolSpec], thinking: bool) -> str:
     """The full prompt text, ending where the assistant's reply begins."""
     if tools and supports_tools(tokenizer):

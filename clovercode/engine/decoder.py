@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
+from clovercode.engine.constraint import Constraint
 from clovercode.engine.denoiser import Denoiser
 from clovercode.engine.sampler import propose, select
 from clovercode.engine.stops import Cut, Detokenize, Stops, find_stop, safe_prefix
@@ -51,6 +52,7 @@ class DecodeStats:
     denoise_passes: int = 0
     commits: int = 0
     blocks: int = 0
+    remasked: int = 0  # accepted positions a grammar sent back to masked (constrained decoding)
     prefill_s: float = 0.0
     first_block_s: float | None = None  # from the start (prefill included) to the first finished block
     total_s: float = 0.0
@@ -101,8 +103,14 @@ def decode(denoiser: Denoiser, prompt: Sequence[int], plan: DecodePlan, detok: D
 
 def decode_stream(denoiser: Denoiser, prompt: Sequence[int], plan: DecodePlan, detok: Detokenize, stops: Stops,
                   on_pass: Callable[[PassEvent], None] | None = None, generator: Any = None,
-                  clock: Callable[[], float] = time.perf_counter) -> Iterator[str | DecodeResult]:
-    """Yield each committed block's new text as it is ready, then the DecodeResult."""
+                  clock: Callable[[], float] = time.perf_counter,
+                  constraint: Constraint | None = None) -> Iterator[str | DecodeResult]:
+    """Yield each committed block's new text as it is ready, then the DecodeResult.
+
+    With a ``constraint`` (a grammar) the final tokens always form a valid grammar prefix: the first
+    masked position chooses only among the tokens the grammar allows there, and the run of accepted
+    positions that follows the final ones is validated before it becomes final; a position whose
+    token the grammar forbids there goes back to masked (docs/engine.md, Constrained decoding)."""
     started = clock()
     stats = DecodeStats(prompt_tokens=len(prompt))
     state = denoiser.prefill(prompt)
@@ -115,6 +123,10 @@ def decode_stream(denoiser: Denoiser, prompt: Sequence[int], plan: DecodePlan, d
         block, masked = _new_block(plan)
         if plan.logit_shift:
             token, _ = propose(state.last_logits[None], plan.temperature, plan.top_p, generator)
+            if constraint is not None and constraint.accept([int(token[0])]) != 1:  # final at once: consumed if allowed
+                token, _ = propose(state.last_logits[None], plan.temperature, plan.top_p, generator,
+                                   {0: constraint.allowed()})
+                constraint.accept([int(token[0])])
             block[0], masked[0] = token[0], False
             _notify(on_pass, stats.blocks, 0, [0])
         passes = 0
@@ -128,11 +140,14 @@ def decode_stream(denoiser: Denoiser, prompt: Sequence[int], plan: DecodePlan, d
             logits = denoiser.denoise(state, block)
             stats.denoise_passes += 1
             predicted = _shifted(state.last_logits, logits) if plan.logit_shift else logits
-            tokens, confidence = (t.cpu() for t in propose(predicted, plan.temperature, plan.top_p, generator))
+            lead = _first_masked(masked)
+            tokens, confidence = _propose(predicted, plan, generator, constraint, lead)
             chosen = select(confidence, masked, plan.strategy, threshold=plan.threshold, top_k=plan.top_k,
                             passes_left=plan.steps - passes)
             block[chosen] = tokens[chosen]
             masked &= ~chosen
+            if constraint is not None:
+                stats.remasked += _advance(constraint, block, masked, lead, plan.mask_id)
             passes += 1
             _notify(on_pass, stats.blocks, passes, chosen.nonzero().flatten().tolist())
         stats.blocks += 1
@@ -168,6 +183,38 @@ def _shifted(last_logits: Any, logits: Any) -> Any:
     import torch
 
     return torch.cat([last_logits[None].to(logits.dtype), logits[:-1]], dim=0)
+
+
+def _propose(predicted: Any, plan: DecodePlan, generator: Any, constraint: Constraint | None, row: int) -> tuple[Any, Any]:
+    """Tokens and confidences for every row; with a constraint, ``row`` (the first masked position)
+    only gets a token its grammar allows. The model's own choice is checked first and the full mask
+    is computed only when that choice is forbidden: checking one token costs microseconds, a mask
+    over a large vocabulary up to milliseconds. Greedy, the result is the masked argmax either way;
+    sampled, a redraw from the masked distribution after a rejected draw is exactly a draw from it."""
+    tokens, confidence = (t.cpu() for t in propose(predicted, plan.temperature, plan.top_p, generator))
+    if constraint is not None and row < len(tokens) and not constraint.permits(int(tokens[row])):
+        fixed, sure = propose(predicted[row:row + 1], plan.temperature, plan.top_p, generator, {0: constraint.allowed()})
+        tokens[row], confidence[row] = fixed[0].cpu(), sure[0].cpu()
+    return tokens, confidence
+
+
+def _first_masked(masked: Any) -> int:
+    return int(masked.int().argmax()) if bool(masked.any()) else len(masked)
+
+
+def _advance(constraint: Constraint, block: Any, masked: Any, lead: int, mask_id: int | None) -> int:
+    """Make the accepted run from ``lead`` (the first position that was masked) final as far as the
+    grammar allows; the first position it forbids goes back to masked. Positions past a masked gap
+    stay as they are: they are checked when the run reaches them. Returns 1 if a position went back."""
+    end = _first_masked(masked)
+    if end <= lead:
+        return 0
+    valid = constraint.accept(block[lead:end].tolist())
+    if lead + valid >= end:
+        return 0
+    block[lead + valid] = mask_id if mask_id is not None else 0
+    masked[lead + valid] = True
+    return 1
 
 
 def _leading(block: Any, masked: Any) -> list[int]:

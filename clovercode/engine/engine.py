@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from rich.console import Console
 
 from clovercode.engine.config import EngineConfig
+from clovercode.engine.constraint import Constraint, GrammarCompiler, Steering
 from clovercode.engine.decoder import DecodePlan, DecodeResult, PassEvent, decode_stream
 from clovercode.engine.denoiser import CachedDenoiser, Denoiser, mask_is_honoured
 from clovercode.engine.loading import ModelInfo, load
@@ -30,6 +31,7 @@ class Engine:
     config: EngineConfig
     mask_checked: bool | None = field(default=None, repr=False)  # does the model honour 4D masks?
     shared: CachedDenoiser | None = field(default=None, repr=False)  # keeps the last prompt's cache
+    grammars: GrammarCompiler | None = field(default=None, repr=False)  # built at the first constrained turn
 
     @classmethod
     def open(cls, spec: str, config: EngineConfig, console: Console | None = None, base_dir: Path | None = None,
@@ -94,6 +96,17 @@ class Engine:
     def stops(self, strings: Sequence[str] = (), keep_string: bool = True) -> Stops:
         return Stops(self.info.eos_ids, tuple(strings), keep_string)
 
+    def constraint(self, grammar: str, steering: Steering | None = None) -> Constraint:
+        """``grammar`` (llguidance Lark text, :mod:`clovercode.engine.grammar`) compiled for this
+        tokenizer; ``steering``: see :class:`Steering`."""
+        return self.grammar_compiler().constraint(grammar, steering)
+
+    def grammar_compiler(self) -> GrammarCompiler:
+        if self.grammars is None:
+            vocab = int(getattr(self.model.config, "vocab_size", 0) or len(self.tokenizer))
+            self.grammars = GrammarCompiler(self.tokenizer, max(vocab, len(self.tokenizer)), self.info.eos_ids)
+        return self.grammars
+
     def denoiser(self) -> Denoiser:
         """The engine's own denoiser: it reuses the previous prompt's cache when a prompt extends it."""
         if self.shared is None:
@@ -101,9 +114,10 @@ class Engine:
         return self.shared
 
     def stream(self, prompt: Sequence[int], plan: DecodePlan, stops: Stops, seed: int | None = None,
-               on_pass: Callable[[PassEvent], None] | None = None,
-               denoiser: Denoiser | None = None) -> Iterator[str | DecodeResult]:
-        """Yield text as each block commits, then the DecodeResult."""
+               on_pass: Callable[[PassEvent], None] | None = None, denoiser: Denoiser | None = None,
+               constraint: Constraint | None = None) -> Iterator[str | DecodeResult]:
+        """Yield text as each block commits, then the DecodeResult. With a ``constraint`` (from
+        :meth:`constraint`) every token follows its grammar."""
         import torch
 
         generator = None
@@ -114,7 +128,7 @@ class Engine:
             else:
                 generator.seed()
         return decode_stream(denoiser or self.denoiser(), prompt, plan, self.detokenize, stops,
-                             on_pass=on_pass, generator=generator)
+                             on_pass=on_pass, generator=generator, constraint=constraint)
 
     def generate(self, prompt: Sequence[int], plan: DecodePlan, stops: Stops, **kwargs: Any) -> DecodeResult:
         result = None

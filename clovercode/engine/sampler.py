@@ -3,24 +3,58 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Mapping
 
 
-def propose(logits: Any, temperature: float = 0.0, top_p: float = 1.0, generator: Any = None) -> tuple[Any, Any]:
+def propose(logits: Any, temperature: float = 0.0, top_p: float = 1.0, generator: Any = None,
+            allowed: Mapping[int, Any] | None = None) -> tuple[Any, Any]:
     """Pick a token per row of ``logits`` (n, V) and its confidence (probability under the
-    distribution it was drawn from). Greedy when ``temperature`` is 0."""
+    distribution it was drawn from). Greedy when ``temperature`` is 0.
+
+    ``allowed`` maps a row to a bool mask (V,) of the tokens a grammar permits there: the token is
+    chosen among those, but its confidence stays its probability under the model's whole
+    distribution, so a constraint never makes a position look surer than the model is (and an
+    output the grammar already allows is decoded exactly as without it)."""
     import torch
 
     logits = logits.float()
     if temperature <= 0:
         probs = torch.softmax(logits, dim=-1)
-        confidence, tokens = probs.max(dim=-1)
-        return tokens, confidence
+        if not allowed:
+            confidence, tokens = probs.max(dim=-1)
+            return tokens, confidence
+        tokens = _restricted(probs, allowed, -1.0).argmax(dim=-1)  # -1: below any probability
+        return tokens, probs.gather(-1, tokens[:, None]).squeeze(-1)
     probs = torch.softmax(logits / temperature, dim=-1)
     if top_p < 1.0:
         probs = nucleus(probs, top_p)
-    tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    draw = probs
+    if allowed:
+        draw = _restricted(probs, allowed, 0.0)
+        for row in allowed:  # the nucleus held no allowed token: draw from the allowed ones alone
+            if float(draw[row].sum()) <= 0.0:
+                draw[row] = torch.softmax(logits[row] / temperature, dim=-1) * _fit(allowed[row], draw.shape[-1]).to(draw.device)
+    tokens = torch.multinomial(draw, 1, generator=generator).squeeze(-1)
     return tokens, probs.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+def _restricted(probs: Any, allowed: Mapping[int, Any], fill: float) -> Any:
+    """``probs`` with the forbidden tokens of each constrained row set to ``fill``."""
+    import torch
+
+    out = probs.clone()
+    for row, mask in allowed.items():
+        out[row] = torch.where(_fit(mask, out.shape[-1]).to(out.device), out[row], torch.full_like(out[row], fill))
+    return out
+
+
+def _fit(mask: Any, size: int) -> Any:
+    """A mask over the tokenizer's vocabulary, fitted to the model's logits (padded rows: forbidden)."""
+    import torch
+
+    if mask.numel() >= size:
+        return mask[:size]
+    return torch.cat([mask, torch.zeros(size - mask.numel(), dtype=torch.bool)])
 
 
 def nucleus(probs: Any, top_p: float) -> Any:

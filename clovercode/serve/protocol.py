@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from clovercode.agent.messages import CallRecord, Message
@@ -66,15 +66,10 @@ def parse_chat_request(body: Any, limits: Limits) -> ChatRequest:
         raise _bad("model", "must be a string")
     messages = _messages(body.get("messages"))
     tools = _tools(body.get("tools"))
-    tool_choice = body.get("tool_choice", "auto")
-    if tool_choice not in ("auto", "none"):
-        shown = tool_choice if isinstance(tool_choice, str) else "a named function"
-        raise _bad("tool_choice", f"'{shown}' is not supported by clovercode serve; use 'auto' or 'none'")
+    tool_choice = _tool_choice(body.get("tool_choice"), tools)
     if body.get("n") not in (None, 1):
         raise _bad("n", "only n = 1 is supported")
-    response_format = body.get("response_format")
-    if isinstance(response_format, dict) and response_format.get("type") not in (None, "text"):
-        raise _bad("response_format", f"'{response_format.get('type')}' is not supported; only text")
+    json_schema = _response_schema(body.get("response_format"))
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise _bad("stream", "must be true or false")
@@ -82,8 +77,48 @@ def parse_chat_request(body: Any, limits: Limits) -> ChatRequest:
     if not isinstance(options, dict):
         raise _bad("stream_options", "must be an object")
     user = body.get("user")
-    return ChatRequest(model, messages, tools, _params(body, limits), stream, bool(options.get("include_usage")),
-                       bool(tools) and tool_choice == "auto", user if isinstance(user, str) and user else None)
+    params = replace(_params(body, limits), tool_choice=tool_choice, json_schema=json_schema)
+    return ChatRequest(model, messages, tools, params, stream, bool(options.get("include_usage")),
+                       bool(tools) and tool_choice != "none" and json_schema is None,
+                       user if isinstance(user, str) and user else None)
+
+
+def _tool_choice(raw: Any, tools: list[ToolSpec]) -> str | None:
+    """OpenAI's tool_choice → "auto" | "required" | "none" | a tool's name; None when not given (the
+    output is then left free, as before constrained decoding existed)."""
+    if raw is None:
+        return None
+    if isinstance(raw, dict):
+        function = raw.get("function") if raw.get("type", "function") == "function" else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            raise _bad("tool_choice", 'must be "auto", "required", "none" or {"type": "function", "function": {"name": ...}}')
+        if name not in {t.name for t in tools}:
+            raise _bad("tool_choice", f"names the function '{name}', which is not among the tools")
+        return name
+    if raw not in ("auto", "required", "none"):
+        raise _bad("tool_choice", f"'{raw}' is not one of auto, required, none or a named function")
+    if raw == "required" and not tools:
+        raise _bad("tool_choice", "'required' needs at least one tool in 'tools'")
+    return str(raw)
+
+
+def _response_schema(raw: Any) -> dict[str, Any] | None:
+    """response_format → the JSON Schema the reply must satisfy (json_object: any JSON object)."""
+    if raw is None:
+        return None
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    if kind in (None, "text"):
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind == "json_schema":
+        spec = raw.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        if not isinstance(schema, dict):
+            raise _bad("response_format", "json_schema needs {\"json_schema\": {\"name\": ..., \"schema\": {...}}}")
+        return schema
+    raise _bad("response_format", f"'{kind}' is not supported; use text, json_object or json_schema")
 
 
 def _bad(param: str, problem: str) -> ApiError:

@@ -223,6 +223,11 @@ class Scheduler:
                     if job.cancelled.is_set():
                         self._finish(job, cancelled=True)
                         continue
+                    if constrained(job.params) and not getattr(self.backend, "batch_constraints", False):
+                        # A batch session decodes without grammars: this request takes the backend's
+                        # own path, alone, while the batch waits (docs/serve.md).
+                        self._run_one(job)
+                        continue
                     self._started(job)
                     try:
                         session.add(job.id, job.messages, job.tools, job.params)
@@ -276,6 +281,11 @@ class Scheduler:
             else:
                 self.stats.completed += 1
         job.events.put(Failed(error) if error is not None else DONE)
+
+
+def constrained(params: GenerationParams) -> bool:
+    """Does this request ask for output a grammar must shape (tool_choice, a JSON Schema)?"""
+    return params.tool_choice is not None or params.json_schema is not None
 
 
 def _close_quietly(thing: Any) -> None:

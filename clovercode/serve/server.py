@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from clovercode.backends.base import ContextTooLong
 from clovercode.backends.sse import sse_event
-from clovercode.errors import CloverError
+from clovercode.errors import CloverError, UsageError
 from clovercode.serve.protocol import (ApiError, ChatRequest, Limits, chunk_object, completion_object, error_body,
                                        finish_reason, model_list, new_completion_id, parse_chat_request,
                                        tool_call_objects, usage_chunk_object)
@@ -364,6 +364,8 @@ def _api_error(error: BaseException, log: Callable[[str], None]) -> ApiError:
         return error
     if isinstance(error, ContextTooLong):
         return ApiError(400, error.message, code="context_length_exceeded", param="messages")
+    if isinstance(error, UsageError):  # the request asked for something this model cannot do
+        return ApiError(400, error.message)
     if isinstance(error, ServerStopping):
         return ApiError(503, str(error), type="server_error", code="shutting_down")
     if isinstance(error, CloverError):

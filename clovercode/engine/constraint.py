@@ -1,0 +1,215 @@
+"""A grammar as a token constraint: masks for the next token, and validation of accepted runs.
+
+Built on llguidance (docs/engine.md says why it was chosen over xgrammar): its matcher walks the
+grammar one token at a time, computes the mask of allowed next tokens in microseconds, and
+``validate_tokens`` checks a whole run left to right without consuming it, which is what a
+diffusion block needs. The constraint only ever consumes *final* tokens (the committed output and
+the block's accepted leading run), which never change, so it never rolls back.
+
+End-of-sequence tokens are the engine's, not the grammar's: any of them is allowed exactly when the
+grammar accepts what came before (a turn under ``required`` cannot end before its call is complete).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from clovercode.engine.grammar import GrammarError
+
+
+class GrammarCompiler:
+    """Grammars → constraints for one tokenizer (its llguidance view is built once)."""
+
+    def __init__(self, tokenizer: Any, vocab_size: int, eos_ids: Sequence[int]):
+        try:
+            import llguidance.hf
+        except ImportError:  # pragma: no cover - llguidance is part of the engine extra
+            raise GrammarError("constrained decoding needs llguidance: pip install 'clovercode[engine]'") from None
+        self.vocab_size = vocab_size
+        self.eos_ids = tuple(sorted({int(e) for e in eos_ids if 0 <= int(e) < vocab_size}))
+        self.lltokenizer = llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocab_size)
+        self.special = special_tags(tokenizer, self.lltokenizer)
+
+    def constraint(self, grammar: str, steering: "Steering | None" = None) -> "Constraint":
+        """``grammar`` compiled; ``steering`` says when a turn that must call is steered (see Steering)."""
+        from llguidance import LLMatcher
+
+        matcher = LLMatcher(self.lltokenizer, grammar, log_level=0)
+        if matcher.is_error():
+            raise GrammarError(f"the grammar does not compile: {matcher.get_error()}")
+        return Constraint(matcher, self.vocab_size, self.eos_ids, steering, self.lltokenizer)
+
+
+@dataclass(frozen=True)
+class Steering:
+    """When a turn that must end in a call is steered rather than left to the model:
+
+    * ``prose_budget`` final tokens without an opened call: the next tokens are ``opening`` (the ids
+      of the call opener), one by one;
+    * ``deadline`` final tokens with a call still open: the next tokens are those of ``ending(text
+      of the call so far)`` (``encode``d), which closes it validly; None from ``ending`` leaves the
+      grammar in charge.
+
+    Steered tokens still pass the grammar: a token it forbids is never forced."""
+
+    prose_budget: int = 0
+    opening: Sequence[int] = ()
+    deadline: int = 0
+    ending: Callable[[str], "str | None"] | None = None
+    encode: Callable[[str], Sequence[int]] | None = None
+
+
+class Constraint:
+    """The grammar's state after the final tokens so far."""
+
+    def __init__(self, matcher: Any, vocab_size: int, eos_ids: Sequence[int], steering: Steering | None = None,
+                 lltokenizer: Any = None):
+        import llguidance.torch
+        import torch
+
+        self.matcher = matcher
+        self.steering = steering if steering is not None and lltokenizer is not None else None
+        self.lltokenizer = lltokenizer
+        self.consumed = 0  # final tokens so far
+        self.opened = False  # a call has opened (the prose budget no longer applies)
+        self.ended = False  # the call was steered to its end (nothing more is steered)
+        self._forced: list[int] = []  # tokens being steered in, and how many of them are taken
+        self._taken = 0
+        self._ending = False  # the steered run is the call's ending (not the opening)
+        self._text = b""  # the final text, from the call opener on once a call has opened
+        self.vocab_size = vocab_size
+        self.eos_ids = torch.tensor(list(eos_ids), dtype=torch.long)
+        self._eos = frozenset(int(e) for e in eos_ids)
+        self._bits = llguidance.torch.allocate_token_bitmask(1, vocab_size)
+        self._shifts = torch.arange(32, dtype=torch.int32)
+        self.masks = 0  # masks computed (for the cost figures)
+
+    def allowed(self) -> Any:
+        """A bool tensor (vocab,): which tokens may come next."""
+        import llguidance.torch
+        import torch
+
+        self.masks += 1
+        steer = self._steer()
+        if steer is not None:
+            allowed = torch.zeros(self.vocab_size, dtype=torch.bool)
+            allowed[steer] = True
+            return allowed
+        llguidance.torch.fill_next_token_bitmask(self.matcher, self._bits, 0)
+        allowed = ((self._bits[0, :, None] >> self._shifts) & 1).bool().flatten()[: self.vocab_size]
+        if len(self.eos_ids):
+            allowed[self.eos_ids] = bool(self.matcher.is_accepting())
+        if not bool(allowed.any()):  # a dead end (cannot happen with a sound grammar): let the turn end
+            allowed[self.eos_ids] = True
+        return allowed.to(torch.bool)
+
+    def permits(self, token: int) -> bool:
+        """May ``token`` come next? (One token checked: far cheaper than :meth:`allowed`.)"""
+        steer = self._steer()
+        if steer is not None:
+            return token == steer
+        if token in self._eos:
+            return bool(self.matcher.is_accepting())
+        return token < self.vocab_size and self.matcher.validate_tokens([token]) == 1
+
+    def accept(self, tokens: Sequence[int]) -> int:
+        """Consume the longest valid prefix of ``tokens`` and return its length. An end-of-sequence
+        token is valid when the grammar accepts what precedes it; generation ends there, so what
+        follows it counts as valid too."""
+        tokens = [int(t) for t in tokens]
+        if self._near_steering(len(tokens)):
+            return self._accept_steered(tokens)
+        return self._accept_plain(tokens)
+
+    def _near_steering(self, count: int) -> bool:
+        """Could steering start within the next ``count`` final tokens (then go token by token)?"""
+        rule = self.steering
+        if rule is None or self.ended:
+            return False
+        if self._taken < len(self._forced):
+            return True
+        limit = rule.prose_budget if not self.opened else rule.deadline
+        return bool(limit) and self.consumed + count > limit
+
+    def _accept_plain(self, tokens: list[int]) -> int:
+        end = next((i for i, t in enumerate(tokens) if t in self._eos), len(tokens))
+        valid = self.matcher.try_consume_tokens(tokens[:end]) if end else 0  # stops before a forbidden one
+        if self.matcher.is_error():
+            raise GrammarError(f"the grammar failed while consuming tokens: {self.matcher.get_error()}")
+        self._consumed(tokens[:valid])
+        if valid == end < len(tokens) and self.matcher.is_accepting():
+            return len(tokens)
+        return valid
+
+    def _accept_steered(self, tokens: list[int]) -> int:
+        """Token by token near steering: while steering, only the steered token may follow."""
+        for index, token in enumerate(tokens):
+            steer = self._steer()
+            if (steer is not None and token != steer) or self._accept_plain([token]) != 1:
+                return index
+            if steer is not None:
+                self._taken += 1
+        return len(tokens)
+
+    def _steer(self) -> int | None:
+        """The token steering forces next, if it does (starting a steered run when one is due)."""
+        rule = self.steering
+        if rule is None or self.ended:
+            return None
+        if self._taken >= len(self._forced):
+            if self._ending:  # the call's ending went in: nothing more to steer
+                self.ended = True
+                return None
+            if not self.opened and rule.prose_budget and self.consumed >= rule.prose_budget:
+                self._forced, self._taken = [int(t) for t in rule.opening], 0
+            elif self.opened and rule.deadline and self.consumed >= rule.deadline:
+                # No ending fits yet (say, in the middle of a tag): the grammar stays in charge, and
+                # the next final token tries again.
+                ending = rule.ending(self._text.decode("utf-8", "replace")) if rule.ending and rule.encode else None
+                forced = [int(t) for t in rule.encode(ending)] if ending and rule.encode else []
+                if forced and self._fits(forced):
+                    self._forced, self._taken, self._ending = forced, 0, True
+            if self._taken >= len(self._forced):
+                return None
+        token = self._forced[self._taken]
+        return token if self.matcher.validate_tokens([token]) == 1 else None
+
+    def _consumed(self, tokens: list[int]) -> None:
+        self.consumed += len(tokens)
+        if self.steering is None or not tokens:
+            return
+        self._text += self.lltokenizer.decode_bytes(tokens)
+        if not self.opened:
+            at = max(self._text.find(b"<tool_call>"), self._text.find(b"<function="))
+            if at >= 0:
+                self.opened, self._text = True, self._text[at:]
+            else:
+                self._text = self._text[-64:]
+
+    def _fits(self, tokens: list[int]) -> bool:
+        return self.matcher.validate_tokens(tokens) == len(tokens)
+
+    def check(self, tokens: Sequence[int]) -> int:
+        """How many leading ``tokens`` :meth:`accept` would take, without consuming any."""
+        copy = Constraint.__new__(Constraint)
+        copy.__dict__.update(self.__dict__)
+        copy.matcher = self.matcher.deep_copy()
+        return copy.accept(tokens)
+
+    @property
+    def accepting(self) -> bool:
+        return bool(self.matcher.is_accepting())
+
+
+def special_tags(tokenizer: Any, lltokenizer: Any) -> dict[str, int]:
+    """The grammar tags this tokenizer holds as single tokens that llguidance treats as special."""
+    from clovercode.engine.grammar import TAGS
+
+    found = {}
+    vocab = tokenizer.get_vocab()
+    for tag in TAGS:
+        token = vocab.get(tag)
+        if token is not None and lltokenizer.is_special_token(token):
+            found[tag] = int(token)
+    return found

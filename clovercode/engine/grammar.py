@@ -1,0 +1,275 @@
+"""Grammars for constrained tool calls, as llguidance Lark text, from plain tool specs.
+
+The engine knows no agent: a tool here is a plain mapping ``{"name": ..., "parameters": <JSON
+Schema of the arguments>}`` (the ``function`` part of an OpenAI tool definition). What comes out is
+grammar *text*; :mod:`clovercode.engine.constraint` compiles it against a tokenizer.
+
+The shape of a turn (``tool_choice`` with OpenAI's meanings):
+
+* ``auto``     prose, then any number of calls, then optional prose without a call in it; free text
+               until a call opens, every call once opened is valid;
+* ``required`` prose, then at least one call (the constraint caps the prose: past a budget of
+               tokens a model that rambles is steered into ``CALL_OPENING``);
+* a tool name  as ``required``, with only that tool;
+* ``none``     prose that never opens a call.
+
+Prose (reasoning in ``<think>`` included) may not contain a call opener (``<tool_call>`` or
+``<function=``): the first opener starts a call, and everything after it follows the call format.
+
+Calls are in the model's own format:
+
+* ``xml`` (Qwen3-Coder, what Clover and clovercode's own tool section use)::
+
+      <tool_call>
+      <function=NAME>
+      <parameter=KEY>
+      VALUE
+      </parameter>
+      </function>
+      </tool_call>
+
+  Parameters come in the schema's order; optional ones may be left out. Each value follows its
+  property schema: a string is free text (that cannot close the parameter early), an integer or a
+  number a JSON number within its bounds, a boolean ``true``/``false``, an enum one of its values,
+  an object or array JSON valid against the schema.
+* ``hermes``: ``<tool_call>\\n{"name": NAME, "arguments": {...}}\\n</tool_call>``, the arguments JSON
+  valid against the tool's schema.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Mapping, Sequence
+
+CHOICES = ("auto", "required", "none")
+FORMATS = ("xml", "hermes")
+# Text that would start (or, inside a value, end) a call in the parser's eyes: prose and string
+# values may not contain it.
+OPENERS = ("<tool_call>", "<function=")
+VALUE_ENDS = ("</parameter>", "<parameter=", "</function>", "</tool_call>")
+# Tags a tokenizer may hold as single special tokens (llguidance matches those by id, not by text).
+TAGS = ("<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>", "<think>", "</think>")
+JSON_SPACE = r"[ ]?"
+CALL_OPENING = "\n<tool_call>\n"  # what a turn that must call is steered into when its prose runs long
+
+
+class GrammarError(ValueError):
+    """The tools or the choice cannot be turned into a grammar (unknown tool, bad name)."""
+
+
+class _Writer:
+    """Grammar lines, with each tag written as text or as its special token."""
+
+    def __init__(self, special: Mapping[str, int]):
+        self.special = {t: int(i) for t, i in special.items() if t in TAGS}
+        self.lines: list[str] = []
+
+    def tag(self, tag: str, after: str = "") -> str:
+        """A tag followed by literal text, as grammar items."""
+        if tag in self.special:
+            return f"<[{self.special[tag]}]>" + (f" {_literal(after)}" if after else "")
+        return _literal(tag + after)
+
+    def text_then(self, name: str, body: str, tag: str, after: str = "", empty: bool = True) -> str:
+        """Rule ``name``: free text (the regex ``body``, which holds no tag) then ``tag`` + ``after``.
+        A text tag closes the terminal itself, so the text ends exactly at the first tag; a special
+        tag cannot be part of text, so the text simply ends where it comes."""
+        term = name.upper()
+        if tag in self.special:
+            self.lines.append(f"{term}: {body}")
+            self.lines.append(f"{name}: {term}{'?' if empty else ''} {self.tag(tag, after)}")
+        else:
+            self.lines.append(f"{term}: ({body}) {_literal(tag + after)}")
+            self.lines.append(f"{name}: {term}" + (f" | {_literal(tag + after)}" if empty else ""))
+        return name
+
+
+def tool_call_grammar(tools: Sequence[Mapping[str, Any]], choice: str = "auto", fmt: str = "xml",
+                      special: Mapping[str, int] | None = None) -> str:
+    """The Lark grammar of one assistant turn under ``choice`` (auto / required / none / a tool name).
+    ``special`` maps the tags the tokenizer holds as special tokens to their ids."""
+    if fmt not in FORMATS:
+        raise GrammarError(f"unknown tool-call format {fmt!r}; use one of {', '.join(FORMATS)}")
+    names = [str(t.get("name", "")) for t in tools]
+    for name in names:
+        if not re.fullmatch(r"[A-Za-z0-9_.\-]+", name):
+            raise GrammarError(f"tool name {name!r} cannot be used in a call (letters, digits, _ . - only)")
+    if choice not in CHOICES:
+        if choice not in names:
+            raise GrammarError(f"tool_choice names {choice!r}, which is not among the tools offered "
+                               f"({', '.join(names) or 'none'})")
+        tools = [t for t in tools if t.get("name") == choice]
+    w = _Writer(special or {})
+    # Prose: text without a call opener, and the reasoning tags where they are special tokens. Two
+    # text lexemes never touch: the lexer would end one where the next byte completes an opener and
+    # start the next there, so the opener would slip through.
+    thinks = [w.tag(t) for t in ("<think>", "</think>") if t in w.special]
+    free = _negated("/(?s:.+)/", OPENERS)
+    w.lines += [f"TEXT: {free}", "segs: (TEXT? (" + " | ".join(thinks) + "))*" if thinks else 'segs: ""',
+                "prose: segs TEXT?"]
+    if choice == "none" or not tools:
+        return "\n".join(["%llguidance {}", "start: prose", *w.lines]) + "\n"
+    w.text_then("opener", free, "<tool_call>", "\n")
+    if choice == "auto":
+        w.lines.insert(0, "start: (segs opener body)* prose")
+    else:
+        w.lines.insert(0, "start: segs opener body (WS? more body)* WS?")
+        w.lines += ["more: " + w.tag("<tool_call>", "\n"), "WS: /[ \\t\\r\\n]+/"]
+    w.lines.append("fn: " + " | ".join(f"fn_{i}" for i in range(len(tools))))
+    if fmt == "xml":
+        w.lines.append("body: fn " + w.tag("</tool_call>"))
+        for i, tool in enumerate(tools):
+            w.lines.append(f"fn_{i}: {w.tag('<function=', tool['name'] + '>' + chr(10))} args_{i} "
+                           f"{w.tag('</function>', chr(10))}")
+            _xml_arguments(w, f"args_{i}", tool.get("parameters") or {})
+    else:
+        w.lines.append('body: fn "\\n" ' + w.tag("</tool_call>"))
+        for i, tool in enumerate(tools):
+            w.lines.append(f"fn_{i}: %json {json.dumps(_hermes_schema(tool), separators=(',', ':'))}")
+    return "\n".join(["%llguidance {}", *w.lines]) + "\n"
+
+
+def _xml_arguments(w: _Writer, rule: str, schema: Mapping[str, Any]) -> None:
+    props = schema.get("properties") or {}
+    required = set(schema.get("required") or [])
+    if not isinstance(props, Mapping):
+        props = {}
+    parts = []
+    at = len(w.lines)
+    for j, (key, sub) in enumerate(props.items()):
+        if not re.fullmatch(r"[A-Za-z0-9_.\-]+", str(key)):
+            raise GrammarError(f"parameter name {key!r} cannot be used in a call")
+        name = f"{rule}_{j}"
+        w.lines.append(f"{name}: {w.tag('<parameter=', str(key) + '>' + chr(10))} {name}_v")
+        _value_rules(w, f"{name}_v", sub if isinstance(sub, Mapping) else {})
+        parts.append(name if key in required else f"{name}?")
+    w.lines.insert(at, f"{rule}: " + (" ".join(parts) if parts else '""'))
+
+
+def _value_rules(w: _Writer, rule: str, schema: Mapping[str, Any]) -> None:
+    """One XML parameter value and its closing tag."""
+    close = w.tag("</parameter>", "\n")
+    if "enum" in schema or "const" in schema:
+        values = schema["enum"] if "enum" in schema else [schema["const"]]
+        w.lines.append(f"{rule}: (" + " | ".join(_literal(_xml_text(v) + "\n") for v in values) + f") {close}")
+        return
+    kinds = schema.get("type")
+    kinds = list(kinds) if isinstance(kinds, list) else [kinds] if kinds else []
+    alternatives = []
+    if kinds and "string" not in kinds and not any(k in schema for k in ("anyOf", "oneOf", "allOf", "$ref")):
+        for kind in kinds:
+            if kind == "boolean":
+                alternatives += ['"true"', '"false"']
+            elif kind == "null":
+                alternatives.append('"null"')
+            elif kind in ("integer", "number", "object", "array"):
+                sub = {k: v for k, v in schema.items() if k not in ("description", "title", "default", "examples")}
+                sub["type"] = kind
+                alternatives.append("%json " + json.dumps(sub, separators=(",", ":")))
+    if alternatives:
+        w.lines.append(f"{rule}: (" + " | ".join(alternatives) + f") " + _literal("\n") + f" {close}")
+        return
+    # Free text: strings, and the fallback for schemas a value grammar cannot express (the validator
+    # still checks those). The text may not hold a tag that would end the value in the parser.
+    least = "+" if int(schema.get("minLength", 0) or 0) > 0 else "*"
+    w.text_then(rule, _negated(f"/(?s:.{least}\\n)/", VALUE_ENDS), "</parameter>", "\n", empty=False)
+
+
+def _hermes_schema(tool: Mapping[str, Any]) -> dict[str, Any]:
+    arguments = dict(tool.get("parameters") or {"type": "object"})
+    for key in ("$schema", "$id", "title", "description"):
+        arguments.pop(key, None)
+    return {"type": "object", "properties": {"name": {"const": tool["name"]}, "arguments": arguments},
+            "required": ["name", "arguments"], "additionalProperties": False}
+
+
+def json_grammar(schema: Mapping[str, Any], special: Mapping[str, int] | None = None, reasoning: bool = True) -> str:
+    """A reply that is one JSON value valid against ``schema``, after optional reasoning (when
+    ``reasoning`` and the tokenizer has special think tags)."""
+    w = _Writer((special or {}) if reasoning else {})
+    # At most one space between JSON tokens: llguidance's default allows any run of whitespace, and a
+    # small model fills its whole budget with line breaks (so pretty-printed JSON comes out on one line).
+    body = {"x-guidance": {"whitespace_pattern": JSON_SPACE}, **dict(schema)}
+    w.lines += ["start: (think WS?)? value", "WS: /[ \\t\\r\\n]+/",
+                f"value: %json {json.dumps(body, separators=(',', ':'))}"]
+    if "<think>" in w.special and "</think>" in w.special:
+        # Reasoning opens with its tag here: free text where the JSON may start would make llguidance
+        # pick one lexer for both, and the JSON would be lost.
+        w.lines += [f"think: {w.tag('<think>')} REASON? {w.tag('</think>')}",
+                    f"REASON: {_negated('/(?s:.+)/', ('</think>',))}"]
+    else:  # reasoning in text would share the start with the JSON: the same conflict, no way round it
+        w.lines[0] = "start: value"
+    return "\n".join(["%llguidance {}", *w.lines]) + "\n"
+
+
+def _xml_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _literal(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _alternation(strings: Sequence[str]) -> str:
+    return "|".join(_regex_escape(s) for s in strings)
+
+
+def _regex_escape(text: str) -> str:
+    return re.sub(r"([\\.^$|?*+()\[\]{}/])", r"\\\1", text)
+
+
+def _negated(regex: str, forbidden: Sequence[str]) -> str:
+    """``regex`` restricted to texts that contain none of ``forbidden`` (llguidance's & and ~)."""
+    return f"{regex} & ~/(?s:.*)({_alternation(forbidden)})(?s:.*)/"
+
+
+def call_ending(tools: Sequence[Mapping[str, Any]], text: str) -> str | None:
+    """Text that completes the unfinished XML call ``text`` (everything from its ``<tool_call>`` on):
+    the open value closed, each required parameter still missing given a placeholder its schema
+    accepts, the call closed. None when the text is not at a point that can be closed (the grammar
+    then stays in charge). Used when a call runs into its turn's token limit: a call cut off there is
+    invalid, one closed early is merely terse."""
+    head = list(re.finditer(r"<function=([^>\n]*)>\n", text))
+    tool = next((t for t in tools if head and t.get("name") == head[-1].group(1)), None)
+    if tool is None:
+        return None
+    schema = tool.get("parameters") or {}
+    props = list((schema.get("properties") or {}).items())
+    required = set(schema.get("required") or [])
+    body = text[head[-1].end():]
+    keys = re.findall(r"<parameter=([^>\n]*)>\n", body)
+    names = [k for k, _ in props]
+    out, start = "", 0
+    if keys and keys[-1] in names:
+        start = names.index(keys[-1]) + 1
+    if body.rfind("<parameter=") > body.rfind("</parameter>"):  # inside a value
+        if not keys or keys[-1] not in names:
+            return None
+        value = body[body.rfind(f"<parameter={keys[-1]}>\n") + len(f"<parameter={keys[-1]}>\n"):]
+        sub = dict(props)[keys[-1]]
+        if not value:
+            value = out = _placeholder(sub)
+        out += ("" if value.endswith("\n") else "\n") + "</parameter>\n"
+    elif body and not body.endswith("\n"):
+        return None  # in the middle of a tag
+    for key, sub in props[start:]:
+        if key in required:
+            out += f"<parameter={key}>\n{_placeholder(sub)}\n</parameter>\n"
+    return out + "</function>\n</tool_call>"
+
+
+def _placeholder(schema: Mapping[str, Any]) -> str:
+    """A short value the property schema accepts, written as an XML parameter value."""
+    if "enum" in schema or "const" in schema:
+        return _xml_text(schema["enum"][0] if "enum" in schema else schema["const"])
+    kinds = schema.get("type")
+    kind = (kinds[0] if kinds else None) if isinstance(kinds, list) else kinds
+    if kind in ("integer", "number"):
+        low = schema.get("minimum", schema.get("exclusiveMinimum", -1) + 1 if "exclusiveMinimum" in schema else 0)
+        return str(int(low) if float(low).is_integer() else low)
+    return {"boolean": "false", "null": "null", "object": "{}", "array": "[]"}.get(kind or "", "x")

@@ -1,0 +1,198 @@
+"""Tool-call grammars compiled by llguidance against real tokenizers: clover-tiny's (whose XML tags
+are single special tokens) and a byte-level BPE trained here without any tag tokens (the tags are
+then spelled out in text, as in SmolLM2's vocabulary). Every built-in tool's schema must compile
+under every tool_choice and accept the call ``render_call`` writes for it; what the schema forbids
+must be refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("llguidance")
+transformers = pytest.importorskip("transformers")
+
+from clovercode.engine.constraint import GrammarCompiler, Steering  # noqa: E402
+from clovercode.engine.grammar import GrammarError, call_ending, json_grammar, tool_call_grammar  # noqa: E402
+from clovercode.engine.sources import tiny_model_dir  # noqa: E402
+from clovercode.toolcalls.render import render_call  # noqa: E402
+from clovercode.toolcalls.schemas import load_tool_specs  # noqa: E402
+
+SPECS = load_tool_specs()
+TOOLS = [{"name": s.name, "parameters": s.parameters} for s in SPECS]
+SAMPLE = {  # arguments that satisfy each built-in schema, every optional parameter used
+    "apply_patch": {"patch": "*** Begin Patch\n*** Update File: a.py\n@@\n-x\n+y\n*** End Patch"},
+    "edit_file": {"path": "a.py", "old_text": "    return 1", "new_text": "", "replace_all": True},
+    "finish": {"summary": "Fixed mean() and ran the tests."},
+    "list_files": {"path": "src", "pattern": "*.py", "max_depth": 3},
+    "run_command": {"command": "python -m pytest -q", "timeout": 12.5},
+    "search_text": {"pattern": r"def \w+\(", "path": ".", "glob": "*.py", "case_sensitive": False, "max_results": 20},
+    "view_file": {"path": "pkg/mod.py", "start_line": 1, "end_line": 40},
+    "write_file": {"path": "notes.txt", "content": "line one\n  line <two>\n"},
+}
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    tok = transformers.AutoTokenizer.from_pretrained(tiny_model_dir())
+    return tok, GrammarCompiler(tok, len(tok), [tok.eos_token_id])
+
+
+@pytest.fixture(scope="module")
+def plain():
+    """A byte-level BPE with no tag tokens at all, like most base vocabularies."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    corpus = [render_call(s.name, SAMPLE[s.name], s) for s in SPECS] * 20 + ["Let me look at the file first."] * 20
+    bpe.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=600, special_tokens=["<|end|>"],
+                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|end|>")
+    return tok, GrammarCompiler(tok, len(tok), [tok.eos_token_id])
+
+
+def ids(tok, text: str) -> list[int]:
+    return tok(text, add_special_tokens=False)["input_ids"]
+
+
+def accepts(compiler: GrammarCompiler, grammar: str, tok, text: str, end: bool = True) -> bool:
+    """Does the grammar take the whole text (and then the end of the turn, when ``end``)?"""
+    tokens = ids(tok, text) + ([tok.eos_token_id] if end else [])
+    return compiler.constraint(grammar).check(tokens) == len(tokens)
+
+
+def test_the_tags_are_special_tokens_in_clover_tiny_and_text_elsewhere(tiny, plain):
+    assert set(tiny[1].special) >= {"<tool_call>", "</tool_call>", "</parameter>", "</function>"}
+    assert plain[1].special == {}
+
+
+@pytest.mark.parametrize("vocab", ["tiny", "plain"])
+@pytest.mark.parametrize("choice", ["auto", "required", *(s.name for s in SPECS)])
+def test_every_builtin_schema_compiles_and_takes_its_own_calls(request, vocab, choice):
+    tok, compiler = request.getfixturevalue(vocab)
+    grammar = tool_call_grammar(TOOLS, choice, "xml", compiler.special)
+    names = [s.name for s in SPECS] if choice in ("auto", "required") else [choice]
+    for spec in SPECS:
+        call = render_call(spec.name, SAMPLE[spec.name], spec)
+        assert accepts(compiler, grammar, tok, "I will check first.\n" + call) == (spec.name in names), spec.name
+        required = {k: v for k, v in SAMPLE[spec.name].items() if k in spec.schema.get("required", [])}
+        assert accepts(compiler, grammar, tok, render_call(spec.name, required, spec)) == (spec.name in names)
+
+
+@pytest.mark.parametrize("vocab", ["tiny", "plain"])
+def test_hermes_json_calls(request, vocab):
+    tok, compiler = request.getfixturevalue(vocab)
+    grammar = tool_call_grammar(TOOLS, "required", "hermes", compiler.special)
+    good = '<tool_call>\n{"name": "view_file", "arguments": {"path": "a.py", "start_line": 2}}\n</tool_call>'
+    assert accepts(compiler, grammar, tok, good)
+    assert not accepts(compiler, grammar, tok, good.replace('"start_line": 2', '"start_line": 0'))
+    assert not accepts(compiler, grammar, tok, good.replace('"path": "a.py", ', ""))
+
+
+@pytest.mark.parametrize("vocab", ["tiny", "plain"])
+@pytest.mark.parametrize("text", [
+    "<tool_call>\n<function=view_file>\n<parameter=path>\na.py\n</parameter>\n<parameter=start_line>\nten\n</parameter>\n</function>\n</tool_call>",
+    "<tool_call>\n<function=view_file>\n<parameter=path>\na.py\n</parameter>\n<parameter=start_line>\n0\n</parameter>\n</function>\n</tool_call>",
+    "<tool_call>\n<function=view_file>\n<parameter=start_line>\n3\n</parameter>\n</function>\n</tool_call>",  # path is required
+    "<tool_call>\n<function=view_file>\n<parameter=path>\n\n</parameter>\n</function>\n</tool_call>",  # minLength 1
+    "<tool_call>\n<function=view_file>\n<parameter=line>\n3\n</parameter>\n</function>\n</tool_call>",  # unknown key
+    "<tool_call>\n<function=delete_everything>\n</function>\n</tool_call>",
+    "<tool_call>\n<function=edit_file>\n<parameter=path>\na.py\n</parameter>\n<parameter=old_text>\nx\n</parameter>\n"
+    "<parameter=new_text>\ny\n</parameter>\n<parameter=replace_all>\nyes\n</parameter>\n</function>\n</tool_call>",
+    "<tool_call>\n<function=list_files>\n<parameter=max_depth>\n21\n</parameter>\n</function>\n</tool_call>",
+    "Nothing to do.",  # required: the turn must end in a call
+])
+def test_what_the_schema_forbids_is_refused(request, vocab, text):
+    tok, compiler = request.getfixturevalue(vocab)
+    assert not accepts(compiler, tool_call_grammar(TOOLS, "required", "xml", compiler.special), tok, text)
+
+
+@pytest.mark.parametrize("vocab", ["tiny", "plain"])
+def test_auto_lets_prose_end_the_turn_but_not_a_broken_call(request, vocab):
+    tok, compiler = request.getfixturevalue(vocab)
+    grammar = tool_call_grammar(TOOLS, "auto", "xml", compiler.special)
+    assert accepts(compiler, grammar, tok, "<think>\nnothing to change\n</think>\nAll done, no tool needed.")
+    assert not accepts(compiler, grammar, tok, "Here:\n<tool_call>\n<function=view_file>\n</function>\n</tool_call>")
+    none = tool_call_grammar(TOOLS, "none", "xml", compiler.special)
+    assert accepts(compiler, none, tok, "Just prose.")
+    assert not accepts(compiler, none, tok, "Calling: <tool_call>", end=False)
+
+
+def test_a_string_value_cannot_close_its_parameter_early(tiny):
+    tok, compiler = tiny
+    grammar = tool_call_grammar(TOOLS, "write_file", "xml", compiler.special)
+    inner = "<tool_call>\n<function=write_file>\n<parameter=path>\na</parameter>b\n</parameter>\n"
+    assert not accepts(compiler, grammar, tok, inner, end=False)
+
+
+def test_end_of_turn_only_when_the_grammar_is_complete(tiny):
+    tok, compiler = tiny
+    constraint = compiler.constraint(tool_call_grammar(TOOLS, "required", "xml", compiler.special))
+    assert not bool(constraint.allowed()[tok.eos_token_id])
+    call = render_call("finish", {"summary": "done"})
+    assert constraint.accept(ids(tok, call)) == len(ids(tok, call))
+    assert bool(constraint.allowed()[tok.eos_token_id])
+
+
+@pytest.mark.parametrize("vocab", ["tiny", "plain"])
+def test_json_schema_replies(request, vocab):
+    tok, compiler = request.getfixturevalue(vocab)
+    grammar = json_grammar({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
+                            "additionalProperties": False}, compiler.special)
+    assert accepts(compiler, grammar, tok, json.dumps({"n": 3}))
+    assert accepts(compiler, grammar, tok, "<think>\nsmall\n</think>\n" + json.dumps({"n": 3})) == (vocab == "tiny")
+    assert not accepts(compiler, grammar, tok, "Sure: " + json.dumps({"n": 3}))
+    assert not accepts(compiler, grammar, tok, json.dumps({"n": "3"}))
+
+
+def test_bad_choices_are_clear_errors():
+    with pytest.raises(GrammarError, match="not among the tools"):
+        tool_call_grammar(TOOLS, "rm_rf")
+    with pytest.raises(GrammarError, match="cannot be used"):
+        tool_call_grammar([{"name": "two words", "parameters": {}}], "auto")
+
+
+def test_the_prose_budget_steers_a_rambling_turn_into_its_call(plain):
+    tok, compiler = plain
+    opening = ids(tok, "\n<tool_call>\n")
+    constraint = compiler.constraint(tool_call_grammar(TOOLS, "required", "xml", compiler.special),
+                                     Steering(prose_budget=5, opening=opening))
+    ramble = ids(tok, "Let me look at the file first. Let me look at the file first.")
+    assert constraint.accept(ramble) == 5  # the sixth token must begin the opening
+    for token in opening:
+        allowed = constraint.allowed()
+        assert allowed.nonzero().flatten().tolist() == [token]
+        assert constraint.accept([token]) == 1
+    call = ids(tok, render_call("finish", {"summary": "done"})[len("<tool_call>\n"):])
+    assert constraint.opened and constraint.accept(call) == len(call)  # the call itself is the grammar's again
+
+
+@pytest.mark.parametrize("vocab", ["tiny", "plain"])
+def test_a_call_running_into_its_limit_is_closed_validly(request, vocab):
+    tok, compiler = request.getfixturevalue(vocab)
+    grammar = tool_call_grammar(TOOLS, "required", "xml", compiler.special)
+    start = ids(tok, "<tool_call>\n<function=write_file>\n<parameter=path>\nsrc/")
+    steering = Steering(deadline=len(start) + 3, ending=lambda text: call_ending(TOOLS, text),
+                        encode=lambda text: ids(tok, text))
+    constraint = compiler.constraint(grammar, steering)
+    assert constraint.accept(start) == len(start)
+    rambling = ids(tok, "very/deep/directory/tree/that/never/ends/at/all/ever.py")
+    taken = constraint.accept(rambling)
+    assert taken == 3  # the rest of the path is refused: the ending is steered in
+    text = tok.decode(start + rambling[:taken])
+    ending = ids(tok, call_ending(TOOLS, text))
+    assert constraint.accept(ending) == len(ending) and constraint.accepting
+    turn = text + call_ending(TOOLS, text)
+    assert turn.endswith("</parameter>\n<parameter=content>\nx\n</parameter>\n</function>\n</tool_call>")
+
+
+def test_call_endings_fill_required_parameters_with_values_their_schemas_accept():
+    assert call_ending(TOOLS, "<tool_call>\n<function=view_file>\n<parameter=path>\na.py\n</parameter>\n"
+                              "<parameter=start_line>\n") == "1\n</parameter>\n</function>\n</tool_call>"
+    assert call_ending(TOOLS, "<tool_call>\n<function=run_command>\n") == \
+        "<parameter=command>\nx\n</parameter>\n</function>\n</tool_call>"
+    assert call_ending(TOOLS, "<tool_call>\n<function=run_command>\n<para") is None  # mid-tag
+    assert call_ending(TOOLS, "<tool_call>\n<func") is None
