@@ -14,7 +14,7 @@ pytest.importorskip("llguidance")
 transformers = pytest.importorskip("transformers")
 
 from clovercode.engine.constraint import GrammarCompiler, Steering  # noqa: E402
-from clovercode.engine.grammar import GrammarError, call_ending, json_grammar, tool_call_grammar  # noqa: E402
+from clovercode.engine.grammar import GrammarError, json_grammar, tool_call_grammar  # noqa: E402
 from clovercode.engine.sources import tiny_model_dir  # noqa: E402
 from clovercode.toolcalls.render import render_call  # noqa: E402
 from clovercode.toolcalls.schemas import load_tool_specs  # noqa: E402
@@ -170,29 +170,17 @@ def test_the_prose_budget_steers_a_rambling_turn_into_its_call(plain):
     assert constraint.opened and constraint.accept(call) == len(call)  # the call itself is the grammar's again
 
 
-@pytest.mark.parametrize("vocab", ["tiny", "plain"])
-def test_a_call_running_into_its_limit_is_closed_validly(request, vocab):
-    tok, compiler = request.getfixturevalue(vocab)
-    grammar = tool_call_grammar(TOOLS, "required", "xml", compiler.special)
+
+def test_a_call_is_never_closed_for_the_model(plain):
+    """A call still open near the token limit stays the model's: the engine forces no ending (a value
+    closed early would run a half-written call; the harness refuses a cut one instead)."""
+    tok, compiler = plain
+    constraint = compiler.constraint(tool_call_grammar(TOOLS, "required", "xml", compiler.special),
+                                     Steering(prose_budget=40, opening=ids(tok, "\n<tool_call>\n")))
     start = ids(tok, "<tool_call>\n<function=write_file>\n<parameter=path>\nsrc/")
-    steering = Steering(deadline=len(start) + 3, ending=lambda text: call_ending(TOOLS, text),
-                        encode=lambda text: ids(tok, text))
-    constraint = compiler.constraint(grammar, steering)
     assert constraint.accept(start) == len(start)
-    rambling = ids(tok, "very/deep/directory/tree/that/never/ends/at/all/ever.py")
-    taken = constraint.accept(rambling)
-    assert taken == 3  # the rest of the path is refused: the ending is steered in
-    text = tok.decode(start + rambling[:taken])
-    ending = ids(tok, call_ending(TOOLS, text))
-    assert constraint.accept(ending) == len(ending) and constraint.accepting
-    turn = text + call_ending(TOOLS, text)
-    assert turn.endswith("</parameter>\n<parameter=content>\nx\n</parameter>\n</function>\n</tool_call>")
-
-
-def test_call_endings_fill_required_parameters_with_values_their_schemas_accept():
-    assert call_ending(TOOLS, "<tool_call>\n<function=view_file>\n<parameter=path>\na.py\n</parameter>\n"
-                              "<parameter=start_line>\n") == "1\n</parameter>\n</function>\n</tool_call>"
-    assert call_ending(TOOLS, "<tool_call>\n<function=run_command>\n") == \
-        "<parameter=command>\nx\n</parameter>\n</function>\n</tool_call>"
-    assert call_ending(TOOLS, "<tool_call>\n<function=run_command>\n<para") is None  # mid-tag
-    assert call_ending(TOOLS, "<tool_call>\n<func") is None
+    assert constraint.opened
+    for _ in range(20):  # well past the prose budget
+        more = ids(tok, "very/deep/")
+        assert constraint.accept(more) == len(more)
+        assert int(constraint.allowed().sum()) > 1  # nothing is forced

@@ -17,7 +17,7 @@ from clovercode.agent.messages import Message
 from clovercode.backends.base import ContextTooLong, Event, Finish, GenerationParams, ModelError, TextDelta, Usage
 from clovercode.engine.chat import call_format, render_prompt
 from clovercode.engine.constraint import Constraint, Steering
-from clovercode.engine.grammar import CALL_OPENING, GrammarError, call_ending, json_grammar, tool_call_grammar
+from clovercode.engine.grammar import CALL_OPENING, GrammarError, json_grammar, tool_call_grammar
 from clovercode.engine.config import EngineConfig, engine_config_from
 from clovercode.engine.decoder import DecodeResult
 from clovercode.engine.engine import Engine
@@ -26,7 +26,6 @@ from clovercode.toolcalls.schemas import ToolSpec
 
 
 DEFAULT_MAX_PROSE = 512  # tokens of prose a turn that must call may write before it is steered into the call
-CALL_RESERVE = 64  # tokens before the limit at which a call still open is closed
 
 
 class EmbeddedBackend:
@@ -93,20 +92,17 @@ class EmbeddedBackend:
             except GrammarError as exc:
                 raise UsageError(str(exc)) from None
             if params.tool_choice not in ("auto", "none"):
-                steering = self._steering(tools, params, limit, fmt)
+                steering = self._steering(params, limit)
         try:
             return self.engine.constraint(grammar, steering)
         except GrammarError as exc:
             raise UsageError(f"the requested output format cannot be enforced: {exc}") from None
 
-    def _steering(self, tools: Sequence[ToolSpec], params: GenerationParams, limit: int, fmt: str) -> Steering:
-        """A turn that must call: prose for at most half the token limit (the call needs the rest), and
-        an XML call still open ``CALL_RESERVE`` tokens before the limit is closed there."""
-        specs = [{"name": t.name, "parameters": t.parameters} for t in tools]
+    def _steering(self, params: GenerationParams, limit: int) -> Steering:
+        """A turn that must call: prose for at most half the token limit (the call needs the rest).
+        A call still open at the limit is left cut: the harness refuses it, never runs a part of it."""
         budget = max(1, min(params.max_prose or DEFAULT_MAX_PROSE, limit // 2))
-        deadline = max(budget + 1, limit - min(CALL_RESERVE, limit // 4)) if fmt == "xml" else 0
-        return Steering(budget, self.engine.encode(CALL_OPENING), deadline,
-                        lambda text: call_ending(specs, text), self.engine.encode)
+        return Steering(budget, self.engine.encode(CALL_OPENING))
 
     def close(self) -> None:
         self.engine.close()

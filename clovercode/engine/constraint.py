@@ -13,7 +13,7 @@ grammar accepts what came before (a turn under ``required`` cannot end before it
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from clovercode.engine.grammar import GrammarError
 
@@ -43,21 +43,14 @@ class GrammarCompiler:
 
 @dataclass(frozen=True)
 class Steering:
-    """When a turn that must end in a call is steered rather than left to the model:
-
-    * ``prose_budget`` final tokens without an opened call: the next tokens are ``opening`` (the ids
-      of the call opener), one by one;
-    * ``deadline`` final tokens with a call still open: the next tokens are those of ``ending(text
-      of the call so far)`` (``encode``d), which closes it validly; None from ``ending`` leaves the
-      grammar in charge.
-
-    Steered tokens still pass the grammar: a token it forbids is never forced."""
+    """When a turn that must end in a call is steered rather than left to the model: after
+    ``prose_budget`` final tokens without an opened call, the next tokens are ``opening`` (the ids of
+    the call opener), one by one. Steered tokens still pass the grammar: a token it forbids is never
+    forced. A call is never closed for the model: one still open at the token limit is cut, and the
+    harness refuses to run it (docs/tool-calls.md)."""
 
     prose_budget: int = 0
     opening: Sequence[int] = ()
-    deadline: int = 0
-    ending: Callable[[str], "str | None"] | None = None
-    encode: Callable[[str], Sequence[int]] | None = None
 
 
 class Constraint:
@@ -73,11 +66,9 @@ class Constraint:
         self.lltokenizer = lltokenizer
         self.consumed = 0  # final tokens so far
         self.opened = False  # a call has opened (the prose budget no longer applies)
-        self.ended = False  # the call was steered to its end (nothing more is steered)
         self._forced: list[int] = []  # tokens being steered in, and how many of them are taken
         self._taken = 0
-        self._ending = False  # the steered run is the call's ending (not the opening)
-        self._text = b""  # the final text, from the call opener on once a call has opened
+        self._text = b""  # the end of the final text, until a call has opened
         self.vocab_size = vocab_size
         self.eos_ids = torch.tensor(list(eos_ids), dtype=torch.long)
         self._eos = frozenset(int(e) for e in eos_ids)
@@ -125,12 +116,11 @@ class Constraint:
     def _near_steering(self, count: int) -> bool:
         """Could steering start within the next ``count`` final tokens (then go token by token)?"""
         rule = self.steering
-        if rule is None or self.ended:
+        if rule is None:
             return False
         if self._taken < len(self._forced):
             return True
-        limit = rule.prose_budget if not self.opened else rule.deadline
-        return bool(limit) and self.consumed + count > limit
+        return not self.opened and bool(rule.prose_budget) and self.consumed + count > rule.prose_budget
 
     def _accept_plain(self, tokens: list[int]) -> int:
         end = next((i for i, t in enumerate(tokens) if t in self._eos), len(tokens))
@@ -153,42 +143,26 @@ class Constraint:
         return len(tokens)
 
     def _steer(self) -> int | None:
-        """The token steering forces next, if it does (starting a steered run when one is due)."""
+        """The token steering forces next, if it does (starting the steered opening when it is due)."""
         rule = self.steering
-        if rule is None or self.ended:
+        if rule is None:
             return None
         if self._taken >= len(self._forced):
-            if self._ending:  # the call's ending went in: nothing more to steer
-                self.ended = True
+            if self.opened or not rule.prose_budget or self.consumed < rule.prose_budget:
                 return None
-            if not self.opened and rule.prose_budget and self.consumed >= rule.prose_budget:
-                self._forced, self._taken = [int(t) for t in rule.opening], 0
-            elif self.opened and rule.deadline and self.consumed >= rule.deadline:
-                # No ending fits yet (say, in the middle of a tag): the grammar stays in charge, and
-                # the next final token tries again.
-                ending = rule.ending(self._text.decode("utf-8", "replace")) if rule.ending and rule.encode else None
-                forced = [int(t) for t in rule.encode(ending)] if ending and rule.encode else []
-                if forced and self._fits(forced):
-                    self._forced, self._taken, self._ending = forced, 0, True
-            if self._taken >= len(self._forced):
+            self._forced, self._taken = [int(t) for t in rule.opening], 0
+            if not self._forced:
                 return None
         token = self._forced[self._taken]
         return token if self.matcher.validate_tokens([token]) == 1 else None
 
     def _consumed(self, tokens: list[int]) -> None:
         self.consumed += len(tokens)
-        if self.steering is None or not tokens:
+        if self.steering is None or self.opened or not tokens:
             return
-        self._text += self.lltokenizer.decode_bytes(tokens)
-        if not self.opened:
-            at = max(self._text.find(b"<tool_call>"), self._text.find(b"<function="))
-            if at >= 0:
-                self.opened, self._text = True, self._text[at:]
-            else:
-                self._text = self._text[-64:]
-
-    def _fits(self, tokens: list[int]) -> bool:
-        return self.matcher.validate_tokens(tokens) == len(tokens)
+        text = self._text + self.lltokenizer.decode_bytes(tokens)
+        self.opened = b"<tool_call>" in text or b"<function=" in text
+        self._text = text[-64:]  # enough to see an opener that straddles two runs
 
     def check(self, tokens: Sequence[int]) -> int:
         """How many leading ``tokens`` :meth:`accept` would take, without consuming any."""
