@@ -91,7 +91,8 @@ class Session:
                 self.prompt = ContextAssembler(self.root, self.cfg, self.env, self.interactive).prompt_for(
                     self.conversation, task, toolbox.specs, self.backend, self.cfg["max_new_tokens"], events)
             agent = Agent(self.backend, toolbox, self.prompt, Limits.from_config(self.cfg),
-                          generation_params(self.cfg, self.unattended),
+                          # only a backend that can enforce it is asked to (the tiny test model refuses)
+                          generation_params(self.cfg, self.unattended and getattr(self.backend, "constrains_output", False)),
                           events, interactive=self.interactive)
             return agent.run(self.conversation, task, tag="feedback" if follow_up else "goal")
         finally:

@@ -72,4 +72,4 @@ def test_endpoint_stream_flag_reaches_the_requests_and_bad_values_are_refused(ca
     result = json.loads(proc.stdout)
     assert result["stop_reason"] == "finished" and result["usage"] == {"prompt_tokens": 3000, "completion_tokens": 9}
     bad = run_cli("fix", "x", "--endpoint", "http://127.0.0.1:9/v1", "--endpoint-stream", "maybe", "-C", str(calc_repo))
-    assert bad.returncode == 2 and "endpoint_stream" in bad.stderr
+    assert bad.returncode == 2 and "--endpoint-stream" in bad.stderr

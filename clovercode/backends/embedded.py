@@ -29,6 +29,8 @@ DEFAULT_MAX_PROSE = 512  # tokens of prose a turn that must call may write befor
 
 
 class EmbeddedBackend:
+    constrains_output = True  # honours GenerationParams.tool_choice / json_schema with a grammar
+
     def __init__(self, engine: Engine):
         self.engine = engine
         self.name = f"embedded:{engine.name}"
