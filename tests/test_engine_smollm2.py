@@ -47,3 +47,15 @@ def test_the_converted_copy_is_reused(model_cache):  # noqa: F811
     converted = [p for p in model_cache.iterdir() if p.name.startswith("SmolLM2-135M-Instruct.Q4_1-")]
     assert len(converted) == 1 and (converted[0] / "model.safetensors").is_file()
     assert not [p for p in model_cache.iterdir() if ".tmp-" in p.name]
+
+
+def test_the_conversion_draws_no_progress_bar_over_the_status_line(tmp_path, capfd):
+    """transformers' GGUF reader has a tqdm bar of its own that its disable_progress_bar misses."""
+    from clovercode.engine.loading import _progress, convert_gguf
+    from clovercode.engine.sources import smollm2_gguf
+
+    with _progress(QUIET, "Loading") as step:  # as Engine.open converts it
+        folder = convert_gguf(smollm2_gguf(), tmp_path, step)
+    assert (folder / "config.json").is_file()
+    err = capfd.readouterr().err
+    assert "de-quantizing" not in err and "%|" not in err, err[-500:]

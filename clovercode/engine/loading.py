@@ -4,6 +4,7 @@ and the model's diffusion metadata. Every failure a user can fix is one ModelUna
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -135,17 +136,38 @@ def _check_trust(source: ModelSource, config: EngineConfig, console: Console) ->
 
 @contextlib.contextmanager
 def _progress(console: Console, title: str) -> Iterator[Any]:
-    """A live status line; ``step(text)`` updates it. transformers' own bars are silenced meanwhile."""
+    """A live status line; ``step(text)`` updates it. transformers' own bars (the GGUF reader's too)
+    are silenced meanwhile."""
     from transformers.utils import logging as hf_logging
 
     bars_were_on = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
-        with console.status(f"{title}…", spinner="dots") as status:
+        with _quiet_gguf_reader(), console.status(f"{title}…", spinner="dots") as status:
             yield lambda text: status.update(f"{title}: {text}…")
     finally:
         if bars_were_on:
             hf_logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def _quiet_gguf_reader() -> Iterator[None]:
+    """transformers' GGUF reader draws its own bar with ``tqdm.auto``, which its
+    ``disable_progress_bar`` does not reach: over our status line it scrolls. Silence that one bar."""
+    try:
+        from transformers import modeling_gguf_pytorch_utils as reader
+    except ImportError:  # pragma: no cover - a transformers without GGUF support fails later, clearly
+        yield
+        return
+    bar = getattr(reader, "tqdm", None)
+    if bar is None:
+        yield
+        return
+    reader.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        reader.tqdm = bar
 
 
 def convert_gguf(gguf: Path, cache_root: Path, step: Any = lambda text: None) -> Path:
