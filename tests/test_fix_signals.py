@@ -147,6 +147,26 @@ def test_repl_ends_without_a_traceback(tmp_path, signum, code):
         assert wait_for(lambda: not sleeping(token), 10)
 
 
+def test_a_signal_while_the_prompt_reads_its_history_ends_cleanly(tmp_path):
+    """prompt-toolkit reads the history inside its event loop after the prompt shows; a signal then
+    must end the REPL like any other (no "Unhandled exception in event loop", no "Press ENTER")."""
+    work = make_git_repo(tmp_path / "p")
+    history = tmp_path / "history"
+    history.write_text("".join(f"\n# 2026-12-02 10:00:{i % 60:02d}.000000\n+task number {i}\n" for i in range(400_000)))
+    environment = cli_env(PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", COLUMNS="120", LINES="40",
+                          CLOVERCODE_HISTORY_FILE=str(history))
+    (tmp_path / "none.jsonl").write_text(json.dumps({"text": "done"}) + "\n")
+    child = pexpect.spawn(sys.executable, ["-m", "clovercode", "--model", "replay:" + str(tmp_path / "none.jsonl"),
+                                           "--sandbox", SANDBOX], cwd=str(work), env=environment, encoding="utf-8",
+                          timeout=60, dimensions=(40, 120))
+    child.expect_exact("clover>")
+    child.kill(signal.SIGTERM)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert "Traceback" not in child.before and "Press ENTER" not in child.before, child.before[-2000:]
+    assert child.exitstatus == 143
+
+
 def test_sigterm_while_pushing_still_reports_the_committed_fix(tmp_path):
     """The push hangs (the remote's pre-receive hook sleeps): SIGTERM then still gives the summary,
     one JSON object naming the local commit, and the trajectory's fix_result."""

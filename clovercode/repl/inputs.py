@@ -4,13 +4,15 @@ Tab completion of @paths and /commands), plain lines otherwise."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from clovercode.config import Config, state_dir
 from clovercode.errors import ConfigError
-from clovercode.termination import Terminated
+from clovercode.termination import CAUGHT, Terminated
 
 PROMPT = "clover> "
 
@@ -42,13 +44,53 @@ def tty_lines(cfg: Config, completer: object = None) -> Iterator[str]:
                            completer=completer, complete_while_typing=False)
     while True:
         try:
-            yield prompt.prompt(PROMPT)
+            with _signals_end_the_prompt(prompt.app):
+                line = prompt.prompt(PROMPT)
+            yield line
         except Terminated:
             raise
         except KeyboardInterrupt:  # Ctrl-C at the prompt clears the line, it does not exit
             continue
         except EOFError:
             return
+
+
+@contextmanager
+def _signals_end_the_prompt(app: Any) -> Iterator[None]:
+    """SIGTERM / SIGHUP while the prompt waits end it with :class:`Terminated`, raised by ``prompt()``.
+
+    Raised straight from the signal handler, the exception would surface inside prompt-toolkit's
+    event loop (say, while it reads the history file), which prints "Unhandled exception in event
+    loop" and waits for Enter. Only where ``signals_as_interrupts`` is in force (a Python handler is
+    installed); the first signal counts, as there."""
+    previous = {signum: signal.getsignal(signum) for signum in CAUGHT}
+    if not all(callable(h) for h in previous.values()):
+        yield
+        return
+    fired: list[int] = []
+
+    def handler(signum: int, frame: object) -> None:
+        if fired:
+            return
+        fired.append(signum)
+        loop = getattr(app, "loop", None)
+        if not app.is_running or loop is None:
+            raise Terminated(signum)
+
+        def end() -> None:
+            if app.future is not None and not app.future.done():
+                app.exit(exception=Terminated(signum))
+        loop.call_soon_threadsafe(end)
+
+    for signum in CAUGHT:
+        signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+        if fired and not isinstance(sys.exc_info()[1], Terminated):  # the prompt ended before it could say so
+            raise Terminated(fired[0])
 
 
 def plain_lines(stream: Iterable[str] | None = None) -> Iterator[str]:
