@@ -9,6 +9,7 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 MAX_REPORT_BYTES = 64 * 1024 * 1024  # the report is written by code the model may have changed
@@ -153,29 +154,41 @@ TAP_PLAN = re.compile(r"^1\.\.\d+")
 TAP_LOCATION = re.compile(r"^\s*location: '(?P<path>[^':]+)(?::\d+)*'\s*$")
 
 
-def parse_tap(output: str) -> dict[str, str] | None:
-    """Leaf test outcomes from TAP (node --test nests subtests by four spaces), or None if not TAP."""
-    if not any(TAP_PLAN.match(line) for line in output.splitlines()):
-        return None  # no top-level plan: not TAP, or the run was cut short
+def _tap_walk(output: str) -> Iterator[tuple[str, "re.Match[str] | None", str]]:
+    """Each line of TAP output, with its result match and the test id it names (node --test nests
+    subtests by four spaces; a result's id is the names of its enclosing subtests and its own)."""
     stack: list[str] = []
-    results: dict[str, str] = {}
-    children_at: dict[int, int] = {}  # depth -> results seen at that depth since its parent's
     for line in output.splitlines():
         subtest = TAP_SUBTEST.match(line)
         if subtest:
             depth = len(subtest.group("indent")) // 4
             del stack[depth:]
             stack.append(subtest.group("name").strip())
+            yield line, None, ""
             continue
         found = TAP_RESULT.match(line)
         if not found:
+            yield line, None, ""
             continue
         depth = len(found.group("indent")) // 4
         name = (found.group("name") or "").strip() or (stack[depth] if depth < len(stack) else "test")
         test = " > ".join([*stack[:depth], name])
+        del stack[depth:]
+        yield line, found, test
+
+
+def parse_tap(output: str) -> dict[str, str] | None:
+    """Leaf test outcomes from TAP, or None if not TAP."""
+    if not any(TAP_PLAN.match(line) for line in output.splitlines()):
+        return None  # no top-level plan: not TAP, or the run was cut short
+    results: dict[str, str] = {}
+    children_at: dict[int, int] = {}  # depth -> results seen at that depth since its parent's
+    for _, found, test in _tap_walk(output):
+        if found is None:
+            continue
+        depth = len(found.group("indent")) // 4
         had_children = children_at.pop(depth + 1, 0) > 0
         children_at[depth] = children_at.get(depth, 0) + 1
-        del stack[depth:]
         if had_children:
             continue  # a suite or a file: its leaves carry the result
         directive = (found.group("directive") or "").upper()
@@ -190,19 +203,9 @@ def tap_locations(output: str, root: Path) -> dict[str, str]:
     """Test id -> project-relative file, from the ``location:`` node writes under a failed test."""
     files: dict[str, str] = {}
     last: str | None = None
-    stack: list[str] = []
-    for line in output.splitlines():
-        subtest = TAP_SUBTEST.match(line)
-        if subtest:
-            depth = len(subtest.group("indent")) // 4
-            del stack[depth:]
-            stack.append(subtest.group("name").strip())
-            continue
-        found = TAP_RESULT.match(line)
-        if found:
-            depth = len(found.group("indent")) // 4
-            last = " > ".join([*stack[:depth], (found.group("name") or "").strip() or "test"])
-            del stack[depth:]
+    for line, found, test in _tap_walk(output):
+        if found is not None:
+            last = test
             continue
         location = TAP_LOCATION.match(line)
         if location and last is not None:
