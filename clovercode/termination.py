@@ -11,7 +11,7 @@ from __future__ import annotations
 import signal
 import threading
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 CAUGHT = (signal.SIGTERM, signal.SIGHUP)
 CTRL_C_EXIT = 130
@@ -46,24 +46,35 @@ def interrupt_detail(exc: BaseException) -> str:
 
 
 @contextmanager
-def signals_as_interrupts(signums: tuple[int, ...] = CAUGHT) -> Iterator[None]:
-    """While inside, the first of ``signums`` raises :class:`Terminated` in the main thread; later ones
-    are ignored, so the clean-up the first one started is not cut short (a CI runner that wants the
-    process gone at once sends SIGKILL). The previous handlers come back on exit."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+def on_first_signal(act: Callable[[int], None], signums: tuple[int, ...] = CAUGHT) -> Iterator[list[int]]:
+    """While inside, the first of ``signums`` calls ``act(signum)`` in the main thread; later ones are
+    ignored, so the clean-up the first one started is not cut short (a CI runner that wants the
+    process gone at once sends SIGKILL). Yields the signals that fired; the previous handlers come
+    back on exit."""
     fired: list[int] = []
 
     def handler(signum: int, frame: object) -> None:
-        if fired:
-            return
-        fired.append(signum)
-        raise Terminated(signum)
+        if not fired:
+            fired.append(signum)
+            act(signum)
 
     previous = {signum: signal.signal(signum, handler) for signum in signums}
     try:
-        yield
+        yield fired
     finally:
         for signum, old in previous.items():
             signal.signal(signum, old)
+
+
+@contextmanager
+def signals_as_interrupts(signums: tuple[int, ...] = CAUGHT) -> Iterator[None]:
+    """While inside, the first of ``signums`` raises :class:`Terminated` in the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int) -> None:
+        raise Terminated(signum)
+
+    with on_first_signal(interrupt, signums):
+        yield

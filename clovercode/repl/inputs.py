@@ -12,7 +12,7 @@ from typing import Any, Iterable, Iterator
 
 from clovercode.config import Config, state_dir
 from clovercode.errors import ConfigError
-from clovercode.termination import CAUGHT, Terminated
+from clovercode.termination import CAUGHT, Terminated, on_first_signal
 
 PROMPT = "clover> "
 
@@ -63,16 +63,11 @@ def _signals_end_the_prompt(app: Any) -> Iterator[None]:
     event loop (say, while it reads the history file), which prints "Unhandled exception in event
     loop" and waits for Enter. Only where ``signals_as_interrupts`` is in force (a Python handler is
     installed); the first signal counts, as there."""
-    previous = {signum: signal.getsignal(signum) for signum in CAUGHT}
-    if not all(callable(h) for h in previous.values()):
+    if not all(callable(signal.getsignal(signum)) for signum in CAUGHT):
         yield
         return
-    fired: list[int] = []
 
-    def handler(signum: int, frame: object) -> None:
-        if fired:
-            return
-        fired.append(signum)
+    def end_prompt(signum: int) -> None:
         loop = getattr(app, "loop", None)
         if not app.is_running or loop is None:
             raise Terminated(signum)
@@ -82,15 +77,12 @@ def _signals_end_the_prompt(app: Any) -> Iterator[None]:
                 app.exit(exception=Terminated(signum))
         loop.call_soon_threadsafe(end)
 
-    for signum in CAUGHT:
-        signal.signal(signum, handler)
-    try:
-        yield
-    finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
-        if fired and not isinstance(sys.exc_info()[1], Terminated):  # the prompt ended before it could say so
-            raise Terminated(fired[0])
+    with on_first_signal(end_prompt) as fired:
+        try:
+            yield
+        finally:
+            if fired and not isinstance(sys.exc_info()[1], Terminated):  # the prompt ended before it could say so
+                raise Terminated(fired[0])
 
 
 def plain_lines(stream: Iterable[str] | None = None) -> Iterator[str]:
