@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from clovercode.agent.messages import Message
+from clovercode.messages import Message
 from clovercode.context.resume import SEARCH_LIMIT, SavedSession, load_saved
 from clovercode.errors import UsageError
 

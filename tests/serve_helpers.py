@@ -19,7 +19,7 @@ from typing import Any, Iterator, Sequence
 import openai
 from conftest import cli_env
 
-from clovercode.agent.messages import Message
+from clovercode.messages import Message
 from clovercode.backends.base import ContextTooLong, Event, Finish, GenerationParams, ModelError, TextDelta, Usage
 from clovercode.serve.command import READY_PREFIX
 from clovercode.serve.protocol import Limits

@@ -13,7 +13,7 @@ from clovercode.actions.toolbox import Toolbox
 from clovercode.agent.budget import Limits
 from clovercode.agent.events import RecordingSink
 from clovercode.agent.loop import Agent
-from clovercode.agent.messages import Message
+from clovercode.messages import Message
 from clovercode.agent.prompts import Conversation
 from clovercode.backends.base import GenerationParams
 from clovercode.backends.replay import ReplayBackend

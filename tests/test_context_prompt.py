@@ -12,7 +12,7 @@ from clovercode.actions.toolbox import Toolbox
 from clovercode.agent.budget import Limits
 from clovercode.agent.events import RecordingSink
 from clovercode.agent.loop import Agent
-from clovercode.agent.messages import CallRecord, Message
+from clovercode.messages import CallRecord, Message
 from clovercode.agent.prompts import Conversation
 from clovercode.backends.base import GenerationParams
 from clovercode.backends.replay import ReplayBackend

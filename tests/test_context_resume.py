@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from clovercode.agent.events import RecordingSink
-from clovercode.agent.messages import CallRecord, Message
+from clovercode.messages import CallRecord, Message
 from clovercode.agent.prompts import Conversation
 from clovercode.context.resume import SnapshotBeforeEnd, find_saved, load_saved
 from clovercode.errors import UsageError

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from conftest import make_git_repo
 
-from clovercode.agent.messages import Message
+from clovercode.messages import Message
 from clovercode.agent.prompts import Conversation
 from clovercode.config import load_config
 from clovercode.context.assemble import ContextAssembler

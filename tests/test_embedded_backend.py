@@ -2,7 +2,7 @@
 
 import pytest
 
-from clovercode.agent.messages import Message
+from clovercode.messages import Message
 from clovercode.backends.base import Finish, GenerationParams, TextDelta, Usage
 from clovercode.backends.registry import open_backend
 from clovercode.config import load_config

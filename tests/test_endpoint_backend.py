@@ -6,7 +6,7 @@ import socket
 import pytest
 from openai_stub import StubServer, chunk, drop, error, sse, stall_after, status
 
-from clovercode.agent.messages import CallRecord, Message
+from clovercode.messages import CallRecord, Message
 from clovercode.backends.base import ContextTooLong, Finish, GenerationParams, ModelError, TextDelta, ToolCallEvent, Usage
 from clovercode.backends.endpoint import EndpointBackend, EndpointOptions
 from clovercode.backends.endpoint_http import parse_base_url

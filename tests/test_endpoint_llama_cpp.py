@@ -12,7 +12,7 @@ from llama_server import LlamaServer, prompt_tokens_logged  # noqa: E402
 
 from clovercode.agent.budget import StopReason  # noqa: E402
 from clovercode.agent.events import RecordingSink  # noqa: E402
-from clovercode.agent.messages import Message  # noqa: E402
+from clovercode.messages import Message  # noqa: E402
 from clovercode.backends.base import Finish, GenerationParams, Notice, TextDelta, ToolCallEvent, Usage  # noqa: E402
 from clovercode.backends.endpoint import EndpointBackend, EndpointOptions  # noqa: E402
 from clovercode.config import load_config  # noqa: E402

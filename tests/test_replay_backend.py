@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from clovercode.agent.messages import Message
+from clovercode.messages import Message
 from clovercode.backends.base import GenerationParams, TextDelta, Usage
 from clovercode.backends.replay import ReplayBackend
 from clovercode.context.tokens import MESSAGE_OVERHEAD, estimate_tokens, tools_tokens

@@ -15,7 +15,7 @@ import pytest
 from conftest import EXAMPLES, cli_env, run_cli
 from serve_helpers import client, serve, wait_for
 
-from clovercode.agent.messages import Message
+from clovercode.messages import Message
 from clovercode.backends.base import ContextTooLong, GenerationParams, TextDelta, Usage
 from clovercode.backends.endpoint import EndpointBackend, EndpointOptions
 from clovercode.backends.tiny import TinyBackend, parse_spec

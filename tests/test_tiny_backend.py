@@ -2,7 +2,7 @@
 
 import pytest
 
-from clovercode.agent.messages import Message
+from clovercode.messages import Message
 from clovercode.backends.base import ContextTooLong, Finish, GenerationParams, TextDelta, Usage
 from clovercode.backends.tiny import TinyBackend, TinyConfig, parse_spec
 from clovercode.errors import UsageError

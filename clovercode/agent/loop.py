@@ -16,7 +16,7 @@ from clovercode.actions.context import Observation
 from clovercode.actions.toolbox import FINISH, Toolbox
 from clovercode.agent.budget import Limits, RepeatTracker, StopReason
 from clovercode.agent.events import EventSink, RecordingSink
-from clovercode.agent.messages import CallRecord, Message
+from clovercode.messages import CallRecord, Message
 from clovercode.agent.prompts import Conversation, PromptBuilder
 from clovercode.agent.repetition import RepetitionGuard
 from clovercode.backends.base import Finish, GenerationParams, ModelBackend, ModelError, Notice, TextDelta, ToolCallEvent, Usage

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from clovercode.agent.messages import Message
+from clovercode.messages import Message
 
 SYSTEM_PROMPT = """\
 You are clovercode, an expert software engineer working in the project at {root}.

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Protocol, Sequence, Union, runtime_checkable
 
-from clovercode.agent.messages import Message
+from clovercode.messages import Message
 from clovercode.errors import CloverError, ExitCode
 from clovercode.toolcalls.schemas import ToolSpec
 

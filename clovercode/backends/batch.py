@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence, runtime_checkable
 
-from clovercode.agent.messages import Message
+from clovercode.messages import Message
 from clovercode.backends.base import Event, GenerationParams
 from clovercode.toolcalls.schemas import ToolSpec
 

@@ -13,7 +13,7 @@ from typing import Any, Iterator, Sequence
 
 from rich.console import Console
 
-from clovercode.agent.messages import Message
+from clovercode.messages import Message
 from clovercode.backends.base import ContextTooLong, Event, Finish, GenerationParams, ModelError, TextDelta, Usage
 from clovercode.engine.chat import call_format, render_prompt
 from clovercode.engine.constraint import Constraint, Steering

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence
 
-from clovercode.agent.messages import Message
+from clovercode.messages import Message
 from clovercode.backends.base import ContextTooLong, Event, GenerationParams, ModelError, Notice, Usage
 from clovercode.backends.endpoint_discovery import choose_model, read_json, window_from_listing, window_from_routes
 from clovercode.backends.endpoint_http import HttpFailure, Target, Transport, domain_error, parse_base_url, with_retries

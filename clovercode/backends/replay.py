@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from clovercode.agent.messages import Message
+from clovercode.messages import Message
 from clovercode.agent.trajectory import NON_TURN_KINDS, turn_text
 from clovercode.backends.base import Event, Finish, GenerationParams, ModelError, TextDelta, Usage
 from clovercode.context.tokens import estimate_prompt_tokens, estimate_tokens

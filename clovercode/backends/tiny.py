@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Any, Iterator, Sequence
 
-from clovercode.agent.messages import Message
+from clovercode.messages import Message
 from clovercode.backends.base import ContextTooLong, Event, Finish, GenerationParams, TextDelta, Usage
 from clovercode.engine.sampler import nucleus
 from clovercode.errors import ModelUnavailable, UsageError

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 from rich.console import Console
 from rich.table import Table
 
-from clovercode.agent.messages import Message
+from clovercode.messages import Message
 from clovercode.engine.chat import render_prompt
 from clovercode.engine.config import EngineConfig
 from clovercode.engine.decoder import DecodeResult

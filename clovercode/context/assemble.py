@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from clovercode.agent.events import EventSink
-from clovercode.agent.messages import Message
+from clovercode.messages import Message
 from clovercode.agent.prompts import Conversation, system_prompt
 from clovercode.context.prompt import Budget, ContextPrompt, touched_paths
 from clovercode.context.tokens import counter_for, tools_tokens, window_for

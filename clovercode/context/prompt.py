@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from clovercode.agent.events import EventSink
-from clovercode.agent.messages import Message
+from clovercode.messages import Message
 from clovercode.agent.prompts import Conversation
 from clovercode.context.compaction import (GOAL, KEEP_TAGS, CompactionBudget, compact, head_tail, shorten_observations)
 from clovercode.context.instructions import read_instructions, render_instructions

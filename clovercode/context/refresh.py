@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from clovercode.agent.events import EventSink
-from clovercode.agent.messages import Message
+from clovercode.messages import Message
 from clovercode.errors import CloverError
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from clovercode.agent.events import EventSink
-from clovercode.agent.messages import CallRecord, Message
+from clovercode.messages import CallRecord, Message
 from clovercode.agent.prompts import Conversation
 from clovercode.errors import UsageError
 from clovercode.jsonl import json_objects

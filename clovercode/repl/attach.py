@@ -13,7 +13,7 @@ from clovercode.actions.context import ToolError
 from clovercode.actions.fileio import read_text
 from clovercode.actions.guards import FileGuard, FileStamps
 from clovercode.actions.paths import display, resolve_in_root
-from clovercode.agent.messages import Message
+from clovercode.messages import Message
 from clovercode.context.tokens import estimate_tokens
 
 MENTION = re.compile(r"(?<![\w@])@([^\s@]+)")

@@ -1,4 +1,6 @@
-"""Chat messages as the loop keeps them, and their OpenAI-style dict form for templates and servers."""
+"""Chat messages (the conversation type shared by the agent loop, the model backends, the engine and serve)
+and their OpenAI-style dict form for templates and servers. A neutral module: it imports nothing of clovercode,
+so the engine can render conversations without knowing the agent."""
 
 from __future__ import annotations
 
