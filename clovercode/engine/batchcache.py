@@ -1,0 +1,235 @@
+"""The slot cache: the committed state of up to ``capacity`` sequences in preallocated batch buffers
+(imported lazily: it needs transformers).
+
+Layout (docs/engine.md, "Batched decoding: the slot cache"):
+* an attention layer keeps keys and values as ``(capacity, kv_heads, T, head_dim)``; sequence s lives in
+  row ``phys[s]`` at time positions ``0 .. length(s)-1``. Positions past a row's length are scratch: a
+  pass writes its block there (at the row's OWN offset), a denoising pass's block is simply forgotten and
+  the next pass overwrites it. ``T`` doubles when a row would run past it.
+* a linear-attention layer (Gated DeltaNet) keeps its conv and recurrent states stacked per row,
+  ``(capacity, ...)``: O(1) in the sequence length.
+* live sequences always occupy rows ``0 .. n-1`` (releasing one moves the last row into the hole), so a
+  forward over every live sequence reads the buffers as views, without gathering the prefix.
+
+``Step`` describes one forward (which rows, where each block goes, which rows commit); ``StepCache`` is
+the transformers ``Cache`` the model sees during it; ``SlotCache.settle`` keeps what committing rows
+wrote into their linear-attention state and advances their lengths.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from transformers.cache_utils import Cache, CacheLayerMixin, DynamicLayer, DynamicSlidingWindowLayer, LinearAttentionLayer
+
+MIN_TIME = 256
+
+
+class UnsupportedCache(ValueError):
+    """The model's cache has a layer kind the slot cache cannot batch (sliding window, remote code...)."""
+
+
+@dataclass
+class Step:
+    """One forward over R rows of blocks of L tokens. Tensors live on the model's device."""
+
+    phys: Any  # (R,) long: each row's buffer row, in forward order
+    lengths: Any  # (R,) long: each row's committed length (where its block is written)
+    commit: Any  # (R,) bool
+    window: tuple[int, int] | None  # (lo, R) when phys == lo..lo+R-1: the buffers are read as views
+    kv_len: int  # max(length) + L: keys the attention reads (shorter rows are masked past their block)
+    block: int  # L
+    commit_rows: Any  # (C,) long: forward rows that commit
+
+    def write_positions(self) -> Any:
+        """(R, L): the time position of each block token, at each row's own offset."""
+        return self.lengths[:, None] + torch.arange(self.block, device=self.lengths.device)[None]
+
+
+class SlotKV(CacheLayerMixin):
+    """An attention layer's view of the slot buffers during one forward."""
+
+    is_sliding = False
+    is_compileable = False
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor):
+        super().__init__()
+        self.buffers = [keys, values]  # (capacity, H, T, D) each
+        self.step: Step | None = None
+        self.is_initialized = True
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        pass
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any):
+        step = self.step
+        assert step is not None, "the slot cache is only valid inside a forward"
+        rows, times = step.phys[:, None], step.write_positions()
+        out = []
+        for buffer, new in zip(self.buffers, (key_states, value_states)):
+            # (R, H, L, D) → (R, L, H, D): advanced indices on dims 0 and 2 put (R, L) first
+            buffer[rows, :, times] = new.transpose(1, 2).to(buffer.dtype)
+            if step.window is not None:
+                lo, count = step.window
+                out.append(buffer[lo:lo + count, :, :step.kv_len])
+            else:
+                out.append(buffer[:, :, :step.kv_len].index_select(0, step.phys))
+        self.keys, self.values = out
+        return out[0], out[1]
+
+    def get_seq_length(self) -> int:
+        return 0 if self.step is None else self.step.kv_len
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.get_seq_length(), 0
+
+    def get_max_length(self) -> int:
+        return -1
+
+
+class StepCache(Cache):
+    """The ``Cache`` a batched forward runs against: slot views for attention, gathered linear states."""
+
+    def __init__(self, layers: list[Any]):
+        super().__init__(layers=layers)
+
+
+@dataclass
+class LinearSlots:
+    conv: torch.Tensor  # (capacity, channels, kernel)
+    recurrent: torch.Tensor  # (capacity, heads, key_dim, value_dim)
+    kernel: int
+
+
+class SlotCache:
+    """Per-layer batch buffers for ``capacity`` sequences; the layout is read from the first prefill."""
+
+    def __init__(self, capacity: int):
+        if capacity < 1:
+            raise ValueError(f"a slot cache needs at least one slot, not {capacity}")
+        self.capacity = capacity
+        self.layers: list[SlotKV | LinearSlots] | None = None
+        self.time = 0
+        self.phys: dict[int, int] = {}  # slot → buffer row
+        self.slot_at: list[int] = []  # buffer row → slot (rows 0 .. n-1 are live)
+        self.lengths: dict[int, int] = {}  # slot → committed tokens
+
+    # -- admission and release -------------------------------------------------------------------
+    def admit(self, slot: int, cache: Any, length: int) -> None:
+        """Copy a batch-1 prefilled transformers cache into a free slot's row."""
+        units = getattr(cache, "layers", None)
+        if not isinstance(units, list) or not units:
+            raise UnsupportedCache(f"the model's cache ({type(cache).__name__}) has no layers to batch")
+        if self.layers is None:
+            self.layers = [self._allocate(unit, length) for unit in units]
+        if len(units) != len(self.layers):
+            raise UnsupportedCache("the model's cache changed its number of layers")
+        self.reserve(length)
+        row = len(self.slot_at)
+        for unit, layer in zip(units, self.layers):
+            if isinstance(layer, SlotKV):
+                for buffer, part in zip(layer.buffers, (unit.keys, unit.values)):
+                    buffer[row, :, :length].copy_(part[0, :, :length])
+            else:
+                layer.conv[row].copy_(unit.conv_states[0][0])
+                layer.recurrent[row].copy_(unit.recurrent_states[0][0])
+        self.phys[slot] = row
+        self.slot_at.append(slot)
+        self.lengths[slot] = length
+
+    def release(self, slot: int) -> None:
+        row = self.phys.pop(slot, None)
+        if row is None:
+            return
+        del self.lengths[slot]
+        last = len(self.slot_at) - 1
+        if row != last:  # keep live rows dense: the last row moves into the hole (one row's copy)
+            moved = self.slot_at[last]
+            self._copy_row(last, row, self.lengths[moved])
+            self.slot_at[row] = moved
+            self.phys[moved] = row
+        self.slot_at.pop()
+
+    def _copy_row(self, source: int, target: int, length: int) -> None:
+        for layer in self.layers or []:
+            if isinstance(layer, SlotKV):
+                for buffer in layer.buffers:
+                    buffer[target, :, :length].copy_(buffer[source, :, :length])
+            else:
+                layer.conv[target].copy_(layer.conv[source])
+                layer.recurrent[target].copy_(layer.recurrent[source])
+
+    def _allocate(self, unit: Any, length: int) -> SlotKV | LinearSlots:
+        kind = type(unit)
+        if isinstance(unit, LinearAttentionLayer) and not isinstance(unit, DynamicLayer):
+            if unit.number_of_states != 1 or unit.record_past:
+                raise UnsupportedCache(f"linear-attention layer {kind.__name__} keeps several states")
+            conv, recurrent = unit.conv_states[0], unit.recurrent_states[0]
+            return LinearSlots(conv.new_zeros((self.capacity, *conv.shape[1:])),
+                               recurrent.new_zeros((self.capacity, *recurrent.shape[1:])), int(unit.conv_kernel_size[0]))
+        if isinstance(unit, DynamicLayer) and not isinstance(unit, (DynamicSlidingWindowLayer, LinearAttentionLayer)):
+            self.time = max(self.time, MIN_TIME, _next_power(length))
+            keys, values = unit.keys, unit.values
+            return SlotKV(keys.new_zeros((self.capacity, keys.shape[1], self.time, keys.shape[3])),
+                          values.new_zeros((self.capacity, values.shape[1], self.time, values.shape[3])))
+        raise UnsupportedCache(f"cache layer {kind.__name__} cannot be batched (full attention and "
+                               "Gated-DeltaNet layers can)")
+
+    def reserve(self, needed: int) -> None:
+        """Grow every attention buffer's time axis to hold ``needed`` positions (doubling)."""
+        if needed <= self.time or self.layers is None:
+            return
+        time = max(_next_power(needed), 2 * self.time)
+        for layer in self.layers:
+            if isinstance(layer, SlotKV):
+                grown = []
+                for buffer in layer.buffers:
+                    # zeros, not empty: masked scratch still enters q·k, and garbage could be NaN
+                    bigger = buffer.new_zeros((*buffer.shape[:2], time, buffer.shape[3]))
+                    bigger[:, :, :self.time].copy_(buffer)
+                    grown.append(bigger)
+                layer.buffers = grown
+        self.time = time
+
+    # -- one forward ------------------------------------------------------------------------------
+    def step_cache(self, step: Step) -> StepCache:
+        """The cache for one forward: attention layers write into the slot buffers at each row's offset;
+        linear layers get a copy of the rows' states to advance (so a failed forward changes nothing)."""
+        self.reserve(step.kv_len)
+        units: list[Any] = []
+        for layer in self.layers or []:
+            if isinstance(layer, SlotKV):
+                layer.step = step
+                units.append(layer)
+            else:
+                units.append(_linear_unit(layer, step))
+        return StepCache(units)
+
+    def settle(self, cache: StepCache, step: Step, keep: bool = True) -> None:
+        """End the step; with ``keep``, the committing rows' new linear states replace their slots' (the
+        denoising rows' copies are dropped). Lengths are the caller's to advance."""
+        for layer, unit in zip(self.layers or [], cache.layers):
+            if isinstance(layer, SlotKV):
+                layer.step = None
+                layer.keys = layer.values = None
+            elif keep and step.commit_rows.numel():
+                targets = step.phys.index_select(0, step.commit_rows)
+                layer.conv.index_copy_(0, targets, unit.conv_states[0].index_select(0, step.commit_rows))
+                layer.recurrent.index_copy_(0, targets, unit.recurrent_states[0].index_select(0, step.commit_rows))
+
+
+def _linear_unit(layer: LinearSlots, step: Step) -> LinearAttentionLayer:
+    unit = LinearAttentionLayer()
+    conv, recurrent = layer.conv.index_select(0, step.phys), layer.recurrent.index_select(0, step.phys)
+    unit.conv_states[0], unit.recurrent_states[0] = conv, recurrent
+    unit.conv_kernel_size[0] = layer.kernel
+    unit.is_conv_states_initialized[0] = unit.is_recurrent_states_initialized[0] = True
+    unit.has_previous_state[0] = True  # the block continues the committed state, never a fresh prefill
+    unit.device, unit.dtype = conv.device, conv.dtype
+    return unit
+
+
+def _next_power(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()

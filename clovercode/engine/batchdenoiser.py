@@ -1,0 +1,125 @@
+"""``SlotBatchDenoiser``: the real ``BatchDenoiser`` (engine/batchseam.py), ONE model forward for every row.
+
+Each sequence is prefilled alone (the batch-1 ``CachedDenoiser`` path, so its state is exactly what batch 1
+gives) and copied into a slot of the ``SlotCache``. A forward then runs the rows together: each row's block
+is written at its own offset, a per-row 4D additive mask (built on the device) lets a denoising row see its
+prefix and its whole block and a committing row its prefix and its block causally, and masks the padding
+past each row's block. Denoising rows leave their slot as it was (their keys are scratch past their
+length; their linear-attention states are a copy that is dropped); committing rows advance.
+
+Works for transformers causal LMs whose cache is full attention and/or Gated DeltaNet (Llama, Qwen3,
+SmolLM2, clover-tiny, Qwen3.5-MoE, Qwen3-Next). Sliding-window and remote-code cache layers raise
+``UnsupportedCache`` at the first admit.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from clovercode.engine.batchseam import Row
+from clovercode.engine.denoiser import CachedDenoiser
+
+
+class SlotBatchDenoiser:
+    def __init__(self, model: Any, capacity: int):
+        from clovercode.engine.batchcache import SlotCache
+
+        self.model = model
+        self.capacity = capacity
+        self.solo = CachedDenoiser(model)  # admits run the batch-1 prefill, kernels and all
+        self.slots = SlotCache(capacity)
+        self.device, self.dtype = self.solo.device, self.solo.dtype
+
+    def admit(self, ids: Sequence[int]) -> tuple[int, Any]:
+        free = next((s for s in range(self.capacity) if s not in self.slots.lengths), None)
+        if free is None:
+            raise ValueError(f"all {self.capacity} slots are taken: release one before admitting another sequence")
+        state = self.solo.prefill(ids)
+        self.slots.admit(free, state.cache, state.length)
+        return free, state.last_logits
+
+    def length(self, slot: int) -> int:
+        return self.slots.lengths[slot]
+
+    def release(self, slot: int) -> None:
+        self.slots.release(slot)
+
+    def forward(self, rows: Sequence[Row]) -> Any:
+        """One forward over ``rows`` → float32 logits (len(rows), L, V), row i for ``rows[i]``."""
+        import torch
+
+        step, order = self._plan(rows)
+        blocks = torch.stack([torch.as_tensor(rows[i].block).view(-1) for i in order]).to(self.device, torch.long)
+        positions = step.write_positions()
+        mask = _block_masks(step, self.dtype)
+        cache = self.slots.step_cache(step)
+        try:
+            with torch.no_grad():
+                out = self.model(input_ids=blocks, position_ids=positions, attention_mask=mask,
+                                 **{self.solo.cache_arg: cache, "use_cache": True})
+        except BaseException:
+            self.slots.settle(cache, step, keep=False)
+            raise
+        self.slots.settle(cache, step)
+        for i in order:
+            if rows[i].commit:
+                self.slots.lengths[rows[i].slot] += step.block
+        logits = out.logits.float()
+        if order != sorted(order):  # back from buffer-row order to the caller's order
+            logits = logits.index_select(0, torch.tensor(_inverse(order), device=logits.device))
+        return logits
+
+    def _plan(self, rows: Sequence[Row]) -> tuple[Any, list[int]]:
+        """The step for ``rows`` run in buffer-row order (so live rows read as views), and that order."""
+        import torch
+
+        from clovercode.engine.batchcache import Step
+
+        if not rows:
+            raise ValueError("a forward needs at least one row")
+        phys = []
+        for row in rows:
+            if row.slot not in self.slots.phys:
+                raise ValueError(f"slot {row.slot} holds no sequence: admit one first")
+            phys.append(self.slots.phys[row.slot])
+        if len(set(phys)) != len(phys):
+            raise ValueError("each slot may appear only once in a forward")
+        sizes = {int(torch.as_tensor(row.block).numel()) for row in rows}
+        if len(sizes) != 1 or 0 in sizes:
+            raise ValueError(f"every row's block must have the same, non-zero length (got {sorted(sizes)})")
+        size = sizes.pop()
+        order = sorted(range(len(rows)), key=phys.__getitem__)
+        ordered = [phys[i] for i in order]
+        lengths = [self.slots.lengths[rows[i].slot] for i in order]
+        commits = [int(rows[i].commit) for i in order]
+        count = len(rows)
+        committing = [k for k in range(count) if commits[k]]
+        # one host → device copy for everything the step needs
+        packed = torch.tensor(ordered + lengths + commits + committing, dtype=torch.long, device=self.device)
+        contiguous = ordered == list(range(ordered[0], ordered[0] + count))
+        return Step(phys=packed[:count], lengths=packed[count:2 * count], commit=packed[2 * count:3 * count].bool(),
+                    window=(ordered[0], count) if contiguous else None, kv_len=max(lengths) + size, block=size,
+                    commit_rows=packed[3 * count:]), order
+
+
+def _block_masks(step: Any, dtype: Any) -> Any:
+    """(R, 1, L, K) additive: row r's query j sees keys before its length, then its block (all of it when
+    denoising, positions ≤ j when committing); keys past its block (other rows' longer prefixes) are masked."""
+    import torch
+
+    device = step.lengths.device
+    keys = torch.arange(step.kv_len, device=device)[None, None, :]  # (1, 1, K)
+    queries = torch.arange(step.block, device=device)[None, :, None]  # (1, L, 1)
+    relative = keys - step.lengths[:, None, None]  # (R, 1, K): key position inside the row's block
+    in_block = (relative >= 0) & (relative < step.block) & (~step.commit[:, None, None] | (relative <= queries))
+    allowed = (relative < 0) | in_block  # (R, L, K)
+    mask = torch.zeros(allowed.shape, dtype=dtype, device=device)
+    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    return mask[:, None]
+
+
+def _inverse(order: list[int]) -> list[int]:
+    inverse = [0] * len(order)
+    for position, index in enumerate(order):
+        inverse[index] = position
+    return inverse
