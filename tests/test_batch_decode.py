@@ -22,6 +22,7 @@ from clovercode.engine.decoder import DecodePlan, DecodeResult, decode_stream
 from clovercode.engine.denoiser import CachedDenoiser
 from clovercode.engine.engine import Engine
 from clovercode.engine.sampler import select
+from clovercode.engine.batchdenoiser import SlotBatchDenoiser
 from clovercode.engine.serialbatch import SerialBatchDenoiser
 from clovercode.engine.stops import Stops
 from clovercode.messages import Message
@@ -42,14 +43,18 @@ class Subject:
     def __init__(self, model, detok, plan, eos, prompts, engine=None):
         self.model, self.detok, self.plan, self.eos, self.prompts, self.engine = model, detok, plan, eos, prompts, engine
 
-    def batch_denoiser(self, capacity):
-        return self.engine.batch_denoiser(capacity) if self.engine is not None else SerialBatchDenoiser(self.model, capacity)
+    def batch_denoiser(self, capacity, kind="engine"):
+        if kind == "serial":
+            return SerialBatchDenoiser(self.model, capacity)
+        if kind == "slot":
+            return SlotBatchDenoiser(self.model, capacity)
+        return self.engine.batch_denoiser(capacity)
 
 
 def tiny_subject(build):
     rng = random.Random(3)
     prompts = [[1] + [rng.randrange(4, 90) for _ in range(n)] for n in (5, 9, 3, 14, 7, 11)]
-    return Subject(build(), char_detok, DecodePlan(block_size=4, mask_id=MASK_ID, max_new_tokens=40), EOS_ID, prompts)
+    return Subject(build(), char_detok, DecodePlan(block_size=4, mask_id=MASK_ID, max_new_tokens=32), EOS_ID, prompts)
 
 
 def clover_subject(engine):
@@ -71,10 +76,11 @@ def solo(subject, prompt, plan, stops, seed=None):
     return items[-1], "".join(items[:-1])
 
 
-def together(subject, jobs, capacity, removals=None):
-    """Run ``jobs`` (key → (join step, prompt, plan, stops, seed)) through one BatchDecoder; remove
-    ``removals`` (key → step) before that step. → key → (result, streamed text), and the widths."""
-    decoder = BatchDecoder(subject.batch_denoiser(capacity), subject.detok)
+def together(subject, jobs, capacity, removals=None, kind="slot"):
+    """Run ``jobs`` (key → (join step, prompt, plan, stops, seed)) through one BatchDecoder over the
+    ``kind`` of batch denoiser; remove ``removals`` (key → step) before that step.
+    → key → (result, streamed text), and the number of requests in each step."""
+    decoder = BatchDecoder(subject.batch_denoiser(capacity, kind), subject.detok)
     removals = removals or {}
     streamed = {key: [] for key in jobs}
     results, widths, step = {}, [], 0
@@ -105,8 +111,12 @@ def assert_same(alone, batched, key):
         (a.stats.denoise_passes, a.stats.commits, a.stats.blocks, a.stats.new_tokens), key
 
 
-@pytest.mark.parametrize("name", list(SUBJECTS))
-def test_greedy_requests_decoded_together_equal_each_decoded_alone(name, request):
+# The slot denoiser on every model; the serial reference (the batch-1 calls) where it is quick.
+CASES = [(name, "slot") for name in SUBJECTS] + [("llama", "serial"), ("qwen3", "serial")]
+
+
+@pytest.mark.parametrize("name,kind", CASES)
+def test_greedy_requests_decoded_together_equal_each_decoded_alone(name, kind, request):
     if name != "llama":
         request.applymarker(pytest.mark.slow)
     subject = SUBJECTS[name](request)
@@ -125,13 +135,18 @@ def test_greedy_requests_decoded_together_equal_each_decoded_alone(name, request
             "short": (5, p[3], replace(plan, threshold=0.7, max_new_tokens=9), stops, None),
             "removed": (0, p[4], plan, stops, None),
             "after-removal": (6, p[5], replace(plan, threshold=0.5, max_new_tokens=23), stops, None)}
-    batched, widths = together(subject, jobs, capacity=5, removals={"removed": 4})
+    batched, widths = together(subject, jobs, capacity=5, removals={"removed": 4}, kind=kind)
     assert set(batched) == set(jobs) - {"removed"}
     assert max(widths) >= 4, widths
     assert batched["topk-stop"][0].finish == "stop_string"
     for key, (_, prompt, job_plan, job_stops, _) in jobs.items():
         if key != "removed":
             assert_same(solo(subject, prompt, job_plan, job_stops), batched[key], key)
+
+
+@pytest.mark.slow
+def test_the_engine_batches_clover_tiny_with_the_slot_denoiser(clover_tiny):
+    assert isinstance(clover_tiny.batch_denoiser(2), SlotBatchDenoiser)
 
 
 def test_sampled_requests_draw_what_they_draw_alone_and_reproduce():
@@ -159,7 +174,7 @@ def test_a_request_that_ends_at_admission_comes_out_of_the_next_step():
 
 def test_a_block_size_other_than_the_batchs_is_refused():
     subject = tiny_subject(tiny_llama)
-    decoder = BatchDecoder(SerialBatchDenoiser(subject.model, 2), char_detok)
+    decoder = BatchDecoder(SlotBatchDenoiser(subject.model, 2), char_detok)
     decoder.add("a", subject.prompts[0], subject.plan, Stops())
     with pytest.raises(ValueError, match="block size 8 differs"):
         decoder.add("b", subject.prompts[1], replace(subject.plan, block_size=8), Stops())
