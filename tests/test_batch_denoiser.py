@@ -9,7 +9,7 @@ import torch
 from tinymodels import VOCAB, tiny_hybrid, tiny_llama, tiny_qwen3
 
 from clovercode.engine import batchcache
-from clovercode.engine.batchcache import Step, UnsupportedCache
+from clovercode.engine.batchcache import UnsupportedCache
 from clovercode.engine.batchdenoiser import SlotBatchDenoiser
 from clovercode.engine.batchseam import Row
 from clovercode.engine.denoiser import CachedDenoiser
@@ -100,8 +100,7 @@ def test_single_token_blocks_take_the_one_token_paths_and_still_agree(model):
 
 
 def test_a_wrong_write_offset_breaks_the_agreement(model, monkeypatch):
-    right = Step.write_positions
-    monkeypatch.setattr(Step, "write_positions", lambda step: right(step) + 1)
+    monkeypatch.setattr(batchcache, "_write_offsets", lambda step: step.positions + 1)
     worst, _, _ = _scenario(model, steps=4)
     assert worst > 1e-3
 
@@ -171,15 +170,14 @@ def test_bad_rows_are_refused_with_a_clear_error():
         batched.forward([])
 
 
-def test_sliding_window_layers_are_refused_at_the_first_admit():
+def test_sliding_window_layers_are_refused_when_the_denoiser_is_built():
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     config = Qwen3Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                          num_attention_heads=2, num_key_value_heads=1, head_dim=16, use_sliding_window=True,
                          sliding_window=8, max_window_layers=0, attn_implementation="sdpa")
-    batched = SlotBatchDenoiser(Qwen3ForCausalLM(config).eval(), 2)
     with pytest.raises(UnsupportedCache, match="DynamicSlidingWindowLayer"):
-        batched.admit([1, 2, 3])
+        SlotBatchDenoiser(Qwen3ForCausalLM(config).eval(), 2)
 
 
 @pytest.mark.slow
@@ -194,3 +192,12 @@ def test_clover_tiny_batched_rows_equal_batch_one():
     # float32: batched matmuls round differently from batch-1 ones (measured ≈ 1e-5 on logits of ≈ 10)
     assert worst <= 1e-3
     assert greedy_equal
+
+
+def test_the_micro_benchmark_times_both_sides_on_the_same_rows():
+    from clovercode.bench.batchforward import measure_batch_forward
+
+    timing = measure_batch_forward(tiny_llama(), rows=3, block=4, prompt_tokens=(4, 20), repeats=1)
+    assert (timing.rows, timing.block, len(timing.prompt_tokens)) == (3, 4, 3)
+    assert all(4 <= n <= 20 for n in timing.prompt_tokens)
+    assert timing.batched_s > 0 and timing.solo_s > 0 and timing.speedup == timing.solo_s / timing.batched_s

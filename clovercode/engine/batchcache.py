@@ -37,15 +37,17 @@ class Step:
 
     phys: Any  # (R,) long: each row's buffer row, in forward order
     lengths: Any  # (R,) long: each row's committed length (where its block is written)
+    positions: Any  # (R, L) long: each block token's position, lengths[r] + j (also its time in the buffer)
     commit: Any  # (R,) bool
     window: tuple[int, int] | None  # (lo, R) when phys == lo..lo+R-1: the buffers are read as views
     kv_len: int  # max(length) + L: keys the attention reads (shorter rows are masked past their block)
     block: int  # L
     commit_rows: Any  # (C,) long: forward rows that commit
 
-    def write_positions(self) -> Any:
-        """(R, L): the time position of each block token, at each row's own offset."""
-        return self.lengths[:, None] + torch.arange(self.block, device=self.lengths.device)[None]
+
+def _write_offsets(step: Step) -> Any:
+    """(R, L): where each block token goes in its row's buffer: at its own position, so no holes."""
+    return step.positions
 
 
 class SlotKV(CacheLayerMixin):
@@ -66,7 +68,7 @@ class SlotKV(CacheLayerMixin):
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any):
         step = self.step
         assert step is not None, "the slot cache is only valid inside a forward"
-        rows, times = step.phys[:, None], step.write_positions()
+        rows, times = step.phys[:, None], _write_offsets(step)
         out = []
         for buffer, new in zip(self.buffers, (key_states, value_states)):
             # (R, H, L, D) → (R, L, H, D): advanced indices on dims 0 and 2 put (R, L) first
@@ -117,14 +119,19 @@ class SlotCache:
         self.lengths: dict[int, int] = {}  # slot → committed tokens
 
     # -- admission and release -------------------------------------------------------------------
-    def admit(self, slot: int, cache: Any, length: int) -> None:
-        """Copy a batch-1 prefilled transformers cache into a free slot's row."""
+    def prepare(self, cache: Any, length: int) -> None:
+        """Allocate the buffers in the layout of a batch-1 prefilled cache (raises ``UnsupportedCache``)."""
         units = getattr(cache, "layers", None)
         if not isinstance(units, list) or not units:
             raise UnsupportedCache(f"the model's cache ({type(cache).__name__}) has no layers to batch")
+        self.layers = [self._allocate(unit, length) for unit in units]
+
+    def admit(self, slot: int, cache: Any, length: int) -> None:
+        """Copy a batch-1 prefilled transformers cache into a free slot's row."""
         if self.layers is None:
-            self.layers = [self._allocate(unit, length) for unit in units]
-        if len(units) != len(self.layers):
+            self.prepare(cache, length)
+        units = getattr(cache, "layers", None)
+        if not isinstance(units, list) or len(units) != len(self.layers or []):
             raise UnsupportedCache("the model's cache changed its number of layers")
         self.reserve(length)
         row = len(self.slot_at)

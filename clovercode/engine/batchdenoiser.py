@@ -8,8 +8,9 @@ past each row's block. Denoising rows leave their slot as it was (their keys are
 length; their linear-attention states are a copy that is dropped); committing rows advance.
 
 Works for transformers causal LMs whose cache is full attention and/or Gated DeltaNet (Llama, Qwen3,
-SmolLM2, clover-tiny, Qwen3.5-MoE, Qwen3-Next). Sliding-window and remote-code cache layers raise
-``UnsupportedCache`` at the first admit.
+SmolLM2, clover-tiny, Qwen3.5-MoE, Qwen3-Next). Other cache layers (sliding window, attention and linear
+state in one layer, a remote-code cache without transformers layers) raise ``UnsupportedCache`` when the
+denoiser is built: the caller can fall back to batch 1.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ class SlotBatchDenoiser:
         self.solo = CachedDenoiser(model)  # admits run the batch-1 prefill, kernels and all
         self.slots = SlotCache(capacity)
         self.device, self.dtype = self.solo.device, self.solo.dtype
+        # a one-token prefill reveals the cache layout: buffers exist, and an unbatchable model fails, now
+        probe = self.solo.prefill([0])
+        self.slots.prepare(probe.cache, probe.length)
 
     def admit(self, ids: Sequence[int]) -> tuple[int, Any]:
         free = next((s for s in range(self.capacity) if s not in self.slots.lengths), None)
@@ -50,12 +54,11 @@ class SlotBatchDenoiser:
 
         step, order = self._plan(rows)
         blocks = torch.stack([torch.as_tensor(rows[i].block).view(-1) for i in order]).to(self.device, torch.long)
-        positions = step.write_positions()
         mask = _block_masks(step, self.dtype)
         cache = self.slots.step_cache(step)
         try:
             with torch.no_grad():
-                out = self.model(input_ids=blocks, position_ids=positions, attention_mask=mask,
+                out = self.model(input_ids=blocks, position_ids=step.positions, attention_mask=mask,
                                  **{self.solo.cache_arg: cache, "use_cache": True})
         except BaseException:
             self.slots.settle(cache, step, keep=False)
@@ -96,10 +99,12 @@ class SlotBatchDenoiser:
         committing = [k for k in range(count) if commits[k]]
         # one host → device copy for everything the step needs
         packed = torch.tensor(ordered + lengths + commits + committing, dtype=torch.long, device=self.device)
+        on_device = packed[count:2 * count]
         contiguous = ordered == list(range(ordered[0], ordered[0] + count))
-        return Step(phys=packed[:count], lengths=packed[count:2 * count], commit=packed[2 * count:3 * count].bool(),
-                    window=(ordered[0], count) if contiguous else None, kv_len=max(lengths) + size, block=size,
-                    commit_rows=packed[3 * count:]), order
+        return Step(phys=packed[:count], lengths=on_device,
+                    positions=on_device[:, None] + torch.arange(size, device=self.device)[None],
+                    commit=packed[2 * count:3 * count].bool(), window=(ordered[0], count) if contiguous else None,
+                    kv_len=max(lengths) + size, block=size, commit_rows=packed[3 * count:]), order
 
 
 def _block_masks(step: Any, dtype: Any) -> Any:

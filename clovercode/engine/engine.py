@@ -138,9 +138,8 @@ class Engine:
 
     def batch_denoiser(self, capacity: int) -> BatchDenoiser:
         """A denoiser for ``capacity`` sequences at once (continuous batching). The one place that
-        picks it: the slot-cache denoiser (one forward for every row) when it takes this model's cache,
-        which a one-token admit tells; else the serial reference (correct, but no faster than one
-        request at a time)."""
+        picks it: the slot-cache denoiser (one forward for every row) when it takes this model's
+        cache, else the serial reference (correct, but no faster than one request at a time)."""
         from clovercode.engine.serialbatch import SerialBatchDenoiser
 
         try:
@@ -148,13 +147,10 @@ class Engine:
             from clovercode.engine.batchdenoiser import SlotBatchDenoiser
         except ImportError:
             return SerialBatchDenoiser(self.model, capacity)
-        fast = SlotBatchDenoiser(self.model, capacity)
         try:
-            slot, _ = fast.admit([0])
+            return SlotBatchDenoiser(self.model, capacity)
         except UnsupportedCache:
             return SerialBatchDenoiser(self.model, capacity)
-        fast.release(slot)
-        return fast
 
     def generate(self, prompt: Sequence[int], plan: DecodePlan, stops: Stops, **kwargs: Any) -> DecodeResult:
         result = None
