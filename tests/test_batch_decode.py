@@ -194,3 +194,14 @@ def test_select_rows_is_select_row_by_row():
             expected = select(confidence[i], masked[i], plan.strategy, threshold=plan.threshold, top_k=plan.top_k,
                               passes_left=plan.steps - passes[i])
             assert torch.equal(chosen[i], expected), (trial, i, plan.strategy)
+
+
+def test_a_model_the_slot_cache_cannot_take_is_batched_by_the_serial_reference():
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    config = Qwen3Config(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, head_dim=16, use_sliding_window=True,
+                         sliding_window=8, max_window_layers=0, attn_implementation="sdpa")
+    engine = Engine(Qwen3ForCausalLM(config).eval(), None, None, EngineConfig())  # type: ignore[arg-type]
+    assert isinstance(engine.batch_denoiser(2), SerialBatchDenoiser)
+    assert isinstance(Engine(tiny_llama(), None, None, EngineConfig()).batch_denoiser(2), SlotBatchDenoiser)  # type: ignore[arg-type]
