@@ -133,16 +133,7 @@ class BatchDecoder:
         """Acceptance for every denoising row at once, each by its own plan (``decode_stream``'s pass)."""
         import torch
 
-        last = torch.stack([s.last_logits for s in seqs]).to(device=logits.device, dtype=logits.dtype)
-        shifted = torch.cat([last[:, None], logits[:, :-1]], dim=1)  # row i of a block predicted from i - 1
-        shift = [s.plan.logit_shift for s in seqs]
-        if all(shift):
-            predicted = shifted
-        elif not any(shift):
-            predicted = logits
-        else:
-            predicted = torch.where(torch.tensor(shift, device=logits.device)[:, None, None], shifted, logits)
-        tokens, confidence = self._propose(seqs, predicted)
+        tokens, confidence = self._propose(seqs, logits)
         masked = torch.stack([s.masked for s in seqs])
         chosen = select_rows(confidence, masked, [s.plan for s in seqs], [s.passes for s in seqs])
         blocks = torch.where(chosen, tokens, torch.stack([s.block for s in seqs]))
@@ -153,24 +144,33 @@ class BatchDecoder:
             seq.stats.denoise_passes += 1
             self._settle(seq)
 
-    def _propose(self, seqs: list[_Sequence], predicted: Any) -> tuple[Any, Any]:
-        """Tokens and confidences (R, L) on the host: greedy rows in one call, sampled rows each with
-        its own generator (the draws it would make alone)."""
+    def _propose(self, seqs: list[_Sequence], logits: Any) -> tuple[Any, Any]:
+        """Tokens and confidences (R, L) on the host for the (R, L, V) logits of a denoising forward.
+
+        With the logit shift block position i is predicted by output i - 1 (position 0 by the last
+        commit: it is the free token, never masked in a denoising pass). Greedy rows are proposed in one
+        call over the logits as they are, the results shifted by one position (no copy of the logits);
+        a sampled row gets exactly the (L, V) rows ``decode_stream`` draws from, with its own
+        generator, so it draws what it draws alone."""
         import torch
 
-        rows, size, vocab = predicted.shape
+        rows, size, vocab = logits.shape
         greedy = [i for i, s in enumerate(seqs) if s.plan.temperature <= 0]
-        if len(greedy) == rows:
-            tokens, confidence = propose(predicted.reshape(-1, vocab))
-            return tokens.view(rows, size).cpu(), confidence.view(rows, size).cpu()
         tokens = torch.zeros(rows, size, dtype=torch.long)
         confidence = torch.zeros(rows, size, dtype=torch.float32)
         if greedy:
-            t, c = propose(predicted[greedy].reshape(-1, vocab))
-            tokens[greedy], confidence[greedy] = t.view(-1, size).cpu(), c.view(-1, size).cpu()
+            part = logits if len(greedy) == rows else logits[greedy]
+            t, c = (x.view(-1, size).cpu() for x in propose(part.reshape(-1, vocab)))
+            shift = torch.tensor([seqs[i].plan.logit_shift for i in greedy])[:, None]
+            t = torch.where(shift, torch.cat([torch.zeros_like(t[:, :1]), t[:, :-1]], dim=1), t)
+            c = torch.where(shift, torch.cat([torch.zeros_like(c[:, :1]), c[:, :-1]], dim=1), c)
+            tokens[greedy], confidence[greedy] = t, c.to(torch.float32)
         for i, seq in enumerate(seqs):
             if seq.plan.temperature > 0:
-                t, c = propose(predicted[i], seq.plan.temperature, seq.plan.top_p, seq.generator)
+                predicted = logits[i]
+                if seq.plan.logit_shift:
+                    predicted = torch.cat([seq.last_logits[None].to(logits.device, logits.dtype), logits[i, :-1]])
+                t, c = propose(predicted, seq.plan.temperature, seq.plan.top_p, seq.generator)
                 tokens[i], confidence[i] = t.cpu(), c.cpu()
         return tokens, confidence
 
