@@ -94,6 +94,29 @@ def test_batched_rows_equal_batch_one_over_mixed_steps_releases_and_growth(model
     assert batched.slots.time > 16
 
 
+def tiny_qwen3_next(seed=0):
+    """Qwen3-Next: the other Gated-DeltaNet hybrid family (its own modeling code and cache use)."""
+    from tinymodels import EOS_ID, _finish
+    from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
+
+    torch.manual_seed(seed)
+    config = Qwen3NextConfig(
+        vocab_size=VOCAB, hidden_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=16, linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=16,
+        linear_num_key_heads=2, linear_num_value_heads=4, moe_intermediate_size=32, intermediate_size=64,
+        shared_expert_intermediate_size=32, num_experts_per_tok=2, num_experts=4, max_position_embeddings=512,
+        layer_types=["linear_attention", "full_attention", "linear_attention", "linear_attention"],
+        eos_token_id=EOS_ID, bos_token_id=1, pad_token_id=0)
+    config._attn_implementation = "sdpa"
+    config._experts_implementation = "eager"
+    return _finish(Qwen3NextForCausalLM(config))
+
+
+def test_qwen3_next_rows_equal_batch_one():
+    worst, greedy_equal, _ = _scenario(tiny_qwen3_next(), steps=8, seed=7)
+    assert worst <= TIGHT and greedy_equal
+
+
 def test_single_token_blocks_take_the_one_token_paths_and_still_agree(model):
     worst, greedy_equal, _ = _scenario(model, steps=6, block=1, seed=3)
     assert worst <= TIGHT and greedy_equal
@@ -117,6 +140,40 @@ def test_a_committing_row_masked_like_a_denoising_one_breaks_the_agreement(model
     monkeypatch.setattr(batchdenoiser, "_block_masks", no_causal)
     worst, _, _ = _scenario(model, steps=4)
     assert worst > 1e-3
+
+
+def test_keeping_the_denoising_rows_linear_states_breaks_the_hybrid_agreement(monkeypatch):
+    from clovercode.engine.batchcache import SlotCache
+
+    right = SlotCache.settle
+
+    def keep_every_row(self, cache, step, keep=True):
+        step.commit_rows = torch.arange(step.phys.numel())
+        return right(self, cache, step, keep)
+
+    monkeypatch.setattr(SlotCache, "settle", keep_every_row)
+    worst, _, _ = _scenario(tiny_hybrid(), steps=4)
+    assert worst > 1e-3
+
+
+def test_forwards_over_all_rows_read_views_and_over_scattered_rows_gather(model, monkeypatch):
+    from clovercode.engine.batchcache import SlotCache
+
+    windows, right = [], SlotCache.step_cache
+
+    def spy(self, step):
+        windows.append(step.window)
+        return right(self, step)
+
+    monkeypatch.setattr(SlotCache, "step_cache", spy)
+    batched = SlotBatchDenoiser(model, 4)
+    slots = [batched.admit([1 + i] * (3 + i))[0] for i in range(4)]
+    batched.release(slots[1])  # the last row moves into the hole: live rows stay dense
+    live = [s for s in slots if s != slots[1]]
+    batched.forward([Row(s, torch.tensor([5, 6])) for s in reversed(live)])
+    batched.forward([Row(s, torch.tensor([5, 6])) for s in (live[0], live[1])])  # rows 0 and 2
+    assert windows == [(0, 3), None]
+    assert sorted(batched.slots.phys.values()) == [0, 1, 2]
 
 
 def test_denoising_rows_leave_their_slots_bit_identical(model):
