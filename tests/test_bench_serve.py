@@ -21,3 +21,18 @@ def test_bench_serve_loses_nothing_mixes_nothing_and_cancels_the_killed_client()
     for name in ("queued", "batched"):
         assert modes[name]["killed_client"]["cancelled"] is True
     assert modes["queued"]["mean_batch"] == 1.0 and modes["batched"]["mean_batch"] > 1.0
+
+
+@pytest.mark.slow
+def test_bench_serve_on_clover_tiny_batches_the_engine_and_every_reply_equals_its_unbatched_one():
+    proc = run_cli("bench", "serve", "--model", "clover-tiny", "--clients", "4", "--requests", "2", "--max-tokens", "32",
+                   "--json", timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    modes = {m["mode"]: m for m in report["modes"]}
+    for mode in modes.values():
+        assert (mode["completed"], mode["lost"], mode["mixed_up"]) == (8, 0, 0), mode
+    assert modes["batched"]["mean_batch"] > 1.5
+    for name in ("queued", "batched"):  # its short call may be written before the kill reaches the server
+        killed = modes[name]["killed_client"]
+        assert killed["cancelled"] or killed["finished_before_kill"], killed

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from rich.console import Console
 
@@ -19,11 +19,13 @@ from clovercode.engine.chat import call_format, render_prompt
 from clovercode.engine.constraint import Constraint, Steering
 from clovercode.engine.grammar import CALL_OPENING, GrammarError, json_grammar, tool_call_grammar
 from clovercode.engine.config import EngineConfig, engine_config_from
-from clovercode.engine.decoder import DecodeResult
+from clovercode.engine.decoder import DecodePlan, DecodeResult
 from clovercode.engine.engine import Engine
 from clovercode.errors import UsageError
 from clovercode.toolcalls.schemas import ToolSpec
 
+if TYPE_CHECKING:
+    from clovercode.backends.embedded_batch import EmbeddedBatchSession
 
 DEFAULT_MAX_PROSE = 512  # tokens of prose a turn that must call may write before it is steered into the call
 
@@ -42,15 +44,25 @@ class EmbeddedBackend:
     def count_tokens(self, text: str) -> int:
         return self.engine.count_tokens(text)
 
-    def generate(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> Iterator[Event]:
-        started = time.perf_counter()
+    def prepare(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> tuple[list[int], DecodePlan]:
+        """The prompt's tokens and the decoding plan for one request; ContextTooLong when it does not fit."""
         prompt = self.engine.encode(render_prompt(self.engine.tokenizer, messages, tools, params.thinking))
         room = self.context_window - len(prompt)
         if room < 1:
             raise ContextTooLong(f"the prompt ({len(prompt)} tokens) does not fit the context window of "
                              f"{self.engine.name} ({self.context_window} tokens)")
-        plan = self.engine.plan(temperature=params.temperature, top_p=params.top_p,
-                                max_new_tokens=max(1, min(params.max_new_tokens, room)))
+        return prompt, self.engine.plan(temperature=params.temperature, top_p=params.top_p,
+                                        max_new_tokens=max(1, min(params.max_new_tokens, room)))
+
+    def open_batch(self, max_batch: int) -> "EmbeddedBatchSession":
+        """Continuous batching for ``clovercode serve`` (backends/embedded_batch.py)."""
+        from clovercode.backends.embedded_batch import EmbeddedBatchSession
+
+        return EmbeddedBatchSession(self, max_batch)
+
+    def generate(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> Iterator[Event]:
+        started = time.perf_counter()
+        prompt, plan = self.prepare(messages, tools, params)
         constraint = self._constraint(tools, params, plan.max_new_tokens)
         yield Usage(prompt_tokens=len(prompt))  # known now; the full count comes when the turn ends
         result: DecodeResult | None = None
@@ -67,13 +79,8 @@ class EmbeddedBackend:
                                  f"({len(prompt)} prompt tokens)") from None
             raise
         assert result is not None
-        stats = result.stats
-        yield Usage(prompt_tokens=len(prompt), completion_tokens=stats.new_tokens, forwards=stats.forwards,
-                    seconds=time.perf_counter() - started,
-                    extra={"tokens_per_forward": round(stats.tokens_per_forward, 3), "block_size": plan.block_size,
-                           "prefill_s": round(stats.prefill_s, 4),
-                           "first_block_s": round(stats.first_block_s or 0.0, 4),
-                           **({"constrained": True, "remasked": stats.remasked} if constraint is not None else {})})
+        yield final_usage(result, plan, time.perf_counter() - started,
+                          {"constrained": True, "remasked": result.stats.remasked} if constraint is not None else {})
         yield Finish(result.finish)
 
     def _constraint(self, tools: Sequence[ToolSpec], params: GenerationParams, limit: int) -> Constraint | None:
@@ -108,6 +115,16 @@ class EmbeddedBackend:
 
     def close(self) -> None:
         self.engine.close()
+
+
+def final_usage(result: DecodeResult, plan: DecodePlan, seconds: float, extra: dict[str, Any]) -> Usage:
+    """The turn's total usage, with the engine's counters."""
+    stats = result.stats
+    return Usage(prompt_tokens=stats.prompt_tokens, completion_tokens=stats.new_tokens, forwards=stats.forwards,
+                 seconds=seconds,
+                 extra={"tokens_per_forward": round(stats.tokens_per_forward, 3), "block_size": plan.block_size,
+                        "prefill_s": round(stats.prefill_s, 4), "first_block_s": round(stats.first_block_s or 0.0, 4),
+                        **extra})
 
 
 def open_embedded(spec: str, cfg: Any, base_dir: Path | None = None, console: Console | None = None) -> EmbeddedBackend:

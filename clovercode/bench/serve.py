@@ -104,7 +104,7 @@ class ServerProcess:
         self.port = 0
         self.model_name = ""
 
-    def wait_ready(self, timeout: float = 120.0) -> None:
+    def wait_ready(self, timeout: float = 300.0) -> None:  # an engine model loads for a while on a busy machine
         assert self.proc.stdout is not None
         ready: list[str] = []
         reader = threading.Thread(target=lambda: ready.append(self.proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
@@ -215,11 +215,13 @@ def run_mode(name: str, server: ServerProcess, plan: list[list[tuple[str, dict[s
         watcher = _kill_and_watch(server, killed, before) if killed is not None else None
         for thread in threads:
             thread.join()
+        wall = time.monotonic() - started
         if watcher is not None:
+            _unless_finished_first(server, killed, before, sum(r.ok for r in replies))  # type: ignore[arg-type]
             watcher.join()
     else:
         bot([job for jobs in plan for job in jobs])
-    wall = time.monotonic() - started
+        wall = time.monotonic() - started
     health = server.health()
     steps = health["batch_steps"] - before["batch_steps"]
     health["mean_batch"] = round((health["batch_rows"] - before["batch_rows"]) / steps, 2) if steps else 1.0
@@ -244,9 +246,10 @@ def _kill_and_watch(server: ServerProcess, killed: dict[str, Any], before: dict[
     killed["proc"].wait()
     kill_at = time.monotonic()
     killed["report"] = {"cancelled": False, "noticed_within_s": None}
+    killed["settled"] = threading.Event()
 
     def watch() -> None:
-        while time.monotonic() - kill_at < limit:
+        while time.monotonic() - kill_at < limit and not killed["settled"].is_set():
             if server.health()["cancelled"] > before["cancelled"]:
                 killed["report"] = {"cancelled": True, "noticed_within_s": round(time.monotonic() - kill_at, 3)}
                 return
@@ -255,6 +258,16 @@ def _kill_and_watch(server: ServerProcess, killed: dict[str, Any], before: dict[
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
     return thread
+
+
+def _unless_finished_first(server: ServerProcess, killed: dict[str, Any], before: dict[str, Any], answered: int) -> None:
+    """A model that ends its turn quickly (clover-tiny writes one short call) may finish the probe's
+    request before the kill reaches the server: then there is nothing to cancel, which the server's
+    counters show (one more completed request than the clients got), and the watch stops."""
+    health = server.health()
+    if health["cancelled"] == before["cancelled"] and health["completed"] - before["completed"] > answered:
+        killed["report"] = {"cancelled": False, "noticed_within_s": None, "finished_before_kill": True}
+        killed["settled"].set()
 
 
 def run_bench(model: str = "tiny", clients: int = 8, requests: int = 3, max_tokens: int = 48) -> dict[str, Any]:
@@ -286,7 +299,8 @@ def run_bench(model: str = "tiny", clients: int = 8, requests: int = 3, max_toke
         row["throughput_vs_one_at_a_time"] = round(row["requests_per_s"] / base_rps, 2) if base_rps and row["requests_per_s"] else None
         row["p95_latency_vs_one_at_a_time"] = round(row["latency_p95_s"] / base_p95, 2) if base_p95 and row["latency_p95_s"] else None
     ok = all(r["lost"] == 0 and r["mixed_up"] == 0 for r in rows) and all(
-        r["killed_client"]["cancelled"] for r in rows if r["killed_client"] is not None)
+        r["killed_client"]["cancelled"] or r["killed_client"].get("finished_before_kill")
+        for r in rows if r["killed_client"] is not None)
     return {"model": model, "clients": clients, "requests_per_client": requests, "max_tokens": max_tokens,
             "modes": rows, "ok": ok}
 
@@ -318,7 +332,8 @@ def print_report(report: dict[str, Any], console: Any) -> None:
         killed = row["killed_client"]
         if killed is not None:
             problems.append(f"killed client cancelled after {killed['noticed_within_s']} s" if killed["cancelled"]
-                            else "killed client was NOT cancelled")
+                            else "the killed client's request finished before the kill (nothing to cancel)"
+                            if killed.get("finished_before_kill") else "killed client was NOT cancelled")
         console.print(f"{row['mode']}: " + ("; ".join(problems) if problems else "all requests answered, none mixed up"),
                       highlight=False)
     console.print("[green]OK[/]" if report["ok"] else "[red]FAILED[/]: see above")

@@ -9,6 +9,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from rich.console import Console
 
+from clovercode.engine.batchseam import BatchDenoiser
 from clovercode.engine.config import EngineConfig
 from clovercode.engine.constraint import Constraint, GrammarCompiler, Steering
 from clovercode.engine.decoder import DecodePlan, DecodeResult, PassEvent, decode_stream
@@ -118,17 +119,38 @@ class Engine:
                constraint: Constraint | None = None) -> Iterator[str | DecodeResult]:
         """Yield text as each block commits, then the DecodeResult. With a ``constraint`` (from
         :meth:`constraint`) every token follows its grammar."""
+        return decode_stream(denoiser or self.denoiser(), prompt, plan, self.detokenize, stops,
+                             on_pass=on_pass, generator=self.generator(plan, seed), constraint=constraint)
+
+    def generator(self, plan: DecodePlan, seed: int | None = None) -> Any:
+        """A request's own torch.Generator when it samples (None when greedy): an unseeded turn must
+        not reseed torch's global one, and a batched request must draw what it draws alone."""
         import torch
 
-        generator = None
-        if plan.temperature > 0:  # its own generator: an unseeded turn must not reseed torch's global one
-            generator = torch.Generator(device=self.info.device)
-            if seed is not None:
-                generator.manual_seed(seed)
-            else:
-                generator.seed()
-        return decode_stream(denoiser or self.denoiser(), prompt, plan, self.detokenize, stops,
-                             on_pass=on_pass, generator=generator, constraint=constraint)
+        if plan.temperature <= 0:
+            return None
+        generator = torch.Generator(device=self.info.device)
+        if seed is not None:
+            generator.manual_seed(seed)
+        else:
+            generator.seed()
+        return generator
+
+    def batch_denoiser(self, capacity: int) -> BatchDenoiser:
+        """A denoiser for ``capacity`` sequences at once (continuous batching). The one place that
+        picks it: the slot-cache denoiser (one forward for every row) when it takes this model's
+        cache, else the serial reference (correct, but no faster than one request at a time)."""
+        from clovercode.engine.serialbatch import SerialBatchDenoiser
+
+        try:
+            from clovercode.engine.batchcache import UnsupportedCache
+            from clovercode.engine.batchdenoiser import SlotBatchDenoiser
+        except ImportError:
+            return SerialBatchDenoiser(self.model, capacity)
+        try:
+            return SlotBatchDenoiser(self.model, capacity)
+        except UnsupportedCache:
+            return SerialBatchDenoiser(self.model, capacity)
 
     def generate(self, prompt: Sequence[int], plan: DecodePlan, stops: Stops, **kwargs: Any) -> DecodeResult:
         result = None

@@ -1,0 +1,91 @@
+"""Continuous batching for the embedded engine: the ``BatchSession`` (backends/batch.py) that
+``clovercode serve`` drives, over the engine's ``BatchDecoder``.
+
+A request's events are the ones ``EmbeddedBackend.generate`` yields for it: ``Usage`` with the prompt
+size when it is admitted, a ``TextDelta`` per committed block, the total ``Usage``, ``Finish``.
+Grammar-constrained requests (``tool_choice`` that needs a grammar, a JSON Schema) are refused here:
+the scheduler sends them down the backend's batch-1 path (the backend has no ``batch_constraints``).
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator, Sequence
+
+from clovercode.backends.base import Event, Finish, GenerationParams, ModelError, TextDelta, Usage
+from clovercode.engine.batchdecode import BatchDecoder
+from clovercode.engine.decoder import DecodePlan, DecodeResult
+from clovercode.errors import UsageError
+from clovercode.messages import Message
+from clovercode.toolcalls.schemas import ToolSpec
+
+if TYPE_CHECKING:
+    from clovercode.backends.embedded import EmbeddedBackend
+
+
+class EmbeddedBatchSession:
+    def __init__(self, backend: "EmbeddedBackend", max_batch: int):
+        self.backend = backend
+        self.engine = backend.engine
+        self.max_batch = max_batch
+        self.decoder = BatchDecoder(self.engine.batch_denoiser(max_batch), self.engine.detokenize)
+        self.requests: dict[str, tuple[DecodePlan, float]] = {}  # key → (plan, when it arrived)
+        self.admitted: list[tuple[str, Event]] = []
+
+    def add(self, key: str, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> None:
+        if needs_grammar(tools, params):
+            raise UsageError("a constrained request (tool_choice, response_format) cannot join a batch",
+                             hint="Send it through the backend's generate(), which enforces the grammar.")
+        if len(self.decoder) >= self.max_batch:
+            raise RuntimeError(f"embedded batch: all {self.max_batch} slots are taken")
+        started = time.perf_counter()
+        prompt, plan = self.backend.prepare(messages, tools, params)
+        with _out_of_memory_as_model_error(self.engine.name, len(prompt)):
+            self.decoder.add(key, prompt, plan, self.engine.stops(params.stop), self.engine.generator(plan, params.seed))
+        self.requests[key] = (plan, started)
+        self.admitted.append((key, Usage(prompt_tokens=len(prompt))))
+
+    def step(self) -> list[tuple[str, Event]]:
+        from clovercode.backends.embedded import final_usage
+
+        events, self.admitted = self.admitted, []
+        with _out_of_memory_as_model_error(self.engine.name, None):
+            items = self.decoder.step()
+        for key, item in items:
+            if isinstance(item, DecodeResult):
+                plan, started = self.requests.pop(key)
+                events.append((key, final_usage(item, plan, time.perf_counter() - started, {})))
+                events.append((key, Finish(item.finish)))
+            elif item:
+                events.append((key, TextDelta(item)))
+        return events
+
+    def remove(self, key: str) -> None:
+        self.decoder.remove(key)
+        self.requests.pop(key, None)
+        self.admitted = [event for event in self.admitted if event[0] != key]
+
+    def close(self) -> None:
+        for key in list(self.decoder.active):
+            self.decoder.remove(key)
+        self.requests.clear()
+
+
+def needs_grammar(tools: Sequence[ToolSpec], params: GenerationParams) -> bool:
+    """Would ``EmbeddedBackend.generate`` constrain this request? (Mirrors its ``_constraint``.)"""
+    if params.json_schema is not None:
+        return True
+    return params.tool_choice is not None and not (params.tool_choice in ("auto", "none") and not tools)
+
+
+@contextmanager
+def _out_of_memory_as_model_error(model: str, prompt_tokens: int | None) -> Iterator[None]:
+    """A device out of memory is a ModelError (the request, or the batch, fails; the server goes on)."""
+    try:
+        yield
+    except RuntimeError as exc:
+        if "out of memory" not in str(exc).lower():
+            raise
+        where = f" ({prompt_tokens} prompt tokens)" if prompt_tokens is not None else " (batched step)"
+        raise ModelError(f"out of memory while generating with {model}{where}") from None

@@ -1,0 +1,268 @@
+"""Block-diffusion decoding of many requests at once, with continuous batching.
+
+Requests join (``add``: their prompt is prefilled into a slot of a ``BatchDenoiser``) and leave
+(``remove``, or when they finish) between steps. A ``step`` is ONE forward over every active request:
+each row is at its own block position, and is either a denoising row (its block still has masked
+positions) or a committing row (its block is finished). After the forward every row goes on exactly as
+``decoder.decode_stream`` would go on alone: acceptance by its own strategy (threshold / topk / steps,
+decided for all denoising rows with tensor ops), the free first token of its next block (logit shift),
+its own stop checks, token limit and sampling generator. So the greedy output of a request decoded in a
+batch is the output it gets alone (``decode_stream`` is the spec; tests/test_batch_decode.py checks it).
+
+Items come out of ``step`` tagged with the request's key: each committed block's new text (``str``),
+then the ``DecodeResult``, after which the request is gone and its slot free. Grammar-constrained
+requests are not taken here: they stay on the batch-1 path (``decode_stream`` with a constraint).
+
+Stop checks look at the new final tokens only (``StopWatch``): the output is detokenized in full only
+when something may have stopped it. Streamed text detokenizes the output once per committed block,
+as ``decode_stream`` does.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from clovercode.engine.batchseam import BatchDenoiser, Row
+from clovercode.engine.decoder import DecodePlan, DecodeResult, DecodeStats
+from clovercode.engine.sampler import propose
+from clovercode.engine.stops import Cut, Detokenize, Stops, find_stop, safe_prefix
+
+STRATEGY_CODES = {"threshold": 0, "topk": 1, "steps": 2}
+Item = tuple[str, "str | DecodeResult"]
+
+
+class StopWatch:
+    """``find_stop`` over a growing list of final tokens that reads only what is new since the last
+    call: an EOS among the new tokens, the token limit, or a stop string in the text of the new tokens
+    and a few before them (where a stop string that ends in the new ones may begin). Only then is the
+    whole output detokenized, by ``find_stop`` itself, so a cut is exactly the one it finds."""
+
+    def __init__(self, detok: Detokenize, stops: Stops, max_tokens: int | None):
+        self.detok, self.stops, self.max_tokens = detok, stops, max_tokens
+        self.seen = 0
+        # Tokens of old output re-read: every token is at least one byte, the +8 covers a partial
+        # UTF-8 character or a tokenizer's leading-space rule at the window's start.
+        self.back = max((len(s.encode()) for s in stops.strings), default=0) + 8
+
+    def check(self, final: Sequence[int]) -> Cut | None:
+        start, self.seen = self.seen, max(self.seen, len(final))
+        if len(final) <= start:
+            return None  # nothing new: the same tokens cannot stop twice
+        maybe = any(t in self.stops.eos_ids for t in final[start:]) or (
+            self.max_tokens is not None and len(final) >= self.max_tokens)
+        if not maybe and self.stops.strings:
+            tail = self.detok(final[max(0, start - self.back):])
+            maybe = any(s in tail for s in self.stops.strings)
+        return find_stop(final, self.detok, self.stops, self.max_tokens) if maybe else None
+
+
+@dataclass
+class _Sequence:
+    key: str
+    slot: int
+    plan: DecodePlan
+    stops: Stops
+    watch: StopWatch
+    generator: Any
+    started: float
+    last_logits: Any  # (V,): predicts the next block's first token
+    stats: DecodeStats
+    block: Any = None  # (L,) long, mask tokens where not yet accepted
+    masked: Any = None  # (L,) bool
+    passes: int = 0  # denoising passes over the current block
+    commit: bool = False  # the block is finished: the next forward commits it
+    out: list[int] = field(default_factory=list)
+    shown: str = ""
+
+
+class BatchDecoder:
+    def __init__(self, denoiser: BatchDenoiser, detok: Detokenize, clock: Callable[[], float] = time.perf_counter):
+        self.denoiser, self.detok, self.clock = denoiser, detok, clock
+        self.active: dict[str, _Sequence] = {}
+        self._items: list[Item] = []  # produced since the last step (a request may end at admission)
+
+    def __len__(self) -> int:
+        return len(self.active)
+
+    def add(self, key: str, prompt: Sequence[int], plan: DecodePlan, stops: Stops, generator: Any = None) -> None:
+        """Prefill ``prompt`` and open its first block; it joins the next step. ``generator``: the
+        request's own torch.Generator when it samples (its draws are the ones it makes alone)."""
+        if key in self.active:
+            raise ValueError(f"request {key!r} is already being decoded")
+        if plan.strategy not in STRATEGY_CODES:
+            raise ValueError(f"unknown strategy {plan.strategy!r}")
+        other = next(iter(self.active.values()), None)
+        if other is not None and other.plan.block_size != plan.block_size:
+            raise ValueError(f"block size {plan.block_size} differs from the batch's {other.plan.block_size}: "
+                             "one forward needs blocks of one length")
+        started = self.clock()
+        slot, last = self.denoiser.admit(prompt)
+        stats = DecodeStats(prompt_tokens=len(prompt), prefill_s=self.clock() - started)
+        seq = _Sequence(key, slot, plan, stops, StopWatch(self.detok, stops, plan.max_new_tokens), generator,
+                        started, last, stats)
+        self.active[key] = seq
+        self._open_blocks([seq])
+
+    def remove(self, key: str) -> None:
+        """Drop a request now (its client left); unknown keys are ignored."""
+        seq = self.active.pop(key, None)
+        if seq is not None:
+            self.denoiser.release(seq.slot)
+        self._items = [item for item in self._items if item[0] != key]
+
+    def step(self) -> list[Item]:
+        """One forward over every active request; what each produced, tagged with its key."""
+        seqs = list(self.active.values())
+        if seqs:
+            logits = self.denoiser.forward([Row(s.slot, s.block, s.commit) for s in seqs])  # (R, L, V)
+            denoised = [i for i, s in enumerate(seqs) if not s.commit]
+            committed = [i for i, s in enumerate(seqs) if s.commit]
+            if denoised:
+                self._accept([seqs[i] for i in denoised], logits if len(denoised) == len(seqs) else logits[denoised])
+            for i in committed:
+                self._committed(seqs[i], logits[i, -1])
+            self._open_blocks([seqs[i] for i in committed])
+        items, self._items = self._items, []
+        return items
+
+    # ---- one request's progress ------------------------------------------------------------
+
+    def _accept(self, seqs: list[_Sequence], logits: Any) -> None:
+        """Acceptance for every denoising row at once, each by its own plan (``decode_stream``'s pass)."""
+        import torch
+
+        tokens, confidence = self._propose(seqs, logits)
+        masked = torch.stack([s.masked for s in seqs])
+        chosen = select_rows(confidence, masked, [s.plan for s in seqs], [s.passes for s in seqs])
+        blocks = torch.where(chosen, tokens, torch.stack([s.block for s in seqs]))
+        masked &= ~chosen
+        for i, seq in enumerate(seqs):
+            seq.block, seq.masked = blocks[i], masked[i]
+            seq.passes += 1
+            seq.stats.denoise_passes += 1
+            self._settle(seq)
+
+    def _propose(self, seqs: list[_Sequence], logits: Any) -> tuple[Any, Any]:
+        """Tokens and confidences (R, L) on the host for the (R, L, V) logits of a denoising forward.
+
+        With the logit shift block position i is predicted by output i - 1 (position 0 by the last
+        commit: it is the free token, never masked in a denoising pass). Greedy rows are proposed in one
+        call over the logits as they are, the results shifted by one position (no copy of the logits);
+        a sampled row gets exactly the (L, V) rows ``decode_stream`` draws from, with its own
+        generator, so it draws what it draws alone."""
+        import torch
+
+        rows, size, vocab = logits.shape
+        greedy = [i for i, s in enumerate(seqs) if s.plan.temperature <= 0]
+        tokens = torch.zeros(rows, size, dtype=torch.long)
+        confidence = torch.zeros(rows, size, dtype=torch.float32)
+        if greedy:
+            part = logits if len(greedy) == rows else logits[greedy]
+            t, c = (x.view(-1, size).cpu() for x in propose(part.reshape(-1, vocab)))
+            shift = torch.tensor([seqs[i].plan.logit_shift for i in greedy])[:, None]
+            t = torch.where(shift, torch.cat([torch.zeros_like(t[:, :1]), t[:, :-1]], dim=1), t)
+            c = torch.where(shift, torch.cat([torch.zeros_like(c[:, :1]), c[:, :-1]], dim=1), c)
+            tokens[greedy], confidence[greedy] = t, c.to(torch.float32)
+        for i, seq in enumerate(seqs):
+            if seq.plan.temperature > 0:
+                predicted = logits[i]
+                if seq.plan.logit_shift:
+                    predicted = torch.cat([seq.last_logits[None].to(logits.device, logits.dtype), logits[i, :-1]])
+                t, c = propose(predicted, seq.plan.temperature, seq.plan.top_p, seq.generator)
+                tokens[i], confidence[i] = t.cpu(), c.cpu()
+        return tokens, confidence
+
+    def _committed(self, seq: _Sequence, last_logits: Any) -> None:
+        seq.last_logits = last_logits
+        seq.stats.commits += 1
+        seq.out += seq.block.tolist()
+        visible = safe_prefix(self.detok(seq.out), seq.stops)
+        if len(visible) > len(seq.shown) and visible.startswith(seq.shown):
+            self._items.append((seq.key, visible[len(seq.shown):]))
+            seq.shown = visible
+
+    def _open_blocks(self, seqs: list[_Sequence]) -> None:
+        """A fresh masked block for each; with the logit shift its first token comes free now."""
+        import torch
+
+        for seq in seqs:
+            fill = seq.plan.mask_id if seq.plan.mask_id is not None else 0
+            seq.block = torch.full((seq.plan.block_size,), fill, dtype=torch.long)
+            seq.masked = torch.ones(seq.plan.block_size, dtype=torch.bool)
+            seq.passes = 0
+        shifted = [s for s in seqs if s.plan.logit_shift]
+        greedy = [s for s in shifted if s.plan.temperature <= 0]
+        if greedy:
+            tokens, _ = propose(torch.stack([s.last_logits for s in greedy]))
+            for seq, token in zip(greedy, tokens.tolist()):
+                seq.block[0], seq.masked[0] = token, False
+        for seq in shifted:
+            if seq.plan.temperature > 0:
+                token, _ = propose(seq.last_logits[None], seq.plan.temperature, seq.plan.top_p, seq.generator)
+                seq.block[0], seq.masked[0] = int(token[0]), False
+        for seq in seqs:
+            self._settle(seq)
+
+    def _settle(self, seq: _Sequence) -> None:
+        """After a pass (or a fresh block): stop on the final tokens, else say what the next forward does."""
+        if bool(seq.masked.any()):
+            cut = seq.watch.check(seq.out + _leading(seq.block, seq.masked))
+            if cut is None:
+                seq.commit = False
+                return
+            self._block_done(seq)
+        else:
+            self._block_done(seq)
+            cut = seq.watch.check(seq.out + seq.block.tolist())
+            if cut is None:
+                seq.commit = True
+                return
+        self._finish(seq, cut)
+
+    def _block_done(self, seq: _Sequence) -> None:
+        seq.stats.blocks += 1
+        if seq.stats.first_block_s is None:
+            seq.stats.first_block_s = self.clock() - seq.started
+
+    def _finish(self, seq: _Sequence, cut: Cut) -> None:
+        if len(cut.text) > len(seq.shown) and cut.text.startswith(seq.shown):
+            self._items.append((seq.key, cut.text[len(seq.shown):]))
+        seq.stats.new_tokens = len(cut.tokens)
+        seq.stats.total_s = self.clock() - seq.started
+        self._items.append((seq.key, DecodeResult(cut.tokens, cut.text, cut.reason, seq.stats)))
+        del self.active[seq.key]
+        self.denoiser.release(seq.slot)
+
+
+def select_rows(confidence: Any, masked: Any, plans: Sequence[DecodePlan], passes: Sequence[int]) -> Any:
+    """``sampler.select`` for R rows at once, each with its own plan: (R, L) confidences and masks →
+    (R, L) bool of the positions to accept. Same rule: threshold accepts every masked position at least
+    that confident, else the most confident one; topk the ``top_k`` most confident; steps the most
+    confident ceil(remaining / passes left); ties to the leftmost."""
+    import torch
+
+    rows, size = masked.shape
+    kind = torch.tensor([STRATEGY_CODES[p.strategy] for p in plans])
+    # The threshold in the confidences' dtype: ``select`` compares with a Python float, which torch
+    # casts to the tensor's dtype, and a float64 threshold would move the boundary.
+    threshold = torch.tensor([p.threshold for p in plans], dtype=confidence.dtype)
+    top_k = torch.tensor([p.top_k for p in plans])
+    left = torch.tensor([p.steps - n for p, n in zip(plans, passes)]).clamp(min=1)
+    remaining = masked.sum(dim=1)
+    over = masked & (confidence >= threshold[:, None]) & (kind == 0)[:, None]
+    count = torch.where(kind == 0, (~over.any(dim=1)).long(),
+                        torch.where(kind == 1, torch.minimum(top_k, remaining),
+                                    torch.where(left <= 1, remaining, (remaining + left - 1) // left)))
+    count = torch.where(remaining > 0, count, torch.zeros_like(count))
+    ranked = torch.where(masked, confidence.float(), torch.full_like(confidence, -1.0, dtype=torch.float))
+    order = torch.sort(ranked, dim=1, descending=True, stable=True).indices
+    rank = torch.empty_like(order).scatter_(1, order, torch.arange(size).expand(rows, size).contiguous())
+    return over | (rank < count[:, None])
+
+
+def _leading(block: Any, masked: Any) -> list[int]:
+    """The block's accepted tokens up to its first masked position (these are final)."""
+    first = int(masked.int().argmax()) if bool(masked.any()) else len(block)
+    return block[:first].tolist()
