@@ -95,3 +95,25 @@ def select(confidence: Any, masked: Any, strategy: str, *, threshold: float = 0.
         order = torch.sort(ranked, descending=True, stable=True).indices[:count]
         chosen[order] = True
     return chosen
+
+
+def select_ranked(ranked: Any, strategy: str, *, threshold: float = 0.9, count: int = 1) -> Any:
+    """:func:`select` as tensor ops alone, with no host sync, for the pass loop.
+
+    ``ranked`` holds each position's confidence where it is masked and less than 0 where it is
+    not (the decoder adds -2 to accepted positions); at least one position is masked. ``count`` is
+    the number to accept for topk and steps, which the caller knows from its own count of masked
+    positions. The result equals :func:`select`'s: for threshold, the most confident masked
+    position is always in the set (leftmost on a tie, as ``argmax`` picks), and when any position
+    reaches the threshold it is one of them, so adding it changes nothing."""
+    import torch
+
+    if strategy == "threshold":
+        chosen = ranked >= threshold
+        chosen[ranked.argmax()] = True
+        return chosen
+    if strategy not in ("topk", "steps"):
+        raise ValueError(f"unknown strategy {strategy!r}")
+    chosen = torch.zeros(ranked.shape, dtype=torch.bool, device=ranked.device)
+    chosen[torch.sort(ranked, descending=True, stable=True).indices[:count]] = True
+    return chosen

@@ -73,3 +73,53 @@ def safe_prefix(text: str, stops: Stops) -> str:
                     end -= size
                     break
     return text[:end]
+
+
+class StopScanner:
+    """The stop check of :func:`find_stop`, run as the final tokens grow, on the new tokens only.
+
+    ``extend`` takes the tokens that just became final and returns the Cut that :func:`find_stop`
+    returns for all final tokens so far, or None, checking what can have changed: EOS among the new
+    ids, the token count, and stop strings in a bounded tail of text (the last characters that a
+    stop string could start in, and the new text). The text grows by detokenizing a short window
+    — the tokens read last step, as context, plus the new ones — so each check costs the same at
+    4,096 tokens as at 40. Whenever a stop may have been found, the exact cut comes from
+    :func:`find_stop` over all final tokens: once per generation, and the Cut is always the one
+    the full rule gives. ``text`` (complete characters only) is what streaming shows."""
+
+    def __init__(self, detok: Detokenize, stops: Stops, max_tokens: int | None = None):
+        self.detok, self.stops, self.max_tokens = detok, stops, max_tokens
+        self.tokens: list[int] = []
+        self.text = ""  # the text of tokens[:_read]
+        self._read = 0
+        self._anchor = 0  # the window starts here: the tokens read last step give the new ones their context
+        self._anchor_chars = 0  # len(detok(tokens[_anchor:_read]))
+        self._reach = max((len(s) for s in stops.strings), default=0)
+
+    def extend(self, new: Sequence[int]) -> Cut | None:
+        if not new:
+            return None
+        self.tokens.extend(new)
+        if not self.stops.eos_ids.isdisjoint(new) or (self.max_tokens is not None and len(self.tokens) >= self.max_tokens):
+            return find_stop(self.tokens, self.detok, self.stops, self.max_tokens)
+        window = self.detok(self.tokens[self._anchor:])
+        added = window[self._anchor_chars:]
+        if self._reach:
+            tail = self.text[max(0, len(self.text) - self._reach + 1):] + added
+            if _first_string(tail, self.stops.strings) is not None:
+                cut = find_stop(self.tokens, self.detok, self.stops, self.max_tokens)
+                if cut is not None:
+                    return cut
+        self._advance(window, added)
+        return None
+
+    def _advance(self, window: str, added: str) -> None:
+        if added.endswith("\ufffd"):
+            # A character still split across tokens: read it with the tokens that complete it. (Invalid
+            # bytes at the end of every check would keep the window growing: exact, only slower.)
+            return
+        anchor, self._anchor, self._read = self._anchor, self._read, len(self.tokens)
+        self.text += added
+        # The next window starts at the tokens just read; their text alone may differ from their part
+        # of this window at its start (a leading space, a split character), so it is measured, not cut.
+        self._anchor_chars = len(window) if anchor == self._anchor else len(self.detok(self.tokens[self._anchor:]))
