@@ -40,6 +40,7 @@ class CachedState:
     length: int  # committed tokens
     last_logits: Any  # (V,)
     snap: cachestate.Snapshot | None = None  # taken before the first denoising pass of a block
+    mask: Any = None  # the block's attention mask, made on the device at its first denoising pass
 
 
 def model_dtype(model: Any) -> Any:
@@ -86,9 +87,9 @@ class CachedDenoiser:
         self.cache_arg, self.slices_logits = str(kwargs["cache"]), bool(kwargs["logits_to_keep"])
         self.layout = "unknown"
 
-    def _run(self, ids: Any, start: int, allowed: Any, cache: Any, keep_last: bool) -> tuple[Any, Any]:
-        """One forward. ``allowed`` None means plain causal attention: the model builds that mask itself,
-        so prefill and commit passes run exactly the kernels ``generate`` runs."""
+    def _run(self, ids: Any, start: int, mask: Any, cache: Any, keep_last: bool) -> tuple[Any, Any]:
+        """One forward. ``mask`` (additive, on the device) None means plain causal attention: the model
+        builds that mask itself, so prefill and commit passes run exactly the kernels ``generate`` runs."""
         import torch
 
         ids = torch.as_tensor(ids, dtype=torch.long, device=self.device).view(1, -1)
@@ -97,7 +98,6 @@ class CachedDenoiser:
         if keep_last and self.slices_logits:
             kwargs["logits_to_keep"] = 1
         with torch.no_grad():
-            mask = None if allowed is None else masks.additive(allowed.to(self.device), self.dtype)
             out = self.model(input_ids=ids, position_ids=positions, attention_mask=mask, **kwargs)
         new_cache = getattr(out, "cache", None)
         if new_cache is None:
@@ -134,14 +134,15 @@ class CachedDenoiser:
     def denoise(self, state: CachedState, block: Any) -> Any:
         if state.snap is None:
             state.snap = cachestate.snapshot(state.cache)
+            state.mask = masks.full_block(state.length, len(block), self.dtype, self.device)
         try:
-            logits, _ = self._run(block, state.length, masks.block_rows(state.length, len(block)), state.cache, False)
+            logits, _ = self._run(block, state.length, state.mask, state.cache, False)
         finally:
             cachestate.restore(state.cache, state.snap)
         return logits.float()
 
     def commit(self, state: CachedState, block: Any) -> CachedState:
-        state.snap = None
+        state.snap = state.mask = None
         logits, state.cache = self._run(block, state.length, None, state.cache, keep_last=True)
         state.length += len(block)
         state.last_logits = logits[-1].float()
