@@ -34,21 +34,25 @@ class Block:
         self.open[0] = ACCEPTED
         self.lead, self.remaining = 1, self.remaining - 1
 
+    # A pass works on positions lead… only: everything before the first masked position is final, so
+    # leaving it out changes no choice (the strategies only ever pick masked positions) and saves the
+    # softmax over the vocabulary for those rows.
+
     def rows(self, logits: Any) -> Any:
-        """The logits rows that predict positions ``offset``… (with the shift, row i predicts position i + 1)."""
-        return logits[: self.size - self.offset] if self.offset else logits
+        """The logits rows that predict positions lead… (with the shift, row i predicts position i + 1)."""
+        return logits[self.lead - self.offset: self.size - self.offset]
 
     def ranked(self, confidence: Any) -> Any:
         """Confidence where masked, below zero where accepted (what ``sampler.select_ranked`` ranks)."""
-        return confidence + self.open[self.offset:self.size]
+        return confidence + self.open[self.lead:self.size]
 
     def accept(self, proposed: Any, chosen: Any) -> None:
-        """Put the ``chosen`` rows of ``proposed`` in place (both over positions ``offset``…)."""
+        """Put the ``chosen`` rows of ``proposed`` in place (both over positions lead…)."""
         import torch
 
-        view = self.tokens[self.offset:]
+        view = self.tokens[self.lead:]
         view.copy_(torch.where(chosen, proposed, view))
-        self.open[self.offset:self.size].masked_fill_(chosen, ACCEPTED)
+        self.open[self.lead:self.size].masked_fill_(chosen, ACCEPTED)
 
     def read(self) -> list[int]:
         """The block's ids followed by its first masked position: the pass's one host sync."""

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator, Sequence
 from clovercode.engine.constraint import Constraint
 from clovercode.engine.denoiser import Denoiser
 from clovercode.engine.block import Block
-from clovercode.engine.sampler import propose, select_ranked
+from clovercode.engine.sampler import pick, propose, select_ranked
 from clovercode.engine.stops import Cut, Detokenize, StopScanner, Stops, safe_prefix
 
 
@@ -138,7 +138,7 @@ def decode_stream(denoiser: Denoiser, prompt: Sequence[int], plan: DecodePlan, d
             logits = denoiser.denoise(state, block.tokens)
             stats.denoise_passes += 1
             start = block.lead
-            proposed, confidence = _propose(block.rows(logits), plan, generator, constraint, start - offset)
+            proposed, confidence = _propose(block.rows(logits), plan, generator, constraint)
             count = _count(plan, block.remaining, passes)
             chosen = select_ranked(block.ranked(confidence), plan.strategy, threshold=plan.threshold, count=count)
             block.accept(proposed, chosen)
@@ -153,7 +153,7 @@ def decode_stream(denoiser: Denoiser, prompt: Sequence[int], plan: DecodePlan, d
                     end = start + valid
             passes += 1
             if on_pass is not None:
-                _notify(on_pass, stats.blocks, passes, (chosen.nonzero().flatten() + offset).tolist())
+                _notify(on_pass, stats.blocks, passes, (chosen.nonzero().flatten() + start).tolist())
             if end > start:
                 cut = scanner.extend(values[start:end])
             block.lead = end
@@ -177,8 +177,8 @@ def decode_stream(denoiser: Denoiser, prompt: Sequence[int], plan: DecodePlan, d
 def _first_token(last_logits: Any, plan: DecodePlan, generator: Any, constraint: Constraint | None) -> tuple[Any, int]:
     """The block's first token from the last commit's logits ((1,) ids on their device, and the id):
     final at once, so a grammar consumes it, choosing among the allowed tokens if it forbids the model's."""
-    token, _ = propose(last_logits[None], plan.temperature, plan.top_p, generator)
-    first = int(token[0])
+    token = pick(last_logits[None], plan.temperature, plan.top_p, generator)
+    first = token.item()
     if constraint is not None and constraint.accept([first]) != 1:
         token, _ = propose(last_logits[None], plan.temperature, plan.top_p, generator, {0: constraint.allowed()})
         first = int(token[0])
@@ -196,17 +196,17 @@ def _count(plan: DecodePlan, remaining: int, passes: int) -> int:
     return 0
 
 
-def _propose(predicted: Any, plan: DecodePlan, generator: Any, constraint: Constraint | None, row: int) -> tuple[Any, Any]:
-    """Tokens and confidences for every row; with a constraint, ``row`` (the first masked position)
-    only gets a token its grammar allows. The model's own choice is checked first and the full mask
+def _propose(predicted: Any, plan: DecodePlan, generator: Any, constraint: Constraint | None) -> tuple[Any, Any]:
+    """Tokens and confidences for every row (positions from the first masked one on); with a
+    constraint, the first row only gets a token its grammar allows. The model's own choice is checked first and the full mask
     is computed only when that choice is forbidden: checking one token costs microseconds, a mask
     over a large vocabulary up to milliseconds. Greedy, the result is the masked argmax either way;
     sampled, a redraw from the masked distribution after a rejected draw is exactly a draw from it.
     Without a constraint nothing here leaves the device."""
     tokens, confidence = propose(predicted, plan.temperature, plan.top_p, generator)
-    if constraint is not None and not constraint.permits(int(tokens[row])):
-        fixed, sure = propose(predicted[row:row + 1], plan.temperature, plan.top_p, generator, {0: constraint.allowed()})
-        tokens[row], confidence[row] = fixed[0], sure[0]
+    if constraint is not None and not constraint.permits(int(tokens[0])):
+        fixed, sure = propose(predicted[:1], plan.temperature, plan.top_p, generator, {0: constraint.allowed()})
+        tokens[0], confidence[0] = fixed[0], sure[0]
     return tokens, confidence
 
 

@@ -38,6 +38,14 @@ def propose(logits: Any, temperature: float = 0.0, top_p: float = 1.0, generator
     return tokens, probs.gather(-1, tokens[:, None]).squeeze(-1)
 
 
+def pick(logits: Any, temperature: float = 0.0, top_p: float = 1.0, generator: Any = None) -> Any:
+    """:func:`propose`'s tokens alone, for a row whose confidence nobody reads: greedy, the argmax of
+    the logits (what transformers' greedy ``generate`` takes), with no softmax over the vocabulary."""
+    if temperature <= 0:
+        return logits.argmax(dim=-1)
+    return propose(logits, temperature, top_p, generator)[0]
+
+
 def _restricted(probs: Any, allowed: Mapping[int, Any], fill: float) -> Any:
     """``probs`` with the forbidden tokens of each constrained row set to ``fill``."""
     import torch
@@ -98,7 +106,8 @@ def select(confidence: Any, masked: Any, strategy: str, *, threshold: float = 0.
 
 
 def select_ranked(ranked: Any, strategy: str, *, threshold: float = 0.9, count: int = 1) -> Any:
-    """:func:`select` as tensor ops alone, with no host sync, for the pass loop.
+    """:func:`select` as tensor ops alone, with no host sync, for the pass loop (indices stay tensors:
+    ``index_fill_``, never an index read back to the host).
 
     ``ranked`` holds each position's confidence where it is masked and less than 0 where it is
     not (the decoder adds -2 to accepted positions); at least one position is masked. ``count`` is
@@ -109,11 +118,8 @@ def select_ranked(ranked: Any, strategy: str, *, threshold: float = 0.9, count: 
     import torch
 
     if strategy == "threshold":
-        chosen = ranked >= threshold
-        chosen[ranked.argmax()] = True
-        return chosen
+        return (ranked >= threshold).index_fill_(0, ranked.argmax().view(1), True)
     if strategy not in ("topk", "steps"):
         raise ValueError(f"unknown strategy {strategy!r}")
     chosen = torch.zeros(ranked.shape, dtype=torch.bool, device=ranked.device)
-    chosen[torch.sort(ranked, descending=True, stable=True).indices[:count]] = True
-    return chosen
+    return chosen.index_fill_(0, torch.sort(ranked, descending=True, stable=True).indices[:count], True)
