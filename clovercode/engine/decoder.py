@@ -198,11 +198,11 @@ def _count(plan: DecodePlan, remaining: int, passes: int) -> int:
 
 def _propose(predicted: Any, plan: DecodePlan, generator: Any, constraint: Constraint | None) -> tuple[Any, Any]:
     """Tokens and confidences for every row (positions from the first masked one on); with a
-    constraint, the first row only gets a token its grammar allows. The model's own choice is checked first and the full mask
-    is computed only when that choice is forbidden: checking one token costs microseconds, a mask
-    over a large vocabulary up to milliseconds. Greedy, the result is the masked argmax either way;
-    sampled, a redraw from the masked distribution after a rejected draw is exactly a draw from it.
-    Without a constraint nothing here leaves the device."""
+    constraint, the first row only gets a token its grammar allows. The model's own choice is
+    checked first and the full mask is computed only when that choice is forbidden: checking one
+    token costs microseconds, a mask over a large vocabulary up to milliseconds. Greedy, the result
+    is the masked argmax either way; sampled, a redraw from the masked distribution after a rejected
+    draw is exactly a draw from it. Without a constraint nothing here leaves the device."""
     tokens, confidence = propose(predicted, plan.temperature, plan.top_p, generator)
     if constraint is not None and not constraint.permits(int(tokens[0])):
         fixed, sure = propose(predicted[:1], plan.temperature, plan.top_p, generator, {0: constraint.allowed()})

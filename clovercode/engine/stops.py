@@ -104,7 +104,8 @@ class StopScanner:
         if not new:
             return None
         self.tokens.extend(new)
-        if not self.stops.eos_ids.isdisjoint(new) or (self.max_tokens is not None and len(self.tokens) >= self.max_tokens):
+        limited = self.max_tokens is not None and len(self.tokens) >= self.max_tokens
+        if limited or not self.stops.eos_ids.isdisjoint(new):
             return find_stop(self.tokens, self.detok, self.stops, self.max_tokens)
         window = self.detok(self.tokens[self._anchor:])
         added = window[self._anchor_chars:]
