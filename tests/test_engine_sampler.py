@@ -71,3 +71,24 @@ def test_engine_config_copies_are_validated_too():
     assert config.with_(threshold=0.7).threshold == 0.7
     with pytest.raises(ConfigError):
         config.with_(top_k=0)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_select_on_the_device_equals_select(seed):
+    """select_ranked (no host sync) chooses exactly what select chooses, ties and fallbacks included."""
+    import math
+    import random
+
+    from clovercode.engine.sampler import select_ranked
+
+    rng = random.Random(seed)
+    size = rng.choice([2, 5, 16])
+    confidence = torch.tensor([rng.choice([0.3, 0.5, 0.9, 0.95, rng.random()]) for _ in range(size)])
+    masked = torch.tensor([rng.random() < 0.7 for _ in range(size)])
+    masked[rng.randrange(size)] = True
+    ranked = confidence + torch.where(masked, 0.0, -2.0)
+    remaining, left = int(masked.sum()), rng.choice([1, 2, 4])
+    for strategy, count in (("threshold", 0), ("topk", min(3, remaining)),
+                            ("steps", remaining if left <= 1 else math.ceil(remaining / left))):
+        expected = select(confidence, masked, strategy, threshold=0.9, top_k=3, passes_left=left)
+        assert select_ranked(ranked, strategy, threshold=0.9, count=count).tolist() == expected.tolist()

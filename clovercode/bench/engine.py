@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from clovercode.messages import Message
+from clovercode.bench.passcost import TARGET_US as PASS_TARGET_US, engine_pass_costs
 from clovercode.engine.chat import render_prompt
 from clovercode.engine.config import EngineConfig
 from clovercode.engine.decoder import DecodeResult
@@ -131,6 +132,7 @@ def run_engine_bench(options: BenchOptions, console: Console) -> dict[str, Any]:
     report = {"model": engine.name, "device": engine.info.device, "dtype": engine.info.dtype, "block_size": block,
               "prompts": len(turns), "max_new_tokens": options.max_new_tokens, "schedules": rows, "scaling": scaling,
               "options": asdict(options)}
+    report["host_overhead"] = [asdict(row) for row in engine_pass_costs(engine, block)]  # bench/passcost.py
     report["targets"] = check_targets(report)
     engine.close()
     return report
@@ -230,6 +232,8 @@ def check_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                         "met": ratio >= TARGETS["grammar_speed"]},
                        {"target": f"{name}: exact calls unchanged or better", "value": row["exact_calls"],
                         "met": row["exact_calls"] >= free["exact_calls"]}]
+    checks += [{"target": f"host overhead per pass, {row['schedule']}, ≤ {PASS_TARGET_US:g} µs", "value": row["per_pass_us"],
+                "met": row["per_pass_us"] <= PASS_TARGET_US} for row in report.get("host_overhead", [])]
     longest = report["scaling"][-1] if report["scaling"] else None
     if longest is not None:
         checks.append({"target": f"cached block cost at {longest['prompt_tokens']} prompt tokens ≤ 1/5 of recomputing",
@@ -258,6 +262,9 @@ def render_report(report: dict[str, Any], console: Console) -> None:
             scaling.add_row(str(row["prompt_tokens"]), f"{row['cached_ms']:.1f}", f"{row['recompute_ms']:.1f}",
                             f"{row['ratio']:.3f}")
         console.print(scaling)
+    for row in report.get("host_overhead", []):
+        console.print(f"  host overhead per pass ({row['schedule']}, no model, {row['tokens']} tokens): "
+                      f"{row['per_pass_us']:.1f} µs (target ≤ {PASS_TARGET_US:g} µs)", highlight=False)
     for check in report["targets"]:
         mark = "[green]met[/]" if check["met"] else "[red]not met[/]"
         console.print(f"  {mark}  {check['target']}: {check['value']}", highlight=False)

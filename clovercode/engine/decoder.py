@@ -13,14 +13,16 @@ B = 1 with the shift is plain autoregressive decoding: one commit pass per token
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 from clovercode.engine.constraint import Constraint
 from clovercode.engine.denoiser import Denoiser
-from clovercode.engine.sampler import propose, select
-from clovercode.engine.stops import Cut, Detokenize, Stops, find_stop, safe_prefix
+from clovercode.engine.block import Block
+from clovercode.engine.sampler import pick, propose, select_ranked
+from clovercode.engine.stops import Cut, Detokenize, StopScanner, Stops, safe_prefix
 
 
 @dataclass(frozen=True)
@@ -110,56 +112,58 @@ def decode_stream(denoiser: Denoiser, prompt: Sequence[int], plan: DecodePlan, d
     With a ``constraint`` (a grammar) the final tokens always form a valid grammar prefix: the first
     masked position chooses only among the tokens the grammar allows there, and the run of accepted
     positions that follows the final ones is validated before it becomes final; a position whose
-    token the grammar forbids there goes back to masked (docs/engine.md, Constrained decoding)."""
+    token the grammar forbids there goes back to masked (docs/engine.md, Constrained decoding).
+
+    Host syncs (docs/engine.md, The pass loop): one read of the free first token per block, one
+    read of the block per denoising pass; the grammar and ``on_pass`` add their own."""
     started = clock()
     stats = DecodeStats(prompt_tokens=len(prompt))
     state = denoiser.prefill(prompt)
     stats.prefill_s = clock() - started
-    out: list[int] = []
+    scanner = StopScanner(detok, stops, plan.max_new_tokens)
+    size, offset = plan.block_size, 1 if plan.logit_shift else 0
+    fill = plan.mask_id if plan.mask_id is not None else 0
     shown = ""
     cut: Cut | None = None
-    checked = -1  # how many final tokens the last stop check saw: the same ones cannot stop twice
     while cut is None:
-        block, masked = _new_block(plan)
-        if plan.logit_shift:
-            token, _ = propose(state.last_logits[None], plan.temperature, plan.top_p, generator)
-            if constraint is not None and constraint.accept([int(token[0])]) != 1:  # final at once: consumed if allowed
-                token, _ = propose(state.last_logits[None], plan.temperature, plan.top_p, generator,
-                                   {0: constraint.allowed()})
-                constraint.accept([int(token[0])])
-            block[0], masked[0] = token[0], False
+        block = None if size == offset else Block(size, fill, offset, state.last_logits.device)
+        if offset:
+            token, first = _first_token(state.last_logits, plan, generator, constraint)
+            if block is not None:
+                block.put_first(token)
             _notify(on_pass, stats.blocks, 0, [0])
+            cut = scanner.extend([first])
         passes = 0
-        while bool(masked.any()):
-            final = out + _leading(block, masked)
-            if len(final) > checked:  # a pass that accepted no leading position left nothing new to check
-                checked = len(final)
-                cut = find_stop(final, detok, stops, plan.max_new_tokens)
-                if cut is not None:
-                    break
-            logits = denoiser.denoise(state, block)
+        while cut is None and block is not None and block.lead < size:
+            logits = denoiser.denoise(state, block.tokens)
             stats.denoise_passes += 1
-            predicted = _shifted(state.last_logits, logits) if plan.logit_shift else logits
-            lead = _first_masked(masked)
-            tokens, confidence = _propose(predicted, plan, generator, constraint, lead)
-            chosen = select(confidence, masked, plan.strategy, threshold=plan.threshold, top_k=plan.top_k,
-                            passes_left=plan.steps - passes)
-            block[chosen] = tokens[chosen]
-            masked &= ~chosen
-            if constraint is not None:
-                stats.remasked += _advance(constraint, block, masked, lead, plan.mask_id)
+            start = block.lead
+            proposed, confidence = _propose(block.rows(logits), plan, generator, constraint)
+            count = _count(plan, block.remaining, passes)
+            chosen = select_ranked(block.ranked(confidence), plan.strategy, threshold=plan.threshold, count=count)
+            block.accept(proposed, chosen)
+            block.remaining -= count
+            values = block.read()
+            end = values[size]
+            if constraint is not None and end > start:
+                valid = constraint.accept(values[start:end])
+                if start + valid < end:
+                    block.remask(start + valid)
+                    stats.remasked += 1
+                    end = start + valid
             passes += 1
-            _notify(on_pass, stats.blocks, passes, chosen.nonzero().flatten().tolist())
+            if on_pass is not None:
+                _notify(on_pass, stats.blocks, passes, (chosen.nonzero().flatten() + start).tolist())
+            if end > start:
+                cut = scanner.extend(values[start:end])
+            block.lead = end
         stats.blocks += 1
         if stats.first_block_s is None:
             stats.first_block_s = clock() - started
         if cut is None:
-            cut = find_stop(out + block.tolist(), detok, stops, plan.max_new_tokens)
-        if cut is None:
-            state = denoiser.commit(state, block)
+            state = denoiser.commit(state, token if block is None else block.tokens)
             stats.commits += 1
-            out += block.tolist()
-            visible = safe_prefix(detok(out), stops)
+            visible = safe_prefix(scanner.text, stops)
             if len(visible) > len(shown) and visible.startswith(shown):
                 yield visible[len(shown):]
                 shown = visible
@@ -170,57 +174,40 @@ def decode_stream(denoiser: Denoiser, prompt: Sequence[int], plan: DecodePlan, d
     yield DecodeResult(cut.tokens, cut.text, cut.reason, stats)
 
 
-def _new_block(plan: DecodePlan) -> tuple[Any, Any]:
-    import torch
-
-    fill = plan.mask_id if plan.mask_id is not None else 0
-    return (torch.full((plan.block_size,), fill, dtype=torch.long),
-            torch.ones(plan.block_size, dtype=torch.bool))
-
-
-def _shifted(last_logits: Any, logits: Any) -> Any:
-    """Row i predicts block position i: row 0 from the committed state, row i from block output i - 1."""
-    import torch
-
-    return torch.cat([last_logits[None].to(logits.dtype), logits[:-1]], dim=0)
+def _first_token(last_logits: Any, plan: DecodePlan, generator: Any, constraint: Constraint | None) -> tuple[Any, int]:
+    """The block's first token from the last commit's logits ((1,) ids on their device, and the id):
+    final at once, so a grammar consumes it, choosing among the allowed tokens if it forbids the model's."""
+    token = pick(last_logits[None], plan.temperature, plan.top_p, generator)
+    first = token.item()
+    if constraint is not None and constraint.accept([first]) != 1:
+        token, _ = propose(last_logits[None], plan.temperature, plan.top_p, generator, {0: constraint.allowed()})
+        first = int(token[0])
+        constraint.accept([first])
+    return token, first
 
 
-def _propose(predicted: Any, plan: DecodePlan, generator: Any, constraint: Constraint | None, row: int) -> tuple[Any, Any]:
-    """Tokens and confidences for every row; with a constraint, ``row`` (the first masked position)
-    only gets a token its grammar allows. The model's own choice is checked first and the full mask
-    is computed only when that choice is forbidden: checking one token costs microseconds, a mask
-    over a large vocabulary up to milliseconds. Greedy, the result is the masked argmax either way;
-    sampled, a redraw from the masked distribution after a rejected draw is exactly a draw from it."""
-    tokens, confidence = (t.cpu() for t in propose(predicted, plan.temperature, plan.top_p, generator))
-    if constraint is not None and row < len(tokens) and not constraint.permits(int(tokens[row])):
-        fixed, sure = propose(predicted[row:row + 1], plan.temperature, plan.top_p, generator, {0: constraint.allowed()})
-        tokens[row], confidence[row] = fixed[0].cpu(), sure[0].cpu()
+def _count(plan: DecodePlan, remaining: int, passes: int) -> int:
+    """How many positions topk and steps accept this pass (threshold decides on the device: 0 here)."""
+    if plan.strategy == "topk":
+        return min(plan.top_k, remaining)
+    if plan.strategy == "steps":
+        left = plan.steps - passes
+        return remaining if left <= 1 else math.ceil(remaining / left)
+    return 0
+
+
+def _propose(predicted: Any, plan: DecodePlan, generator: Any, constraint: Constraint | None) -> tuple[Any, Any]:
+    """Tokens and confidences for every row (positions from the first masked one on); with a
+    constraint, the first row only gets a token its grammar allows. The model's own choice is
+    checked first and the full mask is computed only when that choice is forbidden: checking one
+    token costs microseconds, a mask over a large vocabulary up to milliseconds. Greedy, the result
+    is the masked argmax either way; sampled, a redraw from the masked distribution after a rejected
+    draw is exactly a draw from it. Without a constraint nothing here leaves the device."""
+    tokens, confidence = propose(predicted, plan.temperature, plan.top_p, generator)
+    if constraint is not None and not constraint.permits(int(tokens[0])):
+        fixed, sure = propose(predicted[:1], plan.temperature, plan.top_p, generator, {0: constraint.allowed()})
+        tokens[0], confidence[0] = fixed[0], sure[0]
     return tokens, confidence
-
-
-def _first_masked(masked: Any) -> int:
-    return int(masked.int().argmax()) if bool(masked.any()) else len(masked)
-
-
-def _advance(constraint: Constraint, block: Any, masked: Any, lead: int, mask_id: int | None) -> int:
-    """Make the accepted run from ``lead`` (the first position that was masked) final as far as the
-    grammar allows; the first position it forbids goes back to masked. Positions past a masked gap
-    stay as they are: they are checked when the run reaches them. Returns 1 if a position went back."""
-    end = _first_masked(masked)
-    if end <= lead:
-        return 0
-    valid = constraint.accept(block[lead:end].tolist())
-    if lead + valid >= end:
-        return 0
-    block[lead + valid] = mask_id if mask_id is not None else 0
-    masked[lead + valid] = True
-    return 1
-
-
-def _leading(block: Any, masked: Any) -> list[int]:
-    """The block's accepted tokens up to its first masked position (these are final)."""
-    first = int(masked.int().argmax()) if bool(masked.any()) else len(block)
-    return block[:first].tolist()
 
 
 def _notify(on_pass: Callable[[PassEvent], None] | None, block: int, index: int, accepted: list[int]) -> None:

@@ -34,12 +34,28 @@ class Denoiser(Protocol):
         """Append the finished block to the committed state; update ``last_logits``."""
 
 
+NONCAUSAL = "noncausal"  # CachedDenoiser's block "mask": none, with the attention told not to be causal
+PROBED = "_clovercode_noncausal"  # the model attribute that keeps the probe's answer
+
+
+def layer_kinds(model: Any) -> list[str]:
+    """The attention kinds a model's forward keys its per-layer masks by (``config.layer_types``)."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    return sorted(set(getattr(config, "layer_types", None) or ["full_attention"]))
+
+
+def _vocab_size(model: Any) -> int:
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    return int(config.vocab_size)
+
+
 @dataclass
 class CachedState:
     cache: Any
     length: int  # committed tokens
     last_logits: Any  # (V,)
     snap: cachestate.Snapshot | None = None  # taken before the first denoising pass of a block
+    mask: Any = None  # the block's attention mask, made on the device at its first denoising pass
 
 
 def model_dtype(model: Any) -> Any:
@@ -85,10 +101,11 @@ class CachedDenoiser:
         kwargs = forward_kwargs(model)
         self.cache_arg, self.slices_logits = str(kwargs["cache"]), bool(kwargs["logits_to_keep"])
         self.layout = "unknown"
+        self.noncausal: bool | None = None  # may a denoising pass run with no mask, non-causal? (probed once)
 
-    def _run(self, ids: Any, start: int, allowed: Any, cache: Any, keep_last: bool) -> tuple[Any, Any]:
-        """One forward. ``allowed`` None means plain causal attention: the model builds that mask itself,
-        so prefill and commit passes run exactly the kernels ``generate`` runs."""
+    def _run(self, ids: Any, start: int, mask: Any, cache: Any, keep_last: bool) -> tuple[Any, Any]:
+        """One forward. ``mask`` (additive, on the device) None means plain causal attention: the model
+        builds that mask itself, so prefill and commit passes run exactly the kernels ``generate`` runs."""
         import torch
 
         ids = torch.as_tensor(ids, dtype=torch.long, device=self.device).view(1, -1)
@@ -96,8 +113,9 @@ class CachedDenoiser:
         kwargs: dict[str, Any] = {self.cache_arg: cache, "use_cache": True}
         if keep_last and self.slices_logits:
             kwargs["logits_to_keep"] = 1
+        if mask is NONCAUSAL:  # every layer without a mask, attention told not to be causal
+            mask, kwargs["is_causal"] = {kind: None for kind in layer_kinds(self.model)}, False
         with torch.no_grad():
-            mask = None if allowed is None else masks.additive(allowed.to(self.device), self.dtype)
             out = self.model(input_ids=ids, position_ids=positions, attention_mask=mask, **kwargs)
         new_cache = getattr(out, "cache", None)
         if new_cache is None:
@@ -134,14 +152,44 @@ class CachedDenoiser:
     def denoise(self, state: CachedState, block: Any) -> Any:
         if state.snap is None:
             state.snap = cachestate.snapshot(state.cache)
+            state.mask = self._block_mask(state.length, len(block))
         try:
-            logits, _ = self._run(block, state.length, masks.block_rows(state.length, len(block)), state.cache, False)
+            logits, _ = self._run(block, state.length, state.mask, state.cache, False)
         finally:
             cachestate.restore(state.cache, state.snap)
         return logits.float()
 
+    def _block_mask(self, prefix: int, rows: int) -> Any:
+        """What a denoising pass attends with: no mask at all where the model runs its attention
+        non-causally on request (flash kernels stay usable), else the all-zeros mask, on the device."""
+        if self.noncausal is None:
+            # Kept on the model, which it describes: a denoiser is made per request in places.
+            self.noncausal = getattr(self.model, PROBED, None)
+            if self.noncausal is None:
+                self.noncausal = self._probe_noncausal()
+                setattr(self.model, PROBED, self.noncausal)
+        return NONCAUSAL if self.noncausal else masks.full_block(prefix, rows, self.dtype, self.device)
+
+    def _probe_noncausal(self) -> bool:
+        """Does a block pass with no mask and ``is_causal=False`` give what the all-zeros mask gives?
+        Checked on a short prompt through the real cache path; its difference from the zeros mask
+        must be a hundredth of the causal pass's (so any dtype's rounding passes, a causal one not)."""
+        import torch
+
+        vocab = _vocab_size(self.model)
+        prompt, block = [i % vocab for i in (1, 2, 3)], [i % vocab for i in (4, 5, 6)]
+        try:
+            outs = []
+            for mask in (masks.full_block(3, 3, self.dtype, self.device), NONCAUSAL, None):
+                _, cache = self._run(prompt, 0, None, self._new_cache(), True)
+                outs.append(self._run(block, 3, mask, cache, False)[0].float())
+        except Exception:  # a model whose forward takes no per-kind masks or no is_causal: keep the mask
+            return False
+        full, flag, causal = outs
+        return bool((flag - full).abs().max() <= 0.01 * (causal - full).abs().max())
+
     def commit(self, state: CachedState, block: Any) -> CachedState:
-        state.snap = None
+        state.snap = state.mask = None
         logits, state.cache = self._run(block, state.length, None, state.cache, keep_last=True)
         state.length += len(block)
         state.last_logits = logits[-1].float()

@@ -43,3 +43,11 @@ def reference_rows(committed: int, block: int, device: Any = None) -> Any:
     allowed = torch.ones(total, total, dtype=torch.bool, device=device).tril()
     allowed[committed:, :] = True
     return allowed
+
+
+def full_block(prefix: int, rows: int, dtype: Any, device: Any = None) -> Any:
+    """``additive(block_rows(prefix, rows), dtype)`` made directly on ``device``: all zeros, since a block
+    row sees everything. A denoising pass uses it as is, with nothing built on the host or copied over."""
+    import torch
+
+    return torch.zeros((1, 1, rows, prefix + rows), dtype=dtype, device=device)

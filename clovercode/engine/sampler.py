@@ -38,6 +38,14 @@ def propose(logits: Any, temperature: float = 0.0, top_p: float = 1.0, generator
     return tokens, probs.gather(-1, tokens[:, None]).squeeze(-1)
 
 
+def pick(logits: Any, temperature: float = 0.0, top_p: float = 1.0, generator: Any = None) -> Any:
+    """:func:`propose`'s tokens alone, for a row whose confidence nobody reads: greedy, the argmax of
+    the logits (what transformers' greedy ``generate`` takes), with no softmax over the vocabulary."""
+    if temperature <= 0:
+        return logits.argmax(dim=-1)
+    return propose(logits, temperature, top_p, generator)[0]
+
+
 def _restricted(probs: Any, allowed: Mapping[int, Any], fill: float) -> Any:
     """``probs`` with the forbidden tokens of each constrained row set to ``fill``."""
     import torch
@@ -95,3 +103,23 @@ def select(confidence: Any, masked: Any, strategy: str, *, threshold: float = 0.
         order = torch.sort(ranked, descending=True, stable=True).indices[:count]
         chosen[order] = True
     return chosen
+
+
+def select_ranked(ranked: Any, strategy: str, *, threshold: float = 0.9, count: int = 1) -> Any:
+    """:func:`select` as tensor ops alone, with no host sync, for the pass loop (indices stay tensors:
+    ``index_fill_``, never an index read back to the host).
+
+    ``ranked`` holds each position's confidence where it is masked and less than 0 where it is
+    not (the decoder adds -2 to accepted positions); at least one position is masked. ``count`` is
+    the number to accept for topk and steps, which the caller knows from its own count of masked
+    positions. The result equals :func:`select`'s: for threshold, the most confident masked
+    position is always in the set (leftmost on a tie, as ``argmax`` picks), and when any position
+    reaches the threshold it is one of them, so adding it changes nothing."""
+    import torch
+
+    if strategy == "threshold":
+        return (ranked >= threshold).index_fill_(0, ranked.argmax().view(1), True)
+    if strategy not in ("topk", "steps"):
+        raise ValueError(f"unknown strategy {strategy!r}")
+    chosen = torch.zeros(ranked.shape, dtype=torch.bool, device=ranked.device)
+    return chosen.index_fill_(0, torch.sort(ranked, descending=True, stable=True).indices[:count], True)

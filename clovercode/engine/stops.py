@@ -73,3 +73,58 @@ def safe_prefix(text: str, stops: Stops) -> str:
                     end -= size
                     break
     return text[:end]
+
+
+WINDOW = 8  # tokens of context before the new ones; past this the window restarts at the last read point
+
+
+class StopScanner:
+    """The stop check of :func:`find_stop`, run as the final tokens grow, on the new tokens only.
+
+    ``extend`` takes the tokens that just became final and returns the Cut that :func:`find_stop`
+    returns for all final tokens so far, or None, checking what can have changed: EOS among the new
+    ids, the token count, and stop strings in a bounded tail of text (the last characters a stop
+    string could start in, and the new text). The text grows by detokenizing one short window per
+    check — a few tokens already read, as context, and the new ones — so a check costs the same at
+    4,096 tokens as at 40. Whenever a stop may have been found, the exact cut comes from
+    :func:`find_stop` over all final tokens: once per generation, so the Cut is always the one the
+    full rule gives. ``text`` (complete characters only) is what streaming shows."""
+
+    def __init__(self, detok: Detokenize, stops: Stops, max_tokens: int | None = None):
+        self.detok, self.stops, self.max_tokens = detok, stops, max_tokens
+        self.tokens: list[int] = []
+        self.text = ""  # the text of tokens[:_read]
+        self._read = 0
+        self._last = 0  # the read point before _read: where the next window restarts
+        self._anchor = 0  # the window starts here
+        self._anchor_chars = 0  # the length of the window's text up to _read
+        self._reach = max((len(s) for s in stops.strings), default=0)
+
+    def extend(self, new: Sequence[int]) -> Cut | None:
+        if not new:
+            return None
+        self.tokens.extend(new)
+        limited = self.max_tokens is not None and len(self.tokens) >= self.max_tokens
+        if limited or not self.stops.eos_ids.isdisjoint(new):
+            return find_stop(self.tokens, self.detok, self.stops, self.max_tokens)
+        window = self.detok(self.tokens[self._anchor:])
+        added = window[self._anchor_chars:]
+        if self._reach:
+            tail = self.text[max(0, len(self.text) - self._reach + 1):] + added
+            if _first_string(tail, self.stops.strings) is not None:
+                cut = find_stop(self.tokens, self.detok, self.stops, self.max_tokens)
+                if cut is not None:
+                    return cut
+        if added.endswith("\ufffd"):
+            # A character still split across tokens: read it with the tokens that complete it. (Invalid
+            # bytes at the end of every check would keep the window growing: exact, only slower.)
+            return None
+        self.text += added
+        self._last, self._read, self._anchor_chars = self._read, len(self.tokens), len(window)
+        if self._read - self._anchor > WINDOW:
+            # Restart at the previous read point, not at the new one: a window's first token can
+            # decode differently alone (a leading space, a split character), so it keeps one read of
+            # context, and the length of that context's text is measured in the same way.
+            self._anchor = self._last
+            self._anchor_chars = len(self.detok(self.tokens[self._anchor:self._read]))
+        return None
