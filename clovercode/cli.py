@@ -518,18 +518,20 @@ def bench_engine(
     lengths: str = typer.Option("128,512,1024,2048", "--lengths", help="Prompt lengths for the prefix-cache table."),
     max_new_tokens: int = typer.Option(128, "--max-new-tokens", min=1),
     repeats: int = typer.Option(3, "--repeats", min=1, help="Runs per prompt and schedule; the fastest counts."),
-    device: str = typer.Option("auto", "--device"),
-    dtype: str = typer.Option("auto", "--dtype"),
+    device: Optional[str] = typer.Option(None, "--device", help="Default: engine.device."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="Default: engine.dtype."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     grammar: bool = typer.Option(True, "--grammar/--no-grammar", help="Also decode under the tool-call grammar."),
 ) -> None:
     """Block diffusion vs the AR and one-token-per-pass baselines, and prefix-cache scaling."""
     from clovercode.bench.engine import BenchOptions, parse_floats, parse_ints, render_report, run_engine_bench
 
+    cfg = effective_config(project_root(None))  # the engine settings every command that loads a model honours
     try:
         options = BenchOptions(model=model, prompts=prompts, block_size=block_size, thresholds=parse_floats(thresholds),
                                lengths=parse_ints(lengths), max_new_tokens=max_new_tokens, repeats=repeats,
-                               device=device, dtype=dtype, grammar=grammar)
+                               device=device or cfg["engine.device"], dtype=dtype or cfg["engine.dtype"], grammar=grammar,
+                               trust_remote_code=cfg["engine.trust_remote_code"], cache_dir=cfg["engine.cache_dir"])
     except ValueError as exc:
         raise UsageError(f"bad --thresholds or --lengths: {exc}") from None
     console = make_console(stderr=as_json)

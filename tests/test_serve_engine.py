@@ -106,15 +106,16 @@ def test_tool_choice_required_and_named_give_valid_calls(url):
     for turn, choice in ((TURNS[0], "required"), (TURNS[1], {"type": "function", "function": {"name": "finish"}}),
                          (TURNS[2], {"type": "function", "function": {"name": "view_file"}})):
         reply = ask(c, turn.request, tool_choice=choice)
-        [call] = reply.choices[0].message.tool_calls
-        assert reply.choices[0].finish_reason == "tool_calls"
-        arguments = json.loads(call.function.arguments)
-        assert validator.check(ParsedCall(call.function.name, arguments, "", "json"), "x").ok
-        if isinstance(choice, dict):
-            assert call.function.name == choice["function"]["name"]
+        calls = reply.choices[0].message.tool_calls
+        assert calls and reply.choices[0].finish_reason == "tool_calls"
+        for call in calls:  # a request forced onto another tool may come out as more than one call
+            arguments = json.loads(call.function.arguments)
+            assert validator.check(ParsedCall(call.function.name, arguments, "", "json"), "x").ok
+            if isinstance(choice, dict):
+                assert call.function.name == choice["function"]["name"]
         streamed = list(ask(c, turn.request, tool_choice=choice, stream=True))
         deltas = [d for ch in streamed if ch.choices for d in ch.choices[0].delta.tool_calls or ()]
-        assert deltas[0].function.name == call.function.name
+        assert deltas[0].function.name == calls[0].function.name
 
 
 def test_tool_choice_none_never_calls(url):

@@ -4,7 +4,10 @@ Used to train the tiny block-diffusion model (scripts/train_tiny_dlm.py) and to 
 prompts of ``clovercode bench engine``. Values come from real code (the Python standard library
 installed with the running interpreter: file paths, directories, identifiers and source lines);
 calls are rendered in the Qwen3-Coder XML format from the schemas in ``tools/``. Files are split
-into train and eval sets by a hash of their path, so evaluation copies values it never saw.
+into train and eval sets by a hash of their path. Paths are unique to their split, but directories,
+identifiers and lines recur across files, and some turns copy no value at all (`Run `git status`.`):
+``held_out`` keeps only eval turns that copy a value the training split never holds, so that no
+held-out turn can occur in the training data.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class Turn:
     request: str
     name: str
     arguments: dict[str, Any]
+    values: tuple[tuple[str, str], ...] = ()  # (Harvest field, value) this turn drew: what its call copies
 
 
 def stdlib_dir() -> Path:
@@ -114,31 +118,34 @@ class TurnMaker:
         start = rng.randint(1, 400)
         end = start + rng.randint(5, 80)
         kind = rng.randrange(5)
+        drawn = (("paths", path),)
         if kind == 0:
-            return Turn(f"Show me {path}.", "view_file", {"path": path})
+            return Turn(f"Show me {path}.", "view_file", {"path": path}, drawn)
         if kind == 1:
-            return Turn(f"Open {path} so I can read it.", "view_file", {"path": path})
+            return Turn(f"Open {path} so I can read it.", "view_file", {"path": path}, drawn)
         if kind == 2:
             return Turn(f"Read {path} from line {start} to line {end}.", "view_file",
-                        {"path": path, "start_line": start, "end_line": end})
+                        {"path": path, "start_line": start, "end_line": end}, drawn)
         if kind == 3:
             return Turn(f"Show lines {start}-{end} of {path}.", "view_file",
-                        {"path": path, "start_line": start, "end_line": end})
-        return Turn(f"Show {path} starting at line {start}.", "view_file", {"path": path, "start_line": start})
+                        {"path": path, "start_line": start, "end_line": end}, drawn)
+        return Turn(f"Show {path} starting at line {start}.", "view_file", {"path": path, "start_line": start}, drawn)
 
     def _list(self, rng: random.Random) -> Turn:
         folder = rng.choice(self.values.dirs)
         glob = rng.choice(GLOBS)
         depth = rng.randint(1, 6)
         kind = rng.randrange(5)
+        drawn = (("dirs", folder),)
         if kind == 0:
-            return Turn(f"List the files in {folder}.", "list_files", {"path": folder})
+            return Turn(f"List the files in {folder}.", "list_files", {"path": folder}, drawn)
         if kind == 1:
-            return Turn(f"What files are under {folder}?", "list_files", {"path": folder})
+            return Turn(f"What files are under {folder}?", "list_files", {"path": folder}, drawn)
         if kind == 2:
-            return Turn(f"List the {glob} files in {folder}.", "list_files", {"path": folder, "pattern": glob})
+            return Turn(f"List the {glob} files in {folder}.", "list_files", {"path": folder, "pattern": glob}, drawn)
         if kind == 3:
-            return Turn(f"List {folder} down to depth {depth}.", "list_files", {"path": folder, "max_depth": depth})
+            return Turn(f"List {folder} down to depth {depth}.", "list_files", {"path": folder, "max_depth": depth},
+                        drawn)
         return Turn("List the project files.", "list_files", {})
 
     def _search(self, rng: random.Random) -> Turn:
@@ -146,14 +153,16 @@ class TurnMaker:
         folder = rng.choice(self.values.dirs)
         glob = rng.choice(GLOBS[:2])
         kind = rng.randrange(4)
+        drawn = (("idents", ident), ("dirs", folder))
         if kind == 0:
-            return Turn(f"Where is {ident} defined?", "search_text", {"pattern": ident})
+            return Turn(f"Where is {ident} defined?", "search_text", {"pattern": ident}, drawn[:1])
         if kind == 1:
-            return Turn(f"Search {folder} for {ident}.", "search_text", {"pattern": ident, "path": folder})
+            return Turn(f"Search {folder} for {ident}.", "search_text", {"pattern": ident, "path": folder}, drawn)
         if kind == 2:
-            return Turn(f"Search the {glob} files for {ident}.", "search_text", {"pattern": ident, "glob": glob})
+            return Turn(f"Search the {glob} files for {ident}.", "search_text", {"pattern": ident, "glob": glob},
+                        drawn[:1])
         return Turn(f"Search {folder} for {ident}, ignoring case.", "search_text",
-                    {"pattern": ident, "path": folder, "case_sensitive": False})
+                    {"pattern": ident, "path": folder, "case_sensitive": False}, drawn)
 
     def _edit(self, rng: random.Random) -> Turn:
         path = rng.choice(self.values.paths)
@@ -162,18 +171,20 @@ class TurnMaker:
         old_word = rng.choice(words)
         new_word = rng.choice(self.values.idents)
         new_line = line.replace(old_word, new_word, 1)
+        drawn = (("paths", path), ("lines", line), ("idents", new_word))
         if rng.randrange(4) == 0:
             return Turn(f"In {path}, rename every {old_word} to {new_word}.", "edit_file",
-                        {"path": path, "old_text": old_word, "new_text": new_word, "replace_all": True})
+                        {"path": path, "old_text": old_word, "new_text": new_word, "replace_all": True}, drawn)
         return Turn(f"In {path}, replace `{line}` with `{new_line}`.", "edit_file",
-                    {"path": path, "old_text": line, "new_text": new_line})
+                    {"path": path, "old_text": line, "new_text": new_line}, drawn)
 
     def _write(self, rng: random.Random) -> Turn:
         path = rng.choice(self.values.paths)
         line = rng.choice(self.values.lines)
+        drawn = (("paths", path), ("lines", line))
         if rng.randrange(2):
-            return Turn(f"Create {path} with the line `{line}`.", "write_file", {"path": path, "content": line})
-        return Turn(f"Write `{line}` to {path}.", "write_file", {"path": path, "content": line})
+            return Turn(f"Create {path} with the line `{line}`.", "write_file", {"path": path, "content": line}, drawn)
+        return Turn(f"Write `{line}` to {path}.", "write_file", {"path": path, "content": line}, drawn)
 
     def _run(self, rng: random.Random) -> Turn:
         path = rng.choice(self.values.paths)
@@ -181,23 +192,79 @@ class TurnMaker:
         seconds = rng.choice((10, 30, 60, 120, 300, 600))
         kind = rng.randrange(4)
         if kind == 0:
-            return Turn(f"Run the tests in {path}.", "run_command", {"command": f"python -m pytest -q {path}"})
+            return Turn(f"Run the tests in {path}.", "run_command", {"command": f"python -m pytest -q {path}"},
+                        (("paths", path),))
         if kind == 1:
             return Turn(f"Run `{command}`.", "run_command", {"command": command})
         if kind == 2:
             return Turn(f"Run `python {path}` with a timeout of {seconds} seconds.", "run_command",
-                        {"command": f"python {path}", "timeout": seconds})
+                        {"command": f"python {path}", "timeout": seconds}, (("paths", path),))
         return Turn(f"Run `{command}` with a timeout of {seconds} seconds.", "run_command",
                     {"command": command, "timeout": seconds})
 
     def _drill(self, rng: random.Random) -> Turn:
-        words = " ".join(rng.choice(self.values.idents) for _ in range(rng.randint(2, 6)))
-        path = "/".join(rng.choice(self.values.idents) for _ in range(rng.randint(1, 3))) + ".py"
-        return Turn(f"Write `{words}` to {path}.", "write_file", {"path": path, "content": words})
+        picked = [rng.choice(self.values.idents) for _ in range(rng.randint(2, 6))]
+        folders = [rng.choice(self.values.idents) for _ in range(rng.randint(1, 3))]
+        words, path = " ".join(picked), "/".join(folders) + ".py"
+        return Turn(f"Write `{words}` to {path}.", "write_file", {"path": path, "content": words},
+                    tuple(("idents", ident) for ident in picked + folders))
 
     def _finish(self, rng: random.Random) -> Turn:
         path = rng.choice(self.values.paths)
         ident = rng.choice(self.values.idents)
         summary = rng.choice((f"Fixed {ident} in {path}.", f"Renamed {ident} in {path}; the tests pass.",
                               f"Added a check to {ident} in {path}."))
-        return Turn(f"We are done. Finish with the summary: {summary}", "finish", {"summary": summary})
+        return Turn(f"We are done. Finish with the summary: {summary}", "finish", {"summary": summary},
+                    (("paths", path), ("idents", ident)))
+
+
+def value_sets(values: Harvest) -> dict[str, frozenset[str]]:
+    """Every value of a harvest by field, for membership tests."""
+    return {name: frozenset(getattr(values, name)) for name in ("paths", "dirs", "idents", "lines")}
+
+
+NO_VALUE = "copies no corpus value (the same turn is drawn in training)"
+ALL_SEEN = "copies only values the training split also holds"
+
+
+def training_overlap(turn: Turn, train: dict[str, frozenset[str]]) -> str | None:
+    """Why ``turn`` can occur in the training data, or None: it copies a value training never held.
+
+    A training turn draws all its values from the training harvest, so a turn with one value outside
+    it cannot be one (templates and constants such as commands and globs are shared by both)."""
+    if not turn.values:
+        return NO_VALUE
+    if all(value in train[field] for field, value in turn.values):
+        return ALL_SEEN
+    return None
+
+
+@dataclass
+class HeldOut:
+    """Held-out turns with their expected call text, and the eval turns left out as seen in training."""
+
+    turns: list[tuple[Turn, str]]
+    excluded: list[tuple[Turn, str]]  # (turn, why it can occur in the training data)
+
+    @property
+    def drawn(self) -> int:
+        return len(self.turns) + len(self.excluded)
+
+
+def held_out(count: int, seed: int, root: Path | None = None) -> HeldOut:
+    """``count`` eval-split turns none of which can occur in the training data (drawn in order, the
+    others set aside with the reason)."""
+    maker = TurnMaker(harvest("eval", root))
+    train = value_sets(harvest("train", root))
+    rng = random.Random(seed)
+    out = HeldOut([], [])
+    while len(out.turns) < count:
+        if out.drawn >= 10 * count + 100:
+            raise RuntimeError(f"only {len(out.turns)} of {out.drawn} eval turns are unseen in training")
+        turn = maker.turn(rng)
+        reason = training_overlap(turn, train)
+        if reason is None:
+            out.turns.append((turn, maker.call_text(turn)))
+        else:
+            out.excluded.append((turn, reason))
+    return out

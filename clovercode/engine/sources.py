@@ -57,11 +57,12 @@ def resolve(spec: str, base_dir: Path | None = None) -> ModelSource:
     if not spec:
         raise ModelUnavailable("no model given", hint="Pass --model with an alias (" + ", ".join(ALIASES) + "), a directory, "
                                "a .gguf file or a Hugging Face repo id.")
-    if spec == "clover":
+    alias = spec.casefold()  # aliases and Hugging Face repo ids are case-insensitive, as on the hub
+    if alias in ("clover", CLOVER_REPO.casefold()):
         return _from_hub(CLOVER_REPO, "clover", known_remote=True)
-    if spec == "smollm2-demo":
+    if alias == "smollm2-demo":
         return ModelSource("smollm2-demo", "gguf", smollm2_gguf())
-    if spec == "clover-tiny":
+    if alias == "clover-tiny":
         return ModelSource("clover-tiny", "dir", tiny_model_dir())
     path = _local_path(spec, base_dir)
     if path is not None:
@@ -115,13 +116,36 @@ def _from_hub(repo_id: str, name: str, known_remote: bool = False) -> ModelSourc
         from huggingface_hub.errors import LocalEntryNotFoundError
     except ImportError:  # pragma: no cover - huggingface_hub comes with transformers
         raise engine_missing() from None
+    cache_dir = hub_cache_dir(os.environ)
+    repo_id = cached_spelling(repo_id, cache_dir)
     try:
-        folder = Path(snapshot_download(repo_id, local_files_only=True, cache_dir=hub_cache_dir(os.environ)))
+        folder = Path(snapshot_download(repo_id, local_files_only=True, cache_dir=cache_dir))
     except (LocalEntryNotFoundError, FileNotFoundError, OSError, ValueError):
         raise ModelUnavailable(f"model {repo_id} is not in the local Hugging Face cache",
                                hint=f"Download it once with: {download_command(repo_id)}\n"
                                "(clovercode never downloads by itself; it loads the cached copy offline.)") from None
     return _from_dir(name, folder, repo_id, known_remote)
+
+
+def cached_spelling(repo_id: str, cache_dir: str | None) -> str:
+    """``repo_id`` as the local cache spells it. The hub matches repo ids case-insensitively, so
+    `hf download diffuspace/clover-…` works, but its cache folder keeps the spelling typed then."""
+    if cache_dir is None:
+        from huggingface_hub import constants
+
+        cache_dir = constants.HF_HUB_CACHE
+    wanted = "models--" + repo_id.replace("/", "--")
+    try:
+        names = sorted(entry.name for entry in Path(cache_dir).iterdir() if entry.name.startswith("models--"))
+    except OSError:
+        return repo_id
+    if wanted in names:
+        return repo_id
+    for name in names:
+        if name.casefold() == wanted.casefold():
+            owner, _, rest = name[len("models--"):].partition("--")
+            return f"{owner}/{rest}"
+    return repo_id
 
 
 def hub_cache_dir(env: Mapping[str, str]) -> str | None:
