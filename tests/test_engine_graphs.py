@@ -96,7 +96,8 @@ def test_compile_setting_picks_the_static_denoiser_and_graphs_only_on_cuda(model
     assert static.passes.graphs is False  # graphs need a CUDA device; the static passes run eagerly
     assert wants_graphs("auto", "cuda:0") and not wants_graphs("auto", "cpu") and not wants_graphs("off", "cuda")
     assert wants_graphs("static", "cpu")  # asked for; StaticPasses still only captures on a CUDA device
-    assert [capacity_for(n, 1024) for n in (1, 1024, 1025, 5000)] == [1024, 1024, 2048, 8192]
+    assert [capacity_for(n, 1024) for n in (1, 1024, 1025, 5000, 8193, 33000)] == [1024, 1024, 2048, 8192, 16384,
+                                                                                  40960]
     with pytest.raises(ConfigError, match="engine.compile must be one of off, auto, static"):
         EngineConfig(compile="graphs")
 

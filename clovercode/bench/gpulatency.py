@@ -102,9 +102,11 @@ def _static_rows(model: Any, device: str, cache: Any, prompt_tokens: int, rows: 
     import torch
 
     from clovercode.engine import cachestate, staticcache
-    from clovercode.engine.graphs import StaticPasses, capacity_for
+    from clovercode.engine.graphs import StaticPasses
 
-    kv = staticcache.build(cache, rows, capacity_for(prompt_tokens + block, 256))
+    # Just room for one block (rounded to 256): the engine's doubling would make a 32k prompt attend
+    # over 64k rows and hold twice the memory, which is the engine's cost but not the pass's.
+    kv = staticcache.build(cache, rows, -(-(prompt_tokens + block) // 256) * 256)
     mask_id = model.config.mask_token_id
     denoise_ids = torch.full((rows, block), mask_id)
     denoise_ids[:, 0] = 5

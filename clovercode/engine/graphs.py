@@ -28,6 +28,7 @@ from clovercode.engine import cachestate, staticcache
 from clovercode.engine.denoiser import CachedDenoiser, forward_kwargs, model_dtype
 
 MIN_CAPACITY = 1024
+LARGE_STEP = 8192
 
 
 def wants_graphs(setting: str, device: str) -> bool:
@@ -36,10 +37,14 @@ def wants_graphs(setting: str, device: str) -> bool:
 
 
 def capacity_for(length: int, minimum: int = MIN_CAPACITY) -> int:
-    """Capacities double, so a growing conversation recaptures its graphs O(log n) times."""
+    """Capacities double up to ``LARGE_STEP`` (a growing conversation recaptures its graphs rarely),
+    then grow in steps of it: every pass attends over the whole capacity, and doubling a 32k
+    prompt's would double its attention work."""
     size = minimum
-    while size < length:
+    while size < length and size < LARGE_STEP:
         size *= 2
+    if size < length:
+        size = -(-length // LARGE_STEP) * LARGE_STEP
     return size
 
 
@@ -220,5 +225,5 @@ class StaticDenoiser:
         kv = self.passes.kv
         if needed <= kv.capacity:
             return
-        bigger = staticcache.build(kv.cache, 1, capacity_for(needed, kv.capacity * 2))
+        bigger = staticcache.build(kv.cache, 1, capacity_for(max(needed, kv.capacity + 1), kv.capacity))
         self.passes = StaticPasses(self.model, bigger, self.graphs)
