@@ -66,6 +66,14 @@ def test_the_dry_run_measures_clover_tiny_and_the_static_cache_decodes_the_same(
     assert tiny["rows"][2]["tokens_per_forward"] > 2 * tiny["rows"][0]["tokens_per_forward"]
 
 
+def test_asking_for_cuda_without_a_gpu_says_so_and_points_to_the_dry_run():
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--skip", "exactness,latency,tiny"],
+                          cwd=ROOT, env={**os.environ, "PYTHON": sys.executable}, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2 and done.stdout == ""
+    assert "no CUDA device here" in done.stderr and "--device cpu is the dry run" in done.stderr
+
+
 def test_clovers_architecture_is_35b_total_and_about_3b_active():
     config = text_config(CLOVER_SIZES)
     assert config.layer_types.count("full_attention") == 10 and len(config.layer_types) == 40

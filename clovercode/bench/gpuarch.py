@@ -46,7 +46,8 @@ def layer_types(layers: int) -> list[str]:
     return kinds
 
 
-def text_config(sizes: dict[str, Any], layers: int | None = None) -> Any:
+def text_config(sizes: dict[str, Any], layers: int | None = None, experts: str | None = None) -> Any:
+    """``experts``: transformers' experts implementation (None: its default, grouped GEMMs)."""
     from transformers.models.qwen3_5_moe.configuration_qwen3_5_moe import Qwen3_5MoeTextConfig
 
     values = dict(sizes)
@@ -57,6 +58,8 @@ def text_config(sizes: dict[str, Any], layers: int | None = None) -> Any:
                                   eos_token_id=vocab - 2, bos_token_id=1, pad_token_id=0)
     config.mask_token_id = vocab - 1
     config._attn_implementation = "sdpa"
+    if experts is not None:
+        config._experts_implementation = experts
     return config
 
 

@@ -53,6 +53,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     dry = args.device == "cpu"
+    if not dry and not _cuda_ok(args.device):
+        _say(f"--device {args.device}: no CUDA device here (torch sees none); --device cpu is the dry run")
+        return 2
     started = time.monotonic()
     report: dict[str, Any] = {"schema": 1, "started": datetime.datetime.now(datetime.timezone.utc).isoformat(
         timespec="seconds"), "dry_run": dry, "errors": {}}
@@ -75,6 +78,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             handle.write(text + "\n")
         _say(f"report written to {args.out} ({report['seconds']} s, passed: {report['passed']})")
     return 0 if report["passed"] else 1
+
+
+def _cuda_ok(device: str) -> bool:
+    import torch
+
+    return device.startswith("cuda") and torch.cuda.is_available()
 
 
 def _say(text: str) -> None:
