@@ -102,6 +102,17 @@ def test_compile_setting_picks_the_static_denoiser_and_graphs_only_on_cuda(model
         EngineConfig(compile="graphs")
 
 
+def test_engine_compile_is_a_setting_like_the_others(tmp_path):
+    from clovercode.config import load_config
+    from clovercode.engine.config import engine_config_from
+
+    (tmp_path / "clovercode.toml").write_text('[engine]\ncompile = "auto"\n')
+    assert engine_config_from(load_config(tmp_path, {"HOME": str(tmp_path)}, {})).compile == "auto"
+    assert engine_config_from(load_config(tmp_path / "none", {"HOME": str(tmp_path)}, {})).compile == "off"
+    with pytest.raises(ConfigError, match="compile"):
+        load_config(tmp_path, {"HOME": str(tmp_path), "CLOVERCODE_ENGINE_COMPILE": "always"}, {})
+
+
 def test_weights_load_straight_onto_the_gpu():
     on_gpu = weights_kwargs(torch.bfloat16, "cuda:1", False)
     assert on_gpu == {"dtype": torch.bfloat16, "trust_remote_code": False, "attn_implementation": "sdpa",
