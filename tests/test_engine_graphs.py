@@ -84,6 +84,21 @@ def test_prompt_reuse_through_the_static_cache(models):
     assert again.tokens == decode(CachedDenoiser(model), longer, plan, str, STOPS).tokens
 
 
+def test_a_cache_the_static_one_cannot_hold_stays_dynamic():
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen3Config(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+                         use_sliding_window=True, sliding_window=16, max_window_layers=0, attn_implementation="sdpa")
+    model = Qwen3ForCausalLM(config).double().eval()
+    plan = DecodePlan(block_size=1, mask_id=None, max_new_tokens=12)  # sliding windows decode autoregressively
+    static = StaticDenoiser(model, graphs=False)
+    got = decode(static, PROMPT, plan, str, Stops())
+    assert got.tokens == decode(CachedDenoiser(model), PROMPT, plan, str, Stops()).tokens
+    assert static.unsupported == "cache layer DynamicSlidingWindowLayer" and static.passes is None
+
+
 def test_compile_setting_picks_the_static_denoiser_and_graphs_only_on_cuda(models):
     from clovercode.engine.engine import Engine
     from clovercode.engine.loading import ModelInfo

@@ -179,6 +179,7 @@ class StaticDenoiser:
         self.graphs = graphs
         self.min_capacity = min_capacity
         self.passes: StaticPasses | None = None
+        self.unsupported: str | None = None  # why this model's cache stays dynamic
 
     @property
     def layout(self) -> str:
@@ -192,9 +193,17 @@ class StaticDenoiser:
     def graph_error(self) -> str | None:
         return self.passes.graph_error if self.passes is not None else None
 
-    def prefill(self, ids: Sequence[int]) -> StaticState:
+    def prefill(self, ids: Sequence[int]) -> Any:
+        """A StaticState; or, for a cache the static one cannot hold (sliding windows, a model's own
+        cache class), the inner CachedState: that turn's passes stay on the dynamic cache."""
         state = self.inner.prefill(ids)
-        self._load(state.cache, state.length)
+        if self.unsupported is None:
+            try:
+                self._load(state.cache, state.length)
+            except staticcache.Unsupported as exc:
+                self.unsupported = str(exc)
+        if self.unsupported is not None:
+            return state
         return StaticState(state.length, state.last_logits)
 
     def _load(self, cache: Any, length: int) -> None:
@@ -208,11 +217,15 @@ class StaticDenoiser:
     def _block(self, block: Any) -> Any:
         return torch.as_tensor(block, dtype=torch.long).view(1, -1)
 
-    def denoise(self, state: StaticState, block: Any) -> Any:
+    def denoise(self, state: Any, block: Any) -> Any:
+        if not isinstance(state, StaticState):
+            return self.inner.denoise(state, block)
         self._grow(state.length + len(block))
         return self.passes.run("denoise", self._block(block), state.length)[0].float()
 
-    def commit(self, state: StaticState, block: Any) -> StaticState:
+    def commit(self, state: Any, block: Any) -> Any:
+        if not isinstance(state, StaticState):
+            return self.inner.commit(state, block)
         self._grow(state.length + len(block))
         logits = self.passes.run("commit", self._block(block), state.length)
         state.length += len(block)
