@@ -134,6 +134,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("engine.trust_remote_code", bool, False, "Let a model's own Python code run (the clover model needs it).",
             not_from_project=(True,)),
     Setting("engine.mask_token_id", int, -1, "Mask token id override (-1: the model's own).", minimum=-1),
+    Setting("engine.compile", str, "off", "Denoise and commit passes over a static cache replayed as CUDA graphs: "
+            "off, auto (on CUDA only) or static (static cache everywhere, graphs on CUDA).",
+            choices=("off", "auto", "static")),
     Setting("engine.cache_dir", str, "", "Converted models (GGUF) go here (default: $XDG_CACHE_HOME/clovercode/models)."),
     # constrained tool calls on the embedded engine (docs/engine.md, Constrained decoding)
     Setting("engine.tool_choice", str, "required", "Non-interactive runs (fix, exec, eval): required (every turn ends "

@@ -9,6 +9,7 @@ from clovercode.errors import ConfigError
 
 STRATEGIES = ("threshold", "topk", "steps")
 DTYPES = ("auto", "float32", "bfloat16", "float16", "float64")
+COMPILE_MODES = ("off", "auto", "static")  # engine/graphs.py: static cache + CUDA graphs
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class EngineConfig:
     trust_remote_code: bool = False
     logit_shift: bool | None = None  # None: the model's own (default True, as in AR-adapted models)
     mask_token_id: int | None = None  # None: the model's own
+    compile: str = "off"  # off | auto (static cache + CUDA graphs on CUDA) | static (also eagerly on CPU)
 
     def __post_init__(self) -> None:
         problems = list(_problems(self))
@@ -61,6 +63,8 @@ def _problems(c: EngineConfig):
         yield f"engine.dtype must be one of {', '.join(DTYPES)}, got {c.dtype!r}"
     if not (c.device == "auto" or c.device in ("cpu", "mps", "cuda") or c.device.startswith("cuda:")):
         yield f"engine.device must be auto, cpu, cuda, cuda:N or mps, got {c.device!r}"
+    if c.compile not in COMPILE_MODES:
+        yield f"engine.compile must be one of {', '.join(COMPILE_MODES)}, got {c.compile!r}"
     if c.mask_token_id is not None and c.mask_token_id < 0:
         yield f"engine.mask_token_id must be ≥ 0, got {c.mask_token_id!r}"
 
@@ -72,4 +76,5 @@ def engine_config_from(cfg: Any) -> EngineConfig:
         block_size=cfg["engine.block_size"], strategy=cfg["engine.strategy"], threshold=cfg["engine.threshold"],
         top_k=cfg["engine.top_k"], steps=cfg["engine.steps"], temperature=cfg["temperature"], top_p=cfg["top_p"],
         max_new_tokens=cfg["max_new_tokens"], device=cfg["engine.device"], dtype=cfg["engine.dtype"],
-        trust_remote_code=cfg["engine.trust_remote_code"], mask_token_id=mask if mask >= 0 else None)
+        trust_remote_code=cfg["engine.trust_remote_code"], mask_token_id=mask if mask >= 0 else None,
+        compile=cfg["engine.compile"])

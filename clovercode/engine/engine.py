@@ -31,7 +31,7 @@ class Engine:
     info: ModelInfo
     config: EngineConfig
     mask_checked: bool | None = field(default=None, repr=False)  # does the model honour 4D masks?
-    shared: CachedDenoiser | None = field(default=None, repr=False)  # keeps the last prompt's cache
+    shared: Denoiser | None = field(default=None, repr=False)  # keeps the last prompt's cache
     grammars: GrammarCompiler | None = field(default=None, repr=False)  # built at the first constrained turn
 
     @classmethod
@@ -111,8 +111,16 @@ class Engine:
     def denoiser(self) -> Denoiser:
         """The engine's own denoiser: it reuses the previous prompt's cache when a prompt extends it."""
         if self.shared is None:
-            self.shared = CachedDenoiser(self.model, reuse_prompt=True)
+            self.shared = self._new_denoiser()
         return self.shared
+
+    def _new_denoiser(self) -> Denoiser:
+        """engine.compile: a static cache with CUDA graphs (engine/graphs.py), else the dynamic cache."""
+        if self.config.compile == "off" or (self.config.compile == "auto" and not self.info.device.startswith("cuda")):
+            return CachedDenoiser(self.model, reuse_prompt=True)
+        from clovercode.engine.graphs import StaticDenoiser, wants_graphs
+
+        return StaticDenoiser(self.model, graphs=wants_graphs(self.config.compile, self.info.device), reuse_prompt=True)
 
     def stream(self, prompt: Sequence[int], plan: DecodePlan, stops: Stops, seed: int | None = None,
                on_pass: Callable[[PassEvent], None] | None = None, denoiser: Denoiser | None = None,

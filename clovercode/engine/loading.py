@@ -90,8 +90,11 @@ def load(source: ModelSource, config: EngineConfig, console: Console, cache_root
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=trust)
             step(f"weights ({dtype}, {device})")
-            model = _load_weights(transformers, folder, getattr(torch, dtype), trust)
-            model.to(device).eval()
+            kwargs = weights_kwargs(getattr(torch, dtype), device, trust)
+            model = _load_weights(transformers, folder, kwargs)
+            if "device_map" not in kwargs:
+                model.to(device)
+            model.eval()
         except torch.OutOfMemoryError:
             raise _memory_error(source.name, dtype, device, None, None) from None
         except (OSError, ValueError, KeyError, ImportError, _weights_error()) as exc:
@@ -110,15 +113,25 @@ def _weights_error() -> type[Exception]:
     return SafetensorError
 
 
-def _load_weights(transformers: Any, folder: Path, dtype: Any, trust: bool) -> Any:
+def weights_kwargs(dtype: Any, device: str, trust: bool) -> dict[str, Any]:
+    """``from_pretrained`` arguments. Off the CPU the weights go straight to the device
+    (``device_map``, through accelerate), shard by shard in the chosen dtype: a 35B model is never
+    all in host RAM first. On the CPU transformers' plain path loads them where they stay."""
+    kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": trust, "attn_implementation": "sdpa"}
+    if device != "cpu":
+        kwargs["device_map"] = device
+    return kwargs
+
+
+def _load_weights(transformers: Any, folder: Path, kwargs: dict[str, Any]) -> Any:
     """sdpa attention (it honours custom 4D masks); a model's own code that has no sdpa path keeps its own."""
     try:
-        return transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=trust,
-                                                                 attn_implementation="sdpa")
+        return transformers.AutoModelForCausalLM.from_pretrained(folder, **kwargs)
     except ValueError as exc:
-        if not trust or "sdpa" not in str(exc).lower():
+        if not kwargs["trust_remote_code"] or "sdpa" not in str(exc).lower():
             raise
-        return transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, trust_remote_code=True)
+        return transformers.AutoModelForCausalLM.from_pretrained(
+            folder, **{k: v for k, v in kwargs.items() if k != "attn_implementation"})
 
 
 def _check_trust(source: ModelSource, config: EngineConfig, console: Console) -> bool:

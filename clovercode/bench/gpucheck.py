@@ -1,0 +1,221 @@
+"""The one-shot GPU check (scripts/gpu_check.sh): exactness on the device, per-pass latency on Clover's
+architecture (eager vs CUDA graphs, batch 1 vs 8), fast-kernel use, and clover-tiny tokens/s, as
+one JSON report.
+
+It runs with what the GPU machine's image holds (Python 3.12, torch, transformers, triton,
+accelerate, rich) from a plain checkout: it imports the engine (torch, transformers, rich) and nothing
+of the harness. ``--device cpu`` is the dry run: the same code with tiny sizes, for the tests.
+
+    python -m clovercode.bench.gpucheck --device cuda --out report.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import time
+from typing import Any, Callable, Sequence
+
+# Packages clovercode uses elsewhere that the GPU image does not have: the check must not need them.
+NOT_ON_DEVICE = ("jsonschema", "llguidance", "prompt_toolkit", "git", "tomlkit", "tree_sitter", "mcp", "pexpect",
+                 "pyte", "typer", "gguf")
+# clover-tiny's held-out requests (bench/toolcorpus.py, split "eval", seed 13), fixed here because
+# building them needs jsonschema.
+TINY_REQUESTS = (
+    "What files are under test/test_tomllib?",
+    "In lib2to3/fixes/fix_imports.py, replace `self.assertEqual(foo(), 3)` with `self.assertEqual(_call(), 3)`.",
+    "Show me lib2to3/fixer_base.py.",
+    "Search the *.py files for test_top.",
+    "Run `ruff check .` with a timeout of 120 seconds.",
+    "We are done. Finish with the summary: Fixed filelineno in mailbox.py.",
+    "Search the test_*.py files for test_open_connection.",
+    "Run `python test/ssl_servers.py` with a timeout of 60 seconds.",
+)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="gpu_check", description="Exactness and speed of the engine on a GPU.")
+    p.add_argument("--device", default="cuda", help="cuda (the check) or cpu (the dry run: tiny sizes)")
+    p.add_argument("--out", default="-", help="where the JSON report goes (- = stdout)")
+    p.add_argument("--layers", type=int, default=None, help="layers of the Clover-shaped model (40 = all; cpu: 2)")
+    p.add_argument("--prompts", default=None, help="prompt lengths, comma-separated (default 2048,32768; cpu 64,256)")
+    p.add_argument("--rows", default="1,16,32", help="batch rows per forward, comma-separated")
+    p.add_argument("--block", type=int, default=16, help="block size of the timed passes")
+    p.add_argument("--repeats", type=int, default=None, help="timed passes per measurement (default 7; cpu 2)")
+    p.add_argument("--budget-s", type=float, default=None, help="latency measurements stop starting after this "
+                   "(default 300; cpu 40)")
+    p.add_argument("--skip", default="", help="sections to leave out: exactness,latency,tiny")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    dry = args.device == "cpu"
+    if not dry and not _cuda_ok(args.device):
+        _say(f"--device {args.device}: no CUDA device here (torch sees none); --device cpu is the dry run")
+        return 2
+    started = time.monotonic()
+    report: dict[str, Any] = {"schema": 1, "started": datetime.datetime.now(datetime.timezone.utc).isoformat(
+        timespec="seconds"), "dry_run": dry, "errors": {}}
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    _section(report, "environment", lambda: environment(args.device))
+    if "exactness" not in skip:
+        _section(report, "exactness", lambda: _exactness(args.device, dry))
+    if "latency" not in skip:
+        _section(report, "latency", lambda: latency(args, dry))
+    if "tiny" not in skip:
+        _section(report, "clover_tiny", lambda: tiny_speed(args.device, dry))
+    report["foreign_imports"] = sorted({m.split(".")[0] for m in sys.modules} & set(NOT_ON_DEVICE))
+    report["passed"] = bool(report.get("exactness", {}).get("passed")) and not report["errors"]
+    report["seconds"] = round(time.monotonic() - started, 1)
+    text = json.dumps(report, indent=2)
+    if args.out == "-":
+        print(text)
+    else:
+        with open(args.out, "w", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+        _say(f"report written to {args.out} ({report['seconds']} s, passed: {report['passed']})")
+    return 0 if report["passed"] else 1
+
+
+def _cuda_ok(device: str) -> bool:
+    import torch
+
+    return device.startswith("cuda") and torch.cuda.is_available()
+
+
+def _say(text: str) -> None:
+    print(f"[gpu_check] {text}", file=sys.stderr, flush=True)
+
+
+def _section(report: dict[str, Any], name: str, run: Callable[[], Any]) -> None:
+    """One failing section is reported; the others still run."""
+    _say(f"{name}…")
+    started = time.monotonic()
+    try:
+        report[name] = run()
+    except Exception as exc:  # the report says what broke; a traceback on stderr says where
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+        report["errors"][name] = f"{type(exc).__name__}: {str(exc).strip()[:500]}"
+    _say(f"{name} done in {time.monotonic() - started:.1f} s")
+
+
+def environment(device: str) -> dict[str, Any]:
+    import platform
+
+    import torch
+    import transformers
+
+    from clovercode.bench.gpuarch import fast_kernels
+
+    found: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
+                             "transformers": transformers.__version__, "device": device,
+                             "fast_kernels": fast_kernels()}
+    try:
+        import triton
+
+        found["triton"] = triton.__version__
+    except ImportError:
+        found["triton"] = None
+    if device.startswith("cuda"):
+        props = torch.cuda.get_device_properties(torch.device(device))
+        found.update(gpu=props.name, gpu_memory_gib=round(props.total_memory / 2**30, 1), cuda=torch.version.cuda,
+                     bf16=torch.cuda.is_bf16_supported())
+    return found
+
+
+def _exactness(device: str, dry: bool) -> dict[str, Any]:
+    from clovercode.bench import gpuexact
+
+    if dry:  # the recomputing reference is O(n²) per block: keep the CPU run short
+        from clovercode.bench.gpuarch import TINY_SIZES
+
+        return gpuexact.run(device, prompt_tokens=16, new_tokens=24, sizes={**TINY_SIZES, "vocab_size": 256})
+    return gpuexact.run(device)
+
+
+def latency(args: argparse.Namespace, dry: bool) -> dict[str, Any]:
+    import torch
+
+    from clovercode.bench.gpuarch import CLOVER_SIZES, TINY_SIZES, parameter_counts, random_model, text_config
+    from clovercode.bench.gpulatency import Budget, measure
+
+    layers = args.layers or (2 if dry else 40)
+    config = text_config(TINY_SIZES if dry else CLOVER_SIZES, layers)
+    full = text_config(CLOVER_SIZES)
+    prompts = [int(x) for x in (args.prompts or ("64,256" if dry else "2048,32768")).split(",")]
+    rows = [int(x) for x in args.rows.split(",")]
+    dtype = torch.float32 if dry else torch.bfloat16
+    started = time.monotonic()
+    model = random_model(config, args.device, dtype)
+    built_s = round(time.monotonic() - started, 1)
+    budget = Budget(args.budget_s if args.budget_s is not None else (40 if dry else 300))
+    result = measure(model, args.device, prompts, rows, args.block, args.repeats or (2 if dry else 7), budget)
+    experts = getattr(model.config, "_experts_implementation", None)
+    del model
+    if args.device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    return {"model": {"architecture": "Qwen3.5-MoE (Clover-35B-A3B / Qwen3.6-35B-A3B sizes)" if not dry else
+                      "Qwen3.5-MoE, tiny sizes (dry run)", "layers": layers, "layer_types": config.layer_types,
+                      "dtype": str(dtype).removeprefix("torch."), "experts_implementation": experts,
+                      "attention": config._attn_implementation, "built_s": built_s,
+                      "parameters_full_architecture": parameter_counts(full),
+                      "parameters_built": parameter_counts(config)},
+            **result}
+
+
+def tiny_speed(device: str, dry: bool) -> dict[str, Any]:
+    """clover-tiny's engine tokens/s: AR (block 1) and threshold 0.9 (block 16), dynamic cache vs the
+    static cache (CUDA graphs on CUDA), the fastest of the repeats per prompt."""
+    from clovercode.engine.config import EngineConfig
+    from clovercode.engine.denoiser import CachedDenoiser
+    from clovercode.engine.engine import Engine
+    from clovercode.engine.graphs import StaticDenoiser
+
+    engine = Engine.open("clover-tiny", EngineConfig(device=device, max_new_tokens=48 if dry else 128))
+    requests, repeats = (TINY_REQUESTS[:2], 1) if dry else (TINY_REQUESTS, 3)
+    stops = engine.stops(("</tool_call>",))
+    graphs = device.startswith("cuda")
+    static = {1: StaticDenoiser(engine.model, graphs=graphs), 16: StaticDenoiser(engine.model, graphs=graphs)}
+    schedules = {"AR B=1": {"block_size": 1}, "threshold 0.9 B=16": {"block_size": 16, "threshold": 0.9}}
+    rows = []
+    for name, overrides in schedules.items():
+        plan = engine.plan(**overrides)
+        for cache in ("dynamic", "static"):
+            tokens = forwards = 0
+            seconds = 0.0
+            outputs = []
+            for request in requests:
+                text = engine.tokenizer.apply_chat_template([{"role": "user", "content": request}], tokenize=False,
+                                                            add_generation_prompt=True)
+                prompt = engine.encode(text)
+                runs = [engine.generate(prompt, plan, stops, denoiser=CachedDenoiser(engine.model) if cache == "dynamic"
+                                        else static[plan.block_size]) for _ in range(repeats + (not dry))]
+                best = min(runs, key=lambda r: r.stats.decode_s)
+                tokens += best.stats.new_tokens
+                forwards += best.stats.forwards
+                seconds += best.stats.decode_s
+                outputs.append(best.tokens)
+            rows.append({"schedule": name, "cache": cache, "new_tokens": tokens, "forwards": forwards,
+                         "tokens_per_s": round(tokens / seconds, 1) if seconds else None,
+                         "tokens_per_forward": round(tokens / forwards, 3) if forwards else None, "outputs": outputs})
+    for row in rows:  # the static cache must not change what is decoded
+        twin = next(r for r in rows if r["schedule"] == row["schedule"] and r["cache"] == "dynamic")
+        row["same_tokens_as_dynamic"] = row["outputs"] == twin["outputs"]
+    ar = next(r for r in rows if r["schedule"] == "AR B=1" and r["cache"] == "dynamic")["tokens_per_s"]
+    for row in rows:
+        row["speedup_vs_ar_dynamic"] = round(row["tokens_per_s"] / ar, 2) if ar and row["tokens_per_s"] else None
+        del row["outputs"]
+    graph_errors = {str(size): d.graph_error for size, d in static.items() if d.graph_error}
+    info = {"device": engine.info.device, "dtype": engine.info.dtype, "prompts": len(requests), "repeats": repeats,
+            "rows": rows, "graph_errors": graph_errors}
+    engine.close()
+    return info
+
+
+if __name__ == "__main__":
+    sys.exit(main())
