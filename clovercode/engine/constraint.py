@@ -17,6 +17,8 @@ from typing import Any, Sequence
 
 from clovercode.engine.grammar import GrammarError
 
+LEXER_FUEL = (50_000_000, 20_000_000)  # llguidance's initial and per-step lexer fuel (defaults 1M, 200k)
+
 
 class GrammarCompiler:
     """Grammars → constraints for one tokenizer (its llguidance view is built once)."""
@@ -33,9 +35,14 @@ class GrammarCompiler:
 
     def constraint(self, grammar: str, steering: "Steering | None" = None) -> "Constraint":
         """``grammar`` compiled; ``steering`` says when a turn that must call is steered (see Steering)."""
-        from llguidance import LLMatcher
+        from llguidance import LLMatcher, LLParserLimits
 
-        matcher = LLMatcher(self.lltokenizer, grammar, log_level=0)
+        # A bounded string (maxLength) is a counted repeat intersected with the no-closing-tag rule:
+        # llguidance's lexer builds one state per (count, tag prefix) pair, which runs out of its
+        # default fuel from about 64 characters on (it then ends the turn early). Twenty times the
+        # fuel covers a 1,024-character bound (about 1 ms a mask over SmolLM2's 49,152 tokens).
+        limits = LLParserLimits(initial_lexer_fuel=LEXER_FUEL[0], step_lexer_fuel=LEXER_FUEL[1])
+        matcher = LLMatcher(self.lltokenizer, grammar, log_level=0, limits=limits)
         if matcher.is_error():
             raise GrammarError(f"the grammar does not compile: {matcher.get_error()}")
         return Constraint(matcher, self.vocab_size, self.eos_ids, steering, self.lltokenizer)
@@ -51,6 +58,8 @@ class Steering:
 
     prose_budget: int = 0
     opening: Sequence[int] = ()
+    # Tried in turn when ``opening`` cannot come next (inside reasoning, which must close first).
+    alternatives: Sequence[Sequence[int]] = ()
 
 
 class Constraint:
@@ -150,7 +159,9 @@ class Constraint:
         if self._taken >= len(self._forced):
             if self.opened or not rule.prose_budget or self.consumed < rule.prose_budget:
                 return None
-            self._forced, self._taken = [int(t) for t in rule.opening], 0
+            openings = [[int(t) for t in tokens] for tokens in (rule.opening, *rule.alternatives)]
+            self._forced = next((o for o in openings if self.matcher.validate_tokens(o) == len(o)), openings[0])
+            self._taken = 0
             if not self._forced:
                 return None
         token = self._forced[self._taken]
