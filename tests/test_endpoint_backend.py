@@ -7,7 +7,8 @@ import pytest
 from openai_stub import StubServer, chunk, drop, error, sse, stall_after, status
 
 from clovercode.messages import CallRecord, Message
-from clovercode.backends.base import ContextTooLong, Finish, GenerationParams, ModelError, TextDelta, ToolCallEvent, Usage
+from clovercode.backends.base import (ContextTooLong, Finish, GenerationParams, ModelError, Notice, TextDelta,
+                                     ToolCallEvent, Usage)
 from clovercode.backends.endpoint import EndpointBackend, EndpointOptions
 from clovercode.backends.endpoint_http import parse_base_url
 from clovercode.context.tokens import estimate_tokens
@@ -222,3 +223,26 @@ def test_a_server_that_ignores_stream_true_still_works():
     assert events[1:] == [TextDelta("need the file", reasoning=True), TextDelta("Reading."),
                           ToolCallEvent("view_file", {"path": "x.py"}, "c9"), events[4], Finish("tool_calls")]
     assert (events[4].prompt_tokens, events[4].completion_tokens) == (10, 4)
+
+
+def test_the_runs_tool_choice_goes_to_the_server_in_openais_shapes():
+    with StubServer() as stub:
+        stub.script += [sse([chunk({"content": "ok"}, "stop")]) for _ in range(3)]
+        b = backend(stub)
+        for choice in ("required", "view_file", None):
+            run(b, tools=load_tool_specs(), params=GenerationParams(max_new_tokens=9, tool_choice=choice))
+        assert [p["body"]["tool_choice"] for p in stub.posts] == [
+            "required", {"type": "function", "function": {"name": "view_file"}}, "auto"]
+
+
+def test_a_server_that_refuses_the_choice_gets_auto_and_the_run_is_told():
+    with StubServer() as stub:
+        stub.script += [error(400, "tool_choice 'required' is not supported by this server"),
+                        sse([chunk({"content": "ok"}, "stop")]), sse([chunk({"content": "again"}, "stop")])]
+        b = backend(stub)
+        required = GenerationParams(max_new_tokens=9, tool_choice="required")
+        first = run(b, tools=load_tool_specs(), params=required)
+        second = run(b, tools=load_tool_specs(), params=required)
+        assert [p["body"]["tool_choice"] for p in stub.posts] == ["required", "auto", "auto"]
+        notices = [e for e in first + second if isinstance(e, Notice)]
+        assert len(notices) == 1 and "refused tool_choice \"required\"" in notices[0].text

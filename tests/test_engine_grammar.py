@@ -7,6 +7,7 @@ must be refused."""
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
@@ -14,10 +15,12 @@ pytest.importorskip("llguidance")
 transformers = pytest.importorskip("transformers")
 
 from clovercode.engine.constraint import GrammarCompiler, Steering  # noqa: E402
-from clovercode.engine.grammar import GrammarError, json_grammar, tool_call_grammar  # noqa: E402
+from clovercode.engine.grammar import GrammarError, json_grammar, pattern_regex, tool_call_grammar  # noqa: E402
 from clovercode.engine.sources import tiny_model_dir  # noqa: E402
 from clovercode.toolcalls.render import render_call  # noqa: E402
-from clovercode.toolcalls.schemas import load_tool_specs  # noqa: E402
+from clovercode.toolcalls.parser import parse_turn  # noqa: E402
+from clovercode.toolcalls.schemas import ToolSpec, load_tool_specs  # noqa: E402
+from clovercode.toolcalls.validate import Validator  # noqa: E402
 
 SPECS = load_tool_specs()
 TOOLS = [{"name": s.name, "parameters": s.parameters} for s in SPECS]
@@ -184,3 +187,174 @@ def test_a_call_is_never_closed_for_the_model(plain):
         more = ids(tok, "very/deep/")
         assert constraint.accept(more) == len(more)
         assert int(constraint.allowed().sum()) > 1  # nothing is forced
+
+
+# --- the tools' own bounds: what the grammar allows, the validator accepts --------------------------
+
+def view(path: str) -> str:
+    return f"<tool_call>\n<function=view_file>\n<parameter=path>\n{path}\n</parameter>\n</function>\n</tool_call>"
+
+
+@pytest.mark.parametrize("vocab", ["tiny", "plain"])
+def test_one_line_parameters_keep_to_their_length_and_their_line(request, vocab):
+    """Paths, globs and search patterns are one line of at most maxLength characters: in the schema
+    (what the validator checks) and in the grammar alike, so a model's path ends at its first line
+    break instead of running on."""
+    tok, compiler = request.getfixturevalue(vocab)
+    grammar = tool_call_grammar(TOOLS, "required", "xml", compiler.special)
+    validator = Validator(SPECS)
+    limit = next(s for s in SPECS if s.name == "view_file").schema["properties"]["path"]["maxLength"]
+    for path, ok in [("src/a.py", True), ("a" * limit, True), ("a" * (limit + 1), False),
+                     ("src/a.py\nsrc/b.py", False), ("<list_file>", True)]:
+        assert accepts(compiler, grammar, tok, view(path)) == ok, path[:40]
+        [call] = parse_turn(view(path)).calls
+        assert validator.check(call, "c").ok == ok, path[:40]
+    constraint = compiler.constraint(grammar)
+    opened = ids(tok, "<tool_call>\n<function=list_files>\n<parameter=path>\nsrc\n")
+    assert constraint.accept(opened) == len(opened)
+    allowed = constraint.allowed().nonzero().flatten().tolist()
+    assert all("</parameter>".startswith(tok.decode([t]).strip()) or tok.decode([t]).startswith("</parameter>")
+               for t in allowed)  # after the line, only the closing tag
+
+
+@pytest.mark.parametrize("vocab", ["tiny", "plain"])
+def test_parameters_may_come_in_any_order_each_once(request, vocab):
+    tok, compiler = request.getfixturevalue(vocab)
+    grammar = tool_call_grammar(TOOLS, "required", "xml", compiler.special)
+
+    def call(*pairs: tuple[str, str]) -> str:
+        params = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in pairs)
+        return f"<tool_call>\n<function=edit_file>\n{params}</function>\n</tool_call>"
+
+    path, old, new, every = ("path", "a.py"), ("old_text", "x"), ("new_text", "y"), ("replace_all", "true")
+    assert accepts(compiler, grammar, tok, call(new, every, path, old))
+    assert accepts(compiler, grammar, tok, call(old, path, new))
+    assert not accepts(compiler, grammar, tok, call(old, path))  # new_text is required
+    assert not accepts(compiler, grammar, tok, call(old, path, new, path))  # once each
+
+
+@pytest.mark.parametrize("pattern, regex", [
+    ("^[^\\n\\r]*$", "[^\\n\\r]*"),
+    ("^[a-z]+/[0-9]{2,4}$", "[a-z]+\\/[0-9]{2,4}"),
+    ("[a-z]+", None),  # not anchored: search semantics, left to the validator
+    ("^(?i)abc$", None),  # flags
+    ("^\\w+$", None),  # \w differs between Python and Rust at the edges of Unicode
+    ("^(a)\\1$", None),  # back-reference
+    ("^a$|^b$", None),  # anchors inside
+])
+def test_which_patterns_the_grammar_enforces(pattern, regex):
+    assert pattern_regex(pattern) == regex
+
+
+def test_a_bounded_pattern_is_enforced_like_the_validator(plain):
+    tok, compiler = plain
+    schema = {"type": "object", "properties": {"tag": {"type": "string", "pattern": "^v[0-9]+(\\.[0-9]+){0,2}$",
+                                                       "maxLength": 8}}, "required": ["tag"]}
+    spec = ToolSpec("release", "", schema)
+    grammar = tool_call_grammar([{"name": "release", "parameters": schema}], "required", "xml", compiler.special)
+    validator = Validator([spec])
+    for tag in ["v1", "v1.2.3", "v12.3.45", "v1.2.3.4", "1.2", "v1.", "v123456789"]:
+        text = f"<tool_call>\n<function=release>\n<parameter=tag>\n{tag}\n</parameter>\n</function>\n</tool_call>"
+        [call] = parse_turn(text).calls
+        assert accepts(compiler, grammar, tok, text) == validator.check(call, "c").ok, tag
+
+
+def random_walk(compiler: GrammarCompiler, tok, grammar: str, rng: random.Random, steering: Steering | None,
+                favoured: set[int], limit: int = 400) -> list[int] | None:
+    """Tokens drawn at random among those the grammar allows (often a structural one, so that values
+    end), until the grammar may end; None when the walk did not end within ``limit`` tokens."""
+    constraint = compiler.constraint(grammar, steering)
+    eos = tok.eos_token_id
+    tokens: list[int] = []
+    for _ in range(limit):
+        allowed = constraint.allowed().nonzero().flatten().tolist()
+        if eos in allowed and (len(allowed) == 1 or rng.random() < 0.6):
+            return tokens
+        choices = [t for t in allowed if t != eos]
+        near = [t for t in choices if t in favoured]
+        token = rng.choice(near if near and rng.random() < 0.7 else choices)
+        assert constraint.accept([token]) == 1
+        tokens.append(token)
+    return None
+
+
+@pytest.mark.parametrize("vocab", ["tiny", "plain"])
+def test_whatever_the_grammar_lets_through_parses_and_validates(request, vocab):
+    """The property behind 'valid by construction': random walks through the grammar (random tokens
+    among the allowed ones, structure favoured so that calls end) give turns whose calls all parse
+    and validate against the tools' schemas, whatever the values hold."""
+    tok, compiler = request.getfixturevalue(vocab)
+    structure = "".join(f"<parameter={k}>\n" for s in SPECS for k in s.schema["properties"]) + \
+        "\n</parameter>\n</function>\n</tool_call>\n0123456789.-truefalse[]{}\":,"
+    favoured = {t for t in range(len(tok)) if tok.decode([t]) and tok.decode([t]) in structure} | \
+        set(compiler.special.values())
+    validator = Validator(SPECS)
+    rng = random.Random(16)
+    ended = 0
+    for walk in range(60):
+        choice = rng.choice(["required", "auto", *(s.name for s in SPECS)])
+        grammar = tool_call_grammar(TOOLS, choice, "xml", compiler.special)
+        steering = Steering(rng.choice([0, 2, 6]), ids(tok, "\n<tool_call>\n")) if choice != "auto" else None
+        tokens = random_walk(compiler, tok, grammar, rng, steering, favoured)
+        if tokens is None:
+            continue
+        ended += 1
+        text = tok.decode(tokens)
+        turn = parse_turn(text)
+        assert not turn.errors, f"{text!r}\n{turn.errors}"
+        assert turn.calls or choice == "auto", text
+        for call in turn.calls:
+            checked = validator.check(call, "c")
+            assert checked.ok, (text, checked.error)
+            assert choice in ("auto", "required") or call.name == choice
+    assert ended >= 15, f"only {ended} of 60 walks ended"
+
+
+@pytest.mark.parametrize("vocab", ["tiny", "plain"])
+def test_reasoning_blocks_are_whole_so_the_call_after_them_is_seen(request, vocab):
+    """A call after an unclosed <think> is reasoning to the parser, and a stray </think> makes all
+    before it reasoning: the grammar lets neither through."""
+    tok, compiler = request.getfixturevalue(vocab)
+    grammar = tool_call_grammar(TOOLS, "required", "xml", compiler.special)
+    call = render_call("finish", {"summary": "done"})
+    assert accepts(compiler, grammar, tok, "<think>\nplan\n</think>\n" + call)
+    assert accepts(compiler, grammar, tok, "plan, opened by the template\n</think>\n" + call)
+    assert not accepts(compiler, grammar, tok, "<think>\nplan\n" + call)
+    assert not accepts(compiler, grammar, tok, "<think>\nplan\n</think>\nmore\n</think>\n" + call)
+
+
+@pytest.mark.parametrize("vocab", ["tiny", "plain"])
+def test_steering_inside_reasoning_closes_it_first(request, vocab):
+    tok, compiler = request.getfixturevalue(vocab)
+    opening, closing = ids(tok, "\n<tool_call>\n"), ids(tok, "\n</think>\n<tool_call>\n")
+    budget = len(ids(tok, "<think>\n")) + 2  # the reasoning block is open when the budget runs out
+    constraint = compiler.constraint(tool_call_grammar(TOOLS, "required", "xml", compiler.special),
+                                     Steering(prose_budget=budget, opening=opening, alternatives=(closing,)))
+    thought = ids(tok, "<think>\nLet me look at the file first.")
+    assert constraint.accept(thought) == budget
+    for token in closing:
+        assert constraint.allowed().nonzero().flatten().tolist() == [token]
+        assert constraint.accept([token]) == 1
+    assert constraint.opened
+
+
+@pytest.mark.parametrize("vocab", ["tiny", "plain"])
+def test_the_line_brake_refuses_a_fourth_identical_line_inside_a_call(request, vocab):
+    """SmolLM2 wrote `<description>` forty times into a summary: inside a call the same non-blank line
+    may come MAX_SAME_LINES times in a row, and the token that would complete one more is refused (by
+    permits, by the mask and by accept) while other lines, and the value's end, stay open."""
+    tok, compiler = request.getfixturevalue(vocab)
+    constraint = compiler.constraint(tool_call_grammar(TOOLS, "required", "xml", compiler.special),
+                                     Steering(prose_budget=0, max_same_lines=3))
+    start = ids(tok, "<tool_call>\n<function=finish>\n<parameter=summary>\n" + "<description>\n" * 3)
+    assert constraint.accept(start) == len(start)
+    again, other, end = ids(tok, "<description>\n"), ids(tok, "<type>\n"), ids(tok, "</parameter>\n")
+    assert constraint.check(other) == len(other) and constraint.check(end) == len(end)
+    longer = ids(tok, "<description> and more\n")
+    assert constraint.check(longer) == len(longer)
+    taken = constraint.check(again)
+    assert taken < len(again)
+    assert constraint.accept(again[:taken]) == taken
+    assert not constraint.permits(again[taken]) and not bool(constraint.allowed()[again[taken]])
+    free = compiler.constraint(tool_call_grammar(TOOLS, "required", "xml", compiler.special))
+    assert free.accept(start + again) == len(start + again)  # without the brake, nothing changes

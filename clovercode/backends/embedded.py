@@ -17,9 +17,10 @@ from clovercode.messages import Message
 from clovercode.backends.base import ContextTooLong, Event, Finish, GenerationParams, ModelError, TextDelta, Usage
 from clovercode.engine.chat import call_format, render_prompt
 from clovercode.engine.constraint import Constraint, Steering
-from clovercode.engine.grammar import CALL_OPENING, GrammarError, json_grammar, tool_call_grammar
+from clovercode.engine.grammar import CALL_OPENING, REASONING_END, GrammarError, json_grammar, tool_call_grammar
 from clovercode.engine.config import EngineConfig, engine_config_from
 from clovercode.engine.decoder import DecodePlan, DecodeResult
+from clovercode.engine.linerepeats import MAX_SAME_LINES
 from clovercode.engine.engine import Engine
 from clovercode.errors import UsageError
 from clovercode.toolcalls.schemas import ToolSpec
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
     from clovercode.backends.embedded_batch import EmbeddedBatchSession
 
 DEFAULT_MAX_PROSE = 512  # tokens of prose a turn that must call may write before it is steered into the call
+# Prose may take at most this share of a turn's token limit: the call needs the rest (a 135M model
+# given half of 256 tokens for prose left its calls too little room to finish a value).
+PROSE_SHARE = 8
 
 
 class EmbeddedBackend:
@@ -108,10 +112,11 @@ class EmbeddedBackend:
             raise UsageError(f"the requested output format cannot be enforced: {exc}") from None
 
     def _steering(self, params: GenerationParams, limit: int) -> Steering:
-        """A turn that must call: prose for at most half the token limit (the call needs the rest).
-        A call still open at the limit is left cut: the harness refuses it, never runs a part of it."""
-        budget = max(1, min(params.max_prose or DEFAULT_MAX_PROSE, limit // 2))
-        return Steering(budget, self.engine.encode(CALL_OPENING))
+        """A turn that must call: prose for at most an eighth of the token limit (the call needs the
+        rest). A call still open at the limit is left cut: the harness refuses it, never runs a part of it."""
+        budget = max(1, min(params.max_prose or DEFAULT_MAX_PROSE, limit // PROSE_SHARE))
+        return Steering(budget, self.engine.encode(CALL_OPENING), (self.engine.encode(REASONING_END + CALL_OPENING),),
+                        MAX_SAME_LINES)
 
     def close(self) -> None:
         self.engine.close()

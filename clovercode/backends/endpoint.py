@@ -15,6 +15,7 @@ asked again without streaming, for the server's real answer or its real error.
 from __future__ import annotations
 
 import http.client
+import json
 import re
 import socket
 import time
@@ -80,6 +81,7 @@ class EndpointBackend:
             self.context_window = context_window
         self._sleep = sleep
         self._tool_choice = "auto"
+        self._pass_choice = True  # send the run's own tool_choice (until the server refuses one)
         self._stream_tools = options.stream != "false"  # auto turns it off for a server that refuses
         self._prompt_tools: bool | None = {"native": False, "prompt": True}.get(options.tools)  # None: not probed yet
         self._notices: list[Notice] = []
@@ -182,8 +184,29 @@ class EndpointBackend:
             body["chat_template_kwargs"] = {"enable_thinking": False}
         if tools:
             body["tools"] = [spec.openai_tool() for spec in tools]
-            body["tool_choice"] = self._tool_choice
+            body["tool_choice"] = self._wire_choice(params.tool_choice)
         return body
+
+    def _wire_choice(self, asked: str | None) -> Any:
+        """The tool_choice to send: the run's own (fix / exec / eval ask for "required"), in OpenAI's
+        shapes, unless the server took none of it ("none": it renders the tools, clovercode parses the
+        text) or refused one before."""
+        if asked is None or self._tool_choice == "none" or not self._pass_choice:
+            return self._tool_choice
+        if asked in ("auto", "required", "none"):
+            return asked
+        return {"type": "function", "function": {"name": asked}}
+
+    def _refuses_choice(self, failure: HttpFailure, sent: dict[str, Any]) -> bool:
+        """Whether ``failure`` refuses the run's own tool_choice; then only "auto" is sent from now on."""
+        if failure.status != 400 or sent.get("tool_choice") in (None, "auto", "none") or \
+                "tool_choice" not in failure.message.lower().replace(" ", "_"):
+            return False
+        self._pass_choice = False
+        self._notices.append(Notice(f"the endpoint {self.target.url} refused tool_choice "
+                                    f"{json.dumps(sent['tool_choice'])} ({failure.message}): it gets \"auto\" from now "
+                                    "on, and the harness checks each turn for a call itself."))
+        return True
 
     def _streamed(self, body: Callable[[bool], dict[str, Any]], with_tools: bool, estimate: int,
                   started: float) -> Iterator[Event]:
@@ -258,10 +281,13 @@ class EndpointBackend:
         state = {"stream": stream}
 
         def attempt() -> http.client.HTTPResponse:
+            sent = body(state["stream"])
             try:
-                return self.transport.open("POST", "/chat/completions", body(state["stream"]))
+                return self.transport.open("POST", "/chat/completions", sent)
             except HttpFailure as exc:
                 lowered = exc.message.lower()
+                if self._refuses_choice(exc, sent):
+                    return self.transport.open("POST", "/chat/completions", body(state["stream"]))
                 if exc.status == 400 and self._tool_choice == "auto" and any(h in lowered for h in _NO_AUTO_TOOLS_HINTS):
                     self._tool_choice = "none"
                     return self.transport.open("POST", "/chat/completions", body(state["stream"]))

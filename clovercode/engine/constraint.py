@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from clovercode.engine.grammar import GrammarError
+from clovercode.engine.linerepeats import TAIL_BYTES, TokenPrefixes, first_repeat, repeat_continuation
+
+LEXER_FUEL = (50_000_000, 20_000_000)  # llguidance's initial and per-step lexer fuel (defaults 1M, 200k)
 
 
 class GrammarCompiler:
@@ -30,15 +33,27 @@ class GrammarCompiler:
         self.eos_ids = tuple(sorted({int(e) for e in eos_ids if 0 <= int(e) < vocab_size}))
         self.lltokenizer = llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocab_size)
         self.special = special_tags(tokenizer, self.lltokenizer)
+        self._prefixes: TokenPrefixes | None = None
+
+    def prefixes(self) -> TokenPrefixes:
+        """Every token's bytes, indexed by prefix (for the line-repeat brake), built on first use."""
+        if self._prefixes is None:
+            self._prefixes = TokenPrefixes([self.lltokenizer.decode_bytes([i]) for i in range(self.vocab_size)])
+        return self._prefixes
 
     def constraint(self, grammar: str, steering: "Steering | None" = None) -> "Constraint":
         """``grammar`` compiled; ``steering`` says when a turn that must call is steered (see Steering)."""
-        from llguidance import LLMatcher
+        from llguidance import LLMatcher, LLParserLimits
 
-        matcher = LLMatcher(self.lltokenizer, grammar, log_level=0)
+        # A bounded string (maxLength) is a counted repeat intersected with the no-closing-tag rule:
+        # llguidance's lexer builds one state per (count, tag prefix) pair, which runs out of its
+        # default fuel from about 64 characters on (it then ends the turn early). Twenty times the
+        # fuel covers a 1,024-character bound (about 1 ms a mask over SmolLM2's 49,152 tokens).
+        limits = LLParserLimits(initial_lexer_fuel=LEXER_FUEL[0], step_lexer_fuel=LEXER_FUEL[1])
+        matcher = LLMatcher(self.lltokenizer, grammar, log_level=0, limits=limits)
         if matcher.is_error():
             raise GrammarError(f"the grammar does not compile: {matcher.get_error()}")
-        return Constraint(matcher, self.vocab_size, self.eos_ids, steering, self.lltokenizer)
+        return Constraint(matcher, self.vocab_size, self.eos_ids, steering, self.lltokenizer, self.prefixes)
 
 
 @dataclass(frozen=True)
@@ -51,13 +66,18 @@ class Steering:
 
     prose_budget: int = 0
     opening: Sequence[int] = ()
+    # Tried in turn when ``opening`` cannot come next (inside reasoning, which must close first).
+    alternatives: Sequence[Sequence[int]] = ()
+    # Inside the call, at most this many identical non-blank lines in a row (0: no brake); see
+    # clovercode/engine/linerepeats.py. The model writes another line of its own instead.
+    max_same_lines: int = 0
 
 
 class Constraint:
     """The grammar's state after the final tokens so far."""
 
     def __init__(self, matcher: Any, vocab_size: int, eos_ids: Sequence[int], steering: Steering | None = None,
-                 lltokenizer: Any = None):
+                 lltokenizer: Any = None, prefixes: Any = None):
         import llguidance.torch
         import torch
 
@@ -68,7 +88,8 @@ class Constraint:
         self.opened = False  # a call has opened (the prose budget no longer applies)
         self._forced: list[int] = []  # tokens being steered in, and how many of them are taken
         self._taken = 0
-        self._text = b""  # the end of the final text, until a call has opened
+        self._text = b""  # the end of the final text (before a call opens: to see the opener; after: lines)
+        self._prefixes = prefixes  # () -> TokenPrefixes, for the line-repeat brake
         self.vocab_size = vocab_size
         self.eos_ids = torch.tensor(list(eos_ids), dtype=torch.long)
         self._eos = frozenset(int(e) for e in eos_ids)
@@ -91,6 +112,12 @@ class Constraint:
         allowed = ((self._bits[0, :, None] >> self._shifts) & 1).bool().flatten()[: self.vocab_size]
         if len(self.eos_ids):
             allowed[self.eos_ids] = bool(self.matcher.is_accepting())
+        rest = self._repeat()
+        if rest is not None:
+            braked = allowed.clone()
+            braked[[t for t in self._prefixes().starting_with(rest) if t < self.vocab_size]] = False
+            if bool(braked.any()):  # the brake yields where the grammar leaves nothing else
+                allowed = braked
         if not bool(allowed.any()):  # a dead end (cannot happen with a sound grammar): let the turn end
             allowed[self.eos_ids] = True
         return allowed.to(torch.bool)
@@ -102,6 +129,9 @@ class Constraint:
             return token == steer
         if token in self._eos:
             return bool(self.matcher.is_accepting())
+        if self._repeat() is not None and first_repeat(self._text, [self.lltokenizer.decode_bytes([token])],
+                                                       self.steering.max_same_lines) == 0:
+            return False
         return token < self.vocab_size and self.matcher.validate_tokens([token]) == 1
 
     def accept(self, tokens: Sequence[int]) -> int:
@@ -124,6 +154,11 @@ class Constraint:
 
     def _accept_plain(self, tokens: list[int]) -> int:
         end = next((i for i, t in enumerate(tokens) if t in self._eos), len(tokens))
+        if self._braking():
+            braked = first_repeat(self._text, [self.lltokenizer.decode_bytes([t]) for t in tokens[:end]],
+                                  self.steering.max_same_lines)
+            if braked < end:
+                tokens, end = tokens[:braked], braked
         valid = self.matcher.try_consume_tokens(tokens[:end]) if end else 0  # stops before a forbidden one
         if self.matcher.is_error():
             raise GrammarError(f"the grammar failed while consuming tokens: {self.matcher.get_error()}")
@@ -150,7 +185,9 @@ class Constraint:
         if self._taken >= len(self._forced):
             if self.opened or not rule.prose_budget or self.consumed < rule.prose_budget:
                 return None
-            self._forced, self._taken = [int(t) for t in rule.opening], 0
+            openings = [[int(t) for t in tokens] for tokens in (rule.opening, *rule.alternatives)]
+            self._forced = next((o for o in openings if self.matcher.validate_tokens(o) == len(o)), openings[0])
+            self._taken = 0
             if not self._forced:
                 return None
         token = self._forced[self._taken]
@@ -158,11 +195,23 @@ class Constraint:
 
     def _consumed(self, tokens: list[int]) -> None:
         self.consumed += len(tokens)
-        if self.steering is None or self.opened or not tokens:
+        if self.steering is None or not tokens or (self.opened and not self._braking()):
             return
         text = self._text + self.lltokenizer.decode_bytes(tokens)
+        if self.opened:
+            self._text = text[-TAIL_BYTES:]
+            return
         self.opened = b"<tool_call>" in text or b"<function=" in text
         self._text = text[-64:]  # enough to see an opener that straddles two runs
+
+    def _braking(self) -> bool:
+        """Is the line-repeat brake on (inside a call, when the steering asks for it)?"""
+        return self.opened and self.steering is not None and self.steering.max_same_lines > 0 and \
+            self._prefixes is not None
+
+    def _repeat(self) -> bytes | None:
+        """What would complete a refused line now (None: nothing is braked)."""
+        return repeat_continuation(self._text, self.steering.max_same_lines) if self._braking() else None
 
     def check(self, tokens: Sequence[int]) -> int:
         """How many leading ``tokens`` :meth:`accept` would take, without consuming any."""

@@ -49,9 +49,12 @@ FORMATS = ("xml", "hermes")
 OPENERS = ("<tool_call>", "<function=")
 VALUE_ENDS = ("</parameter>", "<parameter=", "</function>", "</tool_call>")
 # Tags a tokenizer may hold as single special tokens (llguidance matches those by id, not by text).
+THINK_TAGS = ("<think>", "</think>")
 TAGS = ("<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>", "<think>", "</think>")
 JSON_SPACE = r"[ ]?"
+ANY_ORDER_MAX = 6  # XML parameters in any order up to this many per tool (2**n grammar rules)
 CALL_OPENING = "\n<tool_call>\n"  # what a turn that must call is steered into when its prose runs long
+REASONING_END = "\n</think>"  # said first when the prose budget runs out inside reasoning
 
 
 class GrammarError(ValueError):
@@ -101,20 +104,24 @@ def tool_call_grammar(tools: Sequence[Mapping[str, Any]], choice: str = "auto", 
                                f"({', '.join(names) or 'none'})")
         tools = [t for t in tools if t.get("name") == choice]
     w = _Writer(special or {})
-    # Prose: text without a call opener, and the reasoning tags where they are special tokens. Two
-    # text lexemes never touch: the lexer would end one where the next byte completes an opener and
-    # start the next there, so the opener would slip through.
-    thinks = [w.tag(t) for t in ("<think>", "</think>") if t in w.special]
-    free = _negated("/(?s:.+)/", OPENERS)
-    w.lines += [f"TEXT: {free}", "segs: (TEXT? (" + " | ".join(thinks) + "))*" if thinks else 'segs: ""',
-                "prose: segs TEXT?"]
+    # Prose: text without a call opener or a reasoning tag, and whole reasoning blocks (<think> …
+    # </think>) after an optional first </think> (reasoning the template opened). Unbalanced tags
+    # would hide the call from the parser: a call after an unclosed <think> is reasoning, and a
+    # stray </think> makes everything before it reasoning, calls included. Two text lexemes never
+    # touch: the lexer would end one where the next byte completes an opener and start the next
+    # there, so the opener would slip through.
+    free = _negated("/(?s:.+)/", OPENERS + THINK_TAGS)
+    w.lines.append(f"TEXT: {free}")
+    for name, tag in (("lead", "</think>"), ("think_open", "<think>"), ("think_close", "</think>")):
+        w.text_then(name, free, tag)
+    w.lines += ["segs: (think_open think_close)*", "prose: segs TEXT?"]
     if choice == "none" or not tools:
-        return "\n".join(["%llguidance {}", "start: prose", *w.lines]) + "\n"
+        return "\n".join(["%llguidance {}", "start: lead? prose", *w.lines]) + "\n"
     w.text_then("opener", free, "<tool_call>", "\n")
     if choice == "auto":
-        w.lines.insert(0, "start: (segs opener body)* prose")
+        w.lines.insert(0, "start: lead? (segs opener body)* prose")
     else:
-        w.lines.insert(0, "start: segs opener body (WS? more body)* WS?")
+        w.lines.insert(0, "start: lead? segs opener body (WS? more body)* WS?")
         w.lines += ["more: " + w.tag("<tool_call>", "\n"), "WS: /[ \\t\\r\\n]+/"]
     w.lines.append("fn: " + " | ".join(f"fn_{i}" for i in range(len(tools))))
     if fmt == "xml":
@@ -131,20 +138,33 @@ def tool_call_grammar(tools: Sequence[Mapping[str, Any]], choice: str = "auto", 
 
 
 def _xml_arguments(w: _Writer, rule: str, schema: Mapping[str, Any]) -> None:
+    """The parameters of one function. Up to ANY_ORDER_MAX of them may come in any order (each at most
+    once, the required ones all present): one rule per set of parameters still to come, 2**n rules.
+    Beyond that, schema order (the rules would grow too fast)."""
     props = schema.get("properties") or {}
     required = set(schema.get("required") or [])
     if not isinstance(props, Mapping):
         props = {}
-    parts = []
-    at = len(w.lines)
+    params = []
     for j, (key, sub) in enumerate(props.items()):
         if not re.fullmatch(r"[A-Za-z0-9_.\-]+", str(key)):
             raise GrammarError(f"parameter name {key!r} cannot be used in a call")
         name = f"{rule}_{j}"
         w.lines.append(f"{name}: {w.tag('<parameter=', str(key) + '>' + chr(10))} {name}_v")
         _value_rules(w, f"{name}_v", sub if isinstance(sub, Mapping) else {})
-        parts.append(name if key in required else f"{name}?")
-    w.lines.insert(at, f"{rule}: " + (" ".join(parts) if parts else '""'))
+        params.append((name, key in required))
+    if not params:
+        w.lines.append(f'{rule}: ""')
+    elif len(params) > ANY_ORDER_MAX:
+        w.lines.append(f"{rule}: " + " ".join(name if needed else f"{name}?" for name, needed in params))
+    else:
+        for left in range(2 ** len(params) - 1, 0, -1):  # bit j set: parameter j may still come
+            alternatives = [f"{name} {rule}_left{left & ~(1 << j)}" if left & ~(1 << j) else name
+                            for j, (name, _) in enumerate(params) if left >> j & 1]
+            if not any(needed for j, (_, needed) in enumerate(params) if left >> j & 1):
+                alternatives.append('""')
+            w.lines.append(f"{rule}_left{left}: " + " | ".join(alternatives))
+        w.lines.append(f"{rule}: {rule}_left{2 ** len(params) - 1}")
 
 
 def _value_rules(w: _Writer, rule: str, schema: Mapping[str, Any]) -> None:
@@ -171,9 +191,45 @@ def _value_rules(w: _Writer, rule: str, schema: Mapping[str, Any]) -> None:
         w.lines.append(f"{rule}: (" + " | ".join(alternatives) + f") " + _literal("\n") + f" {close}")
         return
     # Free text: strings, and the fallback for schemas a value grammar cannot express (the validator
-    # still checks those). The text may not hold a tag that would end the value in the parser.
-    least = "+" if int(schema.get("minLength", 0) or 0) > 0 else "*"
-    w.text_then(rule, _negated(f"/(?s:.{least}\\n)/", VALUE_ENDS), "</parameter>", "\n", empty=False)
+    # still checks those). The text may not hold a tag that would end the value in the parser, and
+    # a string keeps to its schema's minLength, maxLength and (anchored) pattern.
+    w.text_then(rule, f"({string_regex(schema)}) " + _literal("\n"), "</parameter>", "\n", empty=False)
+
+
+def string_regex(schema: Mapping[str, Any]) -> str:
+    """An XML string value as an llguidance regex expression: any text within the schema's length
+    bounds and pattern (when :func:`pattern_regex` can express it) that holds no value-ending tag."""
+    string = "string" in (schema.get("type") if isinstance(schema.get("type"), list) else [schema.get("type")])
+    least = int(schema.get("minLength", 0) or 0) if string else 0
+    most = schema.get("maxLength") if string else None
+    length = f"{{{least},{int(most)}}}" if isinstance(most, int) else f"{{{least},}}" if least else "*"
+    parts = [f"/(?s:.{length})/"]
+    pattern = pattern_regex(schema.get("pattern")) if string else None
+    if pattern is not None:
+        parts.append(f"/{pattern}/")
+    return " & ".join(parts) + f" & ~/(?s:.*)({_alternation(VALUE_ENDS)})(?s:.*)/"
+
+
+# A JSON Schema pattern the grammar enforces: anchored at both ends, made of literals, classes,
+# groups, alternatives and counted repeats only, so that Python's re (the validator), ECMA-262 and
+# llguidance's regex (Rust syntax) read it alike (\s and \w differ between them at the edges of
+# Unicode; flags, lookarounds and back-references are not shared). Anything else is left to the
+# validator, as are anyOf and friends.
+_PATTERN_UNSAFE = re.compile(r"\\[^nrtxdD.\\^$|?*+()\[\]{}/-]|\\x(?![0-9A-Fa-f]{2})|\(\?")
+
+
+def pattern_regex(pattern: Any) -> str | None:
+    """``pattern`` as the body of an llguidance regex matching exactly the anchored texts, or None."""
+    if not isinstance(pattern, str) or not (pattern.startswith("^") and pattern.endswith("$")):
+        return None
+    inner = pattern[1:-1]
+    if inner.endswith("\\") or _PATTERN_UNSAFE.search(inner) or re.search(r"(?<!\\)[\^$](?![^\[]*\])", inner):
+        return None
+    try:
+        re.compile(pattern)
+    except re.error:
+        return None
+    return inner.replace("/", "\\/")
 
 
 def _hermes_schema(tool: Mapping[str, Any]) -> dict[str, Any]:
