@@ -150,8 +150,8 @@ class BatchDecoder:
         With the logit shift block position i is predicted by output i - 1 (position 0 by the last
         commit: it is the free token, never masked in a denoising pass). Greedy rows are proposed in one
         call over the logits as they are, the results shifted by one position (no copy of the logits);
-        a sampled row gets exactly the (L, V) rows ``decode_stream`` draws from, with its own
-        generator, so it draws what it draws alone."""
+        a sampled row gets exactly the rows ``decode_stream`` draws from (its first masked position
+        on), with its own generator, so it draws what it draws alone."""
         import torch
 
         rows, size, vocab = logits.shape
@@ -170,8 +170,9 @@ class BatchDecoder:
                 predicted = logits[i]
                 if seq.plan.logit_shift:
                     predicted = torch.cat([seq.last_logits[None].to(logits.device, logits.dtype), logits[i, :-1]])
-                t, c = propose(predicted, seq.plan.temperature, seq.plan.top_p, seq.generator)
-                tokens[i], confidence[i] = t.cpu(), c.cpu()
+                lead = int(seq.masked.int().argmax())  # decode_stream draws only from the first masked position on
+                t, c = propose(predicted[lead:], seq.plan.temperature, seq.plan.top_p, seq.generator)
+                tokens[i, lead:], confidence[i, lead:] = t.cpu(), c.cpu()
         return tokens, confidence
 
     def _committed(self, seq: _Sequence, last_logits: Any) -> None:
