@@ -246,3 +246,16 @@ def test_a_server_that_refuses_the_choice_gets_auto_and_the_run_is_told():
         assert [p["body"]["tool_choice"] for p in stub.posts] == ["required", "auto", "auto"]
         notices = [e for e in first + second if isinstance(e, Notice)]
         assert len(notices) == 1 and "refused tool_choice \"required\"" in notices[0].text
+
+
+def test_tools_reach_a_server_without_the_string_bounds_llama_cpp_cannot_compile():
+    from clovercode.backends.endpoint_tools import wire_tool
+
+    spec = next(s for s in load_tool_specs(names=["list_files"]))
+    sent = wire_tool(spec)["function"]["parameters"]
+    text = json.dumps(sent)
+    assert "^[^" not in text  # llama.cpp's grammar converter lets such a string run forever
+    assert "pattern" in sent["properties"]  # a parameter named "pattern" is not a pattern
+    assert "maxLength" not in text  # 1,024 nested optionals in llama.cpp's grammar: refused, then an abort
+    assert sent["properties"]["path"]["type"] == "string" and "description" in sent["properties"]["path"]
+    assert "^[^" in json.dumps(spec.parameters) and "maxLength" in json.dumps(spec.parameters)  # the tool's own schema (the validator's) is unchanged

@@ -26,7 +26,7 @@ from clovercode.messages import Message
 from clovercode.backends.base import ContextTooLong, Event, GenerationParams, ModelError, Notice, Usage
 from clovercode.backends.endpoint_discovery import choose_model, read_json, window_from_listing, window_from_routes
 from clovercode.backends.endpoint_http import HttpFailure, Target, Transport, domain_error, parse_base_url, with_retries
-from clovercode.backends.endpoint_tools import probe_body, prompt_mode_messages, tools_dropped
+from clovercode.backends.endpoint_tools import probe_body, prompt_mode_messages, tools_dropped, wire_tool
 from clovercode.backends.endpoint_wire import (NotJson, Reply, StreamCut, StreamError, closing_events, decode_stream,
                                                decode_whole, estimate_prompt)
 from clovercode.context.tokens import DEFAULT_WINDOW
@@ -183,7 +183,7 @@ class EndpointBackend:
         if not params.thinking:
             body["chat_template_kwargs"] = {"enable_thinking": False}
         if tools:
-            body["tools"] = [spec.openai_tool() for spec in tools]
+            body["tools"] = [wire_tool(spec) for spec in tools]
             body["tool_choice"] = self._wire_choice(params.tool_choice)
         return body
 

@@ -35,11 +35,35 @@ def prompt_mode_messages(messages: Sequence[Message], tools: Sequence[ToolSpec],
     return [dict(m) for m in plain_messages(messages, tools, thinking)]
 
 
+def wire_tool(spec: ToolSpec) -> dict[str, Any]:
+    """The tool as sent to a server natively: string schemas without ``pattern`` and ``maxLength``.
+    Servers turn schemas into sampling grammars, and llama.cpp's converter (llama-cpp-python 0.3)
+    breaks on both: a pattern's character class becomes raw string characters (``[^\\n\\r]*`` then
+    admits an unescaped quote, so the string never has to close: a small model filled the whole
+    context inside one path), and ``maxLength: 1024`` becomes 1,024 nested optionals, a grammar it
+    refuses and then aborts on. The validator still checks both bounds on every call."""
+    tool = spec.openai_tool()
+    tool["function"]["parameters"] = _without_string_bounds(tool["function"]["parameters"])
+    return tool
+
+
+_WIRE_DROPPED = ("pattern", "maxLength")
+
+
+def _without_string_bounds(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        string = schema.get("type") == "string"
+        return {k: _without_string_bounds(v) for k, v in schema.items() if not (string and k in _WIRE_DROPPED)}
+    if isinstance(schema, list):
+        return [_without_string_bounds(v) for v in schema]
+    return schema
+
+
 def probe_body(model: str, tools: Sequence[ToolSpec] | None, tool_choice: str) -> dict[str, Any]:
     body: dict[str, Any] = {"model": model, "messages": [dict(m) for m in PROBE_MESSAGES], "stream": False,
                             "max_tokens": 1, "temperature": 0.0}
     if tools:
-        body["tools"] = [spec.openai_tool() for spec in tools]
+        body["tools"] = [wire_tool(spec) for spec in tools]
         body["tool_choice"] = tool_choice
     return body
 
