@@ -13,6 +13,7 @@ from clovercode.backends.endpoint import EndpointBackend, EndpointOptions
 from clovercode.backends.endpoint_http import parse_base_url
 from clovercode.context.tokens import estimate_tokens
 from clovercode.errors import ConfigError, ExitCode, ModelUnavailable
+from clovercode.backends.endpoint_tools import wire_tool
 from clovercode.toolcalls.schemas import load_tool_specs
 
 PARAMS = GenerationParams(max_new_tokens=256, stop=("</tool_call>",))
@@ -70,7 +71,7 @@ def test_request_carries_tools_from_the_schemas_auth_and_no_tool_call_stop():
     body = sent["body"]
     assert sent["path"] == "/v1/chat/completions"
     assert sent["headers"]["Authorization"] == "Bearer sekret"
-    assert body["tools"] == [s.openai_tool() for s in specs]
+    assert body["tools"] == [wire_tool(s) for s in specs]  # the schemas, less the bounds llama.cpp cannot compile
     assert body["tool_choice"] == "auto"
     assert body["stop"] == ["STOP"]
     assert (body["model"], body["max_tokens"], body["seed"], body["stream"]) == ("clover", 99, 7, True)
@@ -249,8 +250,6 @@ def test_a_server_that_refuses_the_choice_gets_auto_and_the_run_is_told():
 
 
 def test_tools_reach_a_server_without_the_string_bounds_llama_cpp_cannot_compile():
-    from clovercode.backends.endpoint_tools import wire_tool
-
     spec = next(s for s in load_tool_specs(names=["list_files"]))
     sent = wire_tool(spec)["function"]["parameters"]
     text = json.dumps(sent)
