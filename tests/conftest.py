@@ -68,7 +68,7 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
 
 # The suite loads several native libraries into one process (torch, llguidance, tokenizers,
 # pydantic-core through the mcp and openai SDKs, llama.cpp's ggml through llama_cpp.server). Since the
-# batched-engine tests joined them, the interpreter's last garbage collection at exit has crashed
+# engine merges of 2026-12-03, the interpreter's last garbage collection at exit has crashed
 # inside a native traverse (once in pydantic-core) AFTER every test had run and the summary was
 # printed; ggml's terminate handler then turned it into an abort (rc 134), hiding pytest's real
 # status. The cause is not found yet. Until it is, the run ends with pytest's
