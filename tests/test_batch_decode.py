@@ -209,13 +209,12 @@ def test_a_model_the_slot_cache_cannot_take_is_batched_by_the_serial_reference()
 
 @pytest.mark.parametrize("stop_strings", [("</tool_call>",), ("\n\n", "é!"), ("ab", "zz")])
 def test_the_incremental_stop_check_finds_what_find_stop_finds(stop_strings):
-    """Grown by random chunks (as blocks grow), the StopWatch reports the first cut find_stop reports,
+    """Grown by random chunks (as blocks grow), the StopScanner the batch decoder uses reports the first cut find_stop reports,
     on clover-tiny's byte-level BPE with multi-byte characters and stop strings that straddle tokens."""
     from transformers import AutoTokenizer
 
-    from clovercode.engine.batchdecode import StopWatch
     from clovercode.engine.sources import tiny_model_dir
-    from clovercode.engine.stops import find_stop
+    from clovercode.engine.stops import StopScanner, find_stop
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir())
     detok = lambda ids: tokenizer.decode(list(ids), skip_special_tokens=False)  # noqa: E731
@@ -226,9 +225,9 @@ def test_the_incremental_stop_check_finds_what_find_stop_finds(stop_strings):
         text = "".join(rng.choice(pieces) for _ in range(12))
         tokens = tokenizer(text, add_special_tokens=False)["input_ids"]
         stops = Stops(frozenset({2}), stop_strings)
-        watch, end, got = StopWatch(detok, stops, 10_000), 0, None
+        watch, end, got = StopScanner(detok, stops, 10_000), 0, None
         while end < len(tokens) and got is None:
             end = min(len(tokens), end + rng.randint(1, 6))
-            got = watch.check(tokens[:end])
+            got = watch.extend(tokens[len(watch.tokens):end])
             expected = find_stop(tokens[:end], detok, stops, 10_000)
             assert got == expected, (trial, text, end)

@@ -13,7 +13,7 @@ Items come out of ``step`` tagged with the request's key: each committed block's
 then the ``DecodeResult``, after which the request is gone and its slot free. Grammar-constrained
 requests are not taken here: they stay on the batch-1 path (``decode_stream`` with a constraint).
 
-Stop checks look at the new final tokens only (``StopWatch``): the output is detokenized in full only
+Stop checks look at the new final tokens only (``stops.StopScanner``, as in ``decode_stream``): the output is detokenized in full only
 when something may have stopped it. Streamed text detokenizes the output once per committed block,
 as ``decode_stream`` does.
 """
@@ -27,35 +27,10 @@ from typing import Any, Callable, Sequence
 from clovercode.engine.batchseam import BatchDenoiser, Row
 from clovercode.engine.decoder import DecodePlan, DecodeResult, DecodeStats
 from clovercode.engine.sampler import propose
-from clovercode.engine.stops import Cut, Detokenize, Stops, find_stop, safe_prefix
+from clovercode.engine.stops import Cut, Detokenize, StopScanner, Stops, safe_prefix
 
 STRATEGY_CODES = {"threshold": 0, "topk": 1, "steps": 2}
 Item = tuple[str, "str | DecodeResult"]
-
-
-class StopWatch:
-    """``find_stop`` over a growing list of final tokens that reads only what is new since the last
-    call: an EOS among the new tokens, the token limit, or a stop string in the text of the new tokens
-    and a few before them (where a stop string that ends in the new ones may begin). Only then is the
-    whole output detokenized, by ``find_stop`` itself, so a cut is exactly the one it finds."""
-
-    def __init__(self, detok: Detokenize, stops: Stops, max_tokens: int | None):
-        self.detok, self.stops, self.max_tokens = detok, stops, max_tokens
-        self.seen = 0
-        # Tokens of old output re-read: every token is at least one byte, the +8 covers a partial
-        # UTF-8 character or a tokenizer's leading-space rule at the window's start.
-        self.back = max((len(s.encode()) for s in stops.strings), default=0) + 8
-
-    def check(self, final: Sequence[int]) -> Cut | None:
-        start, self.seen = self.seen, max(self.seen, len(final))
-        if len(final) <= start:
-            return None  # nothing new: the same tokens cannot stop twice
-        maybe = any(t in self.stops.eos_ids for t in final[start:]) or (
-            self.max_tokens is not None and len(final) >= self.max_tokens)
-        if not maybe and self.stops.strings:
-            tail = self.detok(final[max(0, start - self.back):])
-            maybe = any(s in tail for s in self.stops.strings)
-        return find_stop(final, self.detok, self.stops, self.max_tokens) if maybe else None
 
 
 @dataclass
@@ -64,7 +39,7 @@ class _Sequence:
     slot: int
     plan: DecodePlan
     stops: Stops
-    watch: StopWatch
+    watch: StopScanner  # the stop check decode_stream uses, fed the new final tokens only
     generator: Any
     started: float
     last_logits: Any  # (V,): predicts the next block's first token
@@ -100,7 +75,7 @@ class BatchDecoder:
         started = self.clock()
         slot, last = self.denoiser.admit(prompt)
         stats = DecodeStats(prompt_tokens=len(prompt), prefill_s=self.clock() - started)
-        seq = _Sequence(key, slot, plan, stops, StopWatch(self.detok, stops, plan.max_new_tokens), generator,
+        seq = _Sequence(key, slot, plan, stops, StopScanner(self.detok, stops, plan.max_new_tokens), generator,
                         started, last, stats)
         self.active[key] = seq
         self._open_blocks([seq])
@@ -179,7 +154,7 @@ class BatchDecoder:
         seq.last_logits = last_logits
         seq.stats.commits += 1
         seq.out += seq.block.tolist()
-        visible = safe_prefix(self.detok(seq.out), seq.stops)
+        visible = safe_prefix(seq.watch.text, seq.stops)
         if len(visible) > len(seq.shown) and visible.startswith(seq.shown):
             self._items.append((seq.key, visible[len(seq.shown):]))
             seq.shown = visible
@@ -209,14 +184,14 @@ class BatchDecoder:
     def _settle(self, seq: _Sequence) -> None:
         """After a pass (or a fresh block): stop on the final tokens, else say what the next forward does."""
         if bool(seq.masked.any()):
-            cut = seq.watch.check(seq.out + _leading(seq.block, seq.masked))
+            cut = _check(seq, seq.out + _leading(seq.block, seq.masked))
             if cut is None:
                 seq.commit = False
                 return
             self._block_done(seq)
         else:
             self._block_done(seq)
-            cut = seq.watch.check(seq.out + seq.block.tolist())
+            cut = _check(seq, seq.out + seq.block.tolist())
             if cut is None:
                 seq.commit = True
                 return
@@ -235,6 +210,11 @@ class BatchDecoder:
         self._items.append((seq.key, DecodeResult(cut.tokens, cut.text, cut.reason, seq.stats)))
         del self.active[seq.key]
         self.denoiser.release(seq.slot)
+
+
+def _check(seq: _Sequence, final: list[int]) -> Cut | None:
+    """The stop check on the final tokens so far (they only grow): the scanner reads the new ones."""
+    return seq.watch.extend(final[len(seq.watch.tokens):])
 
 
 def select_rows(confidence: Any, masked: Any, plans: Sequence[DecodePlan], passes: Sequence[int]) -> Any:
