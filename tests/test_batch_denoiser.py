@@ -8,7 +8,7 @@ import pytest
 import torch
 from tinymodels import VOCAB, tiny_hybrid, tiny_llama, tiny_qwen3
 
-from clovercode.engine import batchcache
+from clovercode.engine import batchcache, batchdenoiser
 from clovercode.engine.batchcache import UnsupportedCache
 from clovercode.engine.batchdenoiser import SlotBatchDenoiser
 from clovercode.engine.batchseam import Row
@@ -167,6 +167,7 @@ def test_forwards_over_all_rows_read_views_and_over_scattered_rows_gather(model,
 
     monkeypatch.setattr(SlotCache, "step_cache", spy)
     batched = SlotBatchDenoiser(model, 4)
+    windows.clear()  # the bias-route probe's forwards
     slots = [batched.admit([1 + i] * (3 + i))[0] for i in range(4)]
     batched.release(slots[1])  # the last row moves into the hole: live rows stay dense
     live = [s for s in slots if s != slots[1]]
@@ -174,6 +175,40 @@ def test_forwards_over_all_rows_read_views_and_over_scattered_rows_gather(model,
     batched.forward([Row(s, torch.tensor([5, 6])) for s in (live[0], live[1])])  # rows 0 and 2
     assert windows == [(0, 3), None]
     assert sorted(batched.slots.phys.values()) == [0, 1, 2]
+
+
+def test_grouped_heads_on_cpu_take_the_bias_route_and_it_gives_the_masked_logits(model):
+    # the tiny models have 4 query heads over 2 key/value heads, on sdpa: the route pays. Two denoisers
+    # with the same sequences, one forced onto the mask, run the same mixed steps (committing rows
+    # advance a hybrid's linear states) and must agree bit for bit.
+    routes = [SlotBatchDenoiser(model, 3), SlotBatchDenoiser(model, 3)]
+    assert all(d.bias_route for d in routes)
+    routes[1].bias_route = False
+    slots = [[d.admit(list(range(1, n)))[0] for n in (6, 20, 11)] for d in routes]
+    for step in range(3):
+        outs = [d.forward([Row(s, torch.tensor([7 + step, 8, 9, 10]), (step + i) % 2 == 0) for i, s in enumerate(ss)])
+                for d, ss in zip(routes, slots)]
+        assert torch.equal(outs[0], outs[1])
+
+
+def _bias_dropped(model):
+    """The model with a forward that silently ignores ``position_bias`` (as eager attention would)."""
+    right = model.forward
+    model.forward = lambda *args, position_bias=None, **kwargs: right(*args, **kwargs)
+    return model
+
+
+def test_the_probe_refuses_the_bias_route_where_the_bias_is_ignored_and_the_mask_still_agrees(model):
+    batched = SlotBatchDenoiser(_bias_dropped(model), 3)
+    assert not batched.bias_route
+    worst, greedy_equal, _ = _scenario(model, steps=4)
+    assert worst <= TIGHT and greedy_equal
+
+
+def test_without_the_probe_an_ignored_bias_breaks_the_agreement(model, monkeypatch):
+    monkeypatch.setattr(SlotBatchDenoiser, "_probe_bias_route", lambda self: True)
+    worst, _, _ = _scenario(_bias_dropped(model), steps=4)
+    assert worst > 1e-3
 
 
 def test_denoising_rows_leave_their_slots_bit_identical(model):

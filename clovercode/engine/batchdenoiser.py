@@ -33,6 +33,7 @@ class SlotBatchDenoiser:
         # a one-token prefill reveals the cache layout: buffers exist, and an unbatchable model fails, now
         probe = self.solo.prefill([0])
         self.slots.prepare(probe.cache, probe.length)
+        self.bias_route = self._grouped_heads_pay() and self._probe_bias_route()
 
     def admit(self, ids: Sequence[int]) -> tuple[int, Any]:
         free = next((s for s in range(self.capacity) if s not in self.slots.lengths), None)
@@ -54,23 +55,69 @@ class SlotBatchDenoiser:
 
         step, order = self._plan(rows)
         blocks = torch.stack([torch.as_tensor(rows[i].block).view(-1) for i in order]).to(self.device, torch.long)
-        mask = _block_masks(step, self.dtype)
+        logits = self._run(step, blocks, _block_masks(step, self.dtype), self.bias_route)
+        for i in order:
+            if rows[i].commit:
+                self.slots.lengths[rows[i].slot] += step.block
+        if order != sorted(order):  # back from buffer-row order to the caller's order
+            logits = logits.index_select(0, torch.tensor(_inverse(order), device=logits.device))
+        return logits
+
+    def _run(self, step: Any, blocks: Any, mask: Any, bias: bool) -> Any:
+        """The model over ``blocks`` against the slot cache; committing rows' linear states are kept.
+
+        ``bias``: the rows' mask goes to the attention as an additive ``position_bias`` with no
+        attention mask, the model told not to be causal (so it builds no mask of its own). sdpa then
+        runs grouped-query attention on the cached keys as they are (``enable_gqa``) instead of
+        repeating every row's keys and values for each query head, a copy per layer and step that cost
+        about half of the attention on CPU (docs/engine.md, "Batched decoding: the slot cache")."""
+        import torch
+
+        masks: dict[str, Any] = ({"attention_mask": None, "is_causal": False, "position_bias": mask} if bias
+                                 else {"attention_mask": mask})
         cache = self.slots.step_cache(step)
         try:
             with torch.no_grad():
-                out = self.model(input_ids=blocks, position_ids=step.positions, attention_mask=mask,
+                out = self.model(input_ids=blocks, position_ids=step.positions, **masks,
                                  **{self.solo.cache_arg: cache, "use_cache": True})
         except BaseException:
             self.slots.settle(cache, step, keep=False)
             raise
         self.slots.settle(cache, step)
-        for i in order:
-            if rows[i].commit:
-                self.slots.lengths[rows[i].slot] += step.block
-        logits = out.logits.float()
-        if order != sorted(order):  # back from buffer-row order to the caller's order
-            logits = logits.index_select(0, torch.tensor(_inverse(order), device=logits.device))
-        return logits
+        return out.logits.float()
+
+    def _grouped_heads_pay(self) -> bool:
+        """Would the bias route save anything? Only where sdpa would otherwise repeat the keys (grouped
+        query heads, a library model on sdpa) and where masked grouped-query sdpa has a fast kernel:
+        on CUDA it falls back to the math kernel, so there the mask stays an attention mask."""
+        config = _text_config(self.model)
+        heads, kv_heads = getattr(config, "num_attention_heads", None), getattr(config, "num_key_value_heads", None)
+        return (self.device.type == "cpu" and self.solo.own_cache and heads is not None and kv_heads is not None
+                and kv_heads < heads and getattr(config, "_attn_implementation", None) == "sdpa")
+
+    def _probe_bias_route(self) -> bool:
+        """Is the bias honoured? Two denoising rows of different lengths (the shorter row's mask hides
+        the longer one's keys) run with the mask, with the bias, and with an all-open mask; the bias
+        must give what the mask gives, within a hundredth of what ignoring it would change. Denoising
+        rows leave the slots as they were; the probe's two slots are released after."""
+        import torch
+
+        vocab = int(_text_config(self.model).vocab_size)
+        slots = []
+        try:
+            slots = [self.admit([i % vocab for i in range(1, n)])[0] for n in (3, 8)]
+            step, order = self._plan([Row(s, torch.tensor([4 % vocab, 5 % vocab, 6 % vocab])) for s in slots])
+            blocks = torch.tensor([[4 % vocab, 5 % vocab, 6 % vocab]] * 2, device=self.device)
+            mask = _block_masks(step, self.dtype)
+            masked, biased = self._run(step, blocks, mask, False), self._run(step, blocks, mask, True)
+            opened = self._run(step, blocks, torch.zeros_like(mask), False)
+        except Exception:  # a forward that takes no position_bias or is_causal
+            return False
+        finally:
+            for slot in slots:
+                self.release(slot)
+        ignored = (opened - masked).abs().max()
+        return bool(ignored > 0 and (biased - masked).abs().max() <= 0.01 * ignored)
 
     def _plan(self, rows: Sequence[Row]) -> tuple[Any, list[int]]:
         """The step for ``rows`` run in buffer-row order (so live rows read as views), and that order."""
@@ -121,6 +168,10 @@ def _block_masks(step: Any, dtype: Any) -> Any:
     mask = torch.zeros(allowed.shape, dtype=dtype, device=device)
     mask.masked_fill_(~allowed, torch.finfo(dtype).min)
     return mask[:, None]
+
+
+def _text_config(model: Any) -> Any:
+    return model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
 
 
 def _inverse(order: list[int]) -> list[int]:
