@@ -15,7 +15,7 @@ import torch
 from rich.console import Console
 from tinymodels import EOS_ID, MASK_ID, tiny_hybrid, tiny_llama, tiny_qwen3
 
-from clovercode.engine.batchdecode import BatchDecoder, select_rows
+from clovercode.engine.batchdecode import BatchDecoder, Request, select_rows
 from clovercode.engine.chat import render_prompt
 from clovercode.engine.config import EngineConfig
 from clovercode.engine.decoder import DecodePlan, DecodeResult, decode_stream
@@ -85,9 +85,13 @@ def together(subject, jobs, capacity, removals=None, kind="slot"):
     streamed = {key: [] for key in jobs}
     results, widths, step = {}, [], 0
     while step == 0 or decoder.active or any(join >= step for join, *_ in jobs.values()):
-        for key, (join, prompt, plan, stops, seed) in jobs.items():
-            if join == step:
-                decoder.add(key, prompt, plan, stops, torch.Generator().manual_seed(seed) if seed is not None else None)
+        # the requests that join at one step are admitted together (one prefill forward where it can)
+        joining = [Request(key, prompt, plan, stops, torch.Generator().manual_seed(seed) if seed is not None else None)
+                   for key, (join, prompt, plan, stops, seed) in jobs.items() if join == step]
+        if len(joining) == 1:
+            decoder.add(*astuple_shallow(joining[0]))
+        elif joining:
+            decoder.add_many(joining)
         for key, when in removals.items():
             if when == step:
                 decoder.remove(key)
@@ -101,6 +105,10 @@ def together(subject, jobs, capacity, removals=None, kind="slot"):
         step += 1
         assert step < 2000
     return {key: (results[key], "".join(streamed[key])) for key in results}, widths
+
+
+def astuple_shallow(request):
+    return request.key, request.prompt, request.plan, request.stops, request.generator
 
 
 def assert_same(alone, batched, key):

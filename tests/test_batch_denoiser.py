@@ -211,6 +211,58 @@ def test_without_the_probe_an_ignored_bias_breaks_the_agreement(model, monkeypat
     assert worst > 1e-3
 
 
+def _counting_forwards(model):
+    calls = []
+    right = model.forward
+    model.forward = lambda *args, **kwargs: calls.append(1) or right(*args, **kwargs)
+    return calls
+
+
+def test_prompts_admitted_together_equal_their_batch_one_prefills_and_decode_on(model):
+    rng = random.Random(11)
+    prompts = [[rng.randrange(VOCAB - 2) for _ in range(n)] for n in (9, 1, 23, 9)]
+    batched, solo = SlotBatchDenoiser(model, 5), Solo(model)
+    first, _ = batched.admit([5, 6, 7])  # a live row the joint prefill must not disturb
+    solo.admit("first", [5, 6, 7])
+    calls = _counting_forwards(model)
+    admitted = batched.admit_many(prompts)
+    attention_only = not batched.slots.has_linear  # a hybrid prefills one prompt at a time
+    assert len(calls) == (1 if attention_only else len(prompts))
+    assert len({slot for slot, _ in admitted} | {first}) == 5
+    keys = {first: "first"}
+    for i, ((slot, last), ids) in enumerate(zip(admitted, prompts)):
+        keys[slot] = i
+        assert batched.length(slot) == len(ids)
+        assert (last - solo.admit(i, ids)).abs().max().item() <= TIGHT
+    for step in range(4):  # every row's later passes see exactly its own prompt
+        rows = [Row(slot, torch.tensor([rng.randrange(VOCAB) for _ in range(4)]), (step + slot) % 2 == 0) for slot in keys]
+        out = batched.forward(rows)
+        for i, row in enumerate(rows):
+            assert (out[i] - solo.run(keys[row.slot], row.block, row.commit)).abs().max().item() <= TIGHT
+
+
+def test_a_joint_prefill_without_the_causal_row_mask_breaks_the_agreement(monkeypatch):
+    # the rows' block mask, opened up: a prompt's positions see its later tokens and its padding
+    monkeypatch.setattr(batchdenoiser, "_block_masks", lambda step, dtype: torch.zeros(
+        (step.lengths.numel(), 1, step.block, step.kv_len), dtype=dtype))
+    model = tiny_qwen3()
+    batched = SlotBatchDenoiser(model, 3)
+    (slot, last), _ = batched.admit_many([[1, 2, 3, 4], [5, 6]])
+    assert (last - CachedDenoiser(model).prefill([1, 2, 3, 4]).last_logits).abs().max().item() > 1e-3
+
+
+@pytest.mark.parametrize("build", [tiny_llama, tiny_hybrid], ids=["joint", "one-by-one"])
+def test_admitting_too_many_or_empty_prompts_is_refused_and_changes_nothing(build):
+    batched = SlotBatchDenoiser(build(), 3)
+    batched.admit([1, 2])
+    with pytest.raises(ValueError, match="3 prompts do not fit the 2 free slots|all 3 slots are taken"):
+        batched.admit_many([[1], [2], [3]])
+    with pytest.raises(ValueError, match="empty"):
+        batched.admit_many([[1], []])
+    assert len(batched.slots.lengths) == 1
+    assert [s for s, _ in batched.admit_many([[4, 5], [6]])] == [1, 2]
+
+
 def test_denoising_rows_leave_their_slots_bit_identical(model):
     batched = SlotBatchDenoiser(model, 3)
     slots = [batched.admit(list(range(1, n)))[0] for n in (6, 20, 11)]

@@ -43,6 +43,44 @@ class SlotBatchDenoiser:
         self.slots.admit(free, state.cache, state.length)
         return free, state.last_logits
 
+    def admit_many(self, prompts: Sequence[Sequence[int]]) -> list[tuple[int, Any]]:
+        """Several prompts prefilled in ONE forward: each is a committing row from length 0, its block the
+        prompt padded on the right to the longest (the padding lies past the row's length: scratch,
+        never read). The causal row mask keeps each prompt's positions to its own earlier tokens, so its
+        keys, values and last logits are its batch-1 prefill's (to float rounding; the forward per
+        prompt saved is most of a short prompt's cost on CPU). A model with linear-attention state
+        prefills one prompt at a time: padding would run into its recurrent state."""
+        import torch
+
+        prompts = [[int(t) for t in ids] for ids in prompts]
+        if len(prompts) < 2 or self.slots.has_linear:
+            return admit_each(self, prompts)
+        if not all(prompts):
+            raise ValueError("a prompt is empty: there is nothing to predict the first token from")
+        free = [s for s in range(self.capacity) if s not in self.slots.lengths][:len(prompts)]
+        if len(free) < len(prompts):
+            raise ValueError(f"{len(prompts)} prompts do not fit the {self.capacity - len(self.slots.lengths)} "
+                             "free slots: release some before admitting them")
+        width = max(len(ids) for ids in prompts)
+        for slot in free:
+            self.slots.open(slot, width)
+        try:
+            step, order = self._plan([Row(slot, ids + [0] * (width - len(ids)), True) for slot, ids in zip(free, prompts)])
+            blocks = torch.tensor([prompts[i] + [0] * (width - len(prompts[i])) for i in order], device=self.device)
+            ends = sorted({len(ids) - 1 for ids in prompts})  # the positions whose logits are needed
+            keep = torch.tensor(ends, device=self.device) if self.solo.slices_logits else None
+            logits = self._run(step, blocks, _block_masks(step, self.dtype), self.bias_route, keep)
+        except BaseException:
+            for slot in free:
+                self.release(slot)
+            raise
+        out = []
+        for i, (slot, ids) in enumerate(zip(free, prompts)):
+            self.slots.lengths[slot] = len(ids)
+            last = ends.index(len(ids) - 1) if keep is not None else len(ids) - 1
+            out.append((slot, logits[order.index(i), last]))
+        return out
+
     def length(self, slot: int) -> int:
         return self.slots.lengths[slot]
 
@@ -63,18 +101,21 @@ class SlotBatchDenoiser:
             logits = logits.index_select(0, torch.tensor(_inverse(order), device=logits.device))
         return logits
 
-    def _run(self, step: Any, blocks: Any, mask: Any, bias: bool) -> Any:
+    def _run(self, step: Any, blocks: Any, mask: Any, bias: bool, keep: Any = None) -> Any:
         """The model over ``blocks`` against the slot cache; committing rows' linear states are kept.
 
         ``bias``: the rows' mask goes to the attention as an additive ``position_bias`` with no
         attention mask, the model told not to be causal (so it builds no mask of its own). sdpa then
         runs grouped-query attention on the cached keys as they are (``enable_gqa``) instead of
         repeating every row's keys and values for each query head, a copy per layer and step that cost
-        about half of the attention on CPU (docs/engine.md, "Batched decoding: the slot cache")."""
+        about half of the attention on CPU (docs/engine.md, "Batched decoding: the slot cache").
+        ``keep``: the block positions whose logits are computed (all when None)."""
         import torch
 
         masks: dict[str, Any] = ({"attention_mask": None, "is_causal": False, "position_bias": mask} if bias
                                  else {"attention_mask": mask})
+        if keep is not None:
+            masks["logits_to_keep"] = keep
         cache = self.slots.step_cache(step)
         try:
             with torch.no_grad():
@@ -152,6 +193,19 @@ class SlotBatchDenoiser:
                     positions=on_device[:, None] + torch.arange(size, device=self.device)[None],
                     commit=packed[2 * count:3 * count].bool(), window=(ordered[0], count) if contiguous else None,
                     kv_len=max(lengths) + size, block=size, commit_rows=packed[3 * count:]), order
+
+
+def admit_each(denoiser: Any, prompts: Sequence[Sequence[int]]) -> list[tuple[int, Any]]:
+    """``admit_many`` one prompt at a time: all of them, or (when one fails) none."""
+    done: list[tuple[int, Any]] = []
+    try:
+        for ids in prompts:
+            done.append(denoiser.admit(ids))
+    except BaseException:
+        for slot, _ in done:
+            denoiser.release(slot)
+        raise
+    return done
 
 
 def _block_masks(step: Any, dtype: Any) -> Any:
