@@ -241,6 +241,33 @@ def test_prompts_admitted_together_equal_their_batch_one_prefills_and_decode_on(
             assert (out[i] - solo.run(keys[row.slot], row.block, row.commit)).abs().max().item() <= TIGHT
 
 
+@pytest.mark.parametrize("build", [tiny_llama, tiny_qwen3], ids=["llama", "qwen3"])
+def test_a_shared_prompt_opening_is_computed_once_and_every_row_still_equals_its_prefill(build):
+    rng = random.Random(12)
+    opening = [rng.randrange(VOCAB - 2) for _ in range(30)]
+    prompts = [opening + [rng.randrange(VOCAB - 2) for _ in range(n)] for n in (5, 1, 12)] + [opening[:20]]
+    model = build()
+    batched, solo = SlotBatchDenoiser(model, 4), Solo(model)
+    calls = _counting_forwards(model)
+    admitted = batched.admit_many(prompts)
+    assert len(calls) == 2  # the 19 shared tokens (one left to the shortest prompt), then the rest
+    for i, ((slot, last), ids) in enumerate(zip(admitted, prompts)):
+        assert batched.length(slot) == len(ids)
+        assert (last - solo.admit(i, ids)).abs().max().item() <= TIGHT
+    rows = [Row(slot, torch.tensor([1, 2, 3, 4]), i % 2 == 0) for i, (slot, _) in enumerate(admitted)]
+    for i, out in enumerate(batched.forward(rows)):
+        assert (out - solo.run(i, rows[i].block, rows[i].commit)).abs().max().item() <= TIGHT
+
+
+def test_a_shared_opening_that_is_not_copied_breaks_the_agreement(monkeypatch):
+    monkeypatch.setattr(batchcache.SlotCache, "share", lambda self, source, targets, length: self.lengths.update(
+        {slot: length for slot in targets}))
+    model = tiny_qwen3()
+    prompts = [list(range(1, 70)) + [80], list(range(1, 70)) + [90]]  # 69 shared: worth a forward
+    (_, _), (_, last) = SlotBatchDenoiser(model, 2).admit_many(prompts)
+    assert (last - CachedDenoiser(model).prefill(prompts[1]).last_logits).abs().max().item() > 1e-3
+
+
 def test_a_joint_prefill_without_the_causal_row_mask_breaks_the_agreement(monkeypatch):
     # the rows' block mask, opened up: a prompt's positions see its later tokens and its padding
     monkeypatch.setattr(batchdenoiser, "_block_masks", lambda step, dtype: torch.zeros(

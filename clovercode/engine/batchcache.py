@@ -156,6 +156,16 @@ class SlotCache:
         self.slot_at.append(slot)
         self.lengths[slot] = 0
 
+    def share(self, source: int, targets: list[int], length: int) -> None:
+        """Copy the first ``length`` committed positions of ``source``'s keys and values into ``targets``."""
+        rows = torch.tensor([self.phys[slot] for slot in targets])
+        for layer in self.layers or []:
+            if isinstance(layer, SlotKV):
+                for buffer in layer.buffers:
+                    buffer[rows, :, :length] = buffer[self.phys[source], :, :length]
+        for slot in targets:
+            self.lengths[slot] = length
+
     @property
     def has_linear(self) -> bool:
         return any(isinstance(layer, LinearSlots) for layer in self.layers or [])

@@ -15,10 +15,16 @@ denoiser is built: the caller can fall back to batch 1.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Sequence
 
 from clovercode.engine.batchseam import Row
 from clovercode.engine.denoiser import CachedDenoiser
+
+
+# A shared prompt opening is computed once when that saves at least this many token positions: the
+# extra forward it takes costs about as much as this many tokens of a prefill on CPU.
+SHARED_MIN_SAVED = 48
 
 
 class SlotBatchDenoiser:
@@ -44,14 +50,14 @@ class SlotBatchDenoiser:
         return free, state.last_logits
 
     def admit_many(self, prompts: Sequence[Sequence[int]]) -> list[tuple[int, Any]]:
-        """Several prompts prefilled in ONE forward: each is a committing row from length 0, its block the
+        """Several prompts prefilled together: each is a committing row from length 0, its block the
         prompt padded on the right to the longest (the padding lies past the row's length: scratch,
         never read). The causal row mask keeps each prompt's positions to its own earlier tokens, so its
-        keys, values and last logits are its batch-1 prefill's (to float rounding; the forward per
-        prompt saved is most of a short prompt's cost on CPU). A model with linear-attention state
-        prefills one prompt at a time: padding would run into its recurrent state."""
-        import torch
-
+        keys, values and last logits are its batch-1 prefill's (to float rounding). Prompts that open
+        alike (a shared system prompt) have that prefix computed once, in a first forward over one
+        row, and copied into the other slots; the second forward runs every prompt's remainder. A
+        model with linear-attention state prefills one prompt at a time: padding would run into its
+        recurrent state."""
         prompts = [[int(t) for t in ids] for ids in prompts]
         if len(prompts) < 2 or self.slots.has_linear:
             return admit_each(self, prompts)
@@ -61,25 +67,42 @@ class SlotBatchDenoiser:
         if len(free) < len(prompts):
             raise ValueError(f"{len(prompts)} prompts do not fit the {self.capacity - len(self.slots.lengths)} "
                              "free slots: release some before admitting them")
-        width = max(len(ids) for ids in prompts)
+        # the shared opening, leaving every prompt at least its last token to run (its logits are needed)
+        shared = len(os.path.commonprefix(prompts))
+        shared = min(shared, min(len(ids) for ids in prompts) - 1)
         for slot in free:
-            self.slots.open(slot, width)
+            self.slots.open(slot, max(len(ids) for ids in prompts))
         try:
-            step, order = self._plan([Row(slot, ids + [0] * (width - len(ids)), True) for slot, ids in zip(free, prompts)])
-            blocks = torch.tensor([prompts[i] + [0] * (width - len(prompts[i])) for i in order], device=self.device)
-            ends = sorted({len(ids) - 1 for ids in prompts})  # the positions whose logits are needed
-            keep = torch.tensor(ends, device=self.device) if self.solo.slices_logits else None
-            logits = self._run(step, blocks, _block_masks(step, self.dtype), self.bias_route, keep)
+            start = 0
+            if shared * (len(prompts) - 1) >= SHARED_MIN_SAVED:
+                self._prefill([free[0]], [prompts[0][:shared]], 0)
+                self.slots.share(free[0], free[1:], shared)
+                start = shared
+            last = self._prefill(free, [ids[start:] for ids in prompts], start)
         except BaseException:
             for slot in free:
                 self.release(slot)
             raise
-        out = []
-        for i, (slot, ids) in enumerate(zip(free, prompts)):
-            self.slots.lengths[slot] = len(ids)
-            last = ends.index(len(ids) - 1) if keep is not None else len(ids) - 1
-            out.append((slot, logits[order.index(i), last]))
-        return out
+        return list(zip(free, last))
+
+    def _prefill(self, slots: list[int], parts: list[list[int]], start: int) -> list[Any]:
+        """One forward of committing rows: ``parts[i]`` goes into ``slots[i]`` from position ``start``
+        (padded on the right to the longest) → the logits after each part."""
+        import torch
+
+        width = max(len(part) for part in parts)
+        for slot in slots:
+            self.slots.lengths[slot] = start
+        step, order = self._plan([Row(slot, part + [0] * (width - len(part)), True) for slot, part in zip(slots, parts)])
+        blocks = torch.tensor([parts[i] + [0] * (width - len(parts[i])) for i in order], device=self.device)
+        ends = sorted({len(part) - 1 for part in parts})  # the positions whose logits are needed
+        keep = torch.tensor(ends, device=self.device) if self.solo.slices_logits else None
+        logits = self._run(step, blocks, _block_masks(step, self.dtype), self.bias_route, keep)
+        last = []
+        for i, (slot, part) in enumerate(zip(slots, parts)):
+            self.slots.lengths[slot] = start + len(part)
+            last.append(logits[order.index(i), ends.index(len(part) - 1) if keep is not None else len(part) - 1])
+        return last
 
     def length(self, slot: int) -> int:
         return self.slots.lengths[slot]
