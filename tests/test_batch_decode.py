@@ -171,6 +171,23 @@ def test_sampled_requests_draw_what_they_draw_alone_and_reproduce():
     assert first["sampled-a"][0].tokens != solo(subject, subject.prompts[0], warm, stops, 99)[0].tokens
 
 
+def test_reading_the_unshifted_outputs_breaks_the_agreement(monkeypatch):
+    # with the logit shift a masked position is predicted by the output before it: a decoder that
+    # kept the masked positions' own outputs would read zeros for them
+    from clovercode.engine import batchdecode
+
+    subject = tiny_subject(tiny_qwen3)
+    stops = Stops(frozenset({EOS_ID}))
+    jobs = {f"r{i}": (0, subject.prompts[i], subject.plan, stops, None) for i in range(3)}
+    right, _ = together(subject, jobs, capacity=3)
+    monkeypatch.setattr(batchdecode, "_read", lambda seq: None if not seq.commit and seq.plan.temperature > 0
+                        else seq.masked.clone() if not seq.commit else torch.arange(len(seq.masked)) == len(seq.masked) - 1)
+    wrong, _ = together(subject, jobs, capacity=3)
+    assert any(wrong[k][0].tokens != right[k][0].tokens for k in jobs)
+    for key, (_, prompt, plan, job_stops, _) in jobs.items():
+        assert_same(solo(subject, prompt, plan, job_stops), right[key], key)
+
+
 def test_a_request_that_ends_at_admission_comes_out_of_the_next_step():
     subject = tiny_subject(tiny_llama)
     jobs = {"one-token": (0, subject.prompts[0], replace(subject.plan, max_new_tokens=1), Stops(), None)}

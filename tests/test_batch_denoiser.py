@@ -290,6 +290,24 @@ def test_admitting_too_many_or_empty_prompts_is_refused_and_changes_nothing(buil
     assert [s for s, _ in batched.admit_many([[4, 5], [6]])] == [1, 2]
 
 
+def test_kept_positions_get_the_logits_of_a_full_forward_and_the_head_runs_on_them_alone(model):
+    full, part = SlotBatchDenoiser(model, 3), SlotBatchDenoiser(model, 3)
+    for d in (full, part):
+        for n in (6, 20, 11):
+            d.admit(list(range(1, n)))
+    keeps = [torch.tensor([False, True, True, False]), None, torch.tensor([False, False, False, True])]
+    rows = [Row(slot, torch.tensor([7, 8, 9, 10]), slot == 2, keep) for slot, keep in enumerate(keeps)]
+    want = full.forward([Row(r.slot, r.block, r.commit) for r in rows])
+    head_rows = []
+    part.head.register_forward_hook(lambda module, args, out: head_rows.append(out.shape[:-1]))
+    got = part.forward(rows)
+    assert [tuple(shape) for shape in head_rows] == [(1, 2 + 4 + 1)]
+    for i, keep in enumerate(keeps):
+        keep = torch.ones(4, dtype=torch.bool) if keep is None else keep
+        assert (got[i][keep] - want[i][keep]).abs().max().item() <= TIGHT
+        assert not got[i][~keep].any()
+
+
 def test_denoising_rows_leave_their_slots_bit_identical(model):
     batched = SlotBatchDenoiser(model, 3)
     slots = [batched.admit(list(range(1, n)))[0] for n in (6, 20, 11)]

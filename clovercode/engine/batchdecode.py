@@ -118,7 +118,7 @@ class BatchDecoder:
         """One forward over every active request; what each produced, tagged with its key."""
         seqs = list(self.active.values())
         if seqs:
-            logits = self.denoiser.forward([Row(s.slot, s.block, s.commit) for s in seqs])  # (R, L, V)
+            logits = self.denoiser.forward([Row(s.slot, s.block, s.commit, _read(s)) for s in seqs])  # (R, L, V)
             denoised = [i for i, s in enumerate(seqs) if not s.commit]
             committed = [i for i, s in enumerate(seqs) if s.commit]
             if denoised:
@@ -237,6 +237,24 @@ class BatchDecoder:
         self._items.append((seq.key, DecodeResult(cut.tokens, cut.text, cut.reason, seq.stats)))
         del self.active[seq.key]
         self.denoiser.release(seq.slot)
+
+
+def _read(seq: _Sequence) -> Any:
+    """The positions of the forward's output this request reads: a committing row its last (what
+    predicts the next block's first token); a greedy denoising row those that predict a masked
+    position (with the logit shift, position i is predicted by output i - 1); a sampled row all of
+    them (it draws from every position from its first masked one on, as it does alone)."""
+    import torch
+
+    if seq.commit:
+        keep = torch.zeros_like(seq.masked)
+        keep[-1] = True
+        return keep
+    if seq.plan.temperature > 0:
+        return None
+    if seq.plan.logit_shift:
+        return torch.cat([seq.masked[1:], seq.masked[:1] & False])
+    return seq.masked
 
 
 def _check(seq: _Sequence, final: list[int]) -> Cut | None:

@@ -40,6 +40,8 @@ class SlotBatchDenoiser:
         probe = self.solo.prefill([0])
         self.slots.prepare(probe.cache, probe.length)
         self.bias_route = self._grouped_heads_pay() and self._probe_bias_route()
+        # the output head, to run on the kept positions only (library models: remote code may reuse it)
+        self.head = model.get_output_embeddings() if self.solo.own_cache else None
 
     def admit(self, ids: Sequence[int]) -> tuple[int, Any]:
         free = next((s for s in range(self.capacity) if s not in self.slots.lengths), None)
@@ -116,7 +118,12 @@ class SlotBatchDenoiser:
 
         step, order = self._plan(rows)
         blocks = torch.stack([torch.as_tensor(rows[i].block).view(-1) for i in order]).to(self.device, torch.long)
-        logits = self._run(step, blocks, _block_masks(step, self.dtype), self.bias_route)
+        kept = None
+        if any(row.keep is not None for row in rows) and self.head is not None:
+            keep = torch.stack([torch.ones(step.block, dtype=torch.bool) if rows[i].keep is None
+                                else torch.as_tensor(rows[i].keep, dtype=torch.bool).view(-1) for i in order])
+            kept = keep.view(-1).nonzero().view(-1).to(self.device)
+        logits = self._run(step, blocks, _block_masks(step, self.dtype), self.bias_route, kept=kept)
         for i in order:
             if rows[i].commit:
                 self.slots.lengths[rows[i].slot] += step.block
@@ -124,7 +131,7 @@ class SlotBatchDenoiser:
             logits = logits.index_select(0, torch.tensor(_inverse(order), device=logits.device))
         return logits
 
-    def _run(self, step: Any, blocks: Any, mask: Any, bias: bool, keep: Any = None) -> Any:
+    def _run(self, step: Any, blocks: Any, mask: Any, bias: bool, keep: Any = None, kept: Any = None) -> Any:
         """The model over ``blocks`` against the slot cache; committing rows' linear states are kept.
 
         ``bias``: the rows' mask goes to the attention as an additive ``position_bias`` with no
@@ -132,13 +139,18 @@ class SlotBatchDenoiser:
         runs grouped-query attention on the cached keys as they are (``enable_gqa``) instead of
         repeating every row's keys and values for each query head, a copy per layer and step that cost
         about half of the attention on CPU (docs/engine.md, "Batched decoding: the slot cache").
-        ``keep``: the block positions whose logits are computed (all when None)."""
+        ``keep``: the block positions whose logits are computed, the same for every row (all when None).
+        ``kept``: flat indices into (rows × L) of the only positions whose logits are computed (the output
+        head runs on those hidden states alone: a third of them in a decoding step, where the head is
+        the model's largest matrix); the others come back as zeros."""
         import torch
 
         masks: dict[str, Any] = ({"attention_mask": None, "is_causal": False, "position_bias": mask} if bias
                                  else {"attention_mask": mask})
         if keep is not None:
             masks["logits_to_keep"] = keep
+        hook = None if kept is None else self.head.register_forward_pre_hook(
+            lambda module, args: (args[0].reshape(-1, args[0].shape[-1]).index_select(0, kept)[None], *args[1:]))
         cache = self.slots.step_cache(step)
         try:
             with torch.no_grad():
@@ -147,8 +159,15 @@ class SlotBatchDenoiser:
         except BaseException:
             self.slots.settle(cache, step, keep=False)
             raise
+        finally:
+            if hook is not None:
+                hook.remove()
         self.slots.settle(cache, step)
-        return out.logits.float()
+        logits = out.logits.float()
+        if kept is None or logits.shape[:2] != (1, kept.numel()):  # a head the hook did not reach: all positions
+            return logits
+        full = logits.new_zeros((blocks.shape[0] * blocks.shape[1], logits.shape[-1]))
+        return full.index_copy_(0, kept, logits[0]).view(blocks.shape[0], blocks.shape[1], -1)
 
     def _grouped_heads_pay(self) -> bool:
         """Would the bias route save anything? Only where sdpa would otherwise repeat the keys (grouped

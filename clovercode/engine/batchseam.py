@@ -8,7 +8,8 @@ token ids (the same length for every row) and whether the row commits:
   ``Denoiser.denoise`` semantics) and leaves its slot's state untouched;
 - a committing row attends causally (the ``Denoiser.commit`` semantics) and its slot advances by the block.
 It returns logits ``(rows, block, vocab)`` in float32, row i for ``rows[i]``; for a committing row the last
-position's logits predict the token after the block. ``release`` frees a slot for the next ``admit``.
+position's logits predict the token after the block. A row's ``keep`` names the positions whose logits its
+caller reads: a denoiser may compute only those and leave the others zero. ``release`` frees a slot for the next ``admit``.
 
 Every row's logits must equal what the batch-1 ``CachedDenoiser`` gives for the same sequence (within
 float tolerance): the greedy output of a request decoded in a batch is the output it gets alone.
@@ -25,6 +26,7 @@ class Row:
     slot: int
     block: Any  # (L,) long tensor of token ids, mask tokens included
     commit: bool = False
+    keep: Any = None  # (L,) bool: the positions whose logits the caller reads (None: all); others may be zeros
 
 
 class BatchDenoiser(Protocol):
