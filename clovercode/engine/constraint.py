@@ -19,6 +19,7 @@ from clovercode.engine.grammar import GrammarError
 from clovercode.engine.linerepeats import TAIL_BYTES, TokenPrefixes, first_repeat, repeat_continuation
 
 LEXER_FUEL = (50_000_000, 20_000_000)  # llguidance's initial and per-step lexer fuel (defaults 1M, 200k)
+LEXER_STATES = 1_000_000
 
 
 class GrammarCompiler:
@@ -49,7 +50,7 @@ class GrammarCompiler:
         # llguidance's lexer builds one state per (count, tag prefix) pair, which runs out of its
         # default fuel from about 64 characters on (it then ends the turn early). Twenty times the
         # fuel covers a 1,024-character bound (about 1 ms a mask over SmolLM2's 49,152 tokens).
-        limits = LLParserLimits(initial_lexer_fuel=LEXER_FUEL[0], step_lexer_fuel=LEXER_FUEL[1])
+        limits = LLParserLimits(initial_lexer_fuel=LEXER_FUEL[0], step_lexer_fuel=LEXER_FUEL[1], max_lexer_states=LEXER_STATES)
         matcher = LLMatcher(self.lltokenizer, grammar, log_level=0, limits=limits)
         if matcher.is_error():
             raise GrammarError(f"the grammar does not compile: {matcher.get_error()}")
@@ -68,9 +69,9 @@ class Steering:
     opening: Sequence[int] = ()
     # Tried in turn when ``opening`` cannot come next (inside reasoning, which must close first).
     alternatives: Sequence[Sequence[int]] = ()
-    # Inside the call, at most this many identical non-blank lines in a row (0: no brake); see
-    # clovercode/engine/linerepeats.py. The model writes another line of its own instead.
-    max_same_lines: int = 0
+    # At most this many copies in a row of a unit of lines, in the prose and in the call (0: no
+    # brake); see clovercode/engine/linerepeats.py. The model writes another line of its own instead.
+    max_repeats: int = 0
 
 
 class Constraint:
@@ -88,13 +89,15 @@ class Constraint:
         self.opened = False  # a call has opened (the prose budget no longer applies)
         self._forced: list[int] = []  # tokens being steered in, and how many of them are taken
         self._taken = 0
-        self._text = b""  # the end of the final text (before a call opens: to see the opener; after: lines)
+        # The end of the final text: to see the opener, and the lines the brake compares. It starts with a
+        # line break because the turn starts on a fresh line (the brake never counts a tail's first line,
+        # which may be cut).
+        self._text = b"\n"
         self._prefixes = prefixes  # () -> TokenPrefixes, for the line-repeat brake
         self.vocab_size = vocab_size
         self.eos_ids = torch.tensor(list(eos_ids), dtype=torch.long)
         self._eos = frozenset(int(e) for e in eos_ids)
         self._bits = llguidance.torch.allocate_token_bitmask(1, vocab_size)
-        self._shifts = torch.arange(32, dtype=torch.int32)
         self.masks = 0  # masks computed (for the cost figures)
 
     def allowed(self) -> Any:
@@ -109,18 +112,21 @@ class Constraint:
             allowed[steer] = True
             return allowed
         llguidance.torch.fill_next_token_bitmask(self.matcher, self._bits, 0)
-        allowed = ((self._bits[0, :, None] >> self._shifts) & 1).bool().flatten()[: self.vocab_size]
-        if len(self.eos_ids):
-            allowed[self.eos_ids] = bool(self.matcher.is_accepting())
+        # Built in numpy, one thread: torch's parallel ops on a vocabulary-sized tensor wait for a free
+        # core (12 ms for one any() on a loaded 2-core machine, against microseconds).
+        allowed = unpack_mask(self._bits, self.vocab_size)
+        eos = self.eos_ids.numpy()
+        if len(eos):
+            allowed[eos] = bool(self.matcher.is_accepting())
         rest = self._repeat()
         if rest is not None:
-            braked = allowed.clone()
-            braked[[t for t in self._prefixes().starting_with(rest) if t < self.vocab_size]] = False
-            if bool(braked.any()):  # the brake yields where the grammar leaves nothing else
+            braked = allowed.copy()
+            braked[[t for t in self._prefixes().completing(rest) if t < self.vocab_size]] = False
+            if braked.any():  # the brake yields where the grammar leaves nothing else
                 allowed = braked
-        if not bool(allowed.any()):  # a dead end (cannot happen with a sound grammar): let the turn end
-            allowed[self.eos_ids] = True
-        return allowed.to(torch.bool)
+        if not allowed.any():  # a dead end (cannot happen with a sound grammar): let the turn end
+            allowed[eos] = True
+        return torch.from_numpy(allowed)
 
     def permits(self, token: int) -> bool:
         """May ``token`` come next? (One token checked: far cheaper than :meth:`allowed`.)"""
@@ -130,7 +136,7 @@ class Constraint:
         if token in self._eos:
             return bool(self.matcher.is_accepting())
         if self._repeat() is not None and first_repeat(self._text, [self.lltokenizer.decode_bytes([token])],
-                                                       self.steering.max_same_lines) == 0:
+                                                       self.steering.max_repeats) == 0:
             return False
         return token < self.vocab_size and self.matcher.validate_tokens([token]) == 1
 
@@ -156,7 +162,7 @@ class Constraint:
         end = next((i for i, t in enumerate(tokens) if t in self._eos), len(tokens))
         if self._braking():
             braked = first_repeat(self._text, [self.lltokenizer.decode_bytes([t]) for t in tokens[:end]],
-                                  self.steering.max_same_lines)
+                                  self.steering.max_repeats)
             if braked < end:
                 tokens, end = tokens[:braked], braked
         valid = self.matcher.try_consume_tokens(tokens[:end]) if end else 0  # stops before a forbidden one
@@ -198,20 +204,18 @@ class Constraint:
         if self.steering is None or not tokens or (self.opened and not self._braking()):
             return
         text = self._text + self.lltokenizer.decode_bytes(tokens)
-        if self.opened:
-            self._text = text[-TAIL_BYTES:]
-            return
-        self.opened = b"<tool_call>" in text or b"<function=" in text
-        self._text = text[-64:]  # enough to see an opener that straddles two runs
+        if not self.opened:
+            self.opened = b"<tool_call>" in text or b"<function=" in text
+        # The brake compares lines of the tail; without it, enough to see an opener that straddles two runs.
+        self._text = text[-TAIL_BYTES:] if self._braking() else text[-64:]
 
     def _braking(self) -> bool:
-        """Is the line-repeat brake on (inside a call, when the steering asks for it)?"""
-        return self.opened and self.steering is not None and self.steering.max_same_lines > 0 and \
-            self._prefixes is not None
+        """Is the line-repeat brake on (in prose and call alike, when the steering asks for it)?"""
+        return self.steering is not None and self.steering.max_repeats > 0 and self._prefixes is not None
 
     def _repeat(self) -> bytes | None:
         """What would complete a refused line now (None: nothing is braked)."""
-        return repeat_continuation(self._text, self.steering.max_same_lines) if self._braking() else None
+        return repeat_continuation(self._text, self.steering.max_repeats) if self._braking() else None
 
     def check(self, tokens: Sequence[int]) -> int:
         """How many leading ``tokens`` :meth:`accept` would take, without consuming any."""
@@ -223,6 +227,16 @@ class Constraint:
     @property
     def accepting(self) -> bool:
         return bool(self.matcher.is_accepting())
+
+
+def unpack_mask(bits: Any, vocab_size: int) -> Any:
+    """llguidance's bitmask (int32 words, token i = bit i % 32 of word i // 32) as a bool array.
+    Unpacked by numpy, single-threaded: the same shifts as torch ops took 20 µs on one thread and
+    37 ms on two while other processes loaded the two cores (the thread pool waits for a core)."""
+    import numpy as np
+
+    words = bits[0].numpy().astype("<i4", copy=False).view(np.uint8)
+    return np.unpackbits(words, bitorder="little")[:vocab_size].astype(bool)
 
 
 def special_tags(tokenizer: Any, lltokenizer: Any) -> dict[str, int]:
