@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from clovercode.engine.linerepeats import MAX_REPEATS, first_repeat, repeat_continuation
+from clovercode.agent.repetition import RepetitionGuard
+from clovercode.engine.linerepeats import MAX_REPEATS, LoopBrake, periodic_continuations, repeat_continuation
 
 pytest.importorskip("llguidance")
 transformers = pytest.importorskip("transformers")
@@ -20,6 +21,7 @@ from clovercode.toolcalls.schemas import load_tool_specs  # noqa: E402
 
 TOOLS = [{"name": s.name, "parameters": s.parameters} for s in load_tool_specs()]
 CALL = b"<tool_call>\n<function=finish>\n<parameter=summary>\n"
+first_repeat = LoopBrake(MAX_REPEATS).first_refused
 
 
 @pytest.mark.parametrize("unit", [[b"<description>"], [b"<description>", b"<type>"],
@@ -74,6 +76,33 @@ def test_first_repeat_finds_the_token_that_completes_the_refused_line():
     assert first_repeat(tail, [b"<a>\n"]) == 0
 
 
+@pytest.mark.parametrize("unit", ["`-n` is used to get the most frequent words. ", ";", "ab\n"])
+def test_the_periodic_brake_refuses_what_the_loop_guard_would_cut(unit):
+    """A model that always wants one more copy of its unit, and writes "x" when refused: the agent's
+    loop guard (same window) never trips, and every refusal is of a text that would have tripped it."""
+    window, text, refusals = 1000, "Intro. ", 0
+    guard = RepetitionGuard(window)
+    while len(text) < 4000:
+        piece = unit
+        refused = periodic_continuations(text.encode(), window, len(piece))
+        if any(piece.encode().startswith(c) for c in refused):
+            refusals += 1
+            piece = "x"
+        text += piece
+        guard.feed(piece)
+        assert not guard.tripped, (refusals, text[-200:])
+    assert refusals > 0
+
+
+def test_the_periodic_brake_leaves_code_alone():
+    code = open(__file__, "rb").read()
+    brake = LoopBrake(0, 1000)
+    pieces = [code[i:i + 5] for i in range(0, len(code), 5)]
+    assert brake.first_refused(b"", pieces) == len(pieces)
+    assert periodic_continuations(b";" * 990, 1000, 16) == [b";" * 10]
+    assert periodic_continuations(b";" * 990, 1000, 9) == []  # no token that long: nothing to refuse yet
+
+
 @pytest.fixture(scope="module")
 def tiny():
     tok = transformers.AutoTokenizer.from_pretrained(tiny_model_dir())
@@ -113,3 +142,18 @@ def test_two_line_loops_inside_a_call_are_braked(tiny):
     assert constraint.check(again) < len(again)
     end = ids(tok, "</parameter>\n</function>\n</tool_call>")
     assert constraint.check(end) == len(end)
+
+
+def test_a_loop_within_a_line_is_braked_inside_a_call(tiny):
+    tok, compiler = tiny
+    grammar = tool_call_grammar(TOOLS, "required", "xml", compiler.special)
+    constraint = compiler.constraint(grammar, Steering(prose_budget=0, loop_window=200))
+    start = ids(tok, CALL.decode() + "It works. " * 10)
+    assert constraint.accept(start) == len(start)
+    more = ids(tok, "It works. " * 20)
+    taken = constraint.check(more)
+    assert 0 < taken < len(more)
+    assert constraint.accept(more[:taken]) == taken
+    assert not constraint.permits(more[taken]) and not bool(constraint.allowed()[more[taken]])
+    other = ids(tok, "And the tests pass.\n</parameter>\n</function>\n</tool_call>")
+    assert constraint.check(other) == len(other)

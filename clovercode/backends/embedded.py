@@ -116,7 +116,7 @@ class EmbeddedBackend:
         rest). A call still open at the limit is left cut: the harness refuses it, never runs a part of it."""
         budget = max(1, min(params.max_prose or DEFAULT_MAX_PROSE, limit // PROSE_SHARE))
         return Steering(budget, self.engine.encode(CALL_OPENING), (self.engine.encode(REASONING_END + CALL_OPENING),),
-                        MAX_REPEATS)
+                        MAX_REPEATS, params.loop_window)
 
     def close(self) -> None:
         self.engine.close()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from clovercode.engine.grammar import GrammarError
-from clovercode.engine.linerepeats import TAIL_BYTES, TokenPrefixes, first_repeat, repeat_continuation
+from clovercode.engine.linerepeats import LoopBrake, TokenPrefixes
 
 LEXER_FUEL = (50_000_000, 20_000_000)  # llguidance's initial and per-step lexer fuel (defaults 1M, 200k)
 LEXER_STATES = 1_000_000
@@ -72,6 +72,9 @@ class Steering:
     # At most this many copies in a row of a unit of lines, in the prose and in the call (0: no
     # brake); see clovercode/engine/linerepeats.py. The model writes another line of its own instead.
     max_repeats: int = 0
+    # No this many bytes that repeat one unit of at most a quarter of them (0: no brake): the loop
+    # guard's rule (agent/repetition.py), kept token by token instead of cutting the reply.
+    loop_window: int = 0
 
 
 class Constraint:
@@ -93,7 +96,9 @@ class Constraint:
         # line break because the turn starts on a fresh line (the brake never counts a tail's first line,
         # which may be cut).
         self._text = b"\n"
-        self._prefixes = prefixes  # () -> TokenPrefixes, for the line-repeat brake
+        self._prefixes = prefixes  # () -> TokenPrefixes, for the loop brake
+        rule = self.steering
+        self._brake = LoopBrake(rule.max_repeats, rule.loop_window) if rule is not None else LoopBrake(0, 0)
         self.vocab_size = vocab_size
         self.eos_ids = torch.tensor(list(eos_ids), dtype=torch.long)
         self._eos = frozenset(int(e) for e in eos_ids)
@@ -118,12 +123,13 @@ class Constraint:
         eos = self.eos_ids.numpy()
         if len(eos):
             allowed[eos] = bool(self.matcher.is_accepting())
-        rest = self._repeat()
-        if rest is not None:
-            braked = allowed.copy()
-            braked[[t for t in self._prefixes().completing(rest) if t < self.vocab_size]] = False
-            if braked.any():  # the brake yields where the grammar leaves nothing else
-                allowed = braked
+        if self._braking():
+            refused = [t for t in self._brake.refused(self._text, self._prefixes()) if t < self.vocab_size]
+            if refused:
+                braked = allowed.copy()
+                braked[refused] = False
+                if braked.any():  # the brake yields where the grammar leaves nothing else
+                    allowed = braked
         if not allowed.any():  # a dead end (cannot happen with a sound grammar): let the turn end
             allowed[eos] = True
         return torch.from_numpy(allowed)
@@ -135,9 +141,8 @@ class Constraint:
             return token == steer
         if token in self._eos:
             return bool(self.matcher.is_accepting())
-        if self._repeat() is not None and first_repeat(self._text, [self.lltokenizer.decode_bytes([token])],
-                                                       self.steering.max_repeats) == 0:
-            return False
+        if self._braking() and self._brake.first_refused(self._text, [self.lltokenizer.decode_bytes([token])]) == 0:
+            return False  # refused by the loop brake
         return token < self.vocab_size and self.matcher.validate_tokens([token]) == 1
 
     def accept(self, tokens: Sequence[int]) -> int:
@@ -161,8 +166,8 @@ class Constraint:
     def _accept_plain(self, tokens: list[int]) -> int:
         end = next((i for i, t in enumerate(tokens) if t in self._eos), len(tokens))
         if self._braking():
-            braked = first_repeat(self._text, [self.lltokenizer.decode_bytes([t]) for t in tokens[:end]],
-                                  self.steering.max_repeats)
+            pieces = [self.lltokenizer.decode_bytes([t]) for t in tokens[:end]]
+            braked = self._brake.first_refused(self._text, pieces)
             if braked < end:
                 tokens, end = tokens[:braked], braked
         valid = self.matcher.try_consume_tokens(tokens[:end]) if end else 0  # stops before a forbidden one
@@ -207,15 +212,11 @@ class Constraint:
         if not self.opened:
             self.opened = b"<tool_call>" in text or b"<function=" in text
         # The brake compares lines of the tail; without it, enough to see an opener that straddles two runs.
-        self._text = text[-TAIL_BYTES:] if self._braking() else text[-64:]
+        self._text = text[-self._brake.tail_bytes:] if self._braking() else text[-64:]
 
     def _braking(self) -> bool:
-        """Is the line-repeat brake on (in prose and call alike, when the steering asks for it)?"""
-        return self.steering is not None and self.steering.max_repeats > 0 and self._prefixes is not None
-
-    def _repeat(self) -> bytes | None:
-        """What would complete a refused line now (None: nothing is braked)."""
-        return repeat_continuation(self._text, self.steering.max_repeats) if self._braking() else None
+        """Is the loop brake on (in prose and call alike, when the steering asks for it)?"""
+        return self._brake.on and self._prefixes is not None
 
     def check(self, tokens: Sequence[int]) -> int:
         """How many leading ``tokens`` :meth:`accept` would take, without consuming any."""

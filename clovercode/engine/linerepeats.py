@@ -17,6 +17,7 @@ may still go on into something new.
 from __future__ import annotations
 
 from bisect import bisect_left
+from dataclasses import dataclass
 from typing import Sequence
 
 MAX_REPEATS = 3  # copies in a row of a unit of lines that text may hold; the first line of the next is refused
@@ -50,16 +51,6 @@ def completes(piece: bytes, rest: bytes) -> bool:
     return piece.startswith(rest) and piece[len(rest):].lstrip(BLANKS).startswith(b"\n")
 
 
-def first_repeat(tail: bytes, pieces: Sequence[bytes], limit: int = MAX_REPEATS) -> int:
-    """The index of the first piece (a token's bytes) that completes a refused line, else len(pieces)."""
-    for index, piece in enumerate(pieces):
-        rest = repeat_continuation(tail, limit)
-        if rest is not None and completes(piece, rest):
-            return index
-        tail = (tail + piece)[-TAIL_BYTES:]
-    return len(pieces)
-
-
 class TokenPrefixes:
     """Which tokens' bytes begin with given bytes (a sorted index, built once per tokenizer)."""
 
@@ -67,6 +58,7 @@ class TokenPrefixes:
         self.pieces = list(pieces)
         self.sorted = sorted((p, i) for i, p in enumerate(pieces) if p)
         self.keys = [p for p, _ in self.sorted]
+        self.longest = max((len(p) for p in self.keys), default=0)
         self._breaks: list[int] | None = None
 
     def completing(self, rest: bytes) -> list[int]:
@@ -84,3 +76,81 @@ class TokenPrefixes:
             found.append(self.sorted[at][1])
             at += 1
         return found
+
+
+def periodic_continuations(tail: bytes, window: int, longest: int) -> list[bytes]:
+    """The loop guard's rule, kept instead of enforced after the fact: the bytes that would make the
+    last ``window`` bytes one unit of at most ``window // 4`` bytes repeated (a loop within a line,
+    ``;;;;`` or one sentence appended to itself, which the line brake cannot see). One entry per
+    period whose run at the end of ``tail`` is at most ``longest`` bytes short of the window; a
+    token that starts with an entry is refused. About 20 µs in plain Python (numpy's fixed costs
+    were larger), since few periods survive the first checks."""
+    size = len(tail)
+    if window < 4 or size + longest < window:
+        return []
+    most = window // 4
+    need = window - most - longest  # every run that matters covers at least the last `need` bytes
+    step = max(1, need // 16)
+    probes = [size - 1 - i * step for i in range(16) if i * step < need]
+    found = set()
+    last = tail[-1]
+    for period in range(1, min(most, size - 1) + 1):
+        if tail[-1 - period] != last or any(tail[i] != tail[i - period] for i in probes):  # i >= period
+            continue
+        missing = window - period - _run(tail, period)  # a run's first period repeats nothing yet
+        if 0 < missing <= longest:
+            found.add((tail[-period:] * (missing // period + 1))[:missing])
+    return sorted(found)
+
+
+def _run(tail: bytes, period: int) -> int:
+    """How many bytes at the end of ``tail`` each equal the byte ``period`` before them."""
+    low, high = 0, len(tail) - period  # the run is at least low and at most high long
+    while low < high:
+        mid = (low + high + 1) // 2
+        if tail[len(tail) - mid:] == tail[len(tail) - mid - period:len(tail) - period]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+@dataclass(frozen=True)
+class LoopBrake:
+    """Both brakes as one rule for the constraint: at most ``max_repeats`` copies in a row of a unit
+    of lines (0: off), and no ``window`` bytes that repeat one short unit (0: off)."""
+
+    max_repeats: int = MAX_REPEATS
+    window: int = 0
+
+    @property
+    def on(self) -> bool:
+        return self.max_repeats > 0 or self.window > 0
+
+    @property
+    def tail_bytes(self) -> int:
+        """How much of the text the brake needs to see."""
+        return max(TAIL_BYTES, self.window + 64)
+
+    def refused(self, tail: bytes, prefixes: "TokenPrefixes") -> list[int]:
+        """The tokens that may not come next after ``tail``."""
+        found: list[int] = []
+        rest = repeat_continuation(tail, self.max_repeats) if self.max_repeats > 0 else None
+        if rest is not None:
+            found += prefixes.completing(rest)
+        for continuation in periodic_continuations(tail, self.window, prefixes.longest):
+            found += prefixes.starting_with(continuation)
+        return found
+
+    def first_refused(self, tail: bytes, pieces: Sequence[bytes]) -> int:
+        """The index of the first piece (a token's bytes, in order after ``tail``) that is refused."""
+        keep = self.tail_bytes
+        for index, piece in enumerate(pieces):
+            if self.max_repeats > 0:
+                rest = repeat_continuation(tail, self.max_repeats)
+                if rest is not None and completes(piece, rest):
+                    return index
+            if any(piece.startswith(c) for c in periodic_continuations(tail, self.window, len(piece))):
+                return index
+            tail = (tail + piece)[-keep:]
+        return len(pieces)
