@@ -19,7 +19,6 @@ from clovercode.engine.grammar import GrammarError
 from clovercode.engine.linerepeats import LoopBrake, TokenPrefixes
 
 LEXER_FUEL = (50_000_000, 20_000_000)  # llguidance's initial and per-step lexer fuel (defaults 1M, 200k)
-LEXER_STATES = 1_000_000
 
 
 class GrammarCompiler:
@@ -50,7 +49,7 @@ class GrammarCompiler:
         # llguidance's lexer builds one state per (count, tag prefix) pair, which runs out of its
         # default fuel from about 64 characters on (it then ends the turn early). Twenty times the
         # fuel covers a 1,024-character bound (about 1 ms a mask over SmolLM2's 49,152 tokens).
-        limits = LLParserLimits(initial_lexer_fuel=LEXER_FUEL[0], step_lexer_fuel=LEXER_FUEL[1], max_lexer_states=LEXER_STATES)
+        limits = LLParserLimits(initial_lexer_fuel=LEXER_FUEL[0], step_lexer_fuel=LEXER_FUEL[1])
         matcher = LLMatcher(self.lltokenizer, grammar, log_level=0, limits=limits)
         if matcher.is_error():
             raise GrammarError(f"the grammar does not compile: {matcher.get_error()}")
