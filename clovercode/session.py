@@ -35,7 +35,8 @@ def generation_params(cfg: Config, unattended: bool = False) -> GenerationParams
     choice = cfg["engine.tool_choice"] if unattended and cfg["engine.tool_choice"] != "off" else None
     return GenerationParams(max_new_tokens=cfg["max_new_tokens"], temperature=cfg["temperature"],
                             top_p=cfg["top_p"], thinking=cfg["thinking"], stop=("</tool_call>",),
-                            tool_choice=choice, max_prose=cfg["engine.tool_prose"])
+                            tool_choice=choice, max_prose=cfg["engine.tool_prose"],
+                            loop_window=cfg["repetition_window"])
 
 
 def trajectory_dir(cfg: Config, env: Mapping[str, str]) -> Path:

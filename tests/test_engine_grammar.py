@@ -341,11 +341,11 @@ def test_steering_inside_reasoning_closes_it_first(request, vocab):
 @pytest.mark.parametrize("vocab", ["tiny", "plain"])
 def test_the_line_brake_refuses_a_fourth_identical_line_inside_a_call(request, vocab):
     """SmolLM2 wrote `<description>` forty times into a summary: inside a call the same non-blank line
-    may come MAX_SAME_LINES times in a row, and the token that would complete one more is refused (by
+    may come MAX_REPEATS times in a row, and the token that would complete one more is refused (by
     permits, by the mask and by accept) while other lines, and the value's end, stay open."""
     tok, compiler = request.getfixturevalue(vocab)
     constraint = compiler.constraint(tool_call_grammar(TOOLS, "required", "xml", compiler.special),
-                                     Steering(prose_budget=0, max_same_lines=3))
+                                     Steering(prose_budget=0, max_repeats=3))
     start = ids(tok, "<tool_call>\n<function=finish>\n<parameter=summary>\n" + "<description>\n" * 3)
     assert constraint.accept(start) == len(start)
     again, other, end = ids(tok, "<description>\n"), ids(tok, "<type>\n"), ids(tok, "</parameter>\n")

@@ -20,7 +20,7 @@ from clovercode.engine.constraint import Constraint, Steering
 from clovercode.engine.grammar import CALL_OPENING, REASONING_END, GrammarError, json_grammar, tool_call_grammar
 from clovercode.engine.config import EngineConfig, engine_config_from
 from clovercode.engine.decoder import DecodePlan, DecodeResult
-from clovercode.engine.linerepeats import MAX_SAME_LINES
+from clovercode.engine.linerepeats import MAX_REPEATS
 from clovercode.engine.engine import Engine
 from clovercode.errors import UsageError
 from clovercode.toolcalls.schemas import ToolSpec
@@ -116,7 +116,7 @@ class EmbeddedBackend:
         rest). A call still open at the limit is left cut: the harness refuses it, never runs a part of it."""
         budget = max(1, min(params.max_prose or DEFAULT_MAX_PROSE, limit // PROSE_SHARE))
         return Steering(budget, self.engine.encode(CALL_OPENING), (self.engine.encode(REASONING_END + CALL_OPENING),),
-                        MAX_SAME_LINES)
+                        MAX_REPEATS, params.loop_window)
 
     def close(self) -> None:
         self.engine.close()

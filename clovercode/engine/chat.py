@@ -62,7 +62,8 @@ def tool_section(tools: Sequence[ToolSpec]) -> str:
                       f"<type>{' | '.join(kind) if isinstance(kind, list) else kind}</type>"]
             if sub.get("description"):
                 lines.append(f"<description>{sub['description']}</description>")
-            bounds = {k: sub[k] for k in ("enum", "minimum", "maximum", "exclusiveMinimum", "minLength") if k in sub}
+            bounds = {k: sub[k] for k in ("enum", "minimum", "maximum", "exclusiveMinimum", "minLength", "maxLength")
+                      if k in sub}
             if bounds:
                 lines.append(f"<constraints>{json.dumps(bounds)}</constraints>")
             lines.append("</parameter>")

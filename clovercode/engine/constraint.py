@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from clovercode.engine.grammar import GrammarError
-from clovercode.engine.linerepeats import TAIL_BYTES, TokenPrefixes, first_repeat, repeat_continuation
+from clovercode.engine.linerepeats import LoopBrake, TokenPrefixes
 
 LEXER_FUEL = (50_000_000, 20_000_000)  # llguidance's initial and per-step lexer fuel (defaults 1M, 200k)
 
@@ -68,9 +68,12 @@ class Steering:
     opening: Sequence[int] = ()
     # Tried in turn when ``opening`` cannot come next (inside reasoning, which must close first).
     alternatives: Sequence[Sequence[int]] = ()
-    # Inside the call, at most this many identical non-blank lines in a row (0: no brake); see
-    # clovercode/engine/linerepeats.py. The model writes another line of its own instead.
-    max_same_lines: int = 0
+    # At most this many copies in a row of a unit of lines, in the prose and in the call (0: no
+    # brake); see clovercode/engine/linerepeats.py. The model writes another line of its own instead.
+    max_repeats: int = 0
+    # No this many bytes that repeat one unit of at most a quarter of them (0: no brake): the loop
+    # guard's rule (agent/repetition.py), kept token by token instead of cutting the reply.
+    loop_window: int = 0
 
 
 class Constraint:
@@ -88,13 +91,17 @@ class Constraint:
         self.opened = False  # a call has opened (the prose budget no longer applies)
         self._forced: list[int] = []  # tokens being steered in, and how many of them are taken
         self._taken = 0
-        self._text = b""  # the end of the final text (before a call opens: to see the opener; after: lines)
-        self._prefixes = prefixes  # () -> TokenPrefixes, for the line-repeat brake
+        # The end of the final text: to see the opener, and the lines the brake compares. It starts with a
+        # line break because the turn starts on a fresh line (the brake never counts a tail's first line,
+        # which may be cut).
+        self._text = b"\n"
+        self._prefixes = prefixes  # () -> TokenPrefixes, for the loop brake
+        rule = self.steering
+        self._brake = LoopBrake(rule.max_repeats, rule.loop_window) if rule is not None else LoopBrake(0, 0)
         self.vocab_size = vocab_size
         self.eos_ids = torch.tensor(list(eos_ids), dtype=torch.long)
         self._eos = frozenset(int(e) for e in eos_ids)
         self._bits = llguidance.torch.allocate_token_bitmask(1, vocab_size)
-        self._shifts = torch.arange(32, dtype=torch.int32)
         self.masks = 0  # masks computed (for the cost figures)
 
     def allowed(self) -> Any:
@@ -109,18 +116,22 @@ class Constraint:
             allowed[steer] = True
             return allowed
         llguidance.torch.fill_next_token_bitmask(self.matcher, self._bits, 0)
-        allowed = ((self._bits[0, :, None] >> self._shifts) & 1).bool().flatten()[: self.vocab_size]
-        if len(self.eos_ids):
-            allowed[self.eos_ids] = bool(self.matcher.is_accepting())
-        rest = self._repeat()
-        if rest is not None:
-            braked = allowed.clone()
-            braked[[t for t in self._prefixes().starting_with(rest) if t < self.vocab_size]] = False
-            if bool(braked.any()):  # the brake yields where the grammar leaves nothing else
-                allowed = braked
-        if not bool(allowed.any()):  # a dead end (cannot happen with a sound grammar): let the turn end
-            allowed[self.eos_ids] = True
-        return allowed.to(torch.bool)
+        # Built in numpy, one thread: torch's parallel ops on a vocabulary-sized tensor wait for a free
+        # core (12 ms for one any() on a loaded 2-core machine, against microseconds).
+        allowed = unpack_mask(self._bits, self.vocab_size)
+        eos = self.eos_ids.numpy()
+        if len(eos):
+            allowed[eos] = bool(self.matcher.is_accepting())
+        if self._braking():
+            refused = [t for t in self._brake.refused(self._text, self._prefixes()) if t < self.vocab_size]
+            if refused:
+                braked = allowed.copy()
+                braked[refused] = False
+                if braked.any():  # the brake yields where the grammar leaves nothing else
+                    allowed = braked
+        if not allowed.any():  # a dead end (cannot happen with a sound grammar): let the turn end
+            allowed[eos] = True
+        return torch.from_numpy(allowed)
 
     def permits(self, token: int) -> bool:
         """May ``token`` come next? (One token checked: far cheaper than :meth:`allowed`.)"""
@@ -129,9 +140,8 @@ class Constraint:
             return token == steer
         if token in self._eos:
             return bool(self.matcher.is_accepting())
-        if self._repeat() is not None and first_repeat(self._text, [self.lltokenizer.decode_bytes([token])],
-                                                       self.steering.max_same_lines) == 0:
-            return False
+        if self._braking() and self._brake.first_refused(self._text, [self.lltokenizer.decode_bytes([token])]) == 0:
+            return False  # refused by the loop brake
         return token < self.vocab_size and self.matcher.validate_tokens([token]) == 1
 
     def accept(self, tokens: Sequence[int]) -> int:
@@ -155,8 +165,8 @@ class Constraint:
     def _accept_plain(self, tokens: list[int]) -> int:
         end = next((i for i, t in enumerate(tokens) if t in self._eos), len(tokens))
         if self._braking():
-            braked = first_repeat(self._text, [self.lltokenizer.decode_bytes([t]) for t in tokens[:end]],
-                                  self.steering.max_same_lines)
+            pieces = [self.lltokenizer.decode_bytes([t]) for t in tokens[:end]]
+            braked = self._brake.first_refused(self._text, pieces)
             if braked < end:
                 tokens, end = tokens[:braked], braked
         valid = self.matcher.try_consume_tokens(tokens[:end]) if end else 0  # stops before a forbidden one
@@ -198,20 +208,14 @@ class Constraint:
         if self.steering is None or not tokens or (self.opened and not self._braking()):
             return
         text = self._text + self.lltokenizer.decode_bytes(tokens)
-        if self.opened:
-            self._text = text[-TAIL_BYTES:]
-            return
-        self.opened = b"<tool_call>" in text or b"<function=" in text
-        self._text = text[-64:]  # enough to see an opener that straddles two runs
+        if not self.opened:
+            self.opened = b"<tool_call>" in text or b"<function=" in text
+        # The brake compares lines of the tail; without it, enough to see an opener that straddles two runs.
+        self._text = text[-self._brake.tail_bytes:] if self._braking() else text[-64:]
 
     def _braking(self) -> bool:
-        """Is the line-repeat brake on (inside a call, when the steering asks for it)?"""
-        return self.opened and self.steering is not None and self.steering.max_same_lines > 0 and \
-            self._prefixes is not None
-
-    def _repeat(self) -> bytes | None:
-        """What would complete a refused line now (None: nothing is braked)."""
-        return repeat_continuation(self._text, self.steering.max_same_lines) if self._braking() else None
+        """Is the loop brake on (in prose and call alike, when the steering asks for it)?"""
+        return self._brake.on and self._prefixes is not None
 
     def check(self, tokens: Sequence[int]) -> int:
         """How many leading ``tokens`` :meth:`accept` would take, without consuming any."""
@@ -223,6 +227,16 @@ class Constraint:
     @property
     def accepting(self) -> bool:
         return bool(self.matcher.is_accepting())
+
+
+def unpack_mask(bits: Any, vocab_size: int) -> Any:
+    """llguidance's bitmask (int32 words, token i = bit i % 32 of word i // 32) as a bool array.
+    Unpacked by numpy, single-threaded: the same shifts as torch ops took 20 µs on one thread and
+    37 ms on two while other processes loaded the two cores (the thread pool waits for a core)."""
+    import numpy as np
+
+    words = bits[0].numpy().astype("<i4", copy=False).view(np.uint8)
+    return np.unpackbits(words, bitorder="little")[:vocab_size].astype(bool)
 
 
 def special_tags(tokenizer: Any, lltokenizer: Any) -> dict[str, int]:
