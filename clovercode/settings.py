@@ -51,7 +51,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_format_errors", int, 3, "Consecutive unparseable/invalid turns before the run stops.", minimum=1),
     Setting("max_repeats", int, 3, "Identical failing calls before the run stops (a warning comes first).", minimum=2),
     Setting("repetition_window", int, 1000, "Cut a reply whose last N characters repeat one short text (≤ N/4 chars) "
-            "and tell the model; 0 turns this off.", minimum=0),
+            "and tell the model; under tool_choice required the embedded engine refuses the token that would "
+            "complete such a loop instead; 0 turns this off.", minimum=0),
     # tools and sandbox
     Setting("command_timeout", float, 120.0, "Seconds a run_command may take before its process tree is killed.", minimum=0.1),
     Setting("output_limit", int, 30000, "Characters of command output kept (head and tail).", minimum=200),
