@@ -119,9 +119,30 @@ class EchoBatchBackend(EchoBackend):
         self.widths: list[int] = []
         self.removed: list[str] = []
         self.sessions_closed = 0
+        self.joined: list[list[str]] = []  # the keys of each add_many call (EchoJointBatchBackend)
 
     def open_batch(self, max_batch: int) -> EchoBatchSession:
         return EchoBatchSession(self, max_batch)
+
+
+class EchoJointBatchSession(EchoBatchSession):
+    """A session with the optional ``add_many``: requests that arrive together join in one call."""
+
+    def add_many(self, requests: Sequence[tuple[str, Sequence[Message], Sequence[ToolSpec], GenerationParams]]
+                 ) -> dict[str, Exception]:
+        self.backend.joined.append([key for key, *_ in requests])
+        failures: dict[str, Exception] = {}
+        for key, messages, tools, params in requests:
+            try:
+                self.add(key, messages, tools, params)
+            except ContextTooLong as exc:
+                failures[key] = exc
+        return failures
+
+
+class EchoJointBatchBackend(EchoBatchBackend):
+    def open_batch(self, max_batch: int) -> EchoJointBatchSession:
+        return EchoJointBatchSession(self, max_batch)
 
 
 @contextmanager

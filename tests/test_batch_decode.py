@@ -15,7 +15,7 @@ import torch
 from rich.console import Console
 from tinymodels import EOS_ID, MASK_ID, tiny_hybrid, tiny_llama, tiny_qwen3
 
-from clovercode.engine.batchdecode import BatchDecoder, select_rows
+from clovercode.engine.batchdecode import BatchDecoder, Request, select_rows
 from clovercode.engine.chat import render_prompt
 from clovercode.engine.config import EngineConfig
 from clovercode.engine.decoder import DecodePlan, DecodeResult, decode_stream
@@ -85,9 +85,13 @@ def together(subject, jobs, capacity, removals=None, kind="slot"):
     streamed = {key: [] for key in jobs}
     results, widths, step = {}, [], 0
     while step == 0 or decoder.active or any(join >= step for join, *_ in jobs.values()):
-        for key, (join, prompt, plan, stops, seed) in jobs.items():
-            if join == step:
-                decoder.add(key, prompt, plan, stops, torch.Generator().manual_seed(seed) if seed is not None else None)
+        # the requests that join at one step are admitted together (one prefill forward where it can)
+        joining = [Request(key, prompt, plan, stops, torch.Generator().manual_seed(seed) if seed is not None else None)
+                   for key, (join, prompt, plan, stops, seed) in jobs.items() if join == step]
+        if len(joining) == 1:
+            decoder.add(*astuple_shallow(joining[0]))
+        elif joining:
+            decoder.add_many(joining)
         for key, when in removals.items():
             if when == step:
                 decoder.remove(key)
@@ -101,6 +105,10 @@ def together(subject, jobs, capacity, removals=None, kind="slot"):
         step += 1
         assert step < 2000
     return {key: (results[key], "".join(streamed[key])) for key in results}, widths
+
+
+def astuple_shallow(request):
+    return request.key, request.prompt, request.plan, request.stops, request.generator
 
 
 def assert_same(alone, batched, key):
@@ -161,6 +169,23 @@ def test_sampled_requests_draw_what_they_draw_alone_and_reproduce():
         assert first[key][0].tokens == second[key][0].tokens, key
         assert_same(solo(subject, prompt, plan, job_stops, seed), first[key], key)
     assert first["sampled-a"][0].tokens != solo(subject, subject.prompts[0], warm, stops, 99)[0].tokens
+
+
+def test_reading_the_unshifted_outputs_breaks_the_agreement(monkeypatch):
+    # with the logit shift a masked position is predicted by the output before it: a decoder that
+    # kept the masked positions' own outputs would read zeros for them
+    from clovercode.engine import batchdecode
+
+    subject = tiny_subject(tiny_qwen3)
+    stops = Stops(frozenset({EOS_ID}))
+    jobs = {f"r{i}": (0, subject.prompts[i], subject.plan, stops, None) for i in range(3)}
+    right, _ = together(subject, jobs, capacity=3)
+    monkeypatch.setattr(batchdecode, "_read", lambda seq: None if not seq.commit and seq.plan.temperature > 0
+                        else seq.masked.clone() if not seq.commit else torch.arange(len(seq.masked)) == len(seq.masked) - 1)
+    wrong, _ = together(subject, jobs, capacity=3)
+    assert any(wrong[k][0].tokens != right[k][0].tokens for k in jobs)
+    for key, (_, prompt, plan, job_stops, _) in jobs.items():
+        assert_same(solo(subject, prompt, plan, job_stops), right[key], key)
 
 
 def test_a_request_that_ends_at_admission_comes_out_of_the_next_step():

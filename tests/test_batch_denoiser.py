@@ -8,7 +8,7 @@ import pytest
 import torch
 from tinymodels import VOCAB, tiny_hybrid, tiny_llama, tiny_qwen3
 
-from clovercode.engine import batchcache
+from clovercode.engine import batchcache, batchdenoiser
 from clovercode.engine.batchcache import UnsupportedCache
 from clovercode.engine.batchdenoiser import SlotBatchDenoiser
 from clovercode.engine.batchseam import Row
@@ -167,6 +167,7 @@ def test_forwards_over_all_rows_read_views_and_over_scattered_rows_gather(model,
 
     monkeypatch.setattr(SlotCache, "step_cache", spy)
     batched = SlotBatchDenoiser(model, 4)
+    windows.clear()  # the bias-route probe's forwards
     slots = [batched.admit([1 + i] * (3 + i))[0] for i in range(4)]
     batched.release(slots[1])  # the last row moves into the hole: live rows stay dense
     live = [s for s in slots if s != slots[1]]
@@ -174,6 +175,137 @@ def test_forwards_over_all_rows_read_views_and_over_scattered_rows_gather(model,
     batched.forward([Row(s, torch.tensor([5, 6])) for s in (live[0], live[1])])  # rows 0 and 2
     assert windows == [(0, 3), None]
     assert sorted(batched.slots.phys.values()) == [0, 1, 2]
+
+
+def test_grouped_heads_on_cpu_take_the_bias_route_and_it_gives_the_masked_logits(model):
+    # the tiny models have 4 query heads over 2 key/value heads, on sdpa: the route pays. Two denoisers
+    # with the same sequences, one forced onto the mask, run the same mixed steps (committing rows
+    # advance a hybrid's linear states) and must agree bit for bit.
+    routes = [SlotBatchDenoiser(model, 3), SlotBatchDenoiser(model, 3)]
+    assert all(d.bias_route for d in routes)
+    routes[1].bias_route = False
+    slots = [[d.admit(list(range(1, n)))[0] for n in (6, 20, 11)] for d in routes]
+    for step in range(3):
+        outs = [d.forward([Row(s, torch.tensor([7 + step, 8, 9, 10]), (step + i) % 2 == 0) for i, s in enumerate(ss)])
+                for d, ss in zip(routes, slots)]
+        assert torch.equal(outs[0], outs[1])
+
+
+def _bias_dropped(model):
+    """The model with a forward that silently ignores ``position_bias`` (as eager attention would)."""
+    right = model.forward
+    model.forward = lambda *args, position_bias=None, **kwargs: right(*args, **kwargs)
+    return model
+
+
+def test_the_probe_refuses_the_bias_route_where_the_bias_is_ignored_and_the_mask_still_agrees(model):
+    batched = SlotBatchDenoiser(_bias_dropped(model), 3)
+    assert not batched.bias_route
+    worst, greedy_equal, _ = _scenario(model, steps=4)
+    assert worst <= TIGHT and greedy_equal
+
+
+def test_without_the_probe_an_ignored_bias_breaks_the_agreement(model, monkeypatch):
+    monkeypatch.setattr(SlotBatchDenoiser, "_probe_bias_route", lambda self: True)
+    worst, _, _ = _scenario(_bias_dropped(model), steps=4)
+    assert worst > 1e-3
+
+
+def _counting_forwards(model):
+    calls = []
+    right = model.forward
+    model.forward = lambda *args, **kwargs: calls.append(1) or right(*args, **kwargs)
+    return calls
+
+
+def test_prompts_admitted_together_equal_their_batch_one_prefills_and_decode_on(model):
+    rng = random.Random(11)
+    prompts = [[rng.randrange(VOCAB - 2) for _ in range(n)] for n in (9, 1, 23, 9)]
+    batched, solo = SlotBatchDenoiser(model, 5), Solo(model)
+    first, _ = batched.admit([5, 6, 7])  # a live row the joint prefill must not disturb
+    solo.admit("first", [5, 6, 7])
+    calls = _counting_forwards(model)
+    admitted = batched.admit_many(prompts)
+    attention_only = not batched.slots.has_linear  # a hybrid prefills one prompt at a time
+    assert len(calls) == (1 if attention_only else len(prompts))
+    assert len({slot for slot, _ in admitted} | {first}) == 5
+    keys = {first: "first"}
+    for i, ((slot, last), ids) in enumerate(zip(admitted, prompts)):
+        keys[slot] = i
+        assert batched.length(slot) == len(ids)
+        assert (last - solo.admit(i, ids)).abs().max().item() <= TIGHT
+    for step in range(4):  # every row's later passes see exactly its own prompt
+        rows = [Row(slot, torch.tensor([rng.randrange(VOCAB) for _ in range(4)]), (step + slot) % 2 == 0) for slot in keys]
+        out = batched.forward(rows)
+        for i, row in enumerate(rows):
+            assert (out[i] - solo.run(keys[row.slot], row.block, row.commit)).abs().max().item() <= TIGHT
+
+
+@pytest.mark.parametrize("build", [tiny_llama, tiny_qwen3], ids=["llama", "qwen3"])
+def test_a_shared_prompt_opening_is_computed_once_and_every_row_still_equals_its_prefill(build):
+    rng = random.Random(12)
+    opening = [rng.randrange(VOCAB - 2) for _ in range(30)]
+    prompts = [opening + [rng.randrange(VOCAB - 2) for _ in range(n)] for n in (5, 1, 12)] + [opening[:20]]
+    model = build()
+    batched, solo = SlotBatchDenoiser(model, 4), Solo(model)
+    calls = _counting_forwards(model)
+    admitted = batched.admit_many(prompts)
+    assert len(calls) == 2  # the 19 shared tokens (one left to the shortest prompt), then the rest
+    for i, ((slot, last), ids) in enumerate(zip(admitted, prompts)):
+        assert batched.length(slot) == len(ids)
+        assert (last - solo.admit(i, ids)).abs().max().item() <= TIGHT
+    rows = [Row(slot, torch.tensor([1, 2, 3, 4]), i % 2 == 0) for i, (slot, _) in enumerate(admitted)]
+    for i, out in enumerate(batched.forward(rows)):
+        assert (out - solo.run(i, rows[i].block, rows[i].commit)).abs().max().item() <= TIGHT
+
+
+def test_a_shared_opening_that_is_not_copied_breaks_the_agreement(monkeypatch):
+    monkeypatch.setattr(batchcache.SlotCache, "share", lambda self, source, targets, length: self.lengths.update(
+        {slot: length for slot in targets}))
+    model = tiny_qwen3()
+    prompts = [list(range(1, 70)) + [80], list(range(1, 70)) + [90]]  # 69 shared: worth a forward
+    (_, _), (_, last) = SlotBatchDenoiser(model, 2).admit_many(prompts)
+    assert (last - CachedDenoiser(model).prefill(prompts[1]).last_logits).abs().max().item() > 1e-3
+
+
+def test_a_joint_prefill_without_the_causal_row_mask_breaks_the_agreement(monkeypatch):
+    # the rows' block mask, opened up: a prompt's positions see its later tokens and its padding
+    monkeypatch.setattr(batchdenoiser, "_block_masks", lambda step, dtype: torch.zeros(
+        (step.lengths.numel(), 1, step.block, step.kv_len), dtype=dtype))
+    model = tiny_qwen3()
+    batched = SlotBatchDenoiser(model, 3)
+    (slot, last), _ = batched.admit_many([[1, 2, 3, 4], [5, 6]])
+    assert (last - CachedDenoiser(model).prefill([1, 2, 3, 4]).last_logits).abs().max().item() > 1e-3
+
+
+@pytest.mark.parametrize("build", [tiny_llama, tiny_hybrid], ids=["joint", "one-by-one"])
+def test_admitting_too_many_or_empty_prompts_is_refused_and_changes_nothing(build):
+    batched = SlotBatchDenoiser(build(), 3)
+    batched.admit([1, 2])
+    with pytest.raises(ValueError, match="3 prompts do not fit the 2 free slots|all 3 slots are taken"):
+        batched.admit_many([[1], [2], [3]])
+    with pytest.raises(ValueError, match="empty"):
+        batched.admit_many([[1], []])
+    assert len(batched.slots.lengths) == 1
+    assert [s for s, _ in batched.admit_many([[4, 5], [6]])] == [1, 2]
+
+
+def test_kept_positions_get_the_logits_of_a_full_forward_and_the_head_runs_on_them_alone(model):
+    full, part = SlotBatchDenoiser(model, 3), SlotBatchDenoiser(model, 3)
+    for d in (full, part):
+        for n in (6, 20, 11):
+            d.admit(list(range(1, n)))
+    keeps = [torch.tensor([False, True, True, False]), None, torch.tensor([False, False, False, True])]
+    rows = [Row(slot, torch.tensor([7, 8, 9, 10]), slot == 2, keep) for slot, keep in enumerate(keeps)]
+    want = full.forward([Row(r.slot, r.block, r.commit) for r in rows])
+    head_rows = []
+    part.head.register_forward_hook(lambda module, args, out: head_rows.append(out.shape[:-1]))
+    got = part.forward(rows)
+    assert [tuple(shape) for shape in head_rows] == [(1, 2 + 4 + 1)]
+    for i, keep in enumerate(keeps):
+        keep = torch.ones(4, dtype=torch.bool) if keep is None else keep
+        assert (got[i][keep] - want[i][keep]).abs().max().item() <= TIGHT
+        assert not got[i][~keep].any()
 
 
 def test_denoising_rows_leave_their_slots_bit_identical(model):

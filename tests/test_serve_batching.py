@@ -48,8 +48,12 @@ def test_a_batch_session_gives_each_request_the_events_generate_gives_it(backend
     params = GenerationParams(max_new_tokens=70, temperature=0.0, thinking=False)
     session = backend.open_batch(4)
     events = {r: [] for r in REQUESTS[:3]}
-    for request in REQUESTS[:3]:
-        session.add(request, [Message("user", request)], (), params)
+    # two join together (one prefill forward), with two that cannot join and fail alone; one joins later
+    failures = session.add_many([(r, [Message("user", r)], (), params) for r in REQUESTS[:2]] + [
+        ("huge", [Message("user", "word " * 5000)], (), params),
+        ("must-call", [Message("user", "x")], load_tool_specs(), GenerationParams(tool_choice="required"))])
+    assert sorted(failures) == ["huge", "must-call"] and isinstance(failures["huge"], ContextTooLong)
+    session.add(REQUESTS[2], [Message("user", REQUESTS[2])], (), params)
     with pytest.raises(ContextTooLong, match="does not fit the context window"):
         session.add("huge", [Message("user", "word " * 5000)], (), params)
     with pytest.raises(UsageError, match="constrained"):

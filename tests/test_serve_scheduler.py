@@ -1,7 +1,7 @@
 """The fair queue and the worker that drives the model: ordering, cancellation, batching, failures."""
 
 import pytest
-from serve_helpers import EchoBackend, EchoBatchBackend, wait_for
+from serve_helpers import EchoBackend, EchoBatchBackend, EchoJointBatchBackend, wait_for
 
 from clovercode.messages import Message
 from clovercode.backends.base import ContextTooLong, Finish, GenerationParams, TextDelta
@@ -134,6 +134,25 @@ def test_batching_cancel_frees_the_slot_and_add_errors_stay_local():
         long.cancel()
         assert wait_for(lambda: backend.removed == [long.id])
         assert drain(short) == ("echo: short", DONE)
+    finally:
+        scheduler.stop()
+
+
+def test_requests_waiting_together_join_the_batch_in_one_call_and_a_failure_stays_local():
+    backend = EchoJointBatchBackend(delay=0.01)
+    scheduler = Scheduler(backend, max_batch=3)
+    waiting = [job("a", "first"), job("b", "HUGE"), job("c", "third"), job("d", "fourth")]
+    for j in waiting:
+        scheduler.submit(j)
+    scheduler.start()
+    try:
+        assert isinstance(drain(waiting[1])[1].error, ContextTooLong)
+        assert [drain(j) for j in (waiting[0], waiting[2], waiting[3])] == [
+            ("echo: first", DONE), ("echo: third", DONE), ("echo: fourth", DONE)]
+        # the first three (max_batch) join in one call; the fourth when a slot is free
+        assert backend.joined[0] == [j.id for j in waiting[:3]]
+        assert [j.id for j in waiting[3:]] in backend.joined[1:]
+        assert scheduler.snapshot()["failed"] == 1
     finally:
         scheduler.stop()
 

@@ -13,6 +13,10 @@ Contract:
   session has forgotten it. If ``step()`` raises, every active request has failed and the session
   must be closed.
 - ``remove(key)`` drops an active request at once (client gone); unknown keys are ignored.
+- optional ``add_many([(key, messages, tools, params), ...]) -> {key: exception}``: ``add`` for several
+  requests at once, so a session can prefill their prompts together; it returns the requests that
+  failed (each alone, or the ones that shared a failed prefill) and the others have joined. A
+  session without it gets one ``add`` per request.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 from clovercode.backends.base import Event, Finish, GenerationParams, ModelError, TextDelta, Usage
-from clovercode.engine.batchdecode import BatchDecoder
+from clovercode.engine.batchdecode import BatchDecoder, Request
 from clovercode.engine.decoder import DecodePlan, DecodeResult
 from clovercode.errors import UsageError
 from clovercode.messages import Message
@@ -34,17 +34,45 @@ class EmbeddedBatchSession:
         self.admitted: list[tuple[str, Event]] = []
 
     def add(self, key: str, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> None:
-        if needs_grammar(tools, params):
-            raise UsageError("a constrained request (tool_choice, response_format) cannot join a batch",
-                             hint="Send it through the backend's generate(), which enforces the grammar.")
-        if len(self.decoder) >= self.max_batch:
-            raise RuntimeError(f"embedded batch: all {self.max_batch} slots are taken")
-        started = time.perf_counter()
-        prompt, plan = self.backend.prepare(messages, tools, params)
-        with _out_of_memory_as_model_error(self.engine.name, len(prompt)):
-            self.decoder.add(key, prompt, plan, self.engine.stops(params.stop), self.engine.generator(plan, params.seed))
-        self.requests[key] = (plan, started)
-        self.admitted.append((key, Usage(prompt_tokens=len(prompt))))
+        failure = self.add_many([(key, messages, tools, params)]).get(key)
+        if failure is not None:
+            raise failure
+
+    def add_many(self, requests: Sequence[tuple[str, Sequence[Message], Sequence[ToolSpec], GenerationParams]]
+                 ) -> dict[str, Exception]:
+        """Several requests at once, their prompts prefilled together (one forward where the engine
+        can: ``BatchDecoder.add_many``). → the requests that failed, with why; the others joined. A
+        request that cannot join (a grammar, no room, a prompt too long) fails alone; a failed prefill
+        fails the requests that shared it."""
+        failures: dict[str, Exception] = {}
+        ready: list[tuple[Request, float]] = []
+        for key, messages, tools, params in requests:
+            started = time.perf_counter()
+            try:
+                if needs_grammar(tools, params):
+                    raise UsageError("a constrained request (tool_choice, response_format) cannot join a batch",
+                                     hint="Send it through the backend's generate(), which enforces the grammar.")
+                if len(self.decoder) + len(ready) >= self.max_batch:
+                    raise RuntimeError(f"embedded batch: all {self.max_batch} slots are taken")
+                prompt, plan = self.backend.prepare(messages, tools, params)
+            except Exception as exc:
+                failures[key] = exc
+                continue
+            ready.append((Request(key, prompt, plan, self.engine.stops(params.stop),
+                                  self.engine.generator(plan, params.seed)), started))
+        if not ready:
+            return failures
+        prompt_tokens = sum(len(r.prompt) for r, _ in ready)
+        try:
+            with _out_of_memory_as_model_error(self.engine.name, prompt_tokens):
+                self.decoder.add_many([r for r, _ in ready])
+        except Exception as exc:
+            failures.update((r.key, exc) for r, _ in ready)
+            return failures
+        for r, started in ready:
+            self.requests[r.key] = (r.plan, started)
+            self.admitted.append((r.key, Usage(prompt_tokens=len(r.prompt))))
+        return failures
 
     def step(self) -> list[tuple[str, Event]]:
         from clovercode.backends.embedded import final_usage

@@ -146,6 +146,30 @@ class SlotCache:
         self.slot_at.append(slot)
         self.lengths[slot] = length
 
+    def open(self, slot: int, length: int) -> None:
+        """Give a free slot the next buffer row, empty: a batched prefill writes its keys and values
+        there (attention layers only: a linear layer's state would need the prompt run alone)."""
+        if self.has_linear:
+            raise UnsupportedCache("a slot with linear-attention state is filled by a batch-1 prefill")
+        self.reserve(length)
+        self.phys[slot] = len(self.slot_at)
+        self.slot_at.append(slot)
+        self.lengths[slot] = 0
+
+    def share(self, source: int, targets: list[int], length: int) -> None:
+        """Copy the first ``length`` committed positions of ``source``'s keys and values into ``targets``."""
+        rows = torch.tensor([self.phys[slot] for slot in targets])
+        for layer in self.layers or []:
+            if isinstance(layer, SlotKV):
+                for buffer in layer.buffers:
+                    buffer[rows, :, :length] = buffer[self.phys[source], :, :length]
+        for slot in targets:
+            self.lengths[slot] = length
+
+    @property
+    def has_linear(self) -> bool:
+        return any(isinstance(layer, LinearSlots) for layer in self.layers or [])
+
     def release(self, slot: int) -> None:
         row = self.phys.pop(slot, None)
         if row is None:

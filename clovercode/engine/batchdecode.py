@@ -33,6 +33,17 @@ STRATEGY_CODES = {"threshold": 0, "topk": 1, "steps": 2}
 Item = tuple[str, "str | DecodeResult"]
 
 
+@dataclass(frozen=True)
+class Request:
+    """One request to decode: ``generator`` is its own torch.Generator when it samples."""
+
+    key: str
+    prompt: Sequence[int]
+    plan: DecodePlan
+    stops: Stops
+    generator: Any = None
+
+
 @dataclass
 class _Sequence:
     key: str
@@ -64,21 +75,37 @@ class BatchDecoder:
     def add(self, key: str, prompt: Sequence[int], plan: DecodePlan, stops: Stops, generator: Any = None) -> None:
         """Prefill ``prompt`` and open its first block; it joins the next step. ``generator``: the
         request's own torch.Generator when it samples (its draws are the ones it makes alone)."""
-        if key in self.active:
-            raise ValueError(f"request {key!r} is already being decoded")
-        if plan.strategy not in STRATEGY_CODES:
-            raise ValueError(f"unknown strategy {plan.strategy!r}")
+        self.add_many([Request(key, prompt, plan, stops, generator)])
+
+    def add_many(self, requests: Sequence[Request]) -> None:
+        """``add`` for several requests, their prompts prefilled together (``BatchDenoiser.admit_many``:
+        one forward where the denoiser can). All are checked before any is admitted; if the prefill
+        fails, none has joined."""
+        keys = [r.key for r in requests]
+        twice = next((k for i, k in enumerate(keys) if k in self.active or k in keys[:i]), None)
+        if twice is not None:
+            raise ValueError(f"request {twice!r} is already being decoded")
         other = next(iter(self.active.values()), None)
-        if other is not None and other.plan.block_size != plan.block_size:
-            raise ValueError(f"block size {plan.block_size} differs from the batch's {other.plan.block_size}: "
-                             "one forward needs blocks of one length")
+        size = other.plan.block_size if other is not None else requests[0].plan.block_size if requests else 0
+        for r in requests:
+            if r.plan.strategy not in STRATEGY_CODES:
+                raise ValueError(f"unknown strategy {r.plan.strategy!r}")
+            if r.plan.block_size != size:
+                raise ValueError(f"block size {r.plan.block_size} differs from the batch's {size}: "
+                                 "one forward needs blocks of one length")
+        if not requests:
+            return
         started = self.clock()
-        slot, last = self.denoiser.admit(prompt)
-        stats = DecodeStats(prompt_tokens=len(prompt), prefill_s=self.clock() - started)
-        seq = _Sequence(key, slot, plan, stops, StopScanner(self.detok, stops, plan.max_new_tokens), generator,
-                        started, last, stats)
-        self.active[key] = seq
-        self._open_blocks([seq])
+        admitted = self.denoiser.admit_many([r.prompt for r in requests])
+        prefill_s = self.clock() - started  # a shared prefill: each waited for all of it
+        seqs = []
+        for r, (slot, last) in zip(requests, admitted):
+            stats = DecodeStats(prompt_tokens=len(r.prompt), prefill_s=prefill_s)
+            seq = _Sequence(r.key, slot, r.plan, r.stops, StopScanner(self.detok, r.stops, r.plan.max_new_tokens),
+                            r.generator, started, last, stats)
+            self.active[r.key] = seq
+            seqs.append(seq)
+        self._open_blocks(seqs)
 
     def remove(self, key: str) -> None:
         """Drop a request now (its client left); unknown keys are ignored."""
@@ -91,7 +118,7 @@ class BatchDecoder:
         """One forward over every active request; what each produced, tagged with its key."""
         seqs = list(self.active.values())
         if seqs:
-            logits = self.denoiser.forward([Row(s.slot, s.block, s.commit) for s in seqs])  # (R, L, V)
+            logits = self.denoiser.forward([Row(s.slot, s.block, s.commit, _read(s)) for s in seqs])  # (R, L, V)
             denoised = [i for i, s in enumerate(seqs) if not s.commit]
             committed = [i for i, s in enumerate(seqs) if s.commit]
             if denoised:
@@ -210,6 +237,24 @@ class BatchDecoder:
         self._items.append((seq.key, DecodeResult(cut.tokens, cut.text, cut.reason, seq.stats)))
         del self.active[seq.key]
         self.denoiser.release(seq.slot)
+
+
+def _read(seq: _Sequence) -> Any:
+    """The positions of the forward's output this request reads: a committing row its last (what
+    predicts the next block's first token); a greedy denoising row those that predict a masked
+    position (with the logit shift, position i is predicted by output i - 1); a sampled row all of
+    them (it draws from every position from its first masked one on, as it does alone)."""
+    import torch
+
+    if seq.commit:
+        keep = torch.zeros_like(seq.masked)
+        keep[-1] = True
+        return keep
+    if seq.plan.temperature > 0:
+        return None
+    if seq.plan.logit_shift:
+        return torch.cat([seq.masked[1:], seq.masked[:1] & False])
+    return seq.masked
 
 
 def _check(seq: _Sequence, final: list[int]) -> Cut | None:

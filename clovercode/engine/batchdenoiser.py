@@ -15,10 +15,16 @@ denoiser is built: the caller can fall back to batch 1.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Sequence
 
 from clovercode.engine.batchseam import Row
 from clovercode.engine.denoiser import CachedDenoiser
+
+
+# A shared prompt opening is computed once when that saves at least this many token positions: the
+# extra forward it takes costs about as much as this many tokens of a prefill on CPU.
+SHARED_MIN_SAVED = 48
 
 
 class SlotBatchDenoiser:
@@ -33,6 +39,9 @@ class SlotBatchDenoiser:
         # a one-token prefill reveals the cache layout: buffers exist, and an unbatchable model fails, now
         probe = self.solo.prefill([0])
         self.slots.prepare(probe.cache, probe.length)
+        self.bias_route = self._grouped_heads_pay() and self._probe_bias_route()
+        # the output head, to run on the kept positions only (library models: remote code may reuse it)
+        self.head = model.get_output_embeddings() if self.solo.own_cache else None
 
     def admit(self, ids: Sequence[int]) -> tuple[int, Any]:
         free = next((s for s in range(self.capacity) if s not in self.slots.lengths), None)
@@ -41,6 +50,61 @@ class SlotBatchDenoiser:
         state = self.solo.prefill(ids)
         self.slots.admit(free, state.cache, state.length)
         return free, state.last_logits
+
+    def admit_many(self, prompts: Sequence[Sequence[int]]) -> list[tuple[int, Any]]:
+        """Several prompts prefilled together: each is a committing row from length 0, its block the
+        prompt padded on the right to the longest (the padding lies past the row's length: scratch,
+        never read). The causal row mask keeps each prompt's positions to its own earlier tokens, so its
+        keys, values and last logits are its batch-1 prefill's (to float rounding). Prompts that open
+        alike (a shared system prompt) have that prefix computed once, in a first forward over one
+        row, and copied into the other slots; the second forward runs every prompt's remainder. A
+        model with linear-attention state prefills one prompt at a time: padding would run into its
+        recurrent state."""
+        prompts = [[int(t) for t in ids] for ids in prompts]
+        if len(prompts) < 2 or self.slots.has_linear:
+            return admit_each(self, prompts)
+        if not all(prompts):
+            raise ValueError("a prompt is empty: there is nothing to predict the first token from")
+        free = [s for s in range(self.capacity) if s not in self.slots.lengths][:len(prompts)]
+        if len(free) < len(prompts):
+            raise ValueError(f"{len(prompts)} prompts do not fit the {self.capacity - len(self.slots.lengths)} "
+                             "free slots: release some before admitting them")
+        # the shared opening, leaving every prompt at least its last token to run (its logits are needed)
+        shared = len(os.path.commonprefix(prompts))
+        shared = min(shared, min(len(ids) for ids in prompts) - 1)
+        for slot in free:
+            self.slots.open(slot, max(len(ids) for ids in prompts))
+        try:
+            start = 0
+            if shared * (len(prompts) - 1) >= SHARED_MIN_SAVED:
+                self._prefill([free[0]], [prompts[0][:shared]], 0)
+                self.slots.share(free[0], free[1:], shared)
+                start = shared
+            last = self._prefill(free, [ids[start:] for ids in prompts], start)
+        except BaseException:
+            for slot in free:
+                self.release(slot)
+            raise
+        return list(zip(free, last))
+
+    def _prefill(self, slots: list[int], parts: list[list[int]], start: int) -> list[Any]:
+        """One forward of committing rows: ``parts[i]`` goes into ``slots[i]`` from position ``start``
+        (padded on the right to the longest) → the logits after each part."""
+        import torch
+
+        width = max(len(part) for part in parts)
+        for slot in slots:
+            self.slots.lengths[slot] = start
+        step, order = self._plan([Row(slot, part + [0] * (width - len(part)), True) for slot, part in zip(slots, parts)])
+        blocks = torch.tensor([parts[i] + [0] * (width - len(parts[i])) for i in order], device=self.device)
+        ends = sorted({len(part) - 1 for part in parts})  # the positions whose logits are needed
+        keep = torch.tensor(ends, device=self.device) if self.solo.slices_logits else None
+        logits = self._run(step, blocks, _block_masks(step, self.dtype), self.bias_route, keep)
+        last = []
+        for i, (slot, part) in enumerate(zip(slots, parts)):
+            self.slots.lengths[slot] = start + len(part)
+            last.append(logits[order.index(i), ends.index(len(part) - 1) if keep is not None else len(part) - 1])
+        return last
 
     def length(self, slot: int) -> int:
         return self.slots.lengths[slot]
@@ -54,23 +118,89 @@ class SlotBatchDenoiser:
 
         step, order = self._plan(rows)
         blocks = torch.stack([torch.as_tensor(rows[i].block).view(-1) for i in order]).to(self.device, torch.long)
-        mask = _block_masks(step, self.dtype)
+        kept = None
+        if any(row.keep is not None for row in rows) and self.head is not None:
+            keep = torch.stack([torch.ones(step.block, dtype=torch.bool) if rows[i].keep is None
+                                else torch.as_tensor(rows[i].keep, dtype=torch.bool).view(-1) for i in order])
+            kept = keep.view(-1).nonzero().view(-1).to(self.device)
+        logits = self._run(step, blocks, _block_masks(step, self.dtype), self.bias_route, kept=kept)
+        for i in order:
+            if rows[i].commit:
+                self.slots.lengths[rows[i].slot] += step.block
+        if order != sorted(order):  # back from buffer-row order to the caller's order
+            logits = logits.index_select(0, torch.tensor(_inverse(order), device=logits.device))
+        return logits
+
+    def _run(self, step: Any, blocks: Any, mask: Any, bias: bool, keep: Any = None, kept: Any = None) -> Any:
+        """The model over ``blocks`` against the slot cache; committing rows' linear states are kept.
+
+        ``bias``: the rows' mask goes to the attention as an additive ``position_bias`` with no
+        attention mask, the model told not to be causal (so it builds no mask of its own). sdpa then
+        runs grouped-query attention on the cached keys as they are (``enable_gqa``) instead of
+        repeating every row's keys and values for each query head, a copy per layer and step that cost
+        about half of the attention on CPU (docs/engine.md, "Batched decoding: the slot cache").
+        ``keep``: the block positions whose logits are computed, the same for every row (all when None).
+        ``kept``: flat indices into (rows × L) of the only positions whose logits are computed (the output
+        head runs on those hidden states alone: a third of them in a decoding step, where the head is
+        the model's largest matrix); the others come back as zeros."""
+        import torch
+
+        masks: dict[str, Any] = ({"attention_mask": None, "is_causal": False, "position_bias": mask} if bias
+                                 else {"attention_mask": mask})
+        if keep is not None:
+            masks["logits_to_keep"] = keep
+        hook = None if kept is None else self.head.register_forward_pre_hook(
+            lambda module, args: (args[0].reshape(-1, args[0].shape[-1]).index_select(0, kept)[None], *args[1:]))
         cache = self.slots.step_cache(step)
         try:
             with torch.no_grad():
-                out = self.model(input_ids=blocks, position_ids=step.positions, attention_mask=mask,
+                out = self.model(input_ids=blocks, position_ids=step.positions, **masks,
                                  **{self.solo.cache_arg: cache, "use_cache": True})
         except BaseException:
             self.slots.settle(cache, step, keep=False)
             raise
+        finally:
+            if hook is not None:
+                hook.remove()
         self.slots.settle(cache, step)
-        for i in order:
-            if rows[i].commit:
-                self.slots.lengths[rows[i].slot] += step.block
         logits = out.logits.float()
-        if order != sorted(order):  # back from buffer-row order to the caller's order
-            logits = logits.index_select(0, torch.tensor(_inverse(order), device=logits.device))
-        return logits
+        if kept is None or logits.shape[:2] != (1, kept.numel()):  # a head the hook did not reach: all positions
+            return logits
+        full = logits.new_zeros((blocks.shape[0] * blocks.shape[1], logits.shape[-1]))
+        return full.index_copy_(0, kept, logits[0]).view(blocks.shape[0], blocks.shape[1], -1)
+
+    def _grouped_heads_pay(self) -> bool:
+        """Would the bias route save anything? Only where sdpa would otherwise repeat the keys (grouped
+        query heads, a library model on sdpa) and where masked grouped-query sdpa has a fast kernel:
+        on CUDA it falls back to the math kernel, so there the mask stays an attention mask."""
+        config = _text_config(self.model)
+        heads, kv_heads = getattr(config, "num_attention_heads", None), getattr(config, "num_key_value_heads", None)
+        return (self.device.type == "cpu" and self.solo.own_cache and heads is not None and kv_heads is not None
+                and kv_heads < heads and getattr(config, "_attn_implementation", None) == "sdpa")
+
+    def _probe_bias_route(self) -> bool:
+        """Is the bias honoured? Two denoising rows of different lengths (the shorter row's mask hides
+        the longer one's keys) run with the mask, with the bias, and with an all-open mask; the bias
+        must give what the mask gives, within a hundredth of what ignoring it would change. Denoising
+        rows leave the slots as they were; the probe's two slots are released after."""
+        import torch
+
+        vocab = int(_text_config(self.model).vocab_size)
+        slots = []
+        try:
+            slots = [self.admit([i % vocab for i in range(1, n)])[0] for n in (3, 8)]
+            step, order = self._plan([Row(s, torch.tensor([4 % vocab, 5 % vocab, 6 % vocab])) for s in slots])
+            blocks = torch.tensor([[4 % vocab, 5 % vocab, 6 % vocab]] * 2, device=self.device)
+            mask = _block_masks(step, self.dtype)
+            masked, biased = self._run(step, blocks, mask, False), self._run(step, blocks, mask, True)
+            opened = self._run(step, blocks, torch.zeros_like(mask), False)
+        except Exception:  # a forward that takes no position_bias or is_causal
+            return False
+        finally:
+            for slot in slots:
+                self.release(slot)
+        ignored = (opened - masked).abs().max()
+        return bool(ignored > 0 and (biased - masked).abs().max() <= 0.01 * ignored)
 
     def _plan(self, rows: Sequence[Row]) -> tuple[Any, list[int]]:
         """The step for ``rows`` run in buffer-row order (so live rows read as views), and that order."""
@@ -107,6 +237,19 @@ class SlotBatchDenoiser:
                     kv_len=max(lengths) + size, block=size, commit_rows=packed[3 * count:]), order
 
 
+def admit_each(denoiser: Any, prompts: Sequence[Sequence[int]]) -> list[tuple[int, Any]]:
+    """``admit_many`` one prompt at a time: all of them, or (when one fails) none."""
+    done: list[tuple[int, Any]] = []
+    try:
+        for ids in prompts:
+            done.append(denoiser.admit(ids))
+    except BaseException:
+        for slot, _ in done:
+            denoiser.release(slot)
+        raise
+    return done
+
+
 def _block_masks(step: Any, dtype: Any) -> Any:
     """(R, 1, L, K) additive: row r's query j sees keys before its length, then its block (all of it when
     denoising, positions ≤ j when committing); keys past its block (other rows' longer prefixes) are masked."""
@@ -121,6 +264,10 @@ def _block_masks(step: Any, dtype: Any) -> Any:
     mask = torch.zeros(allowed.shape, dtype=dtype, device=device)
     mask.masked_fill_(~allowed, torch.finfo(dtype).min)
     return mask[:, None]
+
+
+def _text_config(model: Any) -> Any:
+    return model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
 
 
 def _inverse(order: list[int]) -> list[int]:

@@ -30,6 +30,11 @@ class SerialBatchDenoiser:
         self.states[slot] = state
         return slot, state.last_logits
 
+    def admit_many(self, prompts: Sequence[Sequence[int]]) -> list[tuple[int, Any]]:
+        from clovercode.engine.batchdenoiser import admit_each
+
+        return admit_each(self, prompts)
+
     def forward(self, rows: Sequence[Row]) -> Any:
         """The batch-1 calls, row by row. A committing row runs the batch-1 commit, which computes only
         the last position's logits (what predicts the next token); its other positions are zeros."""

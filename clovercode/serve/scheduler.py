@@ -219,6 +219,7 @@ class Scheduler:
                         del active[key]
                         self._finish(job, cancelled=True)
                 room = self.max_batch - len(active)
+                joining = []
                 for job in self.queue.take(room, timeout=0.0 if active else 0.2) if room else ():
                     if job.cancelled.is_set():
                         self._finish(job, cancelled=True)
@@ -229,12 +230,13 @@ class Scheduler:
                         self._run_one(job)
                         continue
                     self._started(job)
-                    try:
-                        session.add(job.id, job.messages, job.tools, job.params)
-                    except Exception as exc:
-                        self._finish(job, error=exc)
-                        continue
-                    active[job.id] = job
+                    joining.append(job)
+                failures = _join(session, joining)
+                for job in joining:
+                    if job.id in failures:
+                        self._finish(job, error=failures[job.id])
+                    else:
+                        active[job.id] = job
                 if not active:
                     continue
                 rows = len(active)
@@ -286,6 +288,26 @@ class Scheduler:
 def constrained(params: GenerationParams) -> bool:
     """Does this request ask for output a grammar must shape (tool_choice, a JSON Schema)?"""
     return params.tool_choice is not None or params.json_schema is not None
+
+
+def _join(session: BatchSession, jobs: list[Job]) -> dict[str, BaseException]:
+    """Add the waiting jobs to the batch together (so a session can prefill their prompts in one
+    forward); → the ones that failed to join, with why."""
+    if not jobs:
+        return {}
+    add_many = getattr(session, "add_many", None)
+    if add_many is not None:
+        try:
+            return add_many([(job.id, job.messages, job.tools, job.params) for job in jobs])
+        except Exception as exc:  # the session broke its contract: none of them joined
+            return {job.id: exc for job in jobs}
+    failures: dict[str, BaseException] = {}
+    for job in jobs:
+        try:
+            session.add(job.id, job.messages, job.tools, job.params)
+        except Exception as exc:
+            failures[job.id] = exc
+    return failures
 
 
 def _close_quietly(thing: Any) -> None:
