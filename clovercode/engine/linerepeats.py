@@ -12,6 +12,10 @@ three copies of ``A``). Lines are compared as bytes, less trailing blanks (the m
 one sentence by adding a space to every fourth copy); leading ones, the indentation of code, count.
 What is refused is finishing the line: a token that completes it and then has a line break; the line
 may still go on into something new.
+
+A loop within one line (a sentence appended to itself) has no lines to compare; for it the brake
+keeps the agent's loop-guard rule token by token (:func:`periodic_continuations`): no window of
+text may be one short unit repeated. :class:`LoopBrake` holds both rules for the constraint.
 """
 
 from __future__ import annotations
