@@ -253,7 +253,7 @@ def _read(seq: _Sequence) -> Any:
     if seq.plan.temperature > 0:
         return None
     if seq.plan.logit_shift:
-        return torch.cat([seq.masked[1:], seq.masked[:1] & False])
+        return torch.cat([seq.masked[1:], seq.masked.new_zeros(1)])
     return seq.masked
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from typing import Any, Sequence
 
-from clovercode.engine.batchseam import Row
+from clovercode.engine.batchseam import Row, admit_each
 from clovercode.engine.denoiser import CachedDenoiser
 
 
@@ -235,19 +235,6 @@ class SlotBatchDenoiser:
                     positions=on_device[:, None] + torch.arange(size, device=self.device)[None],
                     commit=packed[2 * count:3 * count].bool(), window=(ordered[0], count) if contiguous else None,
                     kv_len=max(lengths) + size, block=size, commit_rows=packed[3 * count:]), order
-
-
-def admit_each(denoiser: Any, prompts: Sequence[Sequence[int]]) -> list[tuple[int, Any]]:
-    """``admit_many`` one prompt at a time: all of them, or (when one fails) none."""
-    done: list[tuple[int, Any]] = []
-    try:
-        for ids in prompts:
-            done.append(denoiser.admit(ids))
-    except BaseException:
-        for slot, _ in done:
-            denoiser.release(slot)
-        raise
-    return done
 
 
 def _block_masks(step: Any, dtype: Any) -> Any:

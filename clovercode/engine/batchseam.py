@@ -47,3 +47,16 @@ class BatchDenoiser(Protocol):
 
     def release(self, slot: int) -> None:
         """Forget the sequence in ``slot``; unknown or free slots are ignored."""
+
+
+def admit_each(denoiser: BatchDenoiser, prompts: Sequence[Sequence[int]]) -> list[tuple[int, Any]]:
+    """``admit_many`` one prompt at a time: all of them, or (when one fails) none."""
+    done: list[tuple[int, Any]] = []
+    try:
+        for ids in prompts:
+            done.append(denoiser.admit(ids))
+    except BaseException:
+        for slot, _ in done:
+            denoiser.release(slot)
+        raise
+    return done

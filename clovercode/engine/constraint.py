@@ -101,6 +101,7 @@ class Constraint:
         self.vocab_size = vocab_size
         self.eos_ids = torch.tensor(list(eos_ids), dtype=torch.long)
         self._eos = frozenset(int(e) for e in eos_ids)
+        self._eos_array = self.eos_ids.numpy()
         self._bits = llguidance.torch.allocate_token_bitmask(1, vocab_size)
         self.masks = 0  # masks computed (for the cost figures)
 
@@ -119,7 +120,7 @@ class Constraint:
         # Built in numpy, one thread: torch's parallel ops on a vocabulary-sized tensor wait for a free
         # core (12 ms for one any() on a loaded 2-core machine, against microseconds).
         allowed = unpack_mask(self._bits, self.vocab_size)
-        eos = self.eos_ids.numpy()
+        eos = self._eos_array
         if len(eos):
             allowed[eos] = bool(self.matcher.is_accepting())
         if self._braking():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from clovercode.engine.batchseam import Row
+from clovercode.engine.batchseam import Row, admit_each
 from clovercode.engine.denoiser import CachedDenoiser, CachedState
 
 
@@ -31,8 +31,6 @@ class SerialBatchDenoiser:
         return slot, state.last_logits
 
     def admit_many(self, prompts: Sequence[Sequence[int]]) -> list[tuple[int, Any]]:
-        from clovercode.engine.batchdenoiser import admit_each
-
         return admit_each(self, prompts)
 
     def forward(self, rows: Sequence[Row]) -> Any:
