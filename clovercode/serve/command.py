@@ -68,17 +68,16 @@ def run_serve(cfg: Config, console: Console, *, print_line: Callable[[str], None
     server.app = ServeApp(scheduler, served_name(cfg), Limits(cfg["max_new_tokens"], cfg["thinking"]), api_key,
                           cfg["serve.max_request_bytes"], window if isinstance(window, int) else None, log)
     app = server.app
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
-    scheduler.start()
+    previous = {sig: signal.signal(sig, lambda *_: scheduler.request_stop()) for sig in (signal.SIGINT, signal.SIGTERM)}
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
     thread.start()
     bound_host, bound_port = server.server_address[:2]
     mode = f"batching up to {scheduler.max_batch}" if scheduler.batching else "one request at a time"
     (print_line or _print_flush)(f"{READY_PREFIX}http://{bound_host}:{bound_port}/v1 (model '{app.model_name}', {mode})")
     try:
-        while not stop.wait(0.5):
-            pass
+        # The model runs on this thread, the one that loaded it: on CPU a second thread would get a
+        # second OpenMP pool and decode about half as fast (Scheduler.run). HTTP runs beside it.
+        scheduler.run()
     finally:
         log("shutting down")
         server.shutdown()

@@ -133,13 +133,26 @@ class Scheduler:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        target = self._batch_loop if self.batching else self._serial_loop
-        self._thread = threading.Thread(target=target, name="clovercode-serve-worker", daemon=True)
+        """Drive the model from a new thread (tests, embedders). ``clovercode serve`` calls ``run`` on
+        the thread that loaded the model instead (see ``run``)."""
+        self._thread = threading.Thread(target=self.run, name="clovercode-serve-worker", daemon=True)
         self._thread.start()
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def run(self) -> None:
+        """Drive the model on the calling thread until ``request_stop``. On CPU this should be the
+        thread that loaded the model: torch's OpenMP intra-op pool belongs to the thread that first
+        ran an op, a second thread gets a pool of its own, and with more pool threads than cores
+        libgomp stops spinning between ops, which made every decoding step of a small model about
+        twice as slow (docs/endpoint.md, "One model thread")."""
+        (self._batch_loop if self.batching else self._serial_loop)()
+
+    def request_stop(self) -> None:
+        """Ask the worker to stop after its current step (safe from a signal handler)."""
         self._stop.set()
         self.queue.wake()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.request_stop()
         if self._thread is not None:
             self._thread.join(timeout)
         for job in self.queue.take(len(self.queue) + 1):

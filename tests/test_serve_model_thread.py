@@ -1,0 +1,106 @@
+"""`clovercode serve` drives the model on the thread that loaded it.
+
+On CPU, torch's OpenMP intra-op pool belongs to the thread that first ran an op; a second thread gets
+a second pool, and with more pool threads than cores libgomp stops spinning between ops: every
+decoding step of a small model took about twice as long when the scheduler ran in a thread of its
+own (docs/endpoint.md, "One model thread"). These tests run the real `run_serve` on the test's main
+thread, with a backend that records which thread built it and which threads generated, and end it
+with a real SIGTERM as a supervisor would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import urllib.request
+from typing import Any, Iterator, Sequence
+
+import pytest
+from rich.console import Console
+from serve_helpers import EchoBackend, EchoBatchBackend, EchoBatchSession
+
+from clovercode.backends.base import Event, GenerationParams
+from clovercode.config import load_config
+from clovercode.messages import Message
+from clovercode.serve import command
+from clovercode.serve.command import READY_PREFIX
+from clovercode.toolcalls.schemas import ToolSpec
+
+
+class Recorder:
+    """Where the backend was built and where the model ran."""
+
+    def __init__(self) -> None:
+        self.loaded_on = threading.get_ident()
+        self.ran_on: set[int] = set()
+
+
+class SerialRecording(EchoBackend, Recorder):
+    def __init__(self) -> None:
+        EchoBackend.__init__(self)
+        Recorder.__init__(self)
+
+    def generate(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> Iterator[Event]:
+        self.ran_on.add(threading.get_ident())
+        yield from super().generate(messages, tools, params)
+
+
+class RecordingSession(EchoBatchSession):
+    def step(self) -> list[tuple[str, Event]]:
+        self.backend.ran_on.add(threading.get_ident())  # type: ignore[attr-defined]
+        return super().step()
+
+
+class BatchRecording(EchoBatchBackend, Recorder):
+    def __init__(self) -> None:
+        EchoBatchBackend.__init__(self)
+        Recorder.__init__(self)
+
+    def open_batch(self, max_batch: int) -> EchoBatchSession:
+        return RecordingSession(self, max_batch)
+
+
+def _ask_then_terminate(ready: threading.Event, url: list[str], answers: list[Any]) -> None:
+    """A client: wait for the ready line, ask twice, then SIGTERM this process (whatever happened)."""
+    try:
+        if not ready.wait(30):
+            return
+        for text in ("first", "second"):
+            body = json.dumps({"model": "echo", "messages": [{"role": "user", "content": text}]}).encode()
+            request = urllib.request.Request(url[0] + "/chat/completions", body, {"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=30) as response:
+                answers.append(json.loads(response.read())["choices"][0]["message"]["content"])
+    except Exception as exc:  # the assertions below report it
+        answers.append(exc)
+    finally:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+@pytest.mark.parametrize("backend_type,max_batch", [(SerialRecording, 1), (BatchRecording, 4)])
+def test_serve_runs_the_model_on_the_thread_that_loaded_it(tmp_path, monkeypatch, backend_type, max_batch):
+    assert threading.current_thread() is threading.main_thread()  # signal handlers need it
+    backends: list[Recorder] = []
+
+    def open_backend(cfg: Any) -> Recorder:
+        backends.append(backend_type())
+        return backends[-1]
+
+    monkeypatch.setattr(command, "open_backend", open_backend)
+    cfg = load_config(tmp_path, {}, {"model": "echo", "serve.port": 0, "serve.max_batch": max_batch})
+    ready, url, answers = threading.Event(), [], []
+
+    def print_line(line: str) -> None:
+        url.append(line[len(READY_PREFIX):].split()[0])
+        ready.set()
+
+    client = threading.Thread(target=_ask_then_terminate, args=(ready, url, answers), daemon=True)
+    client.start()
+    before = signal.getsignal(signal.SIGTERM)
+    assert command.run_serve(cfg, Console(file=open(os.devnull, "w")), print_line=print_line) == 0
+    client.join(10)
+    assert answers == ["echo: first", "echo: second"]
+    [backend] = backends
+    assert backend.ran_on == {backend.loaded_on} == {threading.get_ident()}
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler run_serve installed is gone again
