@@ -460,11 +460,13 @@ def bench_serve(
     requests: int = typer.Option(3, "--requests", min=1, help="Requests each client sends, one after another."),
     max_tokens: int = typer.Option(48, "--max-tokens", min=1, help="Tokens each request asks for."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    bound: bool = typer.Option(False, "--bound", help="Then load the model here and measure what batching can gain "
+                               "at most on this machine (one forward over N rows against N one-row forwards)."),
 ) -> None:
     """Load-test `clovercode serve`: one-at-a-time vs queued vs batched, measured in one run."""
     from clovercode.bench.serve import print_report, run_bench
 
-    report = run_bench(model, clients, requests, max_tokens)
+    report = run_bench(model, clients, requests, max_tokens, bound)
     if as_json:
         typer.echo(json.dumps(report, indent=2))
     else:

@@ -21,18 +21,31 @@ def test_bench_serve_loses_nothing_mixes_nothing_and_cancels_the_killed_client()
     for name in ("queued", "batched"):
         assert modes[name]["killed_client"]["cancelled"] is True
     assert modes["queued"]["mean_batch"] == 1.0 and modes["batched"]["mean_batch"] > 1.0
+    assert report["forward_bound"] is None  # not asked for
+
+
+def test_the_forward_bound_needs_the_embedded_engine():
+    from clovercode.bench.serve import forward_bound
+
+    assert forward_bound("tiny", 4, (8, 16)) is None  # the char-level test model has no engine to measure
 
 
 @pytest.mark.slow
 def test_bench_serve_on_clover_tiny_batches_the_engine_and_every_reply_equals_its_unbatched_one():
     proc = run_cli("bench", "serve", "--model", "clover-tiny", "--clients", "4", "--requests", "2", "--max-tokens", "32",
-                   "--json", timeout=600)
+                   "--json", "--bound", timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
     modes = {m["mode"]: m for m in report["modes"]}
     for mode in modes.values():
         assert (mode["completed"], mode["lost"], mode["mixed_up"]) == (8, 0, 0), mode
     assert modes["batched"]["mean_batch"] > 1.5
+    bound = report["forward_bound"]  # --bound: one forward over 4 rows against 4 one-row forwards
+    assert (bound["rows"], bound["block"]) == (4, 16)
+    low, high = bound["prompt_tokens"]
+    assert 0 < low <= high - 32  # the served prompts' lengths, and room for the tokens asked for
+    assert bound["batched_forward_ms"] > 0 and bound["one_row_forward_ms"] > 0
+    assert bound["bound"] == pytest.approx(4 / bound["step_cost_vs_one_row"], rel=0.02)
     for name in ("queued", "batched"):  # its short call may be written before the kill reaches the server
         killed = modes[name]["killed_client"]
         assert killed["cancelled"] or killed["finished_before_kill"], killed

@@ -47,6 +47,7 @@ class Reply:
     text: str = ""
     finish: str | None = None
     tokens: int = 0
+    prompt_tokens: int = 0
     latency: float = 0.0
     first_token: float | None = None
     response_id: str | None = None
@@ -159,6 +160,7 @@ def stream_chat(port: int, body: dict[str, Any], key: str, timeout: float = 300.
             reply.response_id = chunk.get("id", reply.response_id)
             if chunk.get("usage"):
                 reply.tokens = chunk["usage"]["completion_tokens"]
+                reply.prompt_tokens = chunk["usage"].get("prompt_tokens") or 0
             for choice in chunk.get("choices") or ():
                 text = choice["delta"].get("content")
                 if text:
@@ -270,7 +272,8 @@ def _unless_finished_first(server: ServerProcess, killed: dict[str, Any], before
         killed["settled"].set()
 
 
-def run_bench(model: str = "tiny", clients: int = 8, requests: int = 3, max_tokens: int = 48) -> dict[str, Any]:
+def run_bench(model: str = "tiny", clients: int = 8, requests: int = 3, max_tokens: int = 48,
+              bound: bool = False) -> dict[str, Any]:
     queued_server = ServerProcess(model, 1, clients * requests + 8)
     batched_server = ServerProcess(model, clients, clients * requests + 8)
     try:
@@ -301,8 +304,32 @@ def run_bench(model: str = "tiny", clients: int = 8, requests: int = 3, max_toke
     ok = all(r["lost"] == 0 and r["mixed_up"] == 0 for r in rows) and all(
         r["killed_client"]["cancelled"] or r["killed_client"].get("finished_before_kill")
         for r in rows if r["killed_client"] is not None)
+    prompts = [r.prompt_tokens for r in baseline.completed if r.prompt_tokens] or [64]
     return {"model": model, "clients": clients, "requests_per_client": requests, "max_tokens": max_tokens,
-            "modes": rows, "ok": ok}
+            "modes": rows, "ok": ok,
+            "forward_bound": forward_bound(model, clients, (min(prompts), max(prompts) + max_tokens)) if bound else None}
+
+
+def forward_bound(model: str, rows: int, prompt_tokens: tuple[int, int]) -> dict[str, Any] | None:
+    """How much batching can gain on this machine, measured after the servers stopped: one batched
+    forward over ``rows`` denoising rows against ``rows`` batch-1 forwards (bench/batchforward.py).
+    Decoding ``rows`` requests together cannot be faster than that ratio, before admissions and the
+    decoder's host work. None for a backend without the embedded engine."""
+    from clovercode.backends.registry import open_backend
+    from clovercode.bench.batchforward import measure_batch_forward
+    from clovercode.config import load_config
+
+    backend = open_backend(load_config(None, os.environ, {"model": model}).with_overrides({"endpoint": ""}, "bench"))
+    try:
+        engine = getattr(backend, "engine", None)
+        if engine is None:
+            return None
+        timing = measure_batch_forward(engine.model, rows=rows, block=engine.block_size(), prompt_tokens=prompt_tokens)
+    finally:
+        backend.close()
+    return {"rows": rows, "block": timing.block, "prompt_tokens": list(prompt_tokens),
+            "batched_forward_ms": round(timing.batched_s * 1e3, 3), "one_row_forward_ms": round(timing.solo_s / rows * 1e3, 3),
+            "step_cost_vs_one_row": round(timing.batched_s / (timing.solo_s / rows), 2), "bound": round(timing.speedup, 2)}
 
 
 def print_report(report: dict[str, Any], console: Any) -> None:
@@ -336,6 +363,12 @@ def print_report(report: dict[str, Any], console: Any) -> None:
                             if killed.get("finished_before_kill") else "killed client was NOT cancelled")
         console.print(f"{row['mode']}: " + ("; ".join(problems) if problems else "all requests answered, none mixed up"),
                       highlight=False)
+    fb = report.get("forward_bound")
+    if fb:
+        console.print(f"forward cost, measured after the servers stopped: one forward over {fb['rows']} rows of "
+                      f"{fb['block']} tokens {fb['batched_forward_ms']:.2f} ms, one row alone {fb['one_row_forward_ms']:.2f} ms "
+                      f"({fb['step_cost_vs_one_row']:.2f}×): batching can be at most {fb['bound']:.2f}× as fast here, "
+                      "before admissions and host work", highlight=False)
     console.print("[green]OK[/]" if report["ok"] else "[red]FAILED[/]: see above")
 
 
