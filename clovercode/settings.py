@@ -138,6 +138,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("engine.compile", str, "off", "Denoise and commit passes over a static cache replayed as CUDA graphs: "
             "off, auto (on CUDA only) or static (static cache everywhere, graphs on CUDA).",
             choices=("off", "auto", "static")),
+    Setting("engine.prompt_cache_tokens", int, 32768, "Prompt tokens whose caches are kept so a later prompt that "
+            "extends one (the next turn of a conversation) prefills only its new tokens; the last prompt is always kept.",
+            minimum=0),
     Setting("engine.cache_dir", str, "", "Converted models (GGUF) go here (default: $XDG_CACHE_HOME/clovercode/models)."),
     # constrained tool calls on the embedded engine (docs/engine.md, Constrained decoding)
     Setting("engine.tool_choice", str, "required", "Non-interactive runs (fix, exec, eval): required (every turn ends "

@@ -106,3 +106,61 @@ def test_a_diverging_prompt_is_prefilled_from_scratch(models, name):
     state = reusing.prefill(shorter)
     assert reusing.reused_tokens == 0
     assert torch.equal(state.last_logits, CachedDenoiser(model).prefill(shorter).last_logits)
+
+
+def _conversation(model, reusing, opening):
+    """One turn of a conversation that opens with ``opening``; → the next turn's prompt."""
+    first = decode(reusing, opening, PLAN, detok, STOPS)
+    return opening + first.tokens + [7, 8, 9]
+
+
+@pytest.mark.parametrize("name", ["qwen3", "hybrid"])
+def test_interleaved_conversations_each_reuse_their_own_prompt(models, name):
+    """A server takes turns of several conversations in any order: with room for both prompts, each
+    conversation's next turn extends its own last prompt and decodes what a fresh decoder gives."""
+    model = models[name]
+    reusing = CachedDenoiser(model, reuse_prompt=True, keep_tokens=200)
+    a_opening, b_opening = PROMPT, [40, 41] + PROMPT[5:]
+    a_next = _conversation(model, reusing, a_opening)
+    b_next = _conversation(model, reusing, b_opening)
+    for opening, prompt in ((a_opening, a_next), (b_opening, b_next)):
+        again = decode(reusing, prompt, PLAN, detok, STOPS)
+        assert reusing.reused_tokens == len(opening)
+        assert again.tokens == decode(CachedDenoiser(model), prompt, PLAN, detok, STOPS).tokens
+    assert [len(p.ids) for p in reusing.checkpoints] == [len(a_next), len(b_next)]
+
+
+@pytest.mark.parametrize("name", ["qwen3", "hybrid"])
+def test_the_least_recently_used_checkpoint_goes_first(models, name):
+    model = models[name]
+    reusing = CachedDenoiser(model, reuse_prompt=True, keep_tokens=len(PROMPT) + 25)
+    a_next = _conversation(model, reusing, PROMPT)
+    b_opening = [40, 41] + PROMPT[5:]
+    _conversation(model, reusing, b_opening)  # A's and B's openings fit the budget together
+    assert reusing.reusable(a_next) == len(PROMPT)
+    _conversation(model, reusing, [50] + PROMPT[9:])  # a third does not: A's, the oldest, goes
+    assert reusing.reusable(a_next) == 0 and reusing.reusable(b_opening + [1]) == len(b_opening)
+    state = reusing.prefill(a_next)
+    assert reusing.reused_tokens == 0
+    assert torch.allclose(state.last_logits, CachedDenoiser(model).prefill(a_next).last_logits, atol=TOLERANCE[name], rtol=0)
+
+
+@pytest.mark.parametrize("name", ["qwen3", "hybrid"])
+def test_two_turns_forking_from_one_checkpoint_never_share_its_cache(models, name):
+    """Two prompts extend the same checkpoint (a retried turn, two requests from one transcript): the
+    first takes the checkpoint's cache and replaces it with its own, the second is prefilled afresh,
+    so neither sees the other's tokens in its state."""
+    model = models[name]
+    reusing = CachedDenoiser(model, reuse_prompt=True, keep_tokens=1000)
+    reusing.prefill(PROMPT)
+    left, right = PROMPT + [7, 8, 9], PROMPT + [10, 11]
+    assert reusing.reusable(left) == reusing.reusable(right) == len(PROMPT)
+    left_state = reusing.prefill(left)
+    assert reusing.reused_tokens == len(PROMPT)
+    assert reusing.reusable(right) == 0  # the checkpoint's cache now holds the left turn
+    right_state = reusing.prefill(right)
+    assert reusing.reused_tokens == 0
+    for prompt, state in ((left, left_state), (right, right_state)):
+        fresh = CachedDenoiser(model).prefill(prompt)
+        assert torch.allclose(state.last_logits, fresh.last_logits, atol=TOLERANCE[name], rtol=0)
+        assert_states_close(state.cache, fresh.cache, TOLERANCE[name])

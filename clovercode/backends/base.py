@@ -56,6 +56,7 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     forwards: int | None = None  # model forward passes (engine only)
+    cached_tokens: int = 0  # prompt tokens taken from a kept prompt's cache instead of prefilled (engine only)
     seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -166,6 +166,18 @@ class SlotCache:
         for slot in targets:
             self.lengths[slot] = length
 
+    def export(self, slot: int, length: int, cache: Any) -> Any:
+        """Write the first ``length`` positions of ``slot``'s keys and values into an empty batch-1
+        ``cache`` (attention layers only, like ``open``) and return it: a prompt prefilled in a batch
+        becomes a checkpoint a later turn can extend."""
+        if self.has_linear:
+            raise UnsupportedCache("a slot with linear-attention state keeps no state at its prompt's end")
+        row = self.phys[slot]
+        for index, layer in enumerate(self.layers or []):
+            keys, values = layer.buffers  # type: ignore[union-attr]
+            cache.update(keys[row:row + 1, :, :length], values[row:row + 1, :, :length], index)  # copied in
+        return cache
+
     @property
     def has_linear(self) -> bool:
         return any(isinstance(layer, LinearSlots) for layer in self.layers or [])

@@ -99,8 +99,9 @@ class BatchDecoder:
         admitted = self.denoiser.admit_many([r.prompt for r in requests])
         prefill_s = self.clock() - started  # a shared prefill: each waited for all of it
         seqs = []
+        cached = getattr(self.denoiser, "cached", {})  # slot → prompt tokens a kept prompt supplied
         for r, (slot, last) in zip(requests, admitted):
-            stats = DecodeStats(prompt_tokens=len(r.prompt), prefill_s=prefill_s)
+            stats = DecodeStats(prompt_tokens=len(r.prompt), prefill_s=prefill_s, cached_tokens=cached.get(slot, 0))
             seq = _Sequence(r.key, slot, r.plan, r.stops, StopScanner(self.detok, r.stops, r.plan.max_new_tokens),
                             r.generator, started, last, stats)
             self.active[r.key] = seq

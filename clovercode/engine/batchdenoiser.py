@@ -28,18 +28,24 @@ SHARED_MIN_SAVED = 48
 
 
 class SlotBatchDenoiser:
-    def __init__(self, model: Any, capacity: int):
+    def __init__(self, model: Any, capacity: int, keep_tokens: int | None = None):
+        """``keep_tokens``: prompt tokens whose batch-1 prefilled caches are kept after admission, so a
+        conversation's next turn (a prompt that extends a kept one) prefills only its new tokens, as
+        the batch-1 path does (CachedDenoiser); None keeps no prompt."""
         from clovercode.engine.batchcache import SlotCache
 
         self.model = model
         self.capacity = capacity
-        self.solo = CachedDenoiser(model)  # admits run the batch-1 prefill, kernels and all
+        # admits run the batch-1 prefill, kernels and all (and its prompt reuse)
+        self.solo = CachedDenoiser(model, reuse_prompt=keep_tokens is not None, keep_tokens=keep_tokens or 0)
         self.slots = SlotCache(capacity)
+        self.cached: dict[int, int] = {}  # slot → prompt tokens its admission took from a kept prompt
         self.device, self.dtype = self.solo.device, self.solo.dtype
         # a one-token prefill reveals the cache layout: buffers exist, and an unbatchable model fails, now
         probe = self.solo.prefill([0])
         self.slots.prepare(probe.cache, probe.length)
         self.bias_route = self._grouped_heads_pay() and self._probe_bias_route()
+        self.solo.forget_prompts()  # the probes' prompts are no conversation's
         # the output head, to run on the kept positions only (library models: remote code may reuse it)
         self.head = model.get_output_embeddings() if self.solo.own_cache else None
 
@@ -49,6 +55,7 @@ class SlotBatchDenoiser:
             raise ValueError(f"all {self.capacity} slots are taken: release one before admitting another sequence")
         state = self.solo.prefill(ids)
         self.slots.admit(free, state.cache, state.length)
+        self.cached[free] = self.solo.reused_tokens
         return free, state.last_logits
 
     def admit_many(self, prompts: Sequence[Sequence[int]]) -> list[tuple[int, Any]]:
@@ -63,6 +70,9 @@ class SlotBatchDenoiser:
         prompts = [[int(t) for t in ids] for ids in prompts]
         if len(prompts) < 2 or self.slots.has_linear:
             return admit_each(self, prompts)
+        continuing = [i for i, ids in enumerate(prompts) if self.solo.reusable(ids)]
+        if continuing:  # next turns of kept conversations prefill their new tokens alone; the rest together
+            return self._admit_split(prompts, continuing)
         if not all(prompts):
             raise ValueError("a prompt is empty: there is nothing to predict the first token from")
         free = [s for s in range(self.capacity) if s not in self.slots.lengths][:len(prompts)]
@@ -85,7 +95,24 @@ class SlotBatchDenoiser:
             for slot in free:
                 self.release(slot)
             raise
+        if self.solo.reuse_prompt and self.solo.own_cache:  # kept, so each conversation's next turn reuses it
+            for slot, ids, logits in zip(free, prompts, last):
+                self.solo.keep(ids, self.slots.export(slot, len(ids), self.solo.new_cache()), logits.float())
         return list(zip(free, last))
+
+    def _admit_split(self, prompts: list[list[int]], continuing: list[int]) -> list[tuple[int, Any]]:
+        rest = [i for i in range(len(prompts)) if i not in continuing]
+        admitted: dict[int, tuple[int, Any]] = {}
+        try:
+            for i in continuing:
+                admitted[i] = self.admit(prompts[i])
+            if rest:
+                admitted.update(zip(rest, self.admit_many([prompts[i] for i in rest])))
+        except BaseException:
+            for slot, _ in admitted.values():
+                self.release(slot)
+            raise
+        return [admitted[i] for i in range(len(prompts))]
 
     def _prefill(self, slots: list[int], parts: list[list[int]], start: int) -> list[Any]:
         """One forward of committing rows: ``parts[i]`` goes into ``slots[i]`` from position ``start``
@@ -111,6 +138,7 @@ class SlotBatchDenoiser:
 
     def release(self, slot: int) -> None:
         self.slots.release(slot)
+        self.cached.pop(slot, None)
 
     def forward(self, rows: Sequence[Row]) -> Any:
         """One forward over ``rows`` → float32 logits (len(rows), L, V), row i for ``rows[i]``."""

@@ -30,6 +30,7 @@ class EngineConfig:
     logit_shift: bool | None = None  # None: the model's own (default True, as in AR-adapted models)
     mask_token_id: int | None = None  # None: the model's own
     compile: str = "off"  # off | auto (static cache + CUDA graphs on CUDA) | static (also eagerly on CPU)
+    prompt_cache_tokens: int = 32768  # older prompts' caches kept for reuse, in prompt tokens (the last is always kept)
 
     def __post_init__(self) -> None:
         problems = list(_problems(self))
@@ -65,6 +66,8 @@ def _problems(c: EngineConfig):
         yield f"engine.device must be auto, cpu, cuda, cuda:N or mps, got {c.device!r}"
     if c.compile not in COMPILE_MODES:
         yield f"engine.compile must be one of {', '.join(COMPILE_MODES)}, got {c.compile!r}"
+    if not isinstance(c.prompt_cache_tokens, int) or c.prompt_cache_tokens < 0:
+        yield f"engine.prompt_cache_tokens must be a whole number ≥ 0, got {c.prompt_cache_tokens!r}"
     if c.mask_token_id is not None and c.mask_token_id < 0:
         yield f"engine.mask_token_id must be ≥ 0, got {c.mask_token_id!r}"
 
@@ -77,4 +80,4 @@ def engine_config_from(cfg: Any) -> EngineConfig:
         top_k=cfg["engine.top_k"], steps=cfg["engine.steps"], temperature=cfg["temperature"], top_p=cfg["top_p"],
         max_new_tokens=cfg["max_new_tokens"], device=cfg["engine.device"], dtype=cfg["engine.dtype"],
         trust_remote_code=cfg["engine.trust_remote_code"], mask_token_id=mask if mask >= 0 else None,
-        compile=cfg["engine.compile"])
+        compile=cfg["engine.compile"], prompt_cache_tokens=cfg["engine.prompt_cache_tokens"])

@@ -50,6 +50,7 @@ class DecodePlan:
 @dataclass
 class DecodeStats:
     prompt_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens a kept prompt's cache supplied (not prefilled)
     new_tokens: int = 0
     denoise_passes: int = 0
     commits: int = 0
@@ -119,6 +120,7 @@ def decode_stream(denoiser: Denoiser, prompt: Sequence[int], plan: DecodePlan, d
     started = clock()
     stats = DecodeStats(prompt_tokens=len(prompt))
     state = denoiser.prefill(prompt)
+    stats.cached_tokens = int(getattr(denoiser, "reused_tokens", 0) or 0)
     stats.prefill_s = clock() - started
     scanner = StopScanner(detok, stops, plan.max_new_tokens)
     size, offset = plan.block_size, 1 if plan.logit_shift else 0

@@ -75,7 +75,7 @@ def forward_kwargs(model: Any) -> dict[str, str | bool]:
 
 @dataclass
 class PromptCheckpoint:
-    """The cache as it was right after the last prefill, to reuse when the next prompt extends it."""
+    """A cache as it was right after a prefill, to reuse when a later prompt extends that prompt."""
 
     ids: list[int]
     cache: Any
@@ -86,14 +86,19 @@ class PromptCheckpoint:
 class CachedDenoiser:
     """Prefix-cached denoiser over a transformers model (batch 1).
 
-    With ``reuse_prompt`` a prefill whose prompt starts with the previous prompt restores the cache
-    to where that prompt ended and processes only the new tokens (agent turns grow the prompt)."""
+    With ``reuse_prompt`` a prefill whose prompt starts with a kept prompt restores that prompt's cache
+    to where it ended and processes only the new tokens: agent turns grow the prompt, and a server
+    interleaves several conversations. The last prompt is always kept; older ones while all kept
+    prompts together hold at most ``keep_tokens`` tokens (each costs its cache's memory), least
+    recently used going first. A checkpoint whose cache a later prompt extended is replaced by that
+    prompt's: one cache object has one owner."""
 
-    def __init__(self, model: Any, reuse_prompt: bool = False):
+    def __init__(self, model: Any, reuse_prompt: bool = False, keep_tokens: int = 0):
         self.model = model
         self.reuse_prompt = reuse_prompt
-        self.checkpoint: PromptCheckpoint | None = None
-        self.reused_tokens = 0  # prompt tokens the last prefill took from the checkpoint
+        self.keep_tokens = keep_tokens
+        self.checkpoints: list[PromptCheckpoint] = []  # least recently used first
+        self.reused_tokens = 0  # prompt tokens the last prefill took from a checkpoint
         # Library models get a cache written by index; remote code may need its own cache class.
         self.own_cache = type(model).__module__.startswith("transformers.")
         self.device = next(model.parameters()).device
@@ -126,9 +131,10 @@ class CachedDenoiser:
         ids = [int(t) for t in ids]
         if not ids:
             raise ValueError("the prompt is empty: there is nothing to predict the first token from")
-        point = self.checkpoint if self.reuse_prompt else None
+        point = self._extended(ids)
         self.reused_tokens = 0
-        if point is not None and ids[:len(point.ids)] == point.ids:
+        if point is not None:
+            self.checkpoints.remove(point)
             cachestate.restore(point.cache, point.snap)
             cache, start, last = point.cache, len(point.ids), point.last_logits
             self.reused_tokens = start
@@ -138,9 +144,44 @@ class CachedDenoiser:
             logits, cache = self._run(ids[start:], start, None, cache, True)
             last = logits[-1].float()
         self.layout = cachestate.layout(cache)
-        if self.reuse_prompt:
-            self.checkpoint = PromptCheckpoint(ids, cache, cachestate.snapshot(cache), last)
+        self.keep(ids, cache, last)
         return CachedState(cache, len(ids), last)
+
+    def keep(self, ids: Sequence[int], cache: Any, last_logits: Any) -> None:
+        """Keep ``cache`` (``ids`` prefilled, nothing after) as the newest checkpoint, within the budget."""
+        if not self.reuse_prompt:
+            return
+        self.checkpoints.append(PromptCheckpoint([int(t) for t in ids], cache, cachestate.snapshot(cache), last_logits))
+        kept = sum(len(point.ids) for point in self.checkpoints)
+        while len(self.checkpoints) > 1 and kept > self.keep_tokens:
+            kept -= len(self.checkpoints.pop(0).ids)
+
+    @property
+    def checkpoint(self) -> PromptCheckpoint | None:
+        """The most recent prompt's checkpoint."""
+        return self.checkpoints[-1] if self.checkpoints else None
+
+    def reusable(self, ids: Sequence[int]) -> int:
+        """How many of ``ids`` a prefill would take from a checkpoint."""
+        point = self._extended([int(t) for t in ids])
+        return len(point.ids) if point is not None else 0
+
+    def forget_prompts(self) -> None:
+        self.checkpoints.clear()
+
+    def _extended(self, ids: list[int]) -> PromptCheckpoint | None:
+        """The checkpoint with the longest prompt that ``ids`` starts with (None when reuse is off)."""
+        if not self.reuse_prompt:
+            return None
+        best = None
+        for point in self.checkpoints:
+            if len(point.ids) <= len(ids) and ids[:len(point.ids)] == point.ids and (best is None or len(point.ids) > len(best.ids)):
+                best = point
+        return best
+
+    def new_cache(self) -> Any:
+        """An empty cache of the kind prefill fills (None: the model makes its own)."""
+        return self._new_cache()
 
     def _new_cache(self) -> Any:
         if not self.own_cache:

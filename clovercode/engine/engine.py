@@ -117,7 +117,7 @@ class Engine:
     def _new_denoiser(self) -> Denoiser:
         """engine.compile: a static cache with CUDA graphs (engine/graphs.py), else the dynamic cache."""
         if self.config.compile == "off" or (self.config.compile == "auto" and not self.info.device.startswith("cuda")):
-            return CachedDenoiser(self.model, reuse_prompt=True)
+            return CachedDenoiser(self.model, reuse_prompt=True, keep_tokens=self.config.prompt_cache_tokens)
         from clovercode.engine.graphs import StaticDenoiser, wants_graphs
 
         return StaticDenoiser(self.model, graphs=wants_graphs(self.config.compile, self.info.device), reuse_prompt=True)
@@ -156,7 +156,7 @@ class Engine:
         except ImportError:
             return SerialBatchDenoiser(self.model, capacity)
         try:
-            return SlotBatchDenoiser(self.model, capacity)
+            return SlotBatchDenoiser(self.model, capacity, keep_tokens=self.config.prompt_cache_tokens)
         except UnsupportedCache:
             return SerialBatchDenoiser(self.model, capacity)
 

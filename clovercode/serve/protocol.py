@@ -258,7 +258,8 @@ def tool_call_objects(calls: list[ParsedCall], tools: list[ToolSpec]) -> list[di
 
 def usage_object(usage: Usage) -> dict[str, Any]:
     return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-            "total_tokens": usage.prompt_tokens + usage.completion_tokens}
+            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens}}  # OpenAI's field for prompt caching
 
 
 def completion_object(cid: str, model: str, created: int, content: str, reasoning: str,
