@@ -462,11 +462,13 @@ def bench_serve(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     bound: bool = typer.Option(False, "--bound", help="Then load the model here and measure what batching can gain "
                                "at most on this machine (one forward over N rows against N one-row forwards)."),
+    conversations: bool = typer.Option(False, "--conversations", help="Each client's requests are the turns of one "
+                                       "conversation (each carries the last turn and its reply), as an agent's are."),
 ) -> None:
     """Load-test `clovercode serve`: one-at-a-time vs queued vs batched, measured in one run."""
     from clovercode.bench.serve import print_report, run_bench
 
-    report = run_bench(model, clients, requests, max_tokens, bound)
+    report = run_bench(model, clients, requests, max_tokens, bound, conversations)
     if as_json:
         typer.echo(json.dumps(report, indent=2))
     else:

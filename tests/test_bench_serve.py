@@ -40,6 +40,8 @@ def test_bench_serve_on_clover_tiny_batches_the_engine_and_every_reply_equals_it
     for mode in modes.values():
         assert (mode["completed"], mode["lost"], mode["mixed_up"]) == (8, 0, 0), mode
     assert modes["batched"]["mean_batch"] > 1.5
+    for mode in modes.values():  # each mode starts with the server's prompt cache reset: nothing to reuse
+        assert mode["cached_prompt_tokens"] == 0 < mode["prompt_tokens"], mode
     bound = report["forward_bound"]  # --bound: one forward over 4 rows against 4 one-row forwards
     assert (bound["rows"], bound["block"]) == (4, 16)
     low, high = bound["prompt_tokens"]
@@ -49,3 +51,16 @@ def test_bench_serve_on_clover_tiny_batches_the_engine_and_every_reply_equals_it
     for name in ("queued", "batched"):  # its short call may be written before the kill reaches the server
         killed = modes[name]["killed_client"]
         assert killed["cancelled"] or killed["finished_before_kill"], killed
+
+
+@pytest.mark.slow
+def test_bench_serve_conversations_reuse_each_conversations_prompt_in_every_mode():
+    proc = run_cli("bench", "serve", "--model", "clover-tiny", "--clients", "3", "--requests", "2", "--max-tokens", "16",
+                   "--conversations", "--json", timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["conversations"] is True
+    for mode in report["modes"]:
+        assert (mode["completed"], mode["lost"], mode["mixed_up"]) == (6, 0, 0), mode
+        # three openings prefilled whole; each second turn reuses at least its opening's prompt
+        assert 0 < mode["cached_prompt_tokens"] < mode["prompt_tokens"], mode

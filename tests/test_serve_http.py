@@ -263,3 +263,39 @@ def _status_ok(app) -> bool:
         return raw(app, "GET", "/health")[0] == 200
     except OSError:
         return False
+
+
+class Forgetting:
+    """Records where and how often the kept prompts were dropped."""
+
+    def __init__(self):
+        self.calls = []
+
+    def forget_prompts(self):
+        self.calls.append(threading.get_ident())
+
+
+class ForgettingEcho(EchoBackend, Forgetting):
+    def __init__(self):
+        EchoBackend.__init__(self)
+        Forgetting.__init__(self)
+
+
+class ForgettingBatch(EchoBatchBackend, Forgetting):
+    def __init__(self):
+        EchoBatchBackend.__init__(self)
+        Forgetting.__init__(self)
+
+
+@pytest.mark.parametrize("backend_type,max_batch", [(ForgettingEcho, 1), (ForgettingBatch, 4)], ids=["serial", "batched"])
+def test_reset_prefix_cache_drops_the_kept_prompts_on_the_model_loop(backend_type, max_batch):
+    backend = backend_type()
+    with running_server(backend, max_batch=max_batch, api_key="k") as app:
+        assert raw(app, "POST", "/reset_prefix_cache")[0] == 401  # an operator's route: the key is needed
+        assert backend.calls == []
+        status, _, body = raw(app, "POST", "/v1/reset_prefix_cache", b"{}", {"Authorization": "Bearer k",
+                                                                              "Content-Length": "2"})
+        assert (status, body) == (200, {"status": "ok"})
+        assert len(backend.calls) == 1 and backend.calls[0] != threading.get_ident()  # the model loop did it
+        assert client(app, "k").chat.completions.create(model="test-model", messages=user("after")).choices
+        assert raw(app, "GET", "/reset_prefix_cache", headers={"Authorization": "Bearer k"})[0] == 404

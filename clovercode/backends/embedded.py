@@ -58,6 +58,10 @@ class EmbeddedBackend:
         return prompt, self.engine.plan(temperature=params.temperature, top_p=params.top_p,
                                         max_new_tokens=max(1, min(params.max_new_tokens, room)))
 
+    def forget_prompts(self) -> None:
+        """``serve``'s prefix-cache reset: the batch-1 path's kept prompts go (a batch session drops its own)."""
+        self.engine.forget_prompts()
+
     def open_batch(self, max_batch: int) -> "EmbeddedBatchSession":
         """Continuous batching for ``clovercode serve`` (backends/embedded_batch.py)."""
         from clovercode.backends.embedded_batch import EmbeddedBatchSession

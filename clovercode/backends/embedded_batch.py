@@ -94,6 +94,11 @@ class EmbeddedBatchSession:
         self.requests.pop(key, None)
         self.admitted = [event for event in self.admitted if event[0] != key]
 
+    def forget_prompts(self) -> None:
+        forget = getattr(self.decoder.denoiser, "forget_prompts", None)
+        if forget is not None:
+            forget()
+
     def close(self) -> None:
         for key in list(self.decoder.active):
             self.decoder.remove(key)

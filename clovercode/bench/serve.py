@@ -48,6 +48,7 @@ class Reply:
     finish: str | None = None
     tokens: int = 0
     prompt_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens the server took from a kept prompt's cache
     latency: float = 0.0
     first_token: float | None = None
     response_id: str | None = None
@@ -81,6 +82,7 @@ class ModeResult:
                 "tokens_per_s": round(self.tokens / self.wall, 1) if self.wall else None,
                 "latency_p50_s": _pct(latencies, 50), "latency_p95_s": _pct(latencies, 95),
                 "first_token_p50_s": _pct(firsts, 50), "mean_batch": self.health.get("mean_batch"),
+                "prompt_tokens": sum(r.prompt_tokens for r in done), "cached_prompt_tokens": sum(r.cached_tokens for r in done),
                 "errors": sorted({r.error for r in self.replies if r.error})[:5], "killed_client": self.killed}
 
 
@@ -127,6 +129,19 @@ class ServerProcess:
         finally:
             conn.close()
 
+    def reset_prefix_cache(self) -> None:
+        """Drop the prompts the server keeps for reuse, so a mode does not start with what the one
+        before it left (the same prompts again would be served from the cache)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        try:
+            conn.request("POST", "/reset_prefix_cache")
+            response = conn.getresponse()
+            response.read()
+            if response.status != 200:
+                raise ModelUnavailable(f"clovercode serve refused to reset its prompt cache (HTTP {response.status})")
+        finally:
+            conn.close()
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -161,6 +176,7 @@ def stream_chat(port: int, body: dict[str, Any], key: str, timeout: float = 300.
             if chunk.get("usage"):
                 reply.tokens = chunk["usage"]["completion_tokens"]
                 reply.prompt_tokens = chunk["usage"].get("prompt_tokens") or 0
+                reply.cached_tokens = (chunk["usage"].get("prompt_tokens_details") or {}).get("cached_tokens") or 0
             for choice in chunk.get("choices") or ():
                 text = choice["delta"].get("content")
                 if text:
@@ -179,33 +195,60 @@ def stream_chat(port: int, body: dict[str, Any], key: str, timeout: float = 300.
     return reply
 
 
-def workload(clients: int, requests: int, max_tokens: int, model: str) -> list[list[tuple[str, dict[str, Any]]]]:
-    """Per client, its requests in order: each prompt is unique, so a mixed-up reply shows."""
+def workload(clients: int, requests: int, max_tokens: int, model: str,
+             conversations: bool = False) -> list[list[tuple[str, dict[str, Any]]]]:
+    """Per client, its requests in order: each prompt is unique, so a mixed-up reply shows. With
+    ``conversations`` a client's requests are the turns of one conversation: each later request
+    carries only its new user message here, and is sent after the last turn and its reply
+    (``_with_history``), as an agent's next turn is."""
     plan = []
     for c in range(clients):
         jobs = []
         for r in range(requests):
             key = f"bot{c}-job{r}"
             body = {"model": model, "stream": True, "stream_options": {"include_usage": True}, "max_tokens": max_tokens,
-                    "temperature": 0, "user": f"ci-bot-{c}",
-                    "messages": [{"role": "system", "content": "You fix failing CI jobs."},
-                                 {"role": "user", "content": f"CI bot {c}, job {r}: test_case_{c * 31 + r * 7} fails with "
-                                  f"AssertionError in module_{r}.py line {c * 13 + r}"}]}
+                    "temperature": 0, "user": f"ci-bot-{c}"}
+            if conversations and r:
+                body["messages"] = [{"role": "user", "content": f"CI bot {c}: the tests still fail at step {r}; "
+                                     f"look at module_{r}.py line {c * 13 + r}"}]
+                body[FOLLOWS] = True
+            else:
+                body["messages"] = [{"role": "system", "content": "You fix failing CI jobs."},
+                                    {"role": "user", "content": f"CI bot {c}, job {r}: test_case_{c * 31 + r * 7} fails with "
+                                     f"AssertionError in module_{r}.py line {c * 13 + r}"}]
             jobs.append((key, body))
         plan.append(jobs)
     return plan
 
 
+FOLLOWS = "_follows"  # a workload body that continues its client's conversation (never sent)
+
+
+def _with_history(body: dict[str, Any], history: dict[str, list[dict[str, Any]]], reply: Reply | None) -> dict[str, Any]:
+    """The body to send: a follow-up turn gets its client's conversation so far in front of it."""
+    client = body["user"]
+    if not body.get(FOLLOWS):
+        history[client] = list(body["messages"])
+        return body
+    messages = history.get(client, []) + [{"role": "assistant", "content": reply.text if reply else ""}, *body["messages"]]
+    history[client] = messages
+    return {k: v for k, v in body.items() if k != FOLLOWS} | {"messages": messages}
+
+
 def run_mode(name: str, server: ServerProcess, plan: list[list[tuple[str, dict[str, Any]]]], *, concurrent: bool,
              kill_one: bool) -> ModeResult:
+    server.reset_prefix_cache()
     before = server.health()
     killed = _start_killed_client(server) if kill_one else None
     replies: list[Reply] = []
     lock = threading.Lock()
 
     def bot(jobs: list[tuple[str, dict[str, Any]]]) -> None:
+        history: dict[str, list[dict[str, Any]]] = {}  # client → its conversation so far
+        last: dict[str, Reply] = {}
         for key, body in jobs:
-            reply = stream_chat(server.port, body, key)
+            body = _with_history(body, history, last.get(body["user"]))
+            reply = last[body["user"]] = stream_chat(server.port, body, key)
             with lock:
                 replies.append(reply)
 
@@ -273,13 +316,13 @@ def _unless_finished_first(server: ServerProcess, killed: dict[str, Any], before
 
 
 def run_bench(model: str = "tiny", clients: int = 8, requests: int = 3, max_tokens: int = 48,
-              bound: bool = False) -> dict[str, Any]:
+              bound: bool = False, conversations: bool = False) -> dict[str, Any]:
     queued_server = ServerProcess(model, 1, clients * requests + 8)
     batched_server = ServerProcess(model, clients, clients * requests + 8)
     try:
         queued_server.wait_ready()
         batched_server.wait_ready()
-        plan = workload(clients, requests, max_tokens, queued_server.model_name)
+        plan = workload(clients, requests, max_tokens, queued_server.model_name, conversations)
         run_mode("warm-up", queued_server, [plan[0][:1]], concurrent=False, kill_one=False)
         run_mode("warm-up", batched_server, [plan[0][:1]], concurrent=False, kill_one=False)
         baseline = run_mode("one-by-one", queued_server, plan, concurrent=False, kill_one=False)
@@ -306,7 +349,7 @@ def run_bench(model: str = "tiny", clients: int = 8, requests: int = 3, max_toke
         for r in rows if r["killed_client"] is not None)
     prompts = [r.prompt_tokens for r in baseline.completed if r.prompt_tokens] or [64]
     return {"model": model, "clients": clients, "requests_per_client": requests, "max_tokens": max_tokens,
-            "modes": rows, "ok": ok,
+            "conversations": conversations, "modes": rows, "ok": ok,
             "forward_bound": forward_bound(model, clients, (min(prompts), max(prompts) + max_tokens)) if bound else None}
 
 
@@ -337,17 +380,18 @@ def print_report(report: dict[str, Any], console: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    if console.width < 100:  # a pipe or a narrow terminal: ten numeric columns need the room
-        console = Console(width=100, file=console.file, force_terminal=console.is_terminal, highlight=False)
+    if console.width < 108:  # a pipe or a narrow terminal: eleven numeric columns need the room
+        console = Console(width=108, file=console.file, force_terminal=console.is_terminal, highlight=False)
 
+    shape = "turns of one conversation" if report.get("conversations") else "requests"
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title=f"clovercode serve under load — model {report['model']}, {report['clients']} clients × "
-                  f"{report['requests_per_client']} requests, {report['max_tokens']} tokens each")
-    for column in ("mode", "done", "req/s", "tok/s", "p50 s", "p95 s", "TTFT p50", "batch", "req/s ×", "p95 ×"):
+                  f"{report['requests_per_client']} {shape}, {report['max_tokens']} tokens each")
+    for column in ("mode", "done", "req/s", "tok/s", "p50 s", "p95 s", "TTFT p50", "batch", "cached", "req/s ×", "p95 ×"):
         table.add_column(column, justify="left" if column == "mode" else "right", no_wrap=True)
     for row in report["modes"]:
         table.add_row(row["mode"], f"{row['completed']}/{row['requests']}", _fmt(row["requests_per_s"], 1),
                       _fmt(row["tokens_per_s"], 0), _fmt(row["latency_p50_s"], 3), _fmt(row["latency_p95_s"], 3),
-                      _fmt(row["first_token_p50_s"], 3), _fmt(row["mean_batch"], 1),
+                      _fmt(row["first_token_p50_s"], 3), _fmt(row["mean_batch"], 1), _share(row),
                       _fmt(row["throughput_vs_one_at_a_time"], 2), _fmt(row["p95_latency_vs_one_at_a_time"], 2))
     console.print(table)
     for row in report["modes"]:
@@ -370,6 +414,13 @@ def print_report(report: dict[str, Any], console: Any) -> None:
                       f"({fb['step_cost_vs_one_row']:.2f}×): batching can be at most {fb['bound']:.2f}× as fast here, "
                       "before admissions and host work", highlight=False)
     console.print("[green]OK[/]" if report["ok"] else "[red]FAILED[/]: see above")
+
+
+def _share(row: dict[str, Any]) -> str:
+    """The share of prompt tokens the server took from kept prompts (— when it reports none)."""
+    if not row.get("cached_prompt_tokens") or not row.get("prompt_tokens"):
+        return "—"
+    return f"{100 * row['cached_prompt_tokens'] / row['prompt_tokens']:.0f}%"
 
 
 def _fmt(value: Any, digits: int) -> str:

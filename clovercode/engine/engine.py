@@ -120,7 +120,8 @@ class Engine:
             return CachedDenoiser(self.model, reuse_prompt=True, keep_tokens=self.config.prompt_cache_tokens)
         from clovercode.engine.graphs import StaticDenoiser, wants_graphs
 
-        return StaticDenoiser(self.model, graphs=wants_graphs(self.config.compile, self.info.device), reuse_prompt=True)
+        return StaticDenoiser(self.model, graphs=wants_graphs(self.config.compile, self.info.device), reuse_prompt=True,
+                              keep_tokens=self.config.prompt_cache_tokens)
 
     def stream(self, prompt: Sequence[int], plan: DecodePlan, stops: Stops, seed: int | None = None,
                on_pass: Callable[[PassEvent], None] | None = None, denoiser: Denoiser | None = None,
@@ -159,6 +160,12 @@ class Engine:
             return SlotBatchDenoiser(self.model, capacity, keep_tokens=self.config.prompt_cache_tokens)
         except UnsupportedCache:
             return SerialBatchDenoiser(self.model, capacity)
+
+    def forget_prompts(self) -> None:
+        """Drop the prompts kept for reuse (the next prompt of every conversation is prefilled whole)."""
+        forget = getattr(self.shared, "forget_prompts", None)
+        if forget is not None:
+            forget()
 
     def generate(self, prompt: Sequence[int], plan: DecodePlan, stops: Stops, **kwargs: Any) -> DecodeResult:
         result = None

@@ -171,8 +171,8 @@ class StaticDenoiser:
     prefill are ``CachedDenoiser``'s; the static cache is filled from its cache after each prefill."""
 
     def __init__(self, model: Any, graphs: bool = True, reuse_prompt: bool = False, min_capacity: int = MIN_CAPACITY,
-                 headroom: int = 256):
-        self.inner = CachedDenoiser(model, reuse_prompt=reuse_prompt)
+                 headroom: int = 256, keep_tokens: int = 0):
+        self.inner = CachedDenoiser(model, reuse_prompt=reuse_prompt, keep_tokens=keep_tokens)
         self.headroom = headroom  # room for the answer at prefill; more is made as it grows
         self.model = model
         self.device = self.inner.device
@@ -188,6 +188,9 @@ class StaticDenoiser:
     @property
     def reused_tokens(self) -> int:
         return self.inner.reused_tokens
+
+    def forget_prompts(self) -> None:
+        self.inner.forget_prompts()
 
     @property
     def graph_error(self) -> str | None:

@@ -129,6 +129,8 @@ class Scheduler:
         self.active = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._forget = threading.Event()  # drop the kept prompts at the loop's next turn
+        self._forgotten = threading.Event()
         self._log = log or (lambda line: None)
         self._thread: threading.Thread | None = None
 
@@ -150,6 +152,24 @@ class Scheduler:
         """Ask the worker to stop after its current step (safe from a signal handler)."""
         self._stop.set()
         self.queue.wake()
+
+    def forget_prompts(self, timeout: float = 30.0) -> bool:
+        """Have the model loop drop the prompts the backend keeps for reuse, between two steps (the
+        loop is the only thread that touches them); → whether it did within ``timeout`` seconds."""
+        self._forgotten.clear()
+        self._forget.set()
+        self.queue.wake()
+        return self._forgotten.wait(timeout)
+
+    def _forget_if_asked(self, session: Any = None) -> None:
+        if not self._forget.is_set():
+            return
+        self._forget.clear()
+        for owner in (self.backend, session):
+            forget = getattr(owner, "forget_prompts", None)
+            if forget is not None:
+                forget()
+        self._forgotten.set()
 
     def stop(self, timeout: float = 10.0) -> None:
         self.request_stop()
@@ -189,6 +209,7 @@ class Scheduler:
 
     def _serial_loop(self) -> None:
         while not self._stop.is_set():
+            self._forget_if_asked()
             for job in self.queue.take(1, timeout=0.2):
                 self._run_one(job)
 
@@ -226,6 +247,7 @@ class Scheduler:
             while not self._stop.is_set():
                 if session is None:
                     session = self.backend.open_batch(self.max_batch)  # type: ignore[attr-defined]
+                self._forget_if_asked(session)
                 for key, job in list(active.items()):
                     if job.cancelled.is_set():
                         session.remove(key)

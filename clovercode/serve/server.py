@@ -30,6 +30,7 @@ from clovercode.serve.reply import Reply, ReplyEvents, collect
 from clovercode.serve.scheduler import DONE, Failed, Job, QueueFull, Scheduler, ServerStopping
 
 HEALTH_PATHS = ("/health", "/healthz", "/v1/health")
+RESET_PATHS = ("/reset_prefix_cache", "/v1/reset_prefix_cache")  # POST: drop the prompts kept for reuse
 _BUSY_BODY = json.dumps(error_body("too many open connections; retry shortly", "server_error", "too_many_connections")).encode()
 _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
          b"Connection: close\r\nContent-Length: " + str(len(_BUSY_BODY)).encode() + b"\r\n\r\n" + _BUSY_BODY)
@@ -140,6 +141,10 @@ class Handler(BaseHTTPRequestHandler):
         started = time.monotonic()
         job: Job | None = None
         try:
+            if path in RESET_PATHS:
+                self._authorize()
+                self._reset_prefix_cache()
+                return
             if path != CHAT_PATH:
                 raise ApiError(404 if path not in ("/v1/models", *HEALTH_PATHS) else 405,
                                f"no POST route {path}; post chat completions to {CHAT_PATH}", code="not_found")
@@ -180,6 +185,13 @@ class Handler(BaseHTTPRequestHandler):
         if job is not None:
             waited = (job.started or time.monotonic()) - job.enqueued
             self.app.log(f"{job.id} client={job.client} {outcome} waited={waited:.3f}s total={time.monotonic() - started:.3f}s")
+
+    def _reset_prefix_cache(self) -> None:
+        """Drop the prompts kept for reuse (vLLM's route name; benchmarks call it between runs)."""
+        self.close_connection = True  # whatever body came with it is not read
+        if not self.app.scheduler.forget_prompts():
+            raise ApiError(503, "the model did not get to the reset within 30 s; retry when it is idle", type="server_error")
+        self._send_json(200, {"status": "ok"})
 
     # ---- answering ---------------------------------------------------------------------------
 
