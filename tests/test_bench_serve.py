@@ -32,10 +32,7 @@ def test_the_forward_bound_needs_the_embedded_engine():
 
 @pytest.mark.slow
 def test_bench_serve_on_clover_tiny_batches_the_engine_and_every_reply_equals_its_unbatched_one():
-    proc = run_cli("bench", "serve", "--model", "clover-tiny", "--clients", "4", "--requests", "2", "--max-tokens", "32",
-                   "--json", "--bound", timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    report = json.loads(proc.stdout)
+    report = _clover_tiny_bench("--clients", "4", "--requests", "2", "--max-tokens", "32", "--bound")
     modes = {m["mode"]: m for m in report["modes"]}
     for mode in modes.values():
         assert (mode["completed"], mode["lost"], mode["mixed_up"]) == (8, 0, 0), mode
@@ -55,12 +52,15 @@ def test_bench_serve_on_clover_tiny_batches_the_engine_and_every_reply_equals_it
 
 @pytest.mark.slow
 def test_bench_serve_conversations_reuse_each_conversations_prompt_in_every_mode():
-    proc = run_cli("bench", "serve", "--model", "clover-tiny", "--clients", "3", "--requests", "2", "--max-tokens", "16",
-                   "--conversations", "--json", timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    report = json.loads(proc.stdout)
+    report = _clover_tiny_bench("--clients", "3", "--requests", "2", "--max-tokens", "16", "--conversations")
     assert report["conversations"] is True
     for mode in report["modes"]:
         assert (mode["completed"], mode["lost"], mode["mixed_up"]) == (6, 0, 0), mode
         # three openings prefilled whole; each second turn reuses at least its opening's prompt
         assert 0 < mode["cached_prompt_tokens"] < mode["prompt_tokens"], mode
+
+
+def _clover_tiny_bench(*args: str) -> dict:
+    proc = run_cli("bench", "serve", "--model", "clover-tiny", *args, "--json", timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout)
