@@ -28,7 +28,11 @@ REQUESTS = ["Show me lines 10 to 30 of src/app.py", "Run the tests in tests/test
 
 @pytest.fixture(scope="module")
 def backend():
-    return EmbeddedBackend(Engine.open("clover-tiny", EngineConfig(), Console(file=open("/dev/null", "w"))))
+    # Closed here, on the main thread: the model's tensors must not wait for whichever thread happens
+    # to drop the last reference (see ServeHTTPServer.server_close).
+    backend = EmbeddedBackend(Engine.open("clover-tiny", EngineConfig(), Console(file=open("/dev/null", "w"))))
+    yield backend
+    backend.close()
 
 
 class Unbatched:

@@ -299,3 +299,23 @@ def test_reset_prefix_cache_drops_the_kept_prompts_on_the_model_loop(backend_typ
         assert len(backend.calls) == 1 and backend.calls[0] != threading.get_ident()  # the model loop did it
         assert client(app, "k").chat.completions.create(model="test-model", messages=user("after")).choices
         assert raw(app, "GET", "/reset_prefix_cache", headers={"Authorization": "Bearer k"})[0] == 404
+
+
+def _handler_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if "process_request_thread" in t.name}
+
+
+def test_closing_the_server_ends_idle_keep_alive_connections_and_their_threads():
+    """A handler thread left waiting for a keep-alive client's next request holds the app (and its
+    model) past the server's life: at interpreter exit one aborted the process (ServeHTTPServer.server_close)."""
+    before = _handler_threads()
+    with running_server(EchoBackend()) as app:
+        conn = http.client.HTTPConnection("127.0.0.1", app.port, timeout=10)
+        conn.request("GET", "/health")
+        response = conn.getresponse()
+        assert response.status == 200 and response.read() and not response.will_close  # kept alive
+        [handler] = _handler_threads() - before
+    assert not handler.is_alive()  # server_close waited for it
+    conn.sock.settimeout(10)
+    assert conn.sock.recv(1) == b""  # and the server ended the connection, not the client
+    conn.close()

@@ -10,6 +10,7 @@ with a real SIGTERM as a supervisor would.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -104,3 +105,41 @@ def test_serve_runs_the_model_on_the_thread_that_loaded_it(tmp_path, monkeypatch
     [backend] = backends
     assert backend.ran_on == {backend.loaded_on} == {threading.get_ident()}
     assert signal.getsignal(signal.SIGTERM) is before  # the handler run_serve installed is gone again
+
+
+def _hold_a_connection_then_terminate(ready: threading.Event, url: list[str], held: list[Any]) -> None:
+    """A keep-alive client: one request, the connection kept open and idle, then SIGTERM."""
+    try:
+        if ready.wait(30):
+            host, port = url[0].split("//")[1].split("/")[0].split(":")
+            conn = http.client.HTTPConnection(host, int(port), timeout=30)
+            conn.request("GET", "/health")
+            response = conn.getresponse()
+            response.read()
+            held.append((conn, response.will_close))
+    finally:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_serve_ends_idle_connections_and_their_threads_before_it_returns(tmp_path, monkeypatch):
+    """A handler thread that outlived run_serve held the app and its model into interpreter exit,
+    where freeing the model on that thread aborted the process (ServeHTTPServer.server_close)."""
+    monkeypatch.setattr(command, "open_backend", lambda cfg: EchoBackend())
+    cfg = load_config(tmp_path, {}, {"model": "echo", "serve.port": 0})
+    ready, url, held = threading.Event(), [], []
+
+    def print_line(line: str) -> None:
+        url.append(line[len(READY_PREFIX):].split()[0])
+        ready.set()
+
+    before = {t for t in threading.enumerate() if "process_request_thread" in t.name}
+    client = threading.Thread(target=_hold_a_connection_then_terminate, args=(ready, url, held), daemon=True)
+    client.start()
+    assert command.run_serve(cfg, Console(file=open(os.devnull, "w")), print_line=print_line) == 0
+    client.join(10)
+    [(conn, will_close)] = held
+    assert not will_close  # the connection was open and idle when serving stopped
+    assert not {t for t in threading.enumerate() if "process_request_thread" in t.name} - before
+    conn.sock.settimeout(10)
+    assert conn.sock.recv(1) == b""  # the server closed it
+    conn.close()

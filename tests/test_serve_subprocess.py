@@ -3,6 +3,7 @@ endpoint backend, and by `clovercode fix --endpoint`."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import signal
 import socket
@@ -165,3 +166,19 @@ def test_an_unknown_host_says_to_fix_the_host_not_the_port():
     proc = run_cli("serve", "--model", TINY, "--host", "no-such-host.invalid", "--port", "0")
     assert proc.returncode == 2 and "cannot listen on no-such-host.invalid:0" in proc.stderr
     assert "Give --host an address of this machine" in proc.stderr and "another port" not in proc.stderr
+
+
+def test_sigterm_with_an_idle_keep_alive_connection_exits_0_and_closes_it():
+    """The connection a client keeps open between requests must not keep a handler thread (holding
+    the model) alive into interpreter exit, where it aborted the process with 134 (ServeHTTPServer.server_close)."""
+    with serve("--model", TINY) as (url, _):
+        port = int(url.split(":")[2].split("/")[0])
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        body = json.dumps({"model": TINY, "messages": [{"role": "user", "content": "write a test"}], "max_tokens": 8})
+        conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        assert response.status == 200 and json.loads(response.read())["choices"] and not response.will_close
+    # serve() sent SIGTERM and asserted exit status 0
+    conn.sock.settimeout(10)
+    assert conn.sock.recv(1) == b""
+    conn.close()

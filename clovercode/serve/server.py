@@ -67,6 +67,9 @@ class ServeHTTPServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], app: ServeApp | None, max_connections: int = 256):
         self.app = app  # type: ignore[assignment]  # may be set after binding, before serve_forever
         self._slots = threading.BoundedSemaphore(max_connections)
+        # Each open connection and its handler thread (None until the thread runs), for server_close.
+        self._open: dict[socket.socket, threading.Thread | None] = {}
+        self._open_lock = threading.Lock()
         super().__init__(address, Handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -77,13 +80,59 @@ class ServeHTTPServer(ThreadingHTTPServer):
                 pass
             self.shutdown_request(request)
             return
-        super().process_request(request, client_address)
+        with self._open_lock:
+            self._open = {s: t for s, t in self._open.items() if t is None or t.is_alive()}
+            self._open[request] = None
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread started: nothing will release the slot or the entry
+            with self._open_lock:
+                self._open.pop(request, None)
+            self._slots.release()
+            raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open[request] = threading.current_thread()
         try:
             super().process_request_thread(request, client_address)
         finally:
             self._slots.release()
+
+    def server_close(self, timeout: float = 5.0) -> None:
+        """Stop listening, then end the connections still open and wait (at most ``timeout`` s) for
+        their handler threads. A keep-alive client may keep a handler thread waiting for its next
+        request long after serving stopped, and that thread holds the app: scheduler, backend, model.
+        Left running, it can drop the last reference to the model while the interpreter finalizes;
+        torch frees a tensor with the GIL released, the thread is refused the GIL back and ended by
+        pthread_exit inside a noexcept C++ frame, and std::terminate aborts the process (exit status
+        134; pytorch/pytorch#38228)."""
+        super().server_close()
+        deadline = time.monotonic() + timeout
+        # First only the read side: a reply being written still goes out, an idle wait ends at once.
+        for how in (socket.SHUT_RD, socket.SHUT_RDWR):
+            if not self._wait_for_handlers(how, deadline if how == socket.SHUT_RDWR else
+                                           min(deadline, time.monotonic() + timeout / 2)):
+                return
+
+    def _wait_for_handlers(self, how: int, deadline: float) -> bool:
+        """Shut ``how`` on every open connection and join their threads until ``deadline``; whether
+        any is still open."""
+        while True:
+            with self._open_lock:
+                still = [(s, t) for s, t in self._open.items() if t is None or t.is_alive()]
+            if not still or time.monotonic() >= deadline:
+                return bool(still)
+            for sock, _ in still:
+                try:
+                    sock.shutdown(how)
+                except OSError:
+                    pass  # already closed by its handler
+            for _, thread in still:
+                if thread is None:
+                    time.sleep(0.01)  # started, not yet running: look again
+                else:
+                    thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def make_server(app: ServeApp | None, host: str, port: int, max_connections: int = 256) -> ServeHTTPServer:
