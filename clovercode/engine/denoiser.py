@@ -139,7 +139,7 @@ class CachedDenoiser:
             cache, start, last = point.cache, len(point.ids), point.last_logits
             self.reused_tokens = start
         else:
-            cache, start, last = self._new_cache(), 0, None
+            cache, start, last = self.new_cache(), 0, None
         if len(ids) > start:
             logits, cache = self._run(ids[start:], start, None, cache, True)
             last = logits[-1].float()
@@ -151,7 +151,7 @@ class CachedDenoiser:
         """Keep ``cache`` (``ids`` prefilled, nothing after) as the newest checkpoint, within the budget."""
         if not self.reuse_prompt:
             return
-        self.checkpoints.append(PromptCheckpoint([int(t) for t in ids], cache, cachestate.snapshot(cache), last_logits))
+        self.checkpoints.append(PromptCheckpoint(list(ids), cache, cachestate.snapshot(cache), last_logits))
         kept = sum(len(point.ids) for point in self.checkpoints)
         while len(self.checkpoints) > 1 and kept > self.keep_tokens:
             kept -= len(self.checkpoints.pop(0).ids)
@@ -173,17 +173,11 @@ class CachedDenoiser:
         """The checkpoint with the longest prompt that ``ids`` starts with (None when reuse is off)."""
         if not self.reuse_prompt:
             return None
-        best = None
-        for point in self.checkpoints:
-            if len(point.ids) <= len(ids) and ids[:len(point.ids)] == point.ids and (best is None or len(point.ids) > len(best.ids)):
-                best = point
-        return best
+        extended = [point for point in self.checkpoints if ids[:len(point.ids)] == point.ids]
+        return max(extended, key=lambda point: len(point.ids), default=None)
 
     def new_cache(self) -> Any:
         """An empty cache of the kind prefill fills (None: the model makes its own)."""
-        return self._new_cache()
-
-    def _new_cache(self) -> Any:
         if not self.own_cache:
             return None
         from clovercode.engine.kvbuffer import buffered_cache
@@ -222,7 +216,7 @@ class CachedDenoiser:
         try:
             outs = []
             for mask in (masks.full_block(3, 3, self.dtype, self.device), NONCAUSAL, None):
-                _, cache = self._run(prompt, 0, None, self._new_cache(), True)
+                _, cache = self._run(prompt, 0, None, self.new_cache(), True)
                 outs.append(self._run(block, 3, mask, cache, False)[0].float())
         except Exception:  # a model whose forward takes no per-kind masks or no is_causal: keep the mask
             return False
