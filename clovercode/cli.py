@@ -7,7 +7,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NoReturn, Optional
 
 import typer
 
@@ -33,17 +33,26 @@ class CloverGroup(TyperGroup):
             report_error(exc)
             raise typer.Exit(int(exc.exit_code)) from None
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP where termination.py catches them
-            from clovercode.termination import interrupt_detail
-
-            make_console(stderr=True).print(f"[yellow]{interrupt_detail(exc).removesuffix(' by the user (Ctrl-C)')}[/]")
-            raise typer.Exit(getattr(exc, "exit_code", int(ExitCode.INTERRUPTED))) from None
+            _exit_interrupted(exc)
         except Exception as exc:
             if type(exc).__module__.split(".")[0] in ("typer", "click"):
                 raise  # exits, usage errors and aborts: typer reports those itself
+            from clovercode.termination import interrupt_behind
+
+            interrupt = interrupt_behind(exc)  # library clean-up can turn an interrupt into an error
+            if interrupt is not None:
+                _exit_interrupted(interrupt)
             # A bug: keep the traceback, but in a file, not on the user's screen.
             path = save_crash_report(traceback.format_exc())
             make_console(stderr=True).print(f"[red]internal error[/]: clovercode hit a bug. Details: {path}")
             raise typer.Exit(int(ExitCode.INTERNAL)) from None
+
+
+def _exit_interrupted(exc: KeyboardInterrupt) -> NoReturn:
+    from clovercode.termination import interrupt_detail
+
+    make_console(stderr=True).print(f"[yellow]{interrupt_detail(exc).removesuffix(' by the user (Ctrl-C)')}[/]")
+    raise typer.Exit(getattr(exc, "exit_code", int(ExitCode.INTERRUPTED))) from None
 
 
 def report_error(exc: CloverError) -> None:

@@ -38,6 +38,20 @@ def exit_code(signum: int | None) -> int:
     return CTRL_C_EXIT if signum is None else 128 + signum
 
 
+def interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
+    """The interrupt (Ctrl-C, or a signal turned into one here) that ``exc`` was raised while handling,
+    if any. Library clean-up code can replace an interrupt with an error of its own: Ctrl-C inside
+    ``numpy.savez`` comes out of zipfile's ``close`` as a ValueError. Such an error is the interrupt."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return current
+        seen.add(id(current))
+        current = current.__context__
+    return None
+
+
 def interrupt_detail(exc: BaseException) -> str:
     """Why an interrupted run stopped, for people."""
     if isinstance(exc, Terminated):

@@ -149,6 +149,29 @@ def test_ctrl_c_during_generation_stops_with_interrupted(calc_repo):
     assert sink.of("run_end")[0]["stop_reason"] == "interrupted"
 
 
+class MaskedInterruptBackend:
+    """Ctrl-C lands inside library code whose clean-up raises an error of its own (numpy's zip writer)."""
+
+    name = "masked"
+
+    def generate(self, messages, tools, params):
+        yield TextDelta("Let me think")
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise ValueError("Can't close the ZIP file while there is an open writing handle on it.")
+
+    def close(self):
+        pass
+
+
+def test_an_interrupt_that_clean_up_turned_into_an_error_still_stops_with_interrupted(calc_repo):
+    agent, sink = make_agent(calc_repo, MaskedInterruptBackend())
+    result = agent.run(Conversation(), "task")
+    assert result.stop is StopReason.INTERRUPTED
+    assert sink.of("run_end")[0]["stop_reason"] == "interrupted"
+
+
 class ScriptedBackend:
     """Replies with fixed turns and records the prompts it was given."""
 

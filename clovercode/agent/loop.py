@@ -20,7 +20,7 @@ from clovercode.messages import CallRecord, Message
 from clovercode.agent.prompts import Conversation, PromptBuilder
 from clovercode.agent.repetition import RepetitionGuard
 from clovercode.backends.base import Finish, GenerationParams, ModelBackend, ModelError, Notice, TextDelta, ToolCallEvent, Usage
-from clovercode.termination import interrupt_detail
+from clovercode.termination import interrupt_behind, interrupt_detail
 from clovercode.toolcalls.parser import ParsedCall
 from clovercode.toolcalls.review import TurnReview, review_turn
 from clovercode.toolcalls.validate import CheckedCall, Validator
@@ -96,6 +96,12 @@ class Agent:
             result.signal = getattr(exc, "signum", None)
         except ModelError as exc:
             result = self._result(state, StopReason.MODEL_ERROR, f"the model failed: {exc}")
+        except Exception as exc:
+            interrupt = interrupt_behind(exc)  # an interrupt that library clean-up turned into an error
+            if interrupt is None:
+                raise
+            result = self._result(state, StopReason.INTERRUPTED, interrupt_detail(interrupt))
+            result.signal = getattr(interrupt, "signum", None)
         self.sink.emit("run_end", **result.to_json(), **({"signal": result.signal} if result.signal else {}))
         return result
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from clovercode.context.tags import FileTags
+from clovercode.termination import interrupt_behind
 
 GRAPH_VERSION = 2
 SKIP_REASONS = ("", "binary", "generated", "minified", "unreadable", "unparsable", "?")
@@ -144,11 +145,16 @@ class Graph:
                          def_ident=self.def_ident, ref_file=self.ref_file, ref_ident=self.ref_ident,
                          ref_count=self.ref_count, skip=self.skip)
             os.replace(tmp, path)
-        except OSError:
+        except BaseException as exc:
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
+            interrupt = interrupt_behind(exc)  # Ctrl-C inside numpy's zip writer comes out as a ValueError
+            if interrupt is not None:
+                raise interrupt from None
+            if not isinstance(exc, OSError):
+                raise
 
     @staticmethod
     def load(path: Path, tree: str | None) -> "Graph | None":
