@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 
 from clovercode.actions.context import ToolContext
 from clovercode.actions.toolbox import Toolbox
@@ -130,43 +132,31 @@ def test_calls_after_finish_are_not_run(calc_repo, tmp_path):
 
 
 class InterruptingBackend:
-    """Streams part of a turn, then the user presses Ctrl-C."""
+    """Streams part of a turn, then the user presses Ctrl-C; ``masked``: inside library code whose
+    clean-up raises an error of its own (numpy's zip writer does), which the loop must still see as
+    the interrupt."""
 
     name = "interrupting"
 
-    def generate(self, messages, tools, params):
-        yield TextDelta("Let me think")
-        raise KeyboardInterrupt
-
-    def close(self):
-        pass
-
-
-def test_ctrl_c_during_generation_stops_with_interrupted(calc_repo):
-    agent, sink = make_agent(calc_repo, InterruptingBackend())
-    result = agent.run(Conversation(), "task")
-    assert result.stop is StopReason.INTERRUPTED
-    assert sink.of("run_end")[0]["stop_reason"] == "interrupted"
-
-
-class MaskedInterruptBackend:
-    """Ctrl-C lands inside library code whose clean-up raises an error of its own (numpy's zip writer)."""
-
-    name = "masked"
+    def __init__(self, masked: bool = False):
+        self.masked = masked
 
     def generate(self, messages, tools, params):
         yield TextDelta("Let me think")
         try:
             raise KeyboardInterrupt
         except KeyboardInterrupt:
+            if not self.masked:
+                raise
             raise ValueError("Can't close the ZIP file while there is an open writing handle on it.")
 
     def close(self):
         pass
 
 
-def test_an_interrupt_that_clean_up_turned_into_an_error_still_stops_with_interrupted(calc_repo):
-    agent, sink = make_agent(calc_repo, MaskedInterruptBackend())
+@pytest.mark.parametrize("masked", [False, True], ids=["ctrl-c", "masked-by-clean-up"])
+def test_ctrl_c_during_generation_stops_with_interrupted(calc_repo, masked):
+    agent, sink = make_agent(calc_repo, InterruptingBackend(masked))
     result = agent.run(Conversation(), "task")
     assert result.stop is StopReason.INTERRUPTED
     assert sink.of("run_end")[0]["stop_reason"] == "interrupted"
