@@ -122,23 +122,21 @@ class ServerProcess:
         self.model_name = line.split("(model '", 1)[1].split("'", 1)[0]
 
     def health(self) -> dict[str, Any]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        try:
-            conn.request("GET", "/health")
-            return json.loads(conn.getresponse().read())
-        finally:
-            conn.close()
+        return json.loads(self._call("GET", "/health", 10)[1])
 
     def reset_prefix_cache(self) -> None:
         """Drop the prompts the server keeps for reuse, so a mode does not start with what the one
         before it left (the same prompts again would be served from the cache)."""
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        status, _ = self._call("POST", "/reset_prefix_cache", 60)
+        if status != 200:
+            raise ModelUnavailable(f"clovercode serve refused to reset its prompt cache (HTTP {status})")
+
+    def _call(self, method: str, path: str, timeout: float) -> tuple[int, bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
-            conn.request("POST", "/reset_prefix_cache")
+            conn.request(method, path)
             response = conn.getresponse()
-            response.read()
-            if response.status != 200:
-                raise ModelUnavailable(f"clovercode serve refused to reset its prompt cache (HTTP {response.status})")
+            return response.status, response.read()
         finally:
             conn.close()
 
