@@ -100,3 +100,20 @@ def test_float32_cached_and_reference_agree_on_llama():
     plan = DecodePlan(block_size=8, mask_id=MASK_ID, strategy="topk", top_k=2, max_new_tokens=24)
     assert (decode(CachedDenoiser(model), PROMPT, plan, detok, STOPS).tokens
             == decode(RecomputeDenoiser(model), PROMPT, plan, detok, STOPS).tokens)
+
+
+def test_a_counter_a_layer_advances_in_place_is_restored():
+    """transformers 5.25 added ``cumulative_length_linear`` (a tensor advanced by ``add_``); whatever a
+    release adds next, a tensor beside the keys and values comes back to its committed value."""
+    from transformers.cache_utils import LinearAttentionLayer
+
+    layer = LinearAttentionLayer()
+    layer.step_counter = torch.tensor(7)  # a counter of some future release, written in place
+    layer.update_conv_state(torch.zeros(1, 4, 3))
+    counter, conv = layer.step_counter, layer.conv_states[0]
+    snap = cachestate.snapshot(layer)
+    layer.step_counter.add_(8)
+    layer.update_conv_state(torch.ones(1, 4, 8))
+    cachestate.restore(layer, snap)
+    assert int(layer.step_counter) == 7 and layer.step_counter is counter  # same storage, old value
+    assert torch.equal(layer.conv_states[0], torch.zeros(1, 4, 3)) and layer.conv_states[0] is conv

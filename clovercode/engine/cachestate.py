@@ -9,6 +9,10 @@ cache as it goes. Committed state must not change, so each pass is bracketed by 
 * linear-attention layers (Gated DeltaNet, Mamba-like: ``LinearAttentionCacheLayerMixin``) update
   their conv and recurrent states in place: the snapshot clones those tensors and restoring copies
   them back into the same storage. Cost O(state), independent of the prompt length.
+* any other tensor a layer holds besides its keys and values (token counters such as
+  ``cumulative_length_linear``, which transformers 5.25 started to advance in place and to report
+  from ``get_seq_length``) is state too: cloned and copied back, whatever its meaning in a given
+  transformers release. Cost O(1).
 * anything else (remote code, unknown cache classes): every reachable tensor is cloned and
   restored by value. Exact, but O(cache) per pass; ``layout`` reports it so the engine can warn.
 """
@@ -23,6 +27,8 @@ _LINEAR_DICTS = ("conv_states", "recurrent_states")
 SCRATCH = ("_key_buffer", "_value_buffer")
 _LINEAR_FLAGS = ("has_previous_state", "is_conv_states_initialized", "is_recurrent_states_initialized",
                  "conv_kernel_size")
+# Grown by torch.cat, never written in place: keeping the reference is the snapshot.
+_APPENDED = ("keys", "values")
 
 
 @dataclass
@@ -75,7 +81,8 @@ def snapshot(cache: Any) -> Snapshot:
         elif kind == "generic":
             snap.saved.append({k: _deep_clone(v) for k, v in vars(unit).items()})
         else:
-            saved = {k: v for k, v in vars(unit).items() if k not in _LINEAR_DICTS and k not in _LINEAR_FLAGS}
+            saved = {k: _in_place_safe(k, v) for k, v in vars(unit).items()
+                     if k not in _LINEAR_DICTS and k not in _LINEAR_FLAGS}
             if kind in ("linear", "hybrid"):
                 for name in _LINEAR_DICTS:
                     saved[name] = {i: (t.clone() if t is not None else None) for i, t in getattr(unit, name).items()}
@@ -99,8 +106,33 @@ def restore(cache: Any, snap: Snapshot) -> None:
                 _restore_states(getattr(unit, name), value)
             elif name in _LINEAR_FLAGS:
                 setattr(unit, name, dict(value))
+            elif isinstance(value, _Copied):
+                _restore_copied(unit, name, value.tensor)
             else:
                 setattr(unit, name, value)
+
+
+@dataclass
+class _Copied:
+    """A tensor the layer may write in place: saved by value."""
+
+    tensor: Any
+
+
+def _in_place_safe(name: str, value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor) and name not in _APPENDED and name not in SCRATCH:
+        return _Copied(value.clone())
+    return value
+
+
+def _restore_copied(unit: Any, name: str, saved: Any) -> None:
+    current = getattr(unit, name, None)
+    if current is not None and current.shape == saved.shape and current.dtype == saved.dtype:
+        current.copy_(saved)  # same storage: a static address (graphs, dynamo marks) stays valid
+    else:
+        setattr(unit, name, saved.clone())
 
 
 def _restore_states(live: dict, saved: dict) -> None:
