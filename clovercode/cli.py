@@ -19,6 +19,7 @@ from typer.core import TyperGroup
 from clovercode import __version__
 from clovercode.config import Config, load_config, state_dir
 from clovercode.errors import CloverError, ExitCode, UsageError
+from clovercode.bench.cli import make_bench_app
 from clovercode.eval.cli import make_eval_app
 from clovercode.termination import signals_as_interrupts
 
@@ -401,8 +402,7 @@ def config_show(repo: Optional[Path] = RepoOpt,
                       f"[dim]# {escape(cfg.sources[setting.key])} · {setting.env_var}[/]", highlight=False, soft_wrap=True)
 
 
-bench_app = typer.Typer(cls=CloverGroup, help="Benchmarks: ratios measured side by side in one run.", no_args_is_help=True)
-app.add_typer(bench_app, name="bench")
+app.add_typer(make_bench_app(CloverGroup, project_root, effective_config), name="bench")
 
 
 # --- workspace safety (sandbox, undo): bodies in sandboxcmd.py, bench/sandbox.py, undocmd.py ---
@@ -449,42 +449,6 @@ def undo(repo: Optional[Path] = RepoOpt,
         run_undo(root, make_console(), redoing=redo)
 
 
-@bench_app.command("sandbox")
-def bench_sandbox(sandbox: str = typer.Option("workspace-write", "--sandbox", help="Policy to measure."),
-                  runs: int = typer.Option(30, "--runs", min=3, help="Runs per command and side.")) -> None:
-    """Sandbox start overhead per command: bwrap vs a plain subprocess, as a ratio."""
-    from clovercode.bench.sandbox import measure, report
-    from clovercode.errors import UsageError
-    from clovercode.sandboxing.policy import PROFILES
-
-    if sandbox not in PROFILES:
-        raise UsageError(f"--sandbox: unknown policy '{sandbox}'", hint=f"Choose one of: {', '.join(PROFILES)}.")
-    typer.echo(report(measure(sandbox, runs), sandbox, runs))
-
-
-@bench_app.command("serve")
-def bench_serve(
-    model: str = typer.Option("tiny", "--model", "-m", help="Model spec each `clovercode serve` process loads."),
-    clients: int = typer.Option(8, "--clients", min=1, help="Concurrent clients (simulated CI bots)."),
-    requests: int = typer.Option(3, "--requests", min=1, help="Requests each client sends, one after another."),
-    max_tokens: int = typer.Option(48, "--max-tokens", min=1, help="Tokens each request asks for."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    bound: bool = typer.Option(False, "--bound", help="Then load the model here and measure what batching can gain "
-                               "at most on this machine (one forward over N rows against N one-row forwards)."),
-    conversations: bool = typer.Option(False, "--conversations", help="Each client's requests are the turns of one "
-                                       "conversation (each carries the last turn and its reply), as an agent's are."),
-) -> None:
-    """Load-test `clovercode serve`: one-at-a-time vs queued vs batched, measured in one run."""
-    from clovercode.bench.serve import print_report, run_bench
-
-    report = run_bench(model, clients, requests, max_tokens, bound, conversations)
-    if as_json:
-        typer.echo(json.dumps(report, indent=2))
-    else:
-        print_report(report, make_console())
-    raise typer.Exit(0 if report["ok"] else 1)
-
-
 @app.command("map")
 def map_command(path: Optional[Path] = typer.Argument(None, help="Project directory (default: the current directory)."),
                 tokens: Optional[int] = typer.Option(None, "--tokens", "-t", help="Token budget (default: context.map_tokens)."),
@@ -505,56 +469,6 @@ def init_command(repo: Optional[Path] = RepoOpt,
 
     path = write_starter(project_root(repo), force)
     typer.echo(f"wrote {path}: fill in the <placeholders>; clovercode puts it verbatim in the system prompt")
-
-
-@bench_app.command("map")
-def bench_map(path: Optional[Path] = typer.Argument(None, help="Tree to map (default: a git copy of this Python's standard library)."),
-              tokens: int = typer.Option(2048, "--tokens", help="Map budget in tokens."),
-              jobs: int = typer.Option(0, "--jobs", help="Parser processes (0: one per core)."),
-              compare: Optional[Path] = typer.Option(None, "--compare", help="Another clovercode checkout to run in alternation (e.g. the last release).")) -> None:
-    """`clovercode map` cold, warm and touched on one and four stdlibs (targets: cold ≤ 15 s, warm ≤ 0.5 s)."""
-    from clovercode.bench.map import run_bench
-
-    if path is not None and not path.is_dir():
-        raise UsageError(f"not a directory: {path}")
-    if compare is not None and not (compare / "clovercode" / "__init__.py").is_file():
-        raise UsageError(f"--compare {compare}: not a clovercode checkout (no clovercode/__init__.py)")
-    raise typer.Exit(run_bench(path, tokens, jobs, typer.echo, compare))
-
-
-@bench_app.command("engine")
-def bench_engine(
-    model: str = typer.Option("clover-tiny", "--model", "-m", help="Model to measure (default: the tiny trained one)."),
-    prompts: int = typer.Option(24, "--prompts", min=1, help="Held-out agent turns to decode."),
-    block_size: int = typer.Option(0, "--block-size", min=0, help="Block size (0: the model's own)."),
-    thresholds: str = typer.Option("0.95,0.9,0.8,0.7", "--thresholds", help="Comma-separated thresholds."),
-    lengths: str = typer.Option("128,512,1024,2048", "--lengths", help="Prompt lengths for the prefix-cache table."),
-    max_new_tokens: int = typer.Option(128, "--max-new-tokens", min=1),
-    repeats: int = typer.Option(3, "--repeats", min=1, help="Runs per prompt and schedule; the fastest counts."),
-    device: Optional[str] = typer.Option(None, "--device", help="Default: engine.device."),
-    dtype: Optional[str] = typer.Option(None, "--dtype", help="Default: engine.dtype."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    grammar: bool = typer.Option(True, "--grammar/--no-grammar", help="Also decode under the tool-call grammar."),
-) -> None:
-    """Block diffusion vs the AR and one-token-per-pass baselines, and prefix-cache scaling."""
-    from clovercode.bench.engine import BenchOptions, parse_floats, parse_ints, render_report, run_engine_bench
-
-    cfg = effective_config(project_root(None))  # the engine settings every command that loads a model honours
-    try:
-        options = BenchOptions(model=model, prompts=prompts, block_size=block_size, thresholds=parse_floats(thresholds),
-                               lengths=parse_ints(lengths), max_new_tokens=max_new_tokens, repeats=repeats,
-                               device=device or cfg["engine.device"], dtype=dtype or cfg["engine.dtype"], grammar=grammar,
-                               trust_remote_code=cfg["engine.trust_remote_code"], cache_dir=cfg["engine.cache_dir"])
-    except ValueError as exc:
-        raise UsageError(f"bad --thresholds or --lengths: {exc}") from None
-    console = make_console(stderr=as_json)
-    if not sys.stdout.isatty():
-        console.width = 132  # the table's ten columns, when piped into a file or a log
-    report = run_engine_bench(options, console)
-    if as_json:
-        typer.echo(json.dumps(report, indent=2))
-    else:
-        render_report(report, console)
 
 
 traj_app = typer.Typer(cls=CloverGroup, help="Work with run trajectories.")
