@@ -58,7 +58,7 @@ def test_denoise_passes_leave_committed_state_bit_identical(models, name):
     assert denoiser.layout == ("hybrid" if name == "hybrid" else "attention")
     # The check can fail: the same forward without the restore does change the committed state.
     with torch.no_grad():
-        model(input_ids=block[None], attention_mask=None, cache=state.cache, use_cache=True,
+        model(input_ids=block[None], attention_mask=None, use_cache=True, **{denoiser.cache_arg: state.cache},
               position_ids=torch.arange(state.length, state.length + 8)[None])
     changed = cachestate.state_tensors(state.cache)
     assert len(changed) != len(before) or not all(torch.equal(b, a) for (_, b), (_, a) in zip(before, changed))
