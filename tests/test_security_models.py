@@ -184,13 +184,13 @@ def test_the_cli_with_the_old_true_runs_no_model_code(tmp_path):
     (home / ".config" / "clovercode" / "config.toml").write_text("[engine]\ntrust_remote_code = true\n")
     env = cli_env(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), HF_MODULES_CACHE=str(tmp_path / "mods"),
                   CLOVERCODE_ENGINE_DEVICE="cpu")
-    proc = run_cli("exec", "--model", "./m", "hello", cwd=project, env=env, timeout=300)
+    proc = run_cli("exec", "--sandbox", "none", "--model", "./m", "hello", cwd=project, env=env, timeout=300)
     assert proc.returncode == ExitCode.USAGE, proc.stderr
     assert "names the models" in proc.stderr and "Traceback" not in proc.stderr
     assert not marker.exists()
     (home / ".config" / "clovercode" / "config.toml").write_text(
         f'[engine]\ntrust_remote_code = ["someone/coder@{"a" * 40}"]\n')
-    proc = run_cli("exec", "--model", "./m", "hello", cwd=project, env=env, timeout=300)
+    proc = run_cli("exec", "--sandbox", "none", "--model", "./m", "hello", cwd=project, env=env, timeout=300)
     assert proc.returncode == ExitCode.MODEL_UNAVAILABLE, proc.stderr
     assert f'trust_remote_code = ["{trust_models.local_entry(project / "m")}"]' in proc.stderr
     assert not marker.exists()
@@ -322,7 +322,7 @@ def test_exec_with_a_bad_model_exits_5_with_the_reason(tmp_path, make):
     project = tmp_path / "project"
     project.mkdir()
     reason = make(project / "bad-model-dir", marker)
-    proc = run_cli("exec", "--model", "./bad-model-dir", "hello", cwd=project,
+    proc = run_cli("exec", "--sandbox", "none", "--model", "./bad-model-dir", "hello", cwd=project,
                    env=cli_env(CLOVERCODE_ENGINE_DEVICE="cpu"), timeout=300)
     assert proc.returncode == ExitCode.MODEL_UNAVAILABLE, proc.stderr
     assert reason in proc.stderr and "Traceback" not in proc.stderr and "internal error" not in proc.stderr.lower()
@@ -332,7 +332,7 @@ def test_exec_with_a_bad_model_exits_5_with_the_reason(tmp_path, make):
 def test_fix_with_pickle_weights_exits_5(tmp_path, calc_repo):
     marker = tmp_path / "ran"
     pickle_weights(tmp_path / "bad-model-dir", marker)
-    proc = run_cli("fix", "--model", str(tmp_path / "bad-model-dir"), "mean() is wrong", cwd=calc_repo,
+    proc = run_cli("fix", "--sandbox", "none", "--model", str(tmp_path / "bad-model-dir"), "mean() is wrong", cwd=calc_repo,
                    env=cli_env(CLOVERCODE_ENGINE_DEVICE="cpu"), timeout=300)
     assert proc.returncode == ExitCode.MODEL_UNAVAILABLE, proc.stderr
     assert "pickle" in proc.stderr and "Traceback" not in proc.stderr
