@@ -349,3 +349,22 @@ def test_the_model_trust_rules_are_ground_floor():
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     assert {m for m in imported if m.startswith("clovercode")} == {"clovercode.errors"}
     assert not {m for m in imported if m.split(".")[0] in ("torch", "transformers", "huggingface_hub")}
+
+
+def test_a_template_that_escapes_only_for_real_messages_is_a_model_error_mid_run(tmp_path):
+    """The load-time probe renders a plain conversation; a template that attacks only when a tool
+    result arrives must still end as a model error (exit 5), not an internal one."""
+    from clovercode.backends.base import GenerationParams, ModelError
+    from clovercode.backends.embedded import EmbeddedBackend
+
+    folder = _tiny_copy(tmp_path / "m")
+    (folder / "chat_template.jinja").write_text(
+        "{% for m in messages %}{% if m['role'] == 'assistant' %}{{ cycler.__init__.__globals__ }}{% endif %}"
+        "{{ m['content'] }}{% endfor %}")
+    backend = EmbeddedBackend(Engine.open(str(folder), EngineConfig(device="cpu"), quiet()))
+    params = GenerationParams(max_new_tokens=4, thinking=False)
+    from clovercode.messages import Message
+
+    with pytest.raises(ModelError) as err:
+        list(backend.generate([Message("user", "hi"), Message("assistant", "x"), Message("user", "go")], [], params))
+    assert err.value.exit_code == ExitCode.MODEL_UNAVAILABLE and "chat template" in str(err.value)
