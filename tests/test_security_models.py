@@ -120,7 +120,14 @@ def test_a_helper_module_and_the_tokenizer_config_are_part_of_the_digest(tmp_pat
     tokenizer["auto_map"] = {"AutoTokenizer": ["evil.Tok", None]}
     (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer))
     after_tokenizer = trust_models.code_digest(folder)
-    assert len({before, after_helper, after_tokenizer}) == 3
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "more.py").write_text("y = 2\n")
+    (folder / "linked").symlink_to(outside)
+    (folder / "loop").symlink_to(folder)  # a cycle is walked once, not forever
+    after_link = trust_models.code_digest(folder)
+    (outside / "more.py").write_text("y = 3\n")
+    assert len({before, after_helper, after_tokenizer, after_link, trust_models.code_digest(folder)}) == 5
 
 
 def test_a_hub_model_is_named_by_its_pinned_revision(tmp_path, monkeypatch):

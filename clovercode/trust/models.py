@@ -79,7 +79,13 @@ def code_digest(folder: Path) -> str:
     (their ``auto_map``) and every ``*.py`` file under ``folder``, each with its relative path."""
     digest = hashlib.sha256()
     names = [name for name in CODE_CONFIGS if (folder / name).is_file()]
-    for root, dirs, files in os.walk(folder, followlinks=False):
+    seen: set[str] = set()  # symlinked directories are followed (their code counts), each real one once
+    for root, dirs, files in os.walk(folder, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
         dirs[:] = sorted(d for d in dirs if d not in ("__pycache__", ".git"))
         for name in files:
             if name.endswith(".py"):
