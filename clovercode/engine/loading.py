@@ -95,9 +95,9 @@ def load(source: ModelSource, config: EngineConfig, console: Console, cache_root
             check_chat_template(source.name, tokenizer)
             step(f"weights ({dtype}, {device})")
             kwargs = weights_kwargs(getattr(torch, dtype), device, trust)
-            model = _load_weights(transformers, folder, kwargs)
+            model, report = _load_weights(transformers, folder, kwargs)
             if native and not trust:
-                _check_native_fit(source, model)
+                _check_native_fit(source, model, report)
             if "device_map" not in kwargs:
                 model.to(device)
             model.eval()
@@ -196,10 +196,9 @@ def native_class(source: ModelSource) -> str | None:
     return cls
 
 
-def _check_native_fit(source: ModelSource, model: Any) -> None:
+def _check_native_fit(source: ModelSource, model: Any, info: dict[str, Any]) -> None:
     """transformers' own class must account for every weight of the checkpoint and find all of its
     own: otherwise the model's code does something the class does not, and its output would be wrong."""
-    info = getattr(model, "_clovercode_loading_info", None) or {}
     extra = list(info.get("unexpected_keys") or [])
     missing = list(info.get("missing_keys") or [])
     mismatched = [str(m[0]) if isinstance(m, tuple) else str(m) for m in info.get("mismatched_keys") or []]
@@ -230,9 +229,9 @@ def weights_kwargs(dtype: Any, device: str, trust: bool) -> dict[str, Any]:
     return kwargs
 
 
-def _load_weights(transformers: Any, folder: Path, kwargs: dict[str, Any]) -> Any:
-    """sdpa attention (it honours custom 4D masks); a model's own code that has no sdpa path keeps its own.
-    transformers' loading report (missing / unexpected weights) is kept on the model for the fit check."""
+def _load_weights(transformers: Any, folder: Path, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """(model, transformers' loading report: missing / unexpected / mismatched weights). sdpa attention
+    (it honours custom 4D masks); a model's own code that has no sdpa path keeps its own."""
     try:
         model, info = transformers.AutoModelForCausalLM.from_pretrained(folder, output_loading_info=True, **kwargs)
     except ValueError as exc:
@@ -240,8 +239,7 @@ def _load_weights(transformers: Any, folder: Path, kwargs: dict[str, Any]) -> An
             raise
         model, info = transformers.AutoModelForCausalLM.from_pretrained(
             folder, output_loading_info=True, **{k: v for k, v in kwargs.items() if k != "attn_implementation"})
-    model._clovercode_loading_info = info
-    return model
+    return model, info
 
 
 def _check_trust(source: ModelSource, config: EngineConfig, console: Console, native: str | None) -> bool:
