@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from clovercode.declared import Declared, take_declarations
 from clovercode.errors import ConfigError
 from clovercode.settings import SETTINGS, SETTINGS_BY_KEY, Setting
+from clovercode.trust.models import SETTING as TRUST_SETTING, parse_entries
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -97,6 +98,8 @@ def coerce_value(setting: Setting, raw: Any, source: str) -> Any:
     # A flag is named as it was typed (--max-steps), not by its setting key.
     where = f"--{setting.key.rsplit('.', 1)[-1].replace('_', '-')}" if source == "flag" else f"{source}: '{setting.key}'"
     value: Any
+    if setting.key == TRUST_SETTING:  # names models; the old `true` is refused with the new form
+        return parse_entries(raw, where)
     if setting.type is list:
         return _string_list(raw, where)
     if setting.type is bool:

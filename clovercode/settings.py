@@ -132,8 +132,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("engine.device", str, "auto", "Where the model runs: auto, cpu, cuda, cuda:N or mps."),
     Setting("engine.dtype", str, "auto", "Weights dtype (auto: bfloat16 on GPUs, float32 on CPU).",
             choices=("auto", "float32", "bfloat16", "float16", "float64")),
-    Setting("engine.trust_remote_code", bool, False, "Let a model's own Python code run (the clover model needs it).",
-            not_from_project=(True,)),
+    Setting("engine.trust_remote_code", list, (), "Models whose own Python code may run when they load: "
+            "'owner/name@COMMIT' or '/abs/path#sha256:DIGEST' (a refused model prints its line). Never from a "
+            "project file.", user_only=True),
     Setting("engine.mask_token_id", int, -1, "Mask token id override (-1: the model's own).", minimum=-1),
     Setting("engine.compile", str, "off", "Denoise and commit passes over a static cache replayed as CUDA graphs: "
             "off, auto (on CUDA only) or static (static cache everywhere, graphs on CUDA).",

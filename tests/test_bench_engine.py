@@ -110,13 +110,17 @@ def test_the_ar_baseline_is_transformers_greedy_generate(tiny):
 def test_bench_engine_honours_trust_remote_code(tmp_path):
     from test_engine_remote import _make_remote_dir
 
+    from clovercode.trust.models import local_entry
+
     folder = _make_remote_dir(tmp_path / "remote")
     args = ("bench", "engine", "--model", str(folder), "--prompts", "1", "--thresholds", "0.9", "--lengths", "32",
             "--max-new-tokens", "4", "--repeats", "1", "--no-grammar", "--json")
     modules = {"HF_MODULES_CACHE": str(tmp_path / "modules")}
     refused = run_cli(*args, env=cli_env(**modules), timeout=600)
     assert refused.returncode == 5 and "trust_remote_code" in refused.stderr
-    trusted = run_cli(*args, env=cli_env(CLOVERCODE_ENGINE_TRUST_REMOTE_CODE="true", **modules), timeout=600)
+    entry = local_entry(folder)
+    assert entry in refused.stderr
+    trusted = run_cli(*args, env=cli_env(CLOVERCODE_ENGINE_TRUST_REMOTE_CODE=entry, **modules), timeout=600)
     assert trusted.returncode == 0, trusted.stderr
     report = json.loads(trusted.stdout)
-    assert report["options"]["trust_remote_code"] and [r["schedule"] for r in report["schedules"]][0] == "AR B=1"
+    assert report["options"]["trust_remote_code"] == [entry] and [r["schedule"] for r in report["schedules"]][0] == "AR B=1"

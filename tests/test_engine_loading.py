@@ -36,15 +36,16 @@ def test_a_directory_needs_a_config_and_weights(tmp_path):
     assert source.kind == "dir" and not source.needs_trust
 
 
-def test_remote_code_directories_need_trust_and_clover_always_does(tmp_path, monkeypatch):
+def test_remote_code_directories_need_trust_named_by_their_code_digest(tmp_path, monkeypatch):
     (tmp_path / "config.json").write_text(json.dumps({"auto_map": {"AutoModelForCausalLM": "m.Model"}}))
     (tmp_path / "model.safetensors").write_bytes(b"")
     assert resolve(str(tmp_path)).needs_trust
     from clovercode.engine.loading import load
+    from clovercode.trust.models import code_digest
 
     with pytest.raises(ModelUnavailable) as err:
         load(resolve(str(tmp_path)), EngineConfig(), Console(file=open("/dev/null", "w")), tmp_path / "cache")
-    assert "trust_remote_code = true" in str(err.value)
+    assert f'trust_remote_code = ["{tmp_path.resolve()}#sha256:{code_digest(tmp_path)}"]' in str(err.value)
 
 
 def test_repo_ids_come_only_from_the_local_cache_with_the_download_command(monkeypatch, tmp_path):
@@ -71,7 +72,8 @@ def test_cached_repo_with_remote_code_resolves_to_its_snapshot(monkeypatch, tmp_
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     source = resolve("clover")
     assert source.path == snapshot.resolve() or source.path == snapshot
-    assert source.needs_trust and source.repo_id == CLOVER_REPO
+    assert source.repo_id == CLOVER_REPO and source.revision is None  # "abc123" pins no commit
+    assert not source.needs_trust  # trust follows the files (no auto_map here), not the name
 
 
 def test_gguf_files_and_the_smollm2_alias(tmp_path):
@@ -108,8 +110,11 @@ def test_engine_settings_layer_like_every_setting(tmp_path):
 
 
 def test_a_project_file_cannot_turn_on_remote_code(tmp_path):
-    (tmp_path / "clovercode.toml").write_text("[engine]\ntrust_remote_code = true\n")
+    (tmp_path / "clovercode.toml").write_text(f'[engine]\ntrust_remote_code = ["a/b@{"0" * 40}"]\n')
     with pytest.raises(ConfigError, match="not allowed in a project file"):
+        load_config(tmp_path, {"HOME": str(tmp_path)}, {})
+    (tmp_path / "clovercode.toml").write_text("[engine]\ntrust_remote_code = true\n")
+    with pytest.raises(ConfigError, match="engine.trust_remote_code"):
         load_config(tmp_path, {"HOME": str(tmp_path)}, {})
 
 
@@ -164,5 +169,5 @@ def test_damaged_weights_are_one_message_not_a_crash(tmp_path):
     assert loading.parameter_count(folder) is None
     (folder / "model.safetensors").write_bytes((40).to_bytes(8, "little") + b'{"w": 1}' + b" " * 32)
     assert loading.parameter_count(folder) is None
-    with pytest.raises(ModelUnavailable, match="could not be loaded from"):
+    with pytest.raises(ModelUnavailable, match="weights file is damaged .model.safetensors."):
         loading.load(resolve(str(folder)), EngineConfig(), Console(file=open("/dev/null", "w")), tmp_path / "cache")

@@ -18,6 +18,7 @@ from clovercode.engine.denoiser import CachedDenoiser, RecomputeDenoiser, forwar
 from clovercode.engine.engine import Engine
 from clovercode.engine.sources import tiny_model_dir
 from clovercode.errors import ModelUnavailable
+from clovercode.trust.models import local_entry
 
 CODE = Path(__file__).parent / "data" / "tinyremote"
 
@@ -54,14 +55,15 @@ def _make_remote_dir(folder):
 
 
 def test_refused_without_trust(remote_dir):
-    with pytest.raises(ModelUnavailable, match="ships its own Python code"):
+    with pytest.raises(ModelUnavailable, match="not trusted to run its own Python code") as err:
         Engine.open(str(remote_dir), EngineConfig(), Console(file=io.StringIO()))
+    assert local_entry(remote_dir) in str(err.value)
 
 
 def test_loaded_with_trust_and_decoded_exactly(remote_dir):
     out = io.StringIO()
-    engine = Engine.open(str(remote_dir), EngineConfig(trust_remote_code=True, dtype="float64", block_size=4),
-                         Console(file=out, width=200))
+    engine = Engine.open(str(remote_dir), EngineConfig(trust_remote_code=(local_entry(remote_dir),), dtype="float64",
+                                                       block_size=4), Console(file=out, width=200))
     assert "trust_remote_code" in out.getvalue() and "warning" in out.getvalue()
     model = engine.model
     assert type(model).__module__.startswith("transformers_modules.")

@@ -40,7 +40,7 @@ def test_the_tiny_alias_in_any_case(spec):
 def test_clover_by_alias_or_repo_id_in_any_case(hub, spec):
     snapshot = cached_repo(hub, CLOVER_REPO)
     source = resolve(spec)
-    assert source.name == "clover" and source.needs_trust  # the repo id is Clover too: its code needs trust
+    assert source.name == "clover" and source.repo_id == CLOVER_REPO  # the repo id is Clover too
     assert source.path.resolve() == snapshot.resolve() and source.repo_id == CLOVER_REPO
 
 

@@ -10,7 +10,7 @@ import clovercode
 PACKAGE = Path(clovercode.__file__).parent
 # What the engine may import of clovercode: itself and the neutral modules below the agent.
 ENGINE_MAY_IMPORT = {"clovercode.engine", "clovercode.errors", "clovercode.messages", "clovercode.resources",
-                     "clovercode.toolcalls"}
+                     "clovercode.toolcalls", "clovercode.trust"}
 
 
 def imported_modules(path: Path) -> set[str]:

@@ -21,6 +21,7 @@ from clovercode.engine.grammar import CALL_OPENING, REASONING_END, GrammarError,
 from clovercode.engine.config import EngineConfig, engine_config_from
 from clovercode.engine.decoder import DecodePlan, DecodeResult
 from clovercode.engine.linerepeats import MAX_REPEATS
+from clovercode.engine.loading import template_failure
 from clovercode.engine.engine import Engine
 from clovercode.errors import UsageError
 from clovercode.toolcalls.schemas import ToolSpec
@@ -50,13 +51,24 @@ class EmbeddedBackend:
 
     def prepare(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> tuple[list[int], DecodePlan]:
         """The prompt's tokens and the decoding plan for one request; ContextTooLong when it does not fit."""
-        prompt = self.engine.encode(render_prompt(self.engine.tokenizer, messages, tools, params.thinking))
+        prompt = self.engine.encode(self._render(messages, tools, params.thinking))
         room = self.context_window - len(prompt)
         if room < 1:
             raise ContextTooLong(f"the prompt ({len(prompt)} tokens) does not fit the context window of "
                              f"{self.engine.name} ({self.context_window} tokens)")
         return prompt, self.engine.plan(temperature=params.temperature, top_p=params.top_p,
                                         max_new_tokens=max(1, min(params.max_new_tokens, room)))
+
+    def _render(self, messages: Sequence[Message], tools: Sequence[ToolSpec], thinking: bool) -> str:
+        """The prompt text. The chat template ships with the model: one that fails or tries to leave
+        its sandbox on these messages is a model error (exit 5) naming it, never a crash."""
+        from jinja2 import TemplateError
+
+        try:
+            return render_prompt(self.engine.tokenizer, messages, tools, thinking)
+        except TemplateError as exc:
+            failure = template_failure(self.engine.name, exc)
+            raise ModelError(failure.message, hint=failure.hint) from None
 
     def forget_prompts(self) -> None:
         """``serve``'s prefix-cache reset: the batch-1 path's kept prompts go (a batch session drops its own)."""

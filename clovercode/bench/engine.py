@@ -51,7 +51,7 @@ class BenchOptions:
     device: str = "auto"
     dtype: str = "auto"
     grammar: bool = True  # also decode AR and threshold 0.9 under the tool-call grammar (tool_choice=required)
-    trust_remote_code: bool = False  # engine.trust_remote_code, as every command that loads the engine
+    trust_remote_code: tuple[str, ...] = ()  # engine.trust_remote_code (the trusted models), as every command
     cache_dir: str = ""  # engine.cache_dir: where converted GGUF models are kept
 
     def __post_init__(self) -> None:  # checked before minutes of loading and decoding, not after

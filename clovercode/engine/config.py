@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from clovercode.errors import ConfigError
+from clovercode.trust.models import SETTING as TRUST_SETTING, parse_entries
 
 STRATEGIES = ("threshold", "topk", "steps")
 DTYPES = ("auto", "float32", "bfloat16", "float16", "float64")
@@ -26,13 +27,14 @@ class EngineConfig:
     max_new_tokens: int = 4096
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16 | float64
-    trust_remote_code: bool = False
+    trust_remote_code: tuple[str, ...] = ()  # the models whose own code may run (clovercode/trust/models.py)
     logit_shift: bool | None = None  # None: the model's own (default True, as in AR-adapted models)
     mask_token_id: int | None = None  # None: the model's own
     compile: str = "off"  # off | auto (static cache + CUDA graphs on CUDA) | static (also eagerly on CPU)
     prompt_cache_tokens: int = 32768  # older prompts' caches kept for reuse, in prompt tokens (the last is always kept)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "trust_remote_code", parse_entries(self.trust_remote_code, TRUST_SETTING))
         problems = list(_problems(self))
         if problems:
             raise ConfigError("invalid engine settings: " + "; ".join(problems),

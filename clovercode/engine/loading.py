@@ -8,6 +8,7 @@ import functools
 import json
 import math
 import os
+import pickle
 import shutil
 import struct
 from dataclasses import dataclass
@@ -17,8 +18,9 @@ from typing import Any, Iterator
 from rich.console import Console
 
 from clovercode.engine.config import EngineConfig
-from clovercode.engine.sources import ModelSource, engine_missing, converted_dir, weights_bytes
+from clovercode.engine.sources import ModelSource, engine_missing, converted_dir, read_json_object, weights_bytes
 from clovercode.errors import ModelUnavailable
+from clovercode.trust import models as trust_models
 
 BLOCK_SIZE_KEYS = ("block_size", "bd_size", "block_length", "diffusion_block_size")
 _ITEMSIZE = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2}
@@ -78,7 +80,8 @@ def load(source: ModelSource, config: EngineConfig, console: Console, cache_root
         import transformers
     except ImportError:
         raise engine_missing() from None
-    trust = _check_trust(source, config, console)
+    native = native_class(source) if source.needs_trust else None
+    trust = _check_trust(source, config, console, native)
     device = pick_device(config.device)
     dtype = pick_dtype(config.dtype, device)
     with _progress(console, f"Loading {source.name}") as step:
@@ -89,19 +92,122 @@ def load(source: ModelSource, config: EngineConfig, console: Console, cache_root
         step("tokenizer")
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=trust)
+            check_chat_template(source.name, tokenizer)
             step(f"weights ({dtype}, {device})")
             kwargs = weights_kwargs(getattr(torch, dtype), device, trust)
-            model = _load_weights(transformers, folder, kwargs)
+            model, report = _load_weights(transformers, folder, kwargs)
+            if native and not trust:
+                _check_native_fit(source, model, report)
             if "device_map" not in kwargs:
                 model.to(device)
             model.eval()
         except torch.OutOfMemoryError:
             raise _memory_error(source.name, dtype, device, None, None) from None
-        except (OSError, ValueError, KeyError, ImportError, _weights_error()) as exc:
-            raise ModelUnavailable(f"model {source.name} could not be loaded from {folder}: {_first_line(exc)}",
-                                   hint="Check that the directory holds a complete transformers model "
-                                   "(config.json, tokenizer, weights).") from None
+        except _load_errors() as exc:
+            raise load_failure(source.name, folder, exc) from None
     return model, tokenizer, model_info(source.name, model, tokenizer, device, dtype)
+
+
+def _load_errors() -> tuple[type[BaseException], ...]:
+    """What transformers, torch and safetensors raise for model files that are damaged or hostile."""
+    return (OSError, ValueError, KeyError, ImportError, TypeError, RuntimeError, pickle.UnpicklingError,
+            _weights_error(), _template_error())
+
+
+def load_failure(name: str, folder: Path, exc: BaseException) -> ModelUnavailable:
+    """One model error that says which file is bad and why."""
+    hint = "Check that the directory holds a complete transformers model (config.json, tokenizer, weights)."
+    if isinstance(exc, pickle.UnpicklingError):
+        files = ", ".join(sorted(p.name for p in folder.glob("*") if p.suffix in (".bin", ".pt", ".pth"))) or "weights"
+        return ModelUnavailable(
+            f"model {name} was refused: its pickle weights ({files}) hold more than plain tensors, and unpickling "
+            f"them could run code ({_first_line(exc)[:120]})",
+            hint="clovercode reads pickle weights only as plain tensors (torch.load weights_only). Use a model "
+            "published as *.safetensors, or convert this one where you trust it.")
+    if isinstance(exc, _template_error()):
+        return template_failure(name, exc)
+    if isinstance(exc, _weights_error()):
+        files = ", ".join(sorted(p.name for p in folder.glob("*.safetensors"))) or "weights"
+        return ModelUnavailable(f"model {name}: a weights file is damaged ({files}): {_first_line(exc)}",
+                                hint="Download or copy the *.safetensors files again.")
+    return ModelUnavailable(f"model {name} could not be loaded from {folder}: {_first_line(exc)}", hint=hint)
+
+
+def template_failure(name: str, exc: BaseException) -> ModelUnavailable:
+    kind = "tried to leave the template sandbox" if type(exc).__name__ == "SecurityError" else "is broken"
+    return ModelUnavailable(f"model {name} was refused: its chat template {kind} ({_first_line(exc)})",
+                            hint="The chat template (chat_template.jinja or tokenizer_config.json) comes with the "
+                            "model; use a model whose template you trust.")
+
+
+def _template_error() -> type[Exception]:
+    try:
+        from jinja2 import TemplateError
+    except ImportError:  # pragma: no cover - jinja2 comes with transformers' chat templates
+        return OSError
+    return TemplateError
+
+
+def check_chat_template(name: str, tokenizer: Any) -> None:
+    """Render the chat template once for a plain conversation, so a template that breaks out of its
+    sandbox, or does not parse, is a model error at load time rather than a crash at the first turn.
+    Other refusals of this probe (a template that raises for its own reasons) wait for real messages."""
+    if not getattr(tokenizer, "chat_template", None):
+        return
+    from jinja2.exceptions import SecurityError, TemplateSyntaxError
+
+    try:
+        tokenizer.apply_chat_template([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}],
+                                      add_generation_prompt=True, tokenize=False)
+    except (SecurityError, TemplateSyntaxError) as exc:
+        raise template_failure(name, exc) from None
+    except Exception:  # noqa: BLE001 - judged on real messages later (chat.render_prompt)
+        return
+
+
+def native_class(source: ModelSource) -> str | None:
+    """The transformers class that loads this model without its own code, or None.
+
+    Sound only where the config is all that differs: its ``model_type`` is one transformers knows for
+    causal LMs, its ``architectures`` (when given) are transformers classes, and its tokenizer needs no
+    code either. A block-diffusion fine-tune of such a model keeps its diffusion metadata (mask token,
+    block size, logit shift) in the config, which the engine reads itself; whether the weights fit the
+    class exactly is checked after loading (:func:`_check_native_fit`)."""
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
+
+    config = read_json_object(source.path / "config.json")
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING_NAMES:
+        return None
+    cls = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type)
+    architectures = config.get("architectures") or []
+    if not cls or not isinstance(architectures, list) or not all(
+            isinstance(a, str) and hasattr(transformers, a) for a in architectures):
+        return None
+    tokenizer_file = source.path / "tokenizer_config.json"
+    tokenizer = read_json_object(tokenizer_file) if tokenizer_file.is_file() else {}
+    if "auto_map" in tokenizer:
+        name = tokenizer.get("tokenizer_class")
+        if not isinstance(name, str) or not (tokenizer_class_from_name(name) or tokenizer_class_from_name(name + "Fast")):
+            return None
+    return cls
+
+
+def _check_native_fit(source: ModelSource, model: Any, info: dict[str, Any]) -> None:
+    """transformers' own class must account for every weight of the checkpoint and find all of its
+    own: otherwise the model's code does something the class does not, and its output would be wrong."""
+    extra = list(info.get("unexpected_keys") or [])
+    missing = list(info.get("missing_keys") or [])
+    mismatched = [str(m[0]) if isinstance(m, tuple) else str(m) for m in info.get("mismatched_keys") or []]
+    if extra or missing or mismatched:
+        parts = [f"{label} {', '.join(sorted(keys)[:3])}{' …' if len(keys) > 3 else ''}"
+                 for label, keys in (("unexpected", extra), ("missing", missing), ("mismatched", mismatched)) if keys]
+        raise trust_models.refusal(source.name, source.path, source.repo_id, source.revision,
+                                   f"its weights do not fit transformers' own {type(model).__name__}: "
+                                   + "; ".join(parts))
 
 
 def _weights_error() -> type[Exception]:
@@ -123,28 +229,35 @@ def weights_kwargs(dtype: Any, device: str, trust: bool) -> dict[str, Any]:
     return kwargs
 
 
-def _load_weights(transformers: Any, folder: Path, kwargs: dict[str, Any]) -> Any:
-    """sdpa attention (it honours custom 4D masks); a model's own code that has no sdpa path keeps its own."""
+def _load_weights(transformers: Any, folder: Path, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """(model, transformers' loading report: missing / unexpected / mismatched weights). sdpa attention
+    (it honours custom 4D masks); a model's own code that has no sdpa path keeps its own."""
     try:
-        return transformers.AutoModelForCausalLM.from_pretrained(folder, **kwargs)
+        model, info = transformers.AutoModelForCausalLM.from_pretrained(folder, output_loading_info=True, **kwargs)
     except ValueError as exc:
         if not kwargs["trust_remote_code"] or "sdpa" not in str(exc).lower():
             raise
-        return transformers.AutoModelForCausalLM.from_pretrained(
-            folder, **{k: v for k, v in kwargs.items() if k != "attn_implementation"})
+        model, info = transformers.AutoModelForCausalLM.from_pretrained(
+            folder, output_loading_info=True, **{k: v for k, v in kwargs.items() if k != "attn_implementation"})
+    return model, info
 
 
-def _check_trust(source: ModelSource, config: EngineConfig, console: Console) -> bool:
+def _check_trust(source: ModelSource, config: EngineConfig, console: Console, native: str | None) -> bool:
+    """Whether the model's own code runs: only for a model the user named in engine.trust_remote_code.
+    A model that is not named loads with transformers' own class where its config maps onto one, and is
+    refused (with the line that would trust it) where it does not."""
     if not source.needs_trust:
         return False
-    if not config.trust_remote_code:
-        raise ModelUnavailable(
-            f"model {source.name} ships its own Python code, which runs with your permissions when it loads",
-            hint="Review the code in the model repository, then allow it with engine.trust_remote_code = true "
-            "in ~/.config/clovercode/config.toml (or CLOVERCODE_ENGINE_TRUST_REMOTE_CODE=1 for one run).")
-    console.print(f"[yellow]warning[/]: loading {source.name} with trust_remote_code: the model's own Python code "
-                  "runs with your permissions.", highlight=False)
-    return True
+    if trust_models.is_trusted(config.trust_remote_code, source.path, source.repo_id, source.revision):
+        console.print(f"[yellow]warning[/]: loading {source.name} with its own Python code (you trust it in "
+                      "engine.trust_remote_code): that code runs with your permissions.", highlight=False)
+        return True
+    if native is None:
+        raise trust_models.refusal(source.name, source.path, source.repo_id, source.revision,
+                                   "its config names code to import and no class of transformers' own fits it")
+    console.print(f"note: {source.name} ships its own Python code; it was not run: the model loads with "
+                  f"transformers' own {native}, which its config names.", highlight=False)
+    return False
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Mapping
 
 from clovercode.errors import ModelUnavailable
+from clovercode.trust.models import ships_code
 
 CLOVER_REPO = "Diffuspace/Clover-35B-A3B-Preview"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -34,7 +35,8 @@ class ModelSource:
     kind: str  # "dir" | "gguf"
     path: Path  # the model directory, or the .gguf file
     repo_id: str | None = None  # when it came from the HF cache
-    needs_trust: bool = False  # the model ships its own code (auto_map) or is known to
+    needs_trust: bool = False  # the model ships its own code (an auto_map in its config or tokenizer config)
+    revision: str | None = None  # the cached snapshot's commit, when it came from the HF cache
 
 
 def cache_root(env: Mapping[str, str], configured: str = "") -> Path:
@@ -59,7 +61,7 @@ def resolve(spec: str, base_dir: Path | None = None) -> ModelSource:
                                "a .gguf file or a Hugging Face repo id.")
     alias = spec.casefold()  # aliases and Hugging Face repo ids are case-insensitive, as on the hub
     if alias in ("clover", CLOVER_REPO.casefold()):
-        return _from_hub(CLOVER_REPO, "clover", known_remote=True)
+        return _from_hub(CLOVER_REPO, "clover")
     if alias == "smollm2-demo":
         return ModelSource("smollm2-demo", "gguf", smollm2_gguf())
     if alias == "clover-tiny":
@@ -93,7 +95,7 @@ def _local_path(spec: str, base_dir: Path | None) -> Path | None:
     return None
 
 
-def _from_dir(name: str, path: Path, repo_id: str | None = None, known_remote: bool = False) -> ModelSource:
+def _from_dir(name: str, path: Path, repo_id: str | None = None, revision: str | None = None) -> ModelSource:
     config = path / "config.json"
     if not config.is_file():
         raise ModelUnavailable(f"{path} is not a model directory: it has no config.json",
@@ -102,14 +104,32 @@ def _from_dir(name: str, path: Path, repo_id: str | None = None, known_remote: b
     if not any(p.name.endswith(WEIGHT_SUFFIXES) for p in path.iterdir()):
         fix = f"Download them with: {download_command(repo_id)}" if repo_id else "Copy the *.safetensors files into it."
         raise ModelUnavailable(f"the model in {path} has no weights (no *.safetensors or *.bin files)", hint=fix)
+    tokenizer_config = path / "tokenizer_config.json"
+    needs_trust = ships_code(read_json_object(config),
+                             read_json_object(tokenizer_config) if tokenizer_config.is_file() else None)
+    return ModelSource(name, "dir", path, repo_id, needs_trust, revision)
+
+
+def read_json_object(path: Path) -> dict:
+    """A model's JSON file as a dict, or one ModelUnavailable that names the file and what is wrong."""
     try:
-        needs_trust = known_remote or "auto_map" in json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ModelUnavailable(f"{config} cannot be read: {exc}") from None
-    return ModelSource(name, "dir", path, repo_id, needs_trust)
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ModelUnavailable(f"{path} cannot be read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ModelUnavailable(f"{path.name} of the model in {path.parent} is not JSON (not even UTF-8 text)",
+                               hint="The model directory is damaged or not a transformers model.") from None
+    except json.JSONDecodeError as exc:
+        raise ModelUnavailable(f"{path.name} of the model in {path.parent} is not valid JSON: {exc}",
+                               hint="The model directory is damaged or not a transformers model.") from None
+    if not isinstance(data, dict):
+        raise ModelUnavailable(f"{path.name} of the model in {path.parent} is not a JSON object "
+                               f"(it is a {type(data).__name__})",
+                               hint="The model directory is damaged or not a transformers model.")
+    return data
 
 
-def _from_hub(repo_id: str, name: str, known_remote: bool = False) -> ModelSource:
+def _from_hub(repo_id: str, name: str) -> ModelSource:
     """A repo already in the local Hugging Face cache (never downloads)."""
     try:
         from huggingface_hub import snapshot_download
@@ -124,7 +144,9 @@ def _from_hub(repo_id: str, name: str, known_remote: bool = False) -> ModelSourc
         raise ModelUnavailable(f"model {repo_id} is not in the local Hugging Face cache",
                                hint=f"Download it once with: {download_command(repo_id)}\n"
                                "(clovercode never downloads by itself; it loads the cached copy offline.)") from None
-    return _from_dir(name, folder, repo_id, known_remote)
+    # The snapshot folder is named by the commit it holds: that pins what a trust entry names.
+    revision = folder.name if re.fullmatch(r"[0-9a-f]{40}", folder.name) else None
+    return _from_dir(name, folder, repo_id, revision)
 
 
 def cached_spelling(repo_id: str, cache_dir: str | None) -> str:
