@@ -265,7 +265,7 @@ def stop_hook_env(tmp_path: Path, extra: str = "") -> dict[str, str]:
 def test_a_stop_hook_gets_no_token(tmp_path):
     seen = stop_hook_env(tmp_path)
     assert not {"GITHUB_TOKEN", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "MY_SETTING"} & set(seen)
-    assert seen["PATH"] == os.environ["PATH"] and seen["HOME"] == os.environ["HOME"]
+    assert "PATH" in seen and seen["HOME"] == os.environ["HOME"]
     assert seen["CLOVERCODE_PROJECT_DIR"] == str((tmp_path / "project").resolve())
 
 
@@ -273,3 +273,19 @@ def test_a_hook_gets_the_variables_it_names(tmp_path):
     seen = stop_hook_env(tmp_path, 'env = ["GITHUB_TOKEN", "MY_SETTING", "NOT_SET"]\n')
     assert seen["GITHUB_TOKEN"] == "ghs_secret" and seen["MY_SETTING"] == "plain"
     assert not {"OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "NOT_SET"} & set(seen)
+
+
+def test_a_trusted_projects_hook_may_not_ask_for_your_variables(tmp_path):
+    from clovercode.config import load_config
+    from clovercode.errors import ConfigError
+
+    project = make_git_repo(tmp_path / "project")
+    (project / "clovercode.toml").write_text('[[hooks.stop]]\ncommand = "true"\nenv = ["GITHUB_TOKEN"]\n')
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "clovercode" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f'trusted_projects = ["{project}"]\n')
+    with pytest.raises(ConfigError, match=r"hooks.stop\[0\].env is not allowed in a project file"):
+        load_config(project, os.environ)
+    config.write_text('[[hooks.stop]]\ncommand = "true"\nenv = ["NOT A NAME"]\n')
+    with pytest.raises(ConfigError, match=r"env must be a list of environment variable names"):
+        load_config(project, os.environ)
