@@ -289,3 +289,21 @@ def test_a_trusted_projects_hook_may_not_ask_for_your_variables(tmp_path):
     config.write_text('[[hooks.stop]]\ncommand = "true"\nenv = ["NOT A NAME"]\n')
     with pytest.raises(ConfigError, match=r"env must be a list of environment variable names"):
         load_config(project, os.environ)
+
+
+def test_the_documented_stop_hook_runs_the_tests_in_the_sandbox(tmp_path):
+    import shlex
+    import sys
+
+    project = make_git_repo(tmp_path / "project")
+    py = shlex.quote(sys.executable)
+    probe = "import os, json; json.dump(dict(os.environ), open('seen.json', 'w')); raise SystemExit(0)"
+    hook_config(f"{py} -m clovercode sandbox run -- {py} -c {shlex.quote(probe)} >&2 || exit 2")
+    model = tmp_path / "turns.jsonl"
+    model.write_text(json.dumps({"text": "Nothing to do."}) + "\n")
+    env = cli_env(GITHUB_TOKEN="ghs_secret", OPENAI_API_KEY="sk-secret")
+    proc = run_cli("exec", "--model", f"replay:{model}", "look", cwd=project, env=env)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads((project / "seen.json").read_text())
+    assert not {"GITHUB_TOKEN", "OPENAI_API_KEY"} & set(seen)
+    assert seen["TMPDIR"] == "/tmp"  # set by the sandbox, not by the host
