@@ -26,7 +26,7 @@ ISSUE = "format_duration(5400) gives 1h90m"
 
 EVIL = """#!/bin/sh
 name=$1; shift
-echo "$name" >> {log}; p=$PPID; while [ "$p" -gt 1 ]; do ps -o pid=,args= $p >> {log}.why; p=$(ps -o ppid= $p); done; echo -- >> {log}.why
+echo "$name" >> {log}
 case $name in
   filter.clean|filter.smudge) exec cat ;;
   textconv) exec cat "$1" ;;
@@ -227,6 +227,14 @@ def test_overrides_neutralise_what_only_the_repository_sets_and_restore_the_user
     mine = gitsafe.ConfigEntry("global", "remote.origin.receivepack", "sudo -u git git-receive-pack")
     assert gitsafe.push_flags([mine, *entries], "origin") == ("--receive-pack=sudo -u git git-receive-pack",)
     assert gitsafe.push_flags([mine], "origin") == ()
+
+
+def test_a_repository_git_proxy_is_switched_off_through_the_environment():
+    theirs = gitsafe.ConfigEntry("local", "core.gitproxy", "evil for example.com")
+    assert gitsafe.safe_env([theirs], {}) == {**gitsafe.config_env(gitsafe.ALWAYS, {}), "GIT_PROXY_COMMAND": ""}
+    assert gitsafe.safe_env([theirs], {"GIT_PROXY_COMMAND": "mine"}) == gitsafe.config_env(gitsafe.ALWAYS, {})
+    assert gitsafe.safe_env([gitsafe.ConfigEntry("global", "core.gitproxy", "mine")], {}) == \
+        gitsafe.config_env(gitsafe.ALWAYS, {})
 
 
 def test_config_env_comes_after_the_variables_already_set():

@@ -151,15 +151,20 @@ def read_config(where: Path, base: Mapping[str, str] | None = None) -> list[Conf
     return entries
 
 
-def git_env(where: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Variables to add to ``base`` (default: this process's environment) for git run in ``where``."""
-    base = os.environ if base is None else base
-    entries = read_config(where, base)
+def safe_env(entries: Iterable[ConfigEntry], base: Mapping[str, str]) -> dict[str, str]:
+    """Variables to add to ``base`` for git that reads the configuration ``entries`` (pure)."""
+    entries = list(entries)
     env = config_env(overrides(entries), base)
     if any(e.scope not in USER_SCOPES and e.key.lower() == _GIT_PROXY for e in entries) \
             and "GIT_PROXY_COMMAND" not in base:
         env["GIT_PROXY_COMMAND"] = ""  # the environment wins over every core.gitProxy; empty means none
     return env
+
+
+def git_env(where: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Variables to add to ``base`` (default: this process's environment) for git run in ``where``."""
+    base = os.environ if base is None else base
+    return safe_env(read_config(where, base), base)
 
 
 def run(where: Path, *args: str, env: Mapping[str, str] | None = None, **kwargs: Any) -> subprocess.CompletedProcess:

@@ -57,8 +57,7 @@ class Checkout:
         # the repository's config names no program git runs for us (trust/gitsafe.py), also in
         # the git processes GitPython starts itself (status, cat-file)
         self.config = gitsafe.read_config(self.top)
-        self.safe = gitsafe.overrides(self.config)
-        repo.git.update_environment(**gitsafe.config_env(self.safe, os.environ))
+        repo.git.update_environment(**gitsafe.safe_env(self.config, os.environ))
 
     # -- reading --------------------------------------------------------------------------------
     def start(self) -> Start:
@@ -244,7 +243,7 @@ class Checkout:
 
     def _run(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess:
         """A git command whose exit status the caller reads (not an error)."""
-        env = {**os.environ, **gitsafe.config_env(self.safe, os.environ)}
+        env = {**os.environ, **gitsafe.safe_env(self.config, os.environ)}
         return subprocess.run(["git", "-C", str(self.top), *args], env=env, **kwargs)
 
     def _git(self, *args: str, network: bool = False, env: Mapping[str, str] | None = None) -> str:
@@ -252,7 +251,7 @@ class Checkout:
 
         extra = {**(NO_PROMPT_ENV if network else {}), **(env or {})}
         # credentials given through GIT_CONFIG_* (github/refs.py) come first, then the safe overrides
-        extra.update(gitsafe.config_env(self.safe, {**os.environ, **extra}))
+        extra.update(gitsafe.safe_env(self.config, {**os.environ, **extra}))
         try:
             return self.repo.git.execute(["git", *args], env=extra, strip_newline_in_stdout=False)
         except GitCommandError as exc:
