@@ -315,3 +315,15 @@ def test_the_documented_stop_hook_runs_the_tests_in_the_sandbox(tmp_path):
     seen = json.loads((project / "seen.json").read_text())
     assert not {"GITHUB_TOKEN", "OPENAI_API_KEY"} & set(seen)
     assert seen["TMPDIR"] == "/tmp"  # set by the sandbox, not by the host
+
+
+def test_hook_env_is_the_allowlist_plus_the_names_the_hook_gives():
+    from clovercode.hooks.config import HookConfig
+    from clovercode.hooks.runner import hook_env
+
+    host = {"PATH": "/bin", "HOME": "/h", "GITHUB_TOKEN": "t", "LC_ALL": "C", "EXTRA": "x", "API_KEY_OK": "k"}
+    allow, deny = ("PATH", "HOME", "LC_*", "API_KEY_OK"), ("*TOKEN*", "*API_KEY*")
+    assert hook_env(HookConfig("stop", "true"), host, allow, deny) == {"PATH": "/bin", "HOME": "/h", "LC_ALL": "C"}
+    named = HookConfig("stop", "true", env=("GITHUB_TOKEN", "EXTRA", "MISSING"))
+    assert hook_env(named, host, allow, deny) == {"PATH": "/bin", "HOME": "/h", "LC_ALL": "C", "GITHUB_TOKEN": "t",
+                                                  "EXTRA": "x"}
