@@ -25,7 +25,8 @@ else:  # pragma: no cover
 
 PROJECT_FILE = "clovercode.toml"
 # Env vars that are about locating things, not settings themselves.
-_NON_SETTING_ENV = {"CLOVERCODE_CONFIG", "CLOVERCODE_HOME"}
+# CLOVERCODE_PROJECT_DIR is what hooks get: a hook that runs `clovercode sandbox run` passes it on
+_NON_SETTING_ENV = {"CLOVERCODE_CONFIG", "CLOVERCODE_HOME", "CLOVERCODE_PROJECT_DIR"}
 
 
 @dataclass

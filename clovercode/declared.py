@@ -65,5 +65,5 @@ def take_declarations(declared: Declared, table: dict[str, Any], source: str, pr
             continue
         declared.mcp_servers[name] = server
     for event, entries in hooks.items():
-        declared.hooks.extend(parse_hooks(event, entries, source))
+        declared.hooks.extend(parse_hooks(event, entries, source, from_project=project is not None))
     return table

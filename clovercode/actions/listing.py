@@ -7,6 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from clovercode.trust import gitsafe
+
 SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache",
              ".pytest_cache", ".tox", "dist", "build", ".clovercode", "target", ".idea", ".ruff_cache"}
 
@@ -25,10 +27,8 @@ def project_files(root: Path, under: Path | None = None, *, skip_dirs: frozenset
 
 def _git_files(root: Path) -> list[Path] | None:
     try:
-        out = subprocess.run(
-            ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            capture_output=True, timeout=30, check=True,
-        ).stdout
+        out = gitsafe.run(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard",
+                          capture_output=True, timeout=30, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     files = []

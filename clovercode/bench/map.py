@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from clovercode.trust import gitsafe
+
 COLD_TARGET_S = 15.0  # four standard libraries
 WARM_TARGET_S = 0.5  # four standard libraries
 WARM_ONE_TARGET_S = 0.4  # one standard library
@@ -69,7 +71,7 @@ def prepare_tree(source: Path, target: Path, copies: int) -> None:
         for i in range(copies):
             shutil.copytree(source, target / f"copy{i}", ignore=shutil.ignore_patterns(*COPY_SKIP), symlinks=True)
     for args in (["init", "-q"], ["add", "-A"]):
-        subprocess.run(["git", "-C", str(target), *args], check=True, capture_output=True)
+        gitsafe.run(target, *args, check=True, capture_output=True)
 
 
 def package_parent() -> str:

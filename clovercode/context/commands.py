@@ -3,13 +3,13 @@ cli.py and repl.py only register them."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any, Sequence
 
 from rich.console import Console
 
 from clovercode.errors import UsageError
+from clovercode.trust import gitsafe
 
 DEFAULT_MAP_TOKENS = 2048  # for `clovercode map` when the prompt's map is switched off
 RESUME_LATEST = "@latest"
@@ -40,8 +40,8 @@ def _empty_reason(root: Path, files: int) -> str:
     from clovercode.context.grammars import EXTENSIONS
 
     kinds = " ".join(sorted(set(EXTENSIONS)))
-    inside_git = subprocess.run(["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"],
-                                capture_output=True, text=True).stdout.strip() == "true"
+    inside_git = gitsafe.run(root, "rev-parse", "--is-inside-work-tree",
+                             capture_output=True, text=True).stdout.strip() == "true"
     why = (" git lists none here: untracked files that .gitignore ignores are left out" if inside_git else "")
     return f"no source files under {root} that the map reads ({kinds});{why}".rstrip(";")
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from clovercode.actions.listing import SKIP_DIRS
 from clovercode.context.grammars import language_for
+from clovercode.trust import gitsafe
 
 # Directories whose code the project did not write by hand: vendored copies, package managers' trees,
 # generated code and build output (a committed `dist/` holds cjs/esm copies and `.d.ts` duplicates of
@@ -116,8 +117,8 @@ def select_files(root: Path, max_bytes: int, include_generated: bool = False) ->
 def _git_files(root: Path) -> list[str] | None:
     """Tracked files plus untracked ones .gitignore does not ignore, relative to ``root``; None outside git."""
     try:
-        out = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                             capture_output=True, timeout=60, check=True).stdout
+        out = gitsafe.run(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard",
+                          capture_output=True, timeout=60, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     # --cached lists a file with a merge conflict once per stage: dict.fromkeys drops the repeats.
@@ -137,9 +138,9 @@ def _walk(root: Path, skip_dirs: frozenset[str]) -> list[str]:
 def _marked_generated(root: Path, rels: list[str]) -> set[str]:
     """Files ``.gitattributes`` marks ``linguist-generated`` or ``linguist-vendored`` (GitHub's convention)."""
     try:
-        out = subprocess.run(["git", "-C", str(root), "check-attr", "-z", "--stdin", *GENERATED_ATTRIBUTES],
-                             input="".join(f"{rel}\0" for rel in rels).encode("utf-8", errors="surrogateescape"),
-                             capture_output=True, timeout=60, check=True).stdout
+        out = gitsafe.run(root, "check-attr", "-z", "--stdin", *GENERATED_ATTRIBUTES,
+                          input="".join(f"{rel}\0" for rel in rels).encode("utf-8", errors="surrogateescape"),
+                          capture_output=True, timeout=60, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return set()
     fields = out.decode("utf-8", errors="surrogateescape").split("\0")

@@ -4,7 +4,6 @@ the hidden tests, copied in only after the run and executed through the session'
 from __future__ import annotations
 
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -12,10 +11,10 @@ from typing import Any, Mapping
 from clovercode.errors import UsageError
 from clovercode.eval.tasks import Task
 from clovercode.executors.base import Executor
+from clovercode.trust import gitsafe
 
-# The harness's own commits: a fixed identity, and none of the user's signing or hooks.
-GIT_IDENTITY = ("-c", "user.name=clovercode eval", "-c", "user.email=eval@clovercode.invalid",
-                "-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null")
+# The harness's own commits: a fixed identity; no signing, hooks or repository programs (trust/gitsafe.py).
+GIT_IDENTITY = ("-c", "user.name=clovercode eval", "-c", "user.email=eval@clovercode.invalid")
 OUTPUT_KEPT = 4000  # characters of the hidden tests' output kept in the results (the tail)
 _NOT_COPIED = shutil.ignore_patterns("__pycache__", "*.pyc", "node_modules", ".pytest_cache")
 # What running a project's tests leaves behind is not part of the model's change.
@@ -43,7 +42,7 @@ class HiddenTestRun:
 
 
 def git(root: Path, *args: str, check: bool = True, input: str | None = None) -> str:
-    proc = subprocess.run(["git", *GIT_IDENTITY, *args], cwd=root, capture_output=True, text=True, input=input)
+    proc = gitsafe.run(root, *GIT_IDENTITY, *args, capture_output=True, text=True, input=input)
     if check and proc.returncode != 0:
         detail = (proc.stderr or proc.stdout).strip().splitlines()
         raise WorkspaceError(f"git {args[0]} failed in {root}: {detail[-1] if detail else f'exit {proc.returncode}'}")
@@ -63,8 +62,8 @@ def prepare(task: Task, directory: Path) -> Path:
         return directory
     if not task.repo:
         raise WorkspaceError(f"task {task.id} names neither a snapshot nor a repository")
-    proc = subprocess.run(["git", "clone", "-q", "--no-checkout", task.repo, str(directory)],
-                          capture_output=True, text=True)
+    proc = gitsafe.run(directory.parent, "clone", "-q", "--no-checkout", task.repo, str(directory),
+                       capture_output=True, text=True)
     if proc.returncode != 0:
         lines = proc.stderr.strip().splitlines()
         raise WorkspaceError(f"task {task.id}: cannot clone {task.repo}: {lines[-1] if lines else 'git clone failed'}")
@@ -81,7 +80,7 @@ def changes(root: Path, base: str) -> str:
     """The run's changes against the base commit as a patch: new files included, and commits the
     model may have made counted too."""
     git(root, "add", "-A", "--", ".", *NOT_IN_PATCH)
-    return git(root, "diff", "--cached", "--binary", base)
+    return git(root, "diff", *gitsafe.DIFF_FLAGS, "--cached", "--binary", base)
 
 
 def install_hidden_tests(task: Task, root: Path) -> None:
@@ -101,8 +100,7 @@ def apply_solution(task: Task, root: Path) -> bool:
 
 
 def _apply(root: Path, patch: str, message: str) -> None:
-    proc = subprocess.run(["git", "apply", "--whitespace=nowarn", "-"], cwd=root, input=patch,
-                          capture_output=True, text=True)
+    proc = gitsafe.run(root, "apply", "--whitespace=nowarn", "-", input=patch, capture_output=True, text=True)
     if proc.returncode != 0:
         lines = proc.stderr.strip().splitlines()
         raise WorkspaceError(f"{message}: {lines[0] if lines else 'git apply failed'}")

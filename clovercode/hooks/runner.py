@@ -11,9 +11,11 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from clovercode.hooks.config import HookConfig
+from clovercode.sandboxing.argv import scrubbed_env
+from clovercode.sandboxing.policy import load_policy
 
 OUTPUT_LIMIT = 10000  # characters kept of each of stdout and stderr
 BLOCK = 2  # the exit code that blocks (as in Claude Code)
@@ -53,10 +55,21 @@ class HookResult:
         return f"{where} failed with exit code {self.exit_code}" + (f": {said}" if said else "") + "; carrying on"
 
 
+def hook_env(hook: HookConfig, host_env: Mapping[str, str], allow: Sequence[str], deny: Sequence[str]) -> dict[str, str]:
+    """What a hook's command sees: the sandbox's allowlist of ``host_env`` (never a name that looks
+    like a secret), plus the variables the hook names in its ``env``, plus CLOVERCODE_PROJECT_DIR
+    (set by the caller). Hooks run outside the sandbox, on files the model wrote: a token in their
+    environment would be one ``conftest.py`` away from the model (pure)."""
+    env = scrubbed_env(host_env, allow, deny)
+    env.update({name: host_env[name] for name in hook.env if name in host_env})
+    return env
+
+
 def run_hook(hook: HookConfig, event: dict[str, Any], cwd: Path, env: Mapping[str, str] | None = None) -> HookResult:
     payload = json.dumps(event, ensure_ascii=False, default=str).encode("utf-8")
     started = time.monotonic()
-    environment = dict(os.environ if env is None else env)
+    lists = load_policy("workspace-write")  # the environment lists are shared by every profile
+    environment = hook_env(hook, os.environ if env is None else env, lists.env_allow, lists.env_deny)
     environment["CLOVERCODE_PROJECT_DIR"] = str(cwd)
     try:
         proc = subprocess.Popen(["/bin/sh", "-c", hook.command], cwd=cwd, env=environment, stdin=subprocess.PIPE,

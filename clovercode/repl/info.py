@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.syntax import Syntax
 
 from clovercode.errors import CloverError
+from clovercode.trust import gitsafe
 
 if TYPE_CHECKING:
     from clovercode.repl.app import Repl
@@ -56,8 +56,7 @@ def status_command(repl: "Repl", _: str) -> bool:
 
     session, console = repl.session, repl.console
     rows = [("model", session.backend.name), ("project", str(repl.root))]
-    branch = subprocess.run(["git", "-C", str(repl.root), "branch", "--show-current"], capture_output=True,
-                            text=True).stdout.strip()
+    branch = gitsafe.run(repl.root, "branch", "--show-current", capture_output=True, text=True).stdout.strip()
     if branch:
         rows.append(("branch", branch))
     rules = len(repl.approver.rules)

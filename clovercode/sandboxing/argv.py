@@ -73,11 +73,17 @@ def sandbox_env(policy: Policy, host_env: Mapping[str, str]) -> dict[str, str]:
     bwrap is started with exactly this environment: ``--clearenv`` alone would leave the caller's
     environment readable in /proc/1/environ, which is bwrap's own process.
     """
-    env = {name: value for name, value in host_env.items()
-           if _matches(name, policy.env_allow) and not _matches(name.upper(), policy.env_deny)}
+    env = scrubbed_env(host_env, policy.env_allow, policy.env_deny)
     env.update(policy.env_set)
     env.setdefault("PATH", DEFAULT_PATH)
     return dict(sorted(env.items()))
+
+
+def scrubbed_env(host_env: Mapping[str, str], allow: Sequence[str], deny: Sequence[str]) -> dict[str, str]:
+    """The variables of ``host_env`` an ``allow`` pattern names and no ``deny`` pattern does (hooks
+    get this too: sandbox/environment.toml is the one list of what may pass)."""
+    return {name: value for name, value in host_env.items()
+            if _matches(name, allow) and not _matches(name.upper(), deny)}
 
 
 def _matches(name: str, patterns: Sequence[str]) -> bool:

@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import Mapping, Protocol
 
 from clovercode.errors import UsageError, VcsError
-from clovercode.vcs.git import NO_HOOKS
+from clovercode.trust import gitsafe
 
 CHECKPOINTS, UNDONE = "checkpoints", "undone"
 KEEP = {CHECKPOINTS: 30, UNDONE: 10}
 MAX_FILE_BYTES = 50 * 1024 * 1024  # larger files are left out of checkpoints (and never touched by undo)
-_HOOKLESS = [*NO_HOOKS, "-c", "core.fsmonitor=false"]
 _IDENTITY = {"GIT_AUTHOR_NAME": "clovercode", "GIT_AUTHOR_EMAIL": "clovercode@localhost",
              "GIT_COMMITTER_NAME": "clovercode", "GIT_COMMITTER_EMAIL": "clovercode@localhost"}
 
@@ -138,12 +137,14 @@ class GitStore:
         self.prefix = "" if root == toplevel else root.relative_to(toplevel).as_posix()
         scope = "root" if not self.prefix else hashlib.sha1(self.prefix.encode()).hexdigest()[:12]
         self.refs = f"refs/clovercode/{{kind}}/{scope}"
+        # no hooks, fsmonitor, filters or signing programs from the repository (trust/gitsafe.py)
+        self.env = {**os.environ, **gitsafe.git_env(toplevel), **_IDENTITY, "GIT_TERMINAL_PROMPT": "0"}
 
     def git(self, *args: str, index: str | None = None, data: bytes | None = None) -> bytes:
-        env = {**os.environ, **_IDENTITY, "GIT_TERMINAL_PROMPT": "0"}
+        env = dict(self.env)
         if index is not None:
             env["GIT_INDEX_FILE"] = index
-        proc = subprocess.run(["git", *_HOOKLESS, "-C", str(self.top), *args], input=data, env=env,
+        proc = subprocess.run(["git", "-C", str(self.top), *args], input=data, env=env,
                               capture_output=True, timeout=300)
         if proc.returncode != 0:
             raise CheckpointError(f"git {args[0]} failed: {proc.stderr.decode(errors='replace').strip()[:300]}")
@@ -152,7 +153,7 @@ class GitStore:
     def save(self, kind: str, label: str) -> Snapshot:
         tree = self.tree_of_worktree()
         head = subprocess.run(["git", "-C", str(self.top), "rev-parse", "--verify", "-q", "HEAD"],
-                              capture_output=True, text=True).stdout.strip()
+                              capture_output=True, text=True, env=self.env).stdout.strip()
         subject = " ".join(label.split())[:200] or "checkpoint"
         commit = self.git("commit-tree", tree, *(["-p", head] if head else []), "-m", subject).decode().strip()
         snap = Snapshot(kind, new_stamp(), subject)
@@ -193,8 +194,8 @@ class GitStore:
     def diff_text(self, snap: Snapshot) -> str:
         """A unified diff from ``snap`` to the files now (the REPL's /diff)."""
         spec = self.prefix or "."
-        return self.git("diff", "--no-color", "--no-renames", "--no-ext-diff", self._tree(snap), self.tree_of_worktree(),
-                        "--", spec).decode("utf-8", errors="replace")
+        return self.git("diff", *gitsafe.DIFF_FLAGS, "--no-color", "--no-renames", self._tree(snap),
+                        self.tree_of_worktree(), "--", spec).decode("utf-8", errors="replace")
 
     def tree_of_worktree(self) -> str:
         """A tree object of the project's files as they are on disk (tracked + untracked, not ignored)."""
@@ -304,8 +305,7 @@ def _remove_blocking_dir(path: Path) -> None:
 
 def _toplevel(root: Path) -> Path | None:
     try:
-        proc = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True,
-                              text=True, timeout=30)
+        proc = gitsafe.run(root, "rev-parse", "--show-toplevel", capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
     if proc.returncode != 0 or not proc.stdout.strip():

@@ -6,18 +6,19 @@ before the model runs, and files that were untracked before the run are never co
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from clovercode.errors import UsageError, VcsError
+from clovercode.trust import gitsafe
 
 if TYPE_CHECKING:  # GitPython is imported only when a command needs git
     from git import Repo
 
-NO_HOOKS = ("-c", "core.hooksPath=/dev/null")  # hooks are the repository's code, outside the sandbox
 NO_PROMPT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GCM_INTERACTIVE": "never"}  # CI must fail, not hang on a prompt
 DEFAULT_AUTHOR = ("clovercode", "clovercode@users.noreply.github.com")
 
@@ -53,6 +54,10 @@ class Checkout:
         self.repo = repo
         self.top = Path(repo.working_tree_dir or root).resolve()
         self.root = root.resolve()
+        # the repository's config names no program git runs for us (trust/gitsafe.py), also in
+        # the git processes GitPython starts itself (status, cat-file)
+        self.config = gitsafe.read_config(self.top)
+        repo.git.update_environment(**gitsafe.safe_env(self.config, os.environ))
 
     # -- reading --------------------------------------------------------------------------------
     def start(self) -> Start:
@@ -73,7 +78,7 @@ class Checkout:
 
     def tracked_changes(self) -> list[str]:
         """Tracked files that differ from HEAD, in the index or the working tree."""
-        out = self._git("diff", "--name-only", "--no-renames", "-z", "HEAD")
+        out = self._git("diff", *gitsafe.DIFF_FLAGS, "--name-only", "--no-renames", "-z", "HEAD")
         return [p for p in out.split("\0") if p]
 
     def local_branches(self) -> list[str]:
@@ -130,7 +135,7 @@ class Checkout:
         return result
 
     def diff_stat(self, base: str, commit: str) -> list[FileStat]:
-        out = self._git("diff", "--numstat", "--no-renames", "-z", base, commit)
+        out = self._git("diff", *gitsafe.DIFF_FLAGS, "--numstat", "--no-renames", "-z", base, commit)
         stats = []
         for record in out.split("\0"):
             if not record.strip():
@@ -140,7 +145,7 @@ class Checkout:
         return stats
 
     def diff_stat_text(self, base: str, commit: str) -> str:
-        return self._git("diff", "--stat", "--no-renames", base, commit)
+        return self._git("diff", *gitsafe.DIFF_FLAGS, "--stat", "--no-renames", base, commit)
 
     def commits_between(self, base: str, tip: str) -> int:
         return int(self._git("rev-list", "--count", f"{base}..{tip}").strip())
@@ -192,12 +197,11 @@ class Checkout:
         return self.resolve(f"refs/heads/{branch}")
 
     def resolve(self, ref: str) -> str | None:
-        proc = subprocess.run(["git", "-C", str(self.top), "rev-parse", "-q", "--verify", f"{ref}^{{commit}}"],
-                              capture_output=True, text=True)
+        proc = self._run("rev-parse", "-q", "--verify", f"{ref}^{{commit}}", capture_output=True, text=True)
         return (proc.stdout.strip() or None) if proc.returncode == 0 else None
 
     def ref_exists(self, ref: str) -> bool:
-        return subprocess.run(["git", "-C", str(self.top), "show-ref", "-q", "--verify", ref]).returncode == 0
+        return self._run("show-ref", "-q", "--verify", ref).returncode == 0
 
     def fetch_branch(self, remote: str, branch: str, into: str, env: Mapping[str, str] | None = None) -> str | None:
         """Fetch ``branch`` from where pushes to ``remote`` go into the local ref ``into`` (only the tip
@@ -218,8 +222,8 @@ class Checkout:
         """Push ``branch``, replacing the remote's copy only if it is still ``expected`` (None: must not exist).
         ``env`` adds to git's environment (e.g. credentials from :func:`push_auth_env`)."""
         lease = f"--force-with-lease=refs/heads/{branch}:{expected or ''}"
-        self._git("push", "--porcelain", lease, remote, f"refs/heads/{branch}:refs/heads/{branch}", network=True,
-                  env=env)
+        self._git("push", "--porcelain", *gitsafe.push_flags(self.config, remote), lease, remote,
+                  f"refs/heads/{branch}:refs/heads/{branch}", network=True, env=env)
 
     def push_url(self, remote: str) -> str:
         """Where pushes to ``remote`` really go (pushurl or url, insteadOf applied)."""
@@ -233,16 +237,23 @@ class Checkout:
         if not paths:
             return set()
         # check-ignore exits 1 when nothing is ignored: not an error here. -z needs --stdin.
-        proc = subprocess.run(["git", "-C", str(self.top), "check-ignore", "--no-index", "-z", "--stdin"],
-                              input="\0".join(paths).encode(), capture_output=True)
+        proc = self._run("check-ignore", "--no-index", "-z", "--stdin", input="\0".join(paths).encode(),
+                         capture_output=True)
         return {p for p in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if p}
+
+    def _run(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess:
+        """A git command whose exit status the caller reads (not an error)."""
+        env = {**os.environ, **gitsafe.safe_env(self.config, os.environ)}
+        return subprocess.run(["git", "-C", str(self.top), *args], env=env, **kwargs)
 
     def _git(self, *args: str, network: bool = False, env: Mapping[str, str] | None = None) -> str:
         from git import GitCommandError
 
         extra = {**(NO_PROMPT_ENV if network else {}), **(env or {})}
+        # credentials given through GIT_CONFIG_* (github/refs.py) come first, then the safe overrides
+        extra.update(gitsafe.safe_env(self.config, {**os.environ, **extra}))
         try:
-            return self.repo.git.execute(["git", *NO_HOOKS, *args], env=extra or None, strip_newline_in_stdout=False)
+            return self.repo.git.execute(["git", *args], env=extra, strip_newline_in_stdout=False)
         except GitCommandError as exc:
             detail = _captured(exc.stderr, "stderr") or str(exc)
             # push --porcelain tells why a ref was refused on stdout: "!<TAB>src:dst<TAB>[rejected] (stale info)"
@@ -264,7 +275,7 @@ def _captured(text: object, label: str) -> str:
 def toplevel(path: Path) -> Path | None:
     """The top of the git working tree holding ``path``; None outside one (or when git cannot tell)."""
     try:
-        proc = subprocess.run(["git", "-C", str(path), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+        proc = gitsafe.run(path, "rev-parse", "--show-toplevel", capture_output=True, text=True)
     except OSError:  # git is not installed: nothing can be a repository
         return None
     top = proc.stdout.strip()
