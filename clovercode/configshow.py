@@ -24,7 +24,8 @@ def show_config(cfg: Config, as_json: bool, console: Console) -> None:
     if as_json:
         out: dict[str, Any] = {key: {"value": value, "source": cfg.sources[key]} for key, value in shown.items()}
         for key, (source, ignored) in cfg.ignored.items():  # added to the setting's object: the shape stays
-            out[key]["ignored"] = {"source": source, "value": _masked(key, ignored.value), "reason": reason_text(ignored.why)}
+            out[key]["ignored"] = {"source": source, "value": _masked(key, ignored.value),
+                                   "reason": reason_text(ignored.why)}
         typer.echo(json.dumps(out, indent=2))
         return
     for setting in SETTINGS:  # one line per setting, also when piped (grep, diff)
@@ -36,4 +37,5 @@ def show_config(cfg: Config, as_json: bool, console: Console) -> None:
                       highlight=False, markup=False, soft_wrap=True)
     for entry in cfg.declared.untrusted:  # a server's name is the repository's text: no control characters
         shown_entry = "".join(c if c.isprintable() else "?" for c in entry)
-        console.print(f"# ignored: {shown_entry} (this project is not trusted)", highlight=False, markup=False, soft_wrap=True)
+        console.print(f"# ignored: {shown_entry} (this project is not trusted)", highlight=False, markup=False,
+                      soft_wrap=True)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from conftest import cli_env, git, make_git_repo, run_cli
+from fake_github import fake_github, github_api  # noqa: F401 - fixtures
 
 from clovercode.config import load_config
-from fake_github import fake_github, github_api  # noqa: F401 - fixtures
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 REPLAY = f"replay:{FIXTURES / 'durations.replay.jsonl'}"

@@ -338,3 +338,9 @@ def test_config_show_says_what_was_ignored_and_why(project):
                                  "ignored": {"source": str(source), "value": "full-auto",
                                              "reason": "a project file never sets it"}}
     assert shown["max_steps"] == {"value": 4, "source": str(source)}
+
+
+def test_the_trust_rule_is_ground_floor():
+    from test_layers import PACKAGE, imported_modules
+
+    assert imported_modules(PACKAGE / "trust" / "project.py") <= {"clovercode.settings", "clovercode.errors"}

@@ -15,7 +15,7 @@ from typing import Callable
 from rich.console import Console
 from rich.markup import escape
 
-from clovercode.config import PROJECT_FILE, Config, user_config_path
+from clovercode.config import PROJECT_FILE, Config
 from clovercode.errors import CloverError
 from clovercode.repl.permissions import add_trusted_project
 from clovercode.trust.project import UNTRUSTED
