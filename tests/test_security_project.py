@@ -62,6 +62,22 @@ def test_a_project_cannot_script_the_model(project, user_file):
     assert f"{project / 'clovercode.toml'}: ignored model, approval (a project file never sets these" in proc.stderr
 
 
+def test_a_project_model_cannot_call_the_users_mcp_servers(project, user_file, tmp_path, monkeypatch):
+    # The user's MCP servers run outside the sandbox; exec is full-auto, so a repository that chose
+    # the model would call them with arguments of its choosing.
+    from mcp_helpers import server_command
+
+    calls = write(tmp_path / "calls.txt", "")
+    monkeypatch.setenv("CALLS_FILE", str(calls))
+    replay_file(project / ".x" / "turns.jsonl", xml("t__add", a=2, b=3), xml("finish", summary="done"))
+    write(project / "clovercode.toml", 'model = "replay:.x/turns.jsonl"\n')
+    mine = replay_file(user_file.parent / "mine.jsonl", xml("finish", summary="nothing to do"))
+    write(user_file, f'model = "replay:{mine}"\n[mcp_servers.t]\n{server_command("good")}\nenv_vars = ["CALLS_FILE"]\n')
+    proc = run_cli("exec", "--sandbox", "none", "add two numbers", cwd=project, env=wide())
+    assert proc.returncode == 0, proc.stderr
+    assert calls.read_text() == ""
+
+
 def test_a_project_cannot_switch_approvals_off(project):
     # approval = "full-auto" from the repository: the model's edit would land without a question.
     make_git_repo(project)
