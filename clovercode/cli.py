@@ -92,6 +92,7 @@ EndpointOpt = typer.Option(None, "--endpoint", help="OpenAI-compatible server to
 ApiKeyOpt = typer.Option(None, "--api-key", help="API key for --endpoint (prefer the CLOVERCODE_API_KEY env var).")
 EndpointStreamOpt = typer.Option(None, "--endpoint-stream", help="Stream replies from --endpoint: auto, true or false "
                                  "(false for llama-cpp-python's chatml-function-calling).")
+TrustOpt = typer.Option(False, "--trust-project", help="Trust this project's clovercode.toml for this run (CI: its owner wrote it).")
 
 
 def project_root(repo: Optional[Path]) -> Path:
@@ -116,8 +117,8 @@ def workspace_root(repo: Optional[Path]) -> tuple[Path, str | None]:
     return top, f"working in the repository root {top} (started in {start})"
 
 
-def effective_config(root: Path, **flags: Any) -> Config:
-    return load_config(root, os.environ, flags)
+def effective_config(root: Path, trust_project: bool = False, **flags: Any) -> Config:
+    return load_config(root, os.environ, flags, trust_project)
 
 
 @app.callback(invoke_without_command=True)
@@ -155,10 +156,13 @@ def main_callback(
     if any_project and resume is None:
         raise UsageError("--any-project goes with --resume ID")
     with signals_as_interrupts():  # SIGTERM/SIGHUP end the REPL as Ctrl-D would, without a traceback
+        from clovercode.repl.trustask import trust_on_start
+
         root, moved = workspace_root(repo)
-        cfg = effective_config(root, model=model, sandbox=sandbox, approval=approval, endpoint=endpoint, api_key=api_key,
-                               endpoint_stream=endpoint_stream, max_steps=max_steps, max_time=max_time)
         console = make_console()
+        cfg = trust_on_start(root, console, lambda trusted: effective_config(
+            root, trusted, model=model, sandbox=sandbox, approval=approval, endpoint=endpoint, api_key=api_key,
+            endpoint_stream=endpoint_stream, max_steps=max_steps, max_time=max_time))
         if moved:
             console.print(f"[yellow]note:[/] {escape(moved)}", highlight=False, soft_wrap=True)
         code = run_repl(root, cfg, console, resume=resume, any_project=any_project)
@@ -192,6 +196,7 @@ def fix(
     endpoint: Optional[str] = EndpointOpt,
     api_key: Optional[str] = ApiKeyOpt,
     endpoint_stream: Optional[str] = EndpointStreamOpt,
+    trust_project: bool = TrustOpt,
 ) -> None:
     """Fix an issue unattended: branch, model + test loop, one commit, optionally push and a pull request.
 
@@ -203,7 +208,7 @@ def fix(
     console = make_console(stderr=as_json)
     try:
         root, moved = workspace_root(repo)
-        cfg = effective_config(root, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
+        cfg = effective_config(root, trust_project, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
                                endpoint=endpoint, api_key=api_key, endpoint_stream=endpoint_stream,
                                **{"fix.test_command": test_command, "fix.test_rounds": test_rounds,
                                   "fix.remote": remote, "fix.base": base})
@@ -247,6 +252,7 @@ def exec_command(
     endpoint: Optional[str] = EndpointOpt,
     api_key: Optional[str] = ApiKeyOpt,
     endpoint_stream: Optional[str] = EndpointStreamOpt,
+    trust_project: bool = TrustOpt,
 ) -> None:
     """Run one task headless: no questions, no git needed, nothing committed; prints the final answer.
 
@@ -255,7 +261,7 @@ def exec_command(
 
     root = project_root(repo)
     text = read_task(task, sys.stdin)
-    cfg = exec_config(effective_config(root, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
+    cfg = exec_config(effective_config(root, trust_project, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
                                        endpoint=endpoint, api_key=api_key, endpoint_stream=endpoint_stream), approval)
     with signals_as_interrupts():  # a cancelled CI job (SIGTERM) ends like Ctrl-C: run_completed, exit 143
         code = run_exec(root, cfg, text, as_json, sys.stdout, make_console(stderr=True))
@@ -388,18 +394,10 @@ app.add_typer(config_app, name="config")
 @config_app.command("show")
 def config_show(repo: Optional[Path] = RepoOpt,
                 as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """Print the effective configuration and where each value came from."""
-    from clovercode.settings import SETTINGS
+    """Print the effective configuration, where each value came from, and the project settings ignored."""
+    from clovercode.configshow import show_config
 
-    cfg = effective_config(project_root(repo))
-    shown = {s.key: "***" if s.key.endswith("api_key") and cfg[s.key] else cfg[s.key] for s in SETTINGS}
-    if as_json:
-        typer.echo(json.dumps({key: {"value": value, "source": cfg.sources[key]} for key, value in shown.items()}, indent=2))
-        return
-    console = make_console()
-    for setting in SETTINGS:  # one line per setting, also when piped (grep, diff)
-        console.print(f"[bold]{setting.key}[/] = {escape(json.dumps(shown[setting.key]))}  "
-                      f"[dim]# {escape(cfg.sources[setting.key])} · {setting.env_var}[/]", highlight=False, soft_wrap=True)
+    show_config(effective_config(project_root(repo)), as_json, make_console())
 
 
 app.add_typer(make_bench_app(CloverGroup, project_root, effective_config), name="bench")

@@ -2,6 +2,8 @@
 
 Every value remembers where it came from, so ``clovercode config show`` can say why a setting has
 the value it has. Unknown keys and bad values raise :class:`ConfigError` naming the source and key.
+What the project file may set is decided by :mod:`clovercode.trust.project`; the rest of it is
+ignored with a note (``declared.notes``) and kept in ``Config.ignored``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from clovercode.declared import Declared, take_declarations
 from clovercode.errors import ConfigError
 from clovercode.settings import SETTINGS, SETTINGS_BY_KEY, Setting
 from clovercode.trust.models import SETTING as TRUST_SETTING, parse_entries
+from clovercode.trust.project import Ignored, check_project_value, ignored_note, is_trusted
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -34,6 +37,8 @@ class Config:
     values: dict[str, Any]
     sources: dict[str, str] = field(default_factory=dict)
     declared: Declared = field(default_factory=Declared)  # MCP servers, hooks (not settings)
+    ignored: dict[str, tuple[str, Ignored]] = field(default_factory=dict)  # key -> (project file, why)
+    project_trusted: bool = False
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -46,7 +51,7 @@ class Config:
                 continue
             values[key] = coerce_value(_setting(key, source), raw, source)
             sources[key] = source
-        return Config(values, sources, self.declared)
+        return Config(values, sources, self.declared, self.ignored, self.project_trusted)
 
 
 def user_config_path(env: Mapping[str, str]) -> Path:
@@ -68,7 +73,10 @@ def load_config(
     project_root: Path | None,
     env: Mapping[str, str] | None = None,
     flags: Mapping[str, Any] | None = None,
+    trust_project: bool = False,
 ) -> Config:
+    """``trust_project``: the user trusts this project for this run (--trust-project), as if it were
+    listed in ``trusted_projects``."""
     env = os.environ if env is None else env
     cfg = Config({s.key: s.default for s in SETTINGS}, {s.key: "default" for s in SETTINGS})
     user_file = user_config_path(env)
@@ -77,8 +85,10 @@ def load_config(
     elif env.get("CLOVERCODE_CONFIG"):  # asked for by name: a typo must not fall back to the defaults
         raise ConfigError(f"CLOVERCODE_CONFIG names {user_file}, which is not a file",
                           hint="Point it at your config.toml, or unset it to use the default location.")
-    if project_root is not None and (project_root / PROJECT_FILE).is_file():
-        _apply_file(cfg, project_root / PROJECT_FILE, env, project=project_root)
+    if project_root is not None:
+        cfg.project_trusted = trust_project or is_trusted(project_root, cfg.declared.trusted_projects)
+        if (project_root / PROJECT_FILE).is_file():
+            _apply_file(cfg, project_root / PROJECT_FILE, env, project=project_root)
     _apply_env(cfg, env)
     return cfg.with_overrides(flags or {}, "flag")
 
@@ -159,31 +169,28 @@ def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def _apply_file(cfg: Config, path: Path, env: Mapping[str, str], *, project: Path | None) -> None:
-    from_project = project is not None
     try:
         table = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read: {exc.strerror}") from None
-    table = take_declarations(cfg.declared, table, str(path), project)
+    table = take_declarations(cfg.declared, table, str(path), project, cfg.project_trusted, user_config_path(env))
+    ignored: list[Ignored] = []
     for key, raw in _flatten(table).items():
-        setting = _setting(key, str(path))
-        value = coerce_value(setting, raw, str(path))
-        if from_project and setting.user_only:
-            raise ConfigError(
-                f"{path}: '{key}' is not allowed in a project file",
-                hint="It decides where code, keys or tokens are sent, so a repository may not set it; "
-                f"set it in {user_config_path(env)}, as {setting.env_var}, or as a flag.",
-            )
-        if from_project and value in setting.not_from_project:
-            raise ConfigError(
-                f"{path}: '{key} = {value!r}' is not allowed in a project file",
-                hint="A repository may not weaken the sandbox of whoever runs clovercode in it; "
-                f"set it in {user_config_path(env)} or pass it as a flag.",
-            )
-        cfg.values[key] = value
+        setting = _setting(key, str(path))  # a typo is an error in any file
+        if project is not None:
+            refused = check_project_value(key, raw, cfg.project_trusted, cfg.values.get(key))
+            if refused is not None:  # ignored before its value is checked: a repository cannot brick the tool
+                ignored.append(refused)
+                cfg.ignored[key] = (str(path), refused)
+                continue
+        cfg.values[key] = coerce_value(setting, raw, str(path))
         cfg.sources[key] = str(path)
+    if project is not None:
+        note = ignored_note(str(path), ignored, project, user_config_path(env))
+        if note:
+            cfg.declared.notes.insert(0, note)
 
 
 def _apply_env(cfg: Config, env: Mapping[str, str]) -> None:

@@ -1,7 +1,7 @@
 """The parts of a config file that are not settings: MCP servers, hooks and the trusted projects.
 
 They run the user's programs, so a project file (``clovercode.toml``) may declare them only when the
-user's own config lists the project in ``trusted_projects``, and never their secrets or approvals.
+project is trusted (:mod:`clovercode.trust.project`), and never their secrets or approvals.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 from clovercode.errors import ConfigError
 from clovercode.hooks.config import EVENTS, HookConfig, parse_hooks
 from clovercode.mcpservers.config import ServerConfig, parse_server
+from clovercode.trust.project import how_to_trust
 
 
 @dataclass
@@ -21,21 +22,20 @@ class Declared:
     hooks: list[HookConfig] = field(default_factory=list)
     trusted_projects: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # said once when a session starts
+    untrusted: list[str] = field(default_factory=list)  # what an untrusted project declared, ignored ("hooks.stop")
 
     def hooks_for(self, event: str) -> list[HookConfig]:
         return [h for h in self.hooks if h.event == event]
 
-    def is_trusted(self, project: Path) -> bool:
-        here = project.resolve()
-        return any(Path(p).expanduser().resolve() == here for p in self.trusted_projects)
 
-
-def take_declarations(declared: Declared, table: dict[str, Any], source: str, project: Path | None) -> dict[str, Any]:
+def take_declarations(declared: Declared, table: dict[str, Any], source: str, project: Path | None,
+                      trusted: bool = False, user_file: Path | None = None) -> dict[str, Any]:
     """Move the declarations out of ``table`` into ``declared``; return what is left (settings).
-    ``project`` is the project root when ``table`` is that project's file, else None (the user's file)."""
+    ``project`` is the project root when ``table`` is that project's file, else None (the user's file);
+    ``trusted``: whether that project is trusted; ``user_file`` is named in the note when it is not."""
     table = dict(table)
     servers = table.pop("mcp_servers", {})
-    trusted = table.pop("trusted_projects", None)
+    listed = table.pop("trusted_projects", None)
     hooks_table = table.get("hooks")
     hooks: dict[str, Any] = {}
     if isinstance(hooks_table, dict):
@@ -44,19 +44,20 @@ def take_declarations(declared: Declared, table: dict[str, Any], source: str, pr
         table["hooks"] = rest
         if not rest:
             del table["hooks"]
-    if trusted is not None:
-        if project is not None:
-            raise ConfigError(f"{source}: 'trusted_projects' is not allowed in a project file",
-                              hint="A repository cannot trust itself; list it in your user config.")
-        if not isinstance(trusted, list) or not all(isinstance(p, str) for p in trusted):
+    if listed is not None and project is not None:
+        declared.notes.append(f"{source}: ignored trusted_projects (a repository cannot trust itself or others; "
+                              "only your user config lists trusted projects)")
+    elif listed is not None:
+        if not isinstance(listed, list) or not all(isinstance(p, str) for p in listed):
             raise ConfigError(f"{source}: trusted_projects must be a list of directory paths")
-        declared.trusted_projects.extend(trusted)
+        declared.trusted_projects.extend(listed)
     if not isinstance(servers, dict):
         raise ConfigError(f"{source}: mcp_servers must be a table of servers: [mcp_servers.NAME]")
-    if project is not None and (servers or hooks) and not declared.is_trusted(project):
+    if project is not None and (servers or hooks) and not trusted:
         what = " and ".join(w for w, present in (("MCP servers", servers), ("hooks", hooks)) if present)
+        declared.untrusted += [f"mcp_servers.{name}" for name in servers] + [f"hooks.{event}" for event in hooks]
         declared.notes.append(f"{source} declares {what}; they are ignored because this project is not trusted "
-                              f"(add \"{project}\" to trusted_projects in your user config to allow them)")
+                              f"(to allow them, {how_to_trust(project, user_file or Path('your user config'))})")
         return table
     for name, entry in servers.items():
         server = parse_server(name, entry, source, from_project=project is not None)

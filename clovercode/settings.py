@@ -2,7 +2,8 @@
 
 This is data: config loading, ``config show`` and the docs all read it. Add a key here and it is
 accepted in TOML files (dotted keys map to tables), as ``CLOVERCODE_<KEY>`` and, where a command
-exposes it, as a flag.
+exposes it, as a flag. Whether a project's ``clovercode.toml`` may set it is decided in one place,
+:mod:`clovercode.trust.project` (and tested for every key here).
 """
 
 from __future__ import annotations
@@ -20,26 +21,21 @@ class Setting:
     choices: tuple[str, ...] | None = None
     minimum: float | None = None
     maximum: float | None = None
-    # Values a project's own clovercode.toml may not set: a cloned repository must not be able to
-    # weaken the sandbox of whoever runs clovercode in it.
-    not_from_project: tuple[Any, ...] = ()
-    # Settings a project file may not set at all: where code, keys and tokens are sent.
-    user_only: bool = False
 
     @property
     def env_var(self) -> str:
         return "CLOVERCODE_" + self.key.upper().replace(".", "_").replace("-", "_")
 
 
-SANDBOX_POLICIES = ("read-only", "workspace-write", "workspace-write-network", "none")
+SANDBOX_POLICIES = (  # strictest first: a project may only move to the left (trust/project.py)
+    "read-only", "workspace-write", "workspace-write-network", "none")
 APPROVAL_MODES = ("suggest", "auto-edit", "full-auto")
 
 SETTINGS: tuple[Setting, ...] = (
     # model
     Setting("model", str, "clover", "Model spec: replay:FILE.jsonl, a local dir, an HF repo id, a .gguf file, or an alias."),
-    Setting("endpoint", str, "", "OpenAI-compatible base URL (e.g. http://127.0.0.1:30000/v1); overrides `model` as the backend.",
-            user_only=True),
-    Setting("api_key", str, "", "API key for `endpoint` (prefer the CLOVERCODE_API_KEY env var).", user_only=True),
+    Setting("endpoint", str, "", "OpenAI-compatible base URL (e.g. http://127.0.0.1:30000/v1); overrides `model` as the backend."),
+    Setting("api_key", str, "", "API key for `endpoint` (prefer the CLOVERCODE_API_KEY env var)."),
     Setting("temperature", float, 0.0, "Sampling temperature; 0 is greedy.", minimum=0.0),
     Setting("top_p", float, 1.0, "Nucleus sampling mass.", minimum=0.0, maximum=1.0),
     Setting("max_new_tokens", int, 4096, "Most tokens the model may write in one turn.", minimum=1),
@@ -56,8 +52,7 @@ SETTINGS: tuple[Setting, ...] = (
     # tools and sandbox
     Setting("command_timeout", float, 120.0, "Seconds a run_command may take before its process tree is killed.", minimum=0.1),
     Setting("output_limit", int, 30000, "Characters of command output kept (head and tail).", minimum=200),
-    Setting("sandbox", str, "workspace-write", "Sandbox policy for commands.", choices=SANDBOX_POLICIES,
-            not_from_project=("none", "workspace-write-network")),
+    Setting("sandbox", str, "workspace-write", "Sandbox policy for commands.", choices=SANDBOX_POLICIES),
     Setting("approval", str, "suggest", "When to ask before acting (REPL; `fix` is always full-auto).", choices=APPROVAL_MODES),
     # hooks (docs/mcp-and-hooks.md); the hooks and MCP servers themselves are tables, not settings
     Setting("hooks.max_stop_blocks", int, 3, "Times stop hooks may send the model back to work in one run; then it "
@@ -77,11 +72,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("fix.author", str, "", "Commit author as 'Name <email>' ('' = git's user.name/user.email, else clovercode)."),
     Setting("fix.remote", str, "origin", "Git remote that --push and --pr push the fix branch to."),
     Setting("fix.push_token", bool, False, "Push with the GitHub token (GITHUB_TOKEN / GH_TOKEN) instead of git's own "
-            "credentials, so a CI checkout can keep the token out of .git/config while the model works.", user_only=True),
+            "credentials, so a CI checkout can keep the token out of .git/config while the model works."),
     Setting("fix.base", str, "", "Branch pull requests target ('' = the branch you are on if the remote has it, "
             "else the repository's default branch)."),
     Setting("github.api_url", str, "https://api.github.com", "GitHub REST API base URL (GitHub Enterprise: "
-            "https://HOST/api/v3). Never taken from a project file: the token is sent there.", user_only=True),
+            "https://HOST/api/v3). Never taken from a project file: the token is sent there."),
     Setting("github.repo", str, "", "OWNER/REPO that pull requests are opened in ('' = from --github-issue, "
             "else from the remote's URL)."),
     # endpoint backend (docs/endpoint.md). Flat `endpoint_*` keys, not an `[endpoint]` table: `endpoint`
@@ -107,7 +102,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("serve.max_connections", int, 256, "Open client connections `clovercode serve` holds at once (HTTP 503 beyond).", minimum=1),
     # REPL permissions (docs/usage.md#approvals): the user's own rules, never a project's
     Setting("permissions.allow", list, (), "Command prefixes the REPL runs without asking (e.g. 'git status'); "
-            "added by answering 'a' at an approval, listed and removed with /permissions.", user_only=True),
+            "added by answering 'a' at an approval, listed and removed with /permissions."),
     # repository context: repo map, instruction files, prompt budget, compaction (docs/context.md)
     Setting("context.map_tokens", int, 2048, "Token budget of the repository map in the system prompt (0: no map).", minimum=0),
     Setting("context.window", int, 0, "Context window in tokens (0: the model's own, else 32768).", minimum=0),
@@ -134,7 +129,7 @@ SETTINGS: tuple[Setting, ...] = (
             choices=("auto", "float32", "bfloat16", "float16", "float64")),
     Setting("engine.trust_remote_code", list, (), "Models whose own Python code may run when they load: "
             "'owner/name@COMMIT' or '/abs/path#sha256:DIGEST' (a refused model prints its line). Never from a "
-            "project file.", user_only=True),
+            "project file."),
     Setting("engine.mask_token_id", int, -1, "Mask token id override (-1: the model's own).", minimum=-1),
     Setting("engine.compile", str, "off", "Denoise and commit passes over a static cache replayed as CUDA graphs: "
             "off, auto (on CUDA only) or static (static cache everywhere, graphs on CUDA).",

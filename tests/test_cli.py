@@ -169,12 +169,13 @@ def test_config_show_prints_one_plain_line_per_setting(tmp_path):
     from clovercode.settings import SETTINGS
 
     # a value that looks like rich markup crashed it (exit 70); long lines were wrapped when piped
-    (tmp_path / "clovercode.toml").write_text('model = "[/]odd"\n')
-    proc = run_cli("config", "show", "--repo", str(tmp_path), env=cli_env(COLUMNS="60"))
+    (tmp_path / "clovercode.toml").write_text('fix.author = "[/]odd"\n')  # not trusted: ignored, said on its own line
+    proc = run_cli("config", "show", "--repo", str(tmp_path), env=cli_env(COLUMNS="60", CLOVERCODE_MODEL="[/]odd"))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert len(lines) == len(SETTINGS)
-    assert lines[0] == f'model = "[/]odd"  # {tmp_path / "clovercode.toml"} · CLOVERCODE_MODEL'
+    assert len(lines) == len(SETTINGS) + 1
+    assert lines[0] == 'model = "[/]odd"  # env CLOVERCODE_MODEL · CLOVERCODE_MODEL'
+    assert lines[-1] == f'# ignored: fix.author = "[/]odd" from {tmp_path / "clovercode.toml"} (this project is not trusted)'
     assert "serve.max_request_bytes = 4194304  # default · CLOVERCODE_SERVE_MAX_REQUEST_BYTES" in lines
 
 

@@ -49,8 +49,8 @@ def test_nested_tables_map_to_dotted_keys(tmp_path):
     ("max_steps = 0", "'max_steps' must be at least 1, got 0"),
     ("max_steps = 2.5", "'max_steps' must be a whole number, got 2.5"),
     ("thinking = 'maybe'", "'thinking' must be true or false, got 'maybe'"),
-    ("approval = 'yolo'", "'approval' must be one of suggest, auto-edit, full-auto; got 'yolo'"),
-    ("model = 3", "'model' must be a string, got 3"),
+    ("sandbox = 'yolo'", "'sandbox' must be one of read-only, workspace-write, workspace-write-network, none; got 'yolo'"),
+    ("fix.test_command = 3", "'fix.test_command' must be a string, got 3"),
     ("max_steps = [", "not valid TOML"),
 ])
 def test_project_file_errors_name_file_and_key(tmp_path, text, message):
@@ -86,9 +86,10 @@ def test_flag_errors(tmp_path):
 
 
 def test_project_file_may_not_weaken_the_sandbox(tmp_path, user_file, isolated_home):
+    # Ignored with a note, not an error: a cloned repository must not brick the tool (docs/security.md).
     write(tmp_path / "clovercode.toml", 'sandbox = "none"\n')
-    with pytest.raises(ConfigError, match="'sandbox = 'none'' is not allowed in a project file"):
-        load_config(tmp_path, {})
+    cfg = load_config(tmp_path, {})
+    assert cfg["sandbox"] == "workspace-write" and "ignored sandbox" in cfg.declared.notes[0]
     write(user_file, 'sandbox = "workspace-write-network"\n')
     write(tmp_path / "clovercode.toml", 'sandbox = "read-only"\n')
     env = {"HOME": str(isolated_home), "XDG_CONFIG_HOME": str(isolated_home / ".config")}
@@ -102,8 +103,8 @@ def test_project_file_may_not_weaken_the_sandbox(tmp_path, user_file, isolated_h
 def test_project_file_may_not_say_where_code_and_tokens_go(tmp_path, line):
     key = line.split(" =")[0]
     write(tmp_path / "clovercode.toml", line + "\n")
-    with pytest.raises(ConfigError, match=f"'{key}' is not allowed in a project file"):
-        load_config(tmp_path, {})
+    cfg = load_config(tmp_path, {}, {}, trust_project=True)  # not even a trusted project
+    assert cfg.sources[key] == "default" and f"ignored {key} (a project file never sets these" in cfg.declared.notes[0]
     assert load_config(None, {}) is not None  # the same key from the user file or env is fine
 
 
@@ -123,12 +124,11 @@ def test_unknown_setting_suggests_the_closest_key(tmp_path):
 
 
 def test_project_file_hint_names_the_user_file_of_the_given_env(tmp_path, isolated_home):
-    write(tmp_path / "clovercode.toml", 'sandbox = "none"\n')
+    write(tmp_path / "clovercode.toml", 'fix.author = "x <x@y>"\n')
     other = tmp_path / "elsewhere.toml"
     write(other, "")
-    with pytest.raises(ConfigError) as info:
-        load_config(tmp_path, {"CLOVERCODE_CONFIG": str(other)})
-    assert f"set it in {other}" in str(info.value)
+    cfg = load_config(tmp_path, {"CLOVERCODE_CONFIG": str(other)})
+    assert f'add "{tmp_path}" to trusted_projects in {other}' in cfg.declared.notes[0]
 
 
 @pytest.mark.parametrize("key, raw, message", [

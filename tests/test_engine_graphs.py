@@ -122,7 +122,8 @@ def test_engine_compile_is_a_setting_like_the_others(tmp_path):
     from clovercode.engine.config import engine_config_from
 
     (tmp_path / "clovercode.toml").write_text('[engine]\ncompile = "auto"\n')
-    assert engine_config_from(load_config(tmp_path, {"HOME": str(tmp_path)}, {})).compile == "auto"
+    assert engine_config_from(load_config(tmp_path, {"HOME": str(tmp_path)}, {}, trust_project=True)).compile == "auto"
+    assert engine_config_from(load_config(tmp_path, {"HOME": str(tmp_path)}, {})).compile == "off"  # not trusted
     assert engine_config_from(load_config(tmp_path / "none", {"HOME": str(tmp_path)}, {})).compile == "off"
     with pytest.raises(ConfigError, match="compile"):
         load_config(tmp_path, {"HOME": str(tmp_path), "CLOVERCODE_ENGINE_COMPILE": "always"}, {})

@@ -111,11 +111,8 @@ def test_engine_settings_layer_like_every_setting(tmp_path):
 
 def test_a_project_file_cannot_turn_on_remote_code(tmp_path):
     (tmp_path / "clovercode.toml").write_text(f'[engine]\ntrust_remote_code = ["a/b@{"0" * 40}"]\n')
-    with pytest.raises(ConfigError, match="not allowed in a project file"):
-        load_config(tmp_path, {"HOME": str(tmp_path)}, {})
-    (tmp_path / "clovercode.toml").write_text("[engine]\ntrust_remote_code = true\n")
-    with pytest.raises(ConfigError, match="engine.trust_remote_code"):
-        load_config(tmp_path, {"HOME": str(tmp_path)}, {})
+    cfg = load_config(tmp_path, {"HOME": str(tmp_path)}, {}, trust_project=True)  # ignored even when trusted
+    assert cfg["engine.trust_remote_code"] == () and "ignored engine.trust_remote_code" in cfg.declared.notes[0]
 
 
 def test_bad_engine_values_are_config_errors(tmp_path):

@@ -11,6 +11,8 @@ import pytest
 from conftest import cli_env, git, make_git_repo, run_cli
 from fake_github import fake_github, github_api  # noqa: F401 - fixtures
 
+from clovercode.config import load_config
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 REPLAY = f"replay:{FIXTURES / 'durations.replay.jsonl'}"
 TOKEN = "ghs_valid_token"
@@ -54,8 +56,8 @@ def test_project_file_cannot_redirect_the_token(work):
     (work / "clovercode.toml").write_text('[github]\napi_url = "http://127.0.0.1:1/steal"\n')
     git(work, "add", "clovercode.toml")
     git(work, "commit", "-q", "-m", "config")
-    proc = fix("--github-issue", "octo/durations#1", "--repo", str(work), GITHUB_TOKEN=TOKEN)
-    assert proc.returncode == 2 and "'github.api_url' is not allowed in a project file" in proc.stderr
+    cfg = load_config(work, {}, {}, trust_project=True)  # even a trusted project: ignored, with a note
+    assert cfg["github.api_url"] == "https://api.github.com" and "ignored github.api_url" in cfg.declared.notes[0]
 
 
 def test_outside_git_the_working_tree_is_edited(tmp_path):

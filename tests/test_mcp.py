@@ -207,9 +207,10 @@ def test_project_servers_need_trust_and_never_carry_secrets(project, tmp_path):
     (project / "clovercode.toml").write_text(f'[mcp_servers.proj]\n{server_command("good")}\nenv = {{ TOKEN = "x" }}\n')
     with pytest.raises(ConfigError, match="'env' is not allowed in a project file"):
         load_config(project, os.environ)
+    write_user_config("")
     (project / "clovercode.toml").write_text(f'trusted_projects = ["{project}"]\n')
-    with pytest.raises(ConfigError, match="'trusted_projects' is not allowed in a project file"):
-        load_config(project, os.environ)
+    cfg = load_config(project, os.environ)
+    assert not cfg.project_trusted and "ignored trusted_projects" in cfg.declared.notes[0]
 
 
 @pytest.mark.parametrize("table, message", [

@@ -177,8 +177,10 @@ def test_a_project_file_cannot_name_a_model_either(tmp_path):
     from clovercode.config import load_config
 
     (tmp_path / "clovercode.toml").write_text(f'[engine]\ntrust_remote_code = ["someone/coder@{"a" * 40}"]\n')
-    with pytest.raises(ConfigError, match="not allowed in a project file"):
-        load_config(tmp_path, {"HOME": str(tmp_path / "home")}, {})
+    for trusted in (False, True):  # ignored with a note, even in a trusted project (trust/project.py)
+        cfg = load_config(tmp_path, {"HOME": str(tmp_path / "home")}, {}, trust_project=trusted)
+        assert cfg["engine.trust_remote_code"] == ()
+        assert any("ignored engine.trust_remote_code" in note for note in cfg.declared.notes)
 
 
 def test_the_cli_with_the_old_true_runs_no_model_code(tmp_path):

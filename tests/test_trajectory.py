@@ -69,10 +69,15 @@ def test_to_replay_rejects_files_without_turns(tmp_path):
     assert proc.returncode == 2 and "holds no model turns" in proc.stderr
 
 
-def test_trajectory_dir_is_configurable(calc_repo, tmp_path):
-    target = tmp_path / "trajs"
-    (calc_repo / "clovercode.toml").write_text(f'trajectory_dir = "{target}"\n')
-    run_cli("fix", "x", "--repo", str(calc_repo), "--model", f"replay:{EXAMPLES / 'calc.replay.jsonl'}", "--sandbox", "none")
+def test_trajectory_dir_is_configurable(calc_repo, tmp_path, isolated_home):
+    target = tmp_path / "trajs"  # the user's setting (a project file never chooses where clovercode writes)
+    config = isolated_home / ".config" / "clovercode" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f'trajectory_dir = "{target}"\n')
+    from conftest import cli_env
+
+    run_cli("fix", "x", "--repo", str(calc_repo), "--model", f"replay:{EXAMPLES / 'calc.replay.jsonl'}", "--sandbox", "none",
+            env=cli_env())
     assert len(list(target.glob("*.jsonl"))) == 1
 
 

@@ -73,7 +73,7 @@ class Plan:
 
 
 def make_plan(root: Path, cfg: Config, request: FixRequest, env: Mapping[str, str]) -> Plan:
-    notes: list[str] = list(request.notes)
+    notes: list[str] = list(request.notes) + list(cfg.declared.notes)  # e.g. project settings ignored (trust)
     publish = request.push or request.pr
     if publish and not request.commit:
         raise UsageError("--push and --pr need a commit; drop --no-commit")

@@ -93,7 +93,9 @@ FIX_STEPS = """\
           CLOVERCODE_TRAJECTORY_DIR: ${{ runner.temp }}/clovercode-trajectories
 @@MODEL_ENV@@        run: |
           set +e
-          clovercode fix --github-issue "$ISSUE" --pr --json \\
+          # --trust-project: clovercode.toml here is the repository's own (default branch); the issue
+          # text stays untrusted, and no project file chooses the model, the token or the target.
+          clovercode fix --github-issue "$ISSUE" --pr --json --trust-project \\
             --author "@@AUTHOR@@" > "$RUNNER_TEMP/clovercode-result.json"
           code=$?
           set -e

@@ -1,5 +1,6 @@
-"""Allow rules kept in the user's config file (``[permissions] allow = [...]``), edited with tomlkit
-so the rest of the file (comments, order, layout) stays as the person wrote it; and /permissions."""
+"""Allow rules and trusted projects kept in the user's config file (``[permissions] allow = [...]``,
+``trusted_projects``), edited with tomlkit so the rest of the file (comments, order, layout) stays as
+the person wrote it; and /permissions."""
 
 from __future__ import annotations
 
@@ -93,3 +94,17 @@ def permissions_command(repl: "Repl", arg: str) -> bool:
         console.print(f"  {number}. {escape(rule)}", highlight=False)
     console.print("[dim]/permissions remove N deletes one[/]", highlight=False)
     return True
+
+
+def add_trusted_project(env: Mapping[str, str], project: Path) -> Path:
+    """List ``project`` in the user config's ``trusted_projects`` (trust/project.py); return the file."""
+    path = user_config_path(env)
+    document = _load(path)
+    listed = document.get("trusted_projects")
+    if listed is None:
+        document["trusted_projects"] = tomlkit.array()
+        listed = document["trusted_projects"]
+    if str(project) not in [str(p) for p in listed]:
+        listed.append(str(project))
+    _save(path, document)
+    return path
