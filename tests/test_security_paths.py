@@ -18,7 +18,7 @@ from openai_stub import StubServer, chunk, sse
 from clovercode.context.instructions import read_instructions
 from clovercode.repl.attach import expand_mentions
 from clovercode.repl.custom import load_custom_commands
-from clovercode.trust.paths import OutsideProject, inside_project, require_inside
+from clovercode.trust.paths import inside_project
 
 SECRET = "-----BEGIN OPENSSH PRIVATE KEY----- fake-key-3f9a1c"
 HAS_BWRAP = shutil.which("bwrap") is not None
@@ -59,8 +59,6 @@ def test_one_rule_follows_symlinks_and_dotdot(tmp_path, secret):
     assert inside_project(root, root / "src") == (root / "src").resolve()
     for outside in ("key", "home/.ssh/id_rsa", "../proj/../x", "src/../../x", str(secret), "bad\0name"):
         assert inside_project(root, outside) is None, outside
-    with pytest.raises(OutsideProject, match="AGENTS.md key leads outside the project"):
-        require_inside(root, "key", "AGENTS.md")
 
 
 def test_agents_md_linked_to_a_secret_is_noted_not_read(tmp_path, secret):
@@ -160,3 +158,19 @@ def test_mentions_through_dotdot_or_symlinks_are_refused_with_a_note(tmp_path, s
     assert [a.shown for a in out.attached] == ["docs/readme.md"]
     assert len(out.problems) == 4 and all("outside the project" in p for p in out.problems)
     assert SECRET not in out.text
+
+
+def test_repo_map_never_parses_a_source_file_that_links_outside(tmp_path, secret):
+    from clovercode.context.selection import select_files
+
+    leaked = secret.with_name("settings.py")
+    leaked.write_text("API_TOKEN = 'fake-token-91c2'\n")
+    root = tmp_path / "proj"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text("def main():\n    pass\n")
+    (root / "settings.py").symlink_to(leaked)
+    (root / "alias.py").symlink_to("src/app.py")
+    for listed_by_git in (False, True):
+        if listed_by_git:
+            make_git_repo(root)
+        assert [f.rel for f in select_files(root, 1 << 20).files] == ["alias.py", "src/app.py"]
