@@ -196,7 +196,7 @@ def fix(
     """Fix an issue unattended: branch, model + test loop, one commit, optionally push and a pull request.
 
     Exit codes: 0 fixed (no test regressed), 1 tests regressed, 3 gave up, 4 no change, 5 model, 6 sandbox,
-    7 git/GitHub, 8 CI change refused, 130 interrupted (143 SIGTERM, 129 SIGHUP) (docs/ci.md)."""
+    7 git/GitHub, 8 CI files, 130 interrupted (143 SIGTERM, 129 SIGHUP) (docs/ci.md)."""
     from clovercode.fixcmd import run_fix
     from clovercode.fixflow.plan import FixRequest
 

@@ -17,14 +17,12 @@ from pathlib import Path
 from typing import Iterable
 
 HUSKY_HOOKS = "_"  # husky >= 9 points core.hooksPath at .husky/_, whose scripts run .husky/<hook>
-
-
-class OutsideProject(Exception):
-    """A path that resolves outside the project; ``str()`` is a one-line note for the person."""
-
-    def __init__(self, shown: str, what: str):
-        super().__init__(f"{what} {shown} leads outside the project (a symlink or '..'); clovercode did not read it")
-        self.shown = shown
+GIT_HOOKS = ("applypatch-msg", "pre-applypatch", "post-applypatch", "pre-commit", "pre-merge-commit",  # githooks(5)
+             "prepare-commit-msg", "commit-msg", "post-commit", "pre-rebase", "post-checkout", "post-merge",
+             "pre-push", "pre-receive", "update", "proc-receive", "post-receive", "post-update",
+             "reference-transaction", "push-to-checkout", "pre-auto-gc", "post-rewrite", "sendemail-validate",
+             "fsmonitor-watchman", "p4-changelist", "p4-prepare-changelist", "p4-post-changelist", "p4-pre-submit",
+             "post-index-change")
 
 
 def inside_project(root: Path, path: Path | str) -> Path | None:
@@ -39,15 +37,6 @@ def inside_project(root: Path, path: Path | str) -> Path | None:
     if resolved == base or base in resolved.parents:
         return resolved
     return None
-
-
-def require_inside(root: Path, path: Path | str, what: str = "the file") -> Path:
-    """:func:`inside_project`, or :class:`OutsideProject` naming ``path`` as given and ``what`` it is."""
-    resolved = inside_project(root, path)
-    if resolved is None:
-        shown = path.as_posix() if isinstance(path, Path) and not path.is_absolute() else str(path)
-        raise OutsideProject(shown, what)
-    return resolved
 
 
 # -- paths whose content runs outside the sandbox after the run ------------------------------------
@@ -80,16 +69,19 @@ class RunsOutside:
 
 def hook_dirs_in_tree(top: Path, hooks: Path | None) -> tuple[str, ...]:
     """``hooks`` (where git runs hooks from) relative to ``top``, when it lies inside the work tree;
-    for husky's ``.husky/_`` also its parent, whose scripts ``_`` runs. Empty when hooks live in
-    ``.git/hooks`` (protected with all of ``.git``) or outside the tree."""
+    for husky's ``.husky/_`` also its parent, whose scripts ``_`` runs; for the top itself (``core.hooksPath
+    = .``) the hook names there. Empty when hooks live in ``.git/hooks`` (protected with all of
+    ``.git``) or outside the tree."""
     if hooks is None:
         return ()
     resolved = inside_project(top, hooks)
     if resolved is None:
         return ()
     found = resolved.relative_to(os.path.realpath(top)).as_posix()
-    if found in (".", "") or found == ".git" or found.startswith(".git/"):
-        return ()  # hooks at the top itself would make the whole tree read-only: left to .git's rule
+    if found in (".", ""):
+        return GIT_HOOKS  # not the whole tree: the files git would run from it
+    if found == ".git" or found.startswith(".git/"):
+        return ()
     out = [found]
     parent = Path(found).parent.as_posix()
     if Path(found).name == HUSKY_HOOKS and parent != ".":
