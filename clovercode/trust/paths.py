@@ -3,8 +3,9 @@ run code outside the sandbox once the run is over (CI definitions, a git hooks d
 
 A repository controls its own file names, and a sandboxed command can make symlinks: ``AGENTS.md ->
 ~/.ssh/id_rsa`` is a file "in the project" by name only. Everything clovercode reads on the model's
-behalf without a tool call (instruction files, custom commands, ``@path`` attachments) asks
-:func:`inside_project` first, which follows every symlink. docs/security.md, "Trust: what clovercode
+behalf without a tool call (instruction files, custom commands, ``@path`` attachments, the
+repository map's sources) asks :func:`inside_project` first, which follows every symlink; the file
+tools' own containment rule is the same function. docs/security.md, "Trust: what clovercode
 reads and what it commits".
 """
 
