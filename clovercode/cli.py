@@ -197,11 +197,12 @@ def fix(
     api_key: Optional[str] = ApiKeyOpt,
     endpoint_stream: Optional[str] = EndpointStreamOpt,
     trust_project: bool = TrustOpt,
+    allow_ci: bool = typer.Option(False, "--allow-ci-changes", help="Let the model change and commit CI definitions and git hooks."),
 ) -> None:
     """Fix an issue unattended: branch, model + test loop, one commit, optionally push and a pull request.
 
     Exit codes: 0 fixed (no test regressed), 1 tests regressed, 3 gave up, 4 no change, 5 model, 6 sandbox,
-    7 git/GitHub, 130 interrupted (143 SIGTERM, 129 SIGHUP) (docs/ci.md)."""
+    7 git/GitHub, 8 CI files, 130 interrupted (143 SIGTERM, 129 SIGHUP) (docs/ci.md)."""
     from clovercode.fixcmd import run_fix
     from clovercode.fixflow.plan import FixRequest
 
@@ -213,7 +214,7 @@ def fix(
                                **{"fix.test_command": test_command, "fix.test_rounds": test_rounds,
                                   "fix.remote": remote, "fix.base": base})
         request = FixRequest(issue, issue_file, github_issue, commit, push or pr, pr, branch, author, github_repo, draft,
-                             force=force, notes=(moved,) if moved else ())
+                             force=force, notes=(moved,) if moved else (), allow_ci_changes=allow_ci)
         outcome = run_fix(root, cfg, request, console)
     except CloverError as exc:
         if not as_json:

@@ -20,6 +20,7 @@ class ExitCode(enum.IntEnum):
     MODEL_UNAVAILABLE = 5  # model missing, failed to load, endpoint unreachable
     SANDBOX_UNAVAILABLE = 6  # the sandbox cannot start on this host
     VCS_ERROR = 7  # git / push / pull-request failure (local work is kept)
+    CI_CHANGE_REFUSED = 8  # fix: the change touches CI definitions or git hooks (--allow-ci-changes)
     INTERNAL = 70  # a bug in clovercode
     HUNG_UP = 129  # SIGHUP (the terminal went away), handled like Ctrl-C
     INTERRUPTED = 130  # Ctrl-C
@@ -58,3 +59,9 @@ class SandboxUnavailable(CloverError):
 
 class VcsError(CloverError):
     exit_code = ExitCode.VCS_ERROR
+
+
+class CiChangeRefused(CloverError):
+    """fix: the change would commit CI definitions or hooks; nothing was committed (work kept)."""
+
+    exit_code = ExitCode.CI_CHANGE_REFUSED

@@ -3,7 +3,7 @@
 Exit codes (docs/ci.md): 0 fixed and nothing regressed against the test baseline, 1 changed but the
 change breaks tests (or, with no baseline, the tests fail), 3 gave up,
 4 no change, 5 model unavailable, 6 sandbox unavailable, 7 git/GitHub failure (local work kept),
-130 interrupted.
+8 the change touches CI definitions or git hooks (not committed; --allow-ci-changes), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from rich.markup import escape
 from clovercode.agent.budget import StopReason
 from clovercode.agent.loop import RunResult, usage_json
 from clovercode.config import Config
-from clovercode.errors import ExitCode, VcsError
+from clovercode.errors import CiChangeRefused, ExitCode, VcsError
 from clovercode.executors.select import NO_SANDBOX_WARNING
+from clovercode.fixflow.cigate import ci_changes, refuse_ci_changes
 from clovercode.fixflow.issue import Issue
 from clovercode.fixflow.plan import FixRequest, Plan, make_plan
 from clovercode.fixflow.report import change_text, commit_message, pull_body, subject, tests_line, verdict_lines
@@ -38,6 +39,7 @@ from clovercode.vcs.git import FileStat
 STATUS = {ExitCode.OK: "fixed", ExitCode.TESTS_FAILED: "tests_failed", ExitCode.NO_CHANGE: "no_change",
           ExitCode.GAVE_UP: "gave_up", ExitCode.INTERRUPTED: "interrupted", ExitCode.MODEL_UNAVAILABLE: "model_error",
           ExitCode.SANDBOX_UNAVAILABLE: "sandbox_error", ExitCode.VCS_ERROR: "vcs_error",
+          ExitCode.CI_CHANGE_REFUSED: "ci_change_refused",
           ExitCode.TERMINATED: "interrupted", ExitCode.HUNG_UP: "interrupted"}
 
 
@@ -57,6 +59,7 @@ class FixOutcome:
     files: list[FileStat] = field(default_factory=list)
     diffstat: str = ""
     skipped: list[str] = field(default_factory=list)  # changed, but deliberately not committed
+    refused: list[str] = field(default_factory=list)  # CI definitions and hooks that kept the change uncommitted
     pushed: str | None = None  # the remote the branch was pushed to
     pull: PullRequest | None = None
     error: str | None = None  # what failed after the model's work was safe
@@ -92,7 +95,7 @@ class FixOutcome:
                 "tests": self.tests_json(),
                 "branch": self.branch, "base": self.base, "commit": self.commit,
                 "diffstat": [{"path": f.path, "added": f.added, "removed": f.removed} for f in self.files],
-                "not_committed": self.skipped, "pushed_to": self.pushed,
+                "not_committed": self.skipped, "ci_changes_refused": self.refused, "pushed_to": self.pushed,
                 "pull_request": self.pull.to_json() if self.pull else None, "error": self.error, "notes": self.notes,
                 "branch_backups": self.backups,
                 "discarded_commits": [{"sha": c.sha, "subject": c.subject} for c in self.discarded],
@@ -130,6 +133,8 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
 
     session = open_session(root, cfg, interactive=False, env=env)
     session.command_env = without_secrets(env)  # the model's commands and the tests never see a token
+    if request.allow_ci_changes:
+        session.allow_ci_changes()
     try:
         rounds = run_rounds(session, plan.issue.task(plan.tests.command if plan.tests else None), plan.tests,
                             cfg["fix.test_rounds"], cfg["fix.test_timeout"], ConsoleRenderer(console), console, has_changes,
@@ -169,20 +174,23 @@ def conclude(outcome: FixOutcome, rounds: Rounds, plan: Plan, request: FixReques
         outcome.exit_code = ExitCode.TESTS_FAILED if judged is not None and judged.regressed else ExitCode.OK
         if plan.git is not None:
             try:
-                commit_fix(outcome, plan)
+                commit_fix(outcome, plan, request.allow_ci_changes)
                 publish(outcome, plan, request, cfg)
-            except VcsError as exc:
+            except (VcsError, CiChangeRefused) as exc:
                 outcome.error = str(exc)
-                outcome.exit_code = ExitCode.VCS_ERROR
+                outcome.exit_code = exc.exit_code
         return
     if outcome.result.changed:
         outcome.notes.append("nothing was committed: the model's unfinished changes are in the working tree")
 
 
-def commit_fix(outcome: FixOutcome, plan: Plan) -> None:
+def commit_fix(outcome: FixOutcome, plan: Plan, allow_ci_changes: bool = False) -> None:
     git = plan.git
     assert git is not None
     pending = git.checkout.pending(git.start, outcome.result.changed)
+    outcome.refused = [] if allow_ci_changes else ci_changes(git.checkout.top, pending.paths)
+    if outcome.refused:
+        raise refuse_ci_changes(outcome.refused)
     reference = plan.pull.reference if plan.pull else (str(plan.issue.ref) if plan.issue.ref else None)
     message = commit_message(plan.issue, outcome.summaries or outcome.summary, plan.tests, outcome.tests, reference,
                              outcome.verdict)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +65,14 @@ class Session:
     notices: list[str] = field(default_factory=list)  # start-up warnings, said once (the REPL, or the first run)
     session_id: str | None = None  # the first task's trajectory id; every later task's snapshot carries it
     unattended: bool = False  # nobody watches the run (fix, exec, eval): every turn must act (engine.tool_choice)
+    ci_changes_allowed: bool = False  # fix --allow-ci-changes: CI definitions and hooks may change
+
+    def allow_ci_changes(self) -> None:
+        """Let commands and file tools change CI definitions and the tree's hooks (`fix --allow-ci-changes`)."""
+        self.ci_changes_allowed = True
+        policy = getattr(self.executor, "policy", None)
+        if policy is not None and policy.runs_outside:
+            self.executor = self.executor.with_policy(dataclasses.replace(policy, runs_outside=()))  # type: ignore[attr-defined]
 
     def run_task(self, task: str, sink: EventSink | None = None, *, follow_up: bool = False):
         """Run ``task``; ``follow_up=True`` continues the last task instead (same tool context and
@@ -75,7 +84,8 @@ class Session:
             label = task.split("\n")[0]
             ctx = ToolContext(self.root, self.executor, self.cfg["command_timeout"], self.command_env, self.approve,
                               checkpoint=Checkpointer(self.root, self.env, label), stamps=self.stamps,
-                              guard=FileGuard.from_policy_data(self.env))
+                              guard=FileGuard.from_policy_data(self.env, self.root,
+                                                                allow_ci_changes=self.ci_changes_allowed))
             self.last_trajectory = new_trajectory_path(trajectory_dir(self.cfg, self.env), label)
             self.session_id = self.session_id or self.last_trajectory.stem
         self.last_context = ctx

@@ -16,13 +16,24 @@ from clovercode.actions.context import ToolError
 class FileGuard:
     refused: tuple[str, ...] = ()  # protected.toml tool_refused: no slash = any component
     secrets: tuple[str, ...] = ()  # absolute glob patterns of host secrets
+    runs_outside: tuple[str, ...] = ()  # absolute, resolved: CI definitions and the tree's hooks directory
 
     @classmethod
-    def from_policy_data(cls, env: Mapping[str, str] | None = None) -> "FileGuard":
-        from clovercode.sandboxing.policy import expand_patterns, home_dirs, load_hidden, load_tool_refused
+    def from_policy_data(cls, env: Mapping[str, str] | None = None, root: Path | None = None, *,
+                         allow_ci_changes: bool = False) -> "FileGuard":
+        """The shipped lists; with ``root``, also that project's CI definitions and hooks directory
+        (sandbox/protected.toml ``runs_outside``), unless ``allow_ci_changes``."""
+        from clovercode.sandboxing.policy import (expand_patterns, home_dirs, load_hidden, load_runs_outside,
+                                                  load_tool_refused)
 
         homes = home_dirs(os.environ if env is None else env)
-        return cls(load_tool_refused(), expand_patterns(load_hidden(), homes))
+        outside: tuple[str, ...] = ()
+        if root is not None and not allow_ci_changes:
+            from clovercode.trust.paths import runs_outside
+
+            top, found = runs_outside(root, load_runs_outside())
+            outside = tuple(os.path.realpath(os.path.join(top, rel)) for rel in found.all)
+        return cls(load_tool_refused(), expand_patterns(load_hidden(), homes), outside)
 
     def check_read(self, path: Path, shown: str) -> None:
         if self.is_secret(path):
@@ -36,6 +47,13 @@ class FileGuard:
             if hit:
                 raise ToolError(f"'{shown}' is protected ({entry}): clovercode does not change it, because it can run "
                                 "code or change settings outside the sandbox. Ask the user to make this change.")
+        text = str(path)
+        for entry in self.runs_outside:
+            if text == entry or text.startswith(entry.rstrip("/") + "/"):
+                raise ToolError(f"'{shown}' is a CI definition or git hook: it runs outside the sandbox (in CI with the "
+                                "repository's secrets, or on the user's next git commit), so clovercode does not change "
+                                "it. Leave it as it is and say in your summary what should change there; the user can "
+                                "make the change, or allow it with `clovercode fix --allow-ci-changes`.")
 
     def is_secret(self, path: Path) -> bool:
         text = str(path)

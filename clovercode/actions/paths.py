@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from clovercode.actions.context import ToolError
+from clovercode.trust.paths import inside_project
 
 
 def resolve_in_root(root: Path, given: str, *, must_exist: bool = False) -> Path:
@@ -15,11 +16,8 @@ def resolve_in_root(root: Path, given: str, *, must_exist: bool = False) -> Path
     if "\x00" in text:
         raise ToolError("The path contains a NUL byte.")
     root = root.resolve()
-    candidate = Path(text).expanduser()
-    if not candidate.is_absolute():
-        candidate = root / candidate
-    resolved = candidate.resolve()
-    if resolved != root and root not in resolved.parents:
+    resolved = inside_project(root, Path(text).expanduser())  # the one containment rule (trust/paths.py)
+    if resolved is None:
         raise ToolError(f"'{given}' is outside the project ({root}); only files inside it can be used.")
     if must_exist and not resolved.exists():
         raise ToolError(f"'{given}' does not exist. Use list_files or search_text to find the right path.")

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from clovercode.trust.paths import inside_project
+
 INSTRUCTIONS_FILE = "AGENTS.md"
 MAX_INSTRUCTION_BYTES = 256 * 1024  # a file larger than this is not instructions; it is left out with a note
 
@@ -15,6 +17,11 @@ MAX_INSTRUCTION_BYTES = 256 * 1024  # a file larger than this is not instruction
 class InstructionFile:
     rel: str  # "AGENTS.md", "src/api/AGENTS.md"
     text: str
+    refused: bool = False  # it leads outside the project (a symlink): ``text`` is only a note
+
+
+def outside_note(rel: str) -> str:
+    return f"{rel} leads outside the project (a symlink), so clovercode did not read it"
 
 
 def instruction_dirs(root: Path, touched: Iterable[str]) -> list[str]:
@@ -43,12 +50,17 @@ def instruction_dirs(root: Path, touched: Iterable[str]) -> list[str]:
 
 
 def read_instructions(root: Path, touched: Iterable[str] = ()) -> list[InstructionFile]:
-    """The AGENTS.md files that apply, root first; unreadable ones are skipped, oversized ones noted."""
+    """The AGENTS.md files that apply, root first; unreadable ones are skipped, oversized ones and
+    those that resolve outside the project (a symlink to ~/.ssh/id_rsa) noted, never read."""
     out = []
     for directory in instruction_dirs(root, touched):
         rel = f"{directory}/{INSTRUCTIONS_FILE}" if directory else INSTRUCTIONS_FILE
-        path = root / rel
+        path = inside_project(root, rel)
         try:
+            if path is None:
+                if (root / rel).is_file() or (root / rel).is_symlink():
+                    out.append(InstructionFile(rel, f"[{outside_note(rel)}]", refused=True))
+                continue
             if not path.is_file():
                 continue
             if path.stat().st_size > MAX_INSTRUCTION_BYTES:

@@ -12,7 +12,7 @@ from clovercode.agent.events import EventSink
 from clovercode.messages import Message
 from clovercode.agent.prompts import Conversation
 from clovercode.context.compaction import (GOAL, KEEP_TAGS, CompactionBudget, compact, head_tail, shorten_observations)
-from clovercode.context.instructions import read_instructions, render_instructions
+from clovercode.context.instructions import InstructionFile, outside_note, read_instructions, render_instructions
 from clovercode.context.tokens import MESSAGE_OVERHEAD, TokenCounter
 from clovercode.errors import ConfigError
 from clovercode.taskinput import cut_middle
@@ -98,6 +98,7 @@ class ContextPrompt:
         self.use_instructions = instructions
         self.sink = sink
         self.compactions = 0
+        self._refused_noted: set[str] = set()  # instruction files that lead outside, said once each
         self.last: PromptStats | None = None
         self._counts: dict[str, int] = {}
 
@@ -132,7 +133,9 @@ class ContextPrompt:
         parts = [self.base_system.rstrip()]
         instructions_tokens = map_tokens = 0
         if self.use_instructions:
-            text = render_instructions(read_instructions(self.root, self.touched | touched_paths(conversation.messages)))
+            files = read_instructions(self.root, self.touched | touched_paths(conversation.messages))
+            self._note_refused(files)
+            text = render_instructions(files)
             if text:
                 parts.append(text)
                 instructions_tokens = self.text_tokens(text)
@@ -141,6 +144,12 @@ class ContextPrompt:
             parts.append(section)
             map_tokens = self.text_tokens(section)
         return "\n\n".join(parts), instructions_tokens, map_tokens
+
+    def _note_refused(self, files: list[InstructionFile]) -> None:
+        for item in files:
+            if item.refused and item.rel not in self._refused_noted and self.sink is not None:
+                self._refused_noted.add(item.rel)
+                self.sink.emit("warning", text=outside_note(item.rel))
 
     def build(self, conversation: Conversation) -> list[Message]:
         if self._map_loader is not None:

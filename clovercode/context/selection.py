@@ -16,6 +16,7 @@ from pathlib import Path
 from clovercode.actions.listing import SKIP_DIRS
 from clovercode.context.grammars import language_for
 from clovercode.trust import gitsafe
+from clovercode.trust.paths import inside_project
 
 # Directories whose code the project did not write by hand: vendored copies, package managers' trees,
 # generated code and build output (a committed `dist/` holds cjs/esm copies and `.d.ts` duplicates of
@@ -100,7 +101,11 @@ def select_files(root: Path, max_bytes: int, include_generated: bool = False) ->
     for rel, language in candidates:
         full = base + rel if os.sep == "/" else base + rel.replace("/", os.sep)
         try:
-            st = os.stat(full)
+            st = os.lstat(full)
+            if statmod.S_ISLNK(st.st_mode):
+                if inside_project(root, full) is None:
+                    continue  # a link out of the project (~/.aws/credentials.py): never parsed into the map
+                st = os.stat(full)
         except OSError:
             continue  # vanished or unreadable since it was listed
         if not statmod.S_ISREG(st.st_mode):

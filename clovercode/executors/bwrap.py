@@ -50,6 +50,12 @@ class BwrapExecutor:
         extended.writable = tuple(dict.fromkeys([*self.writable, *(os.path.realpath(p) for p in paths)]))
         return extended
 
+    def with_policy(self, policy: Policy) -> "BwrapExecutor":
+        """A copy that runs commands under ``policy`` (e.g. with CI definitions writable)."""
+        changed = BwrapExecutor(policy, self.project, self.host_env, self.output_limit, self.bwrap)
+        changed.writable = self.writable
+        return changed
+
     def layout(self, cwd: Path | None = None) -> Layout:
         layout = survey(self.policy, self.project, cwd or self.project, self.host_env)
         return dataclasses.replace(layout, writable=self.writable) if self.writable else layout

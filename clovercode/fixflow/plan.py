@@ -36,6 +36,7 @@ class FixRequest:
     github_repo: str | None = None
     draft: bool = False  # open the pull request as a draft even when the tests pass
     force: bool = False  # move the fix branch even if it holds commits clovercode did not make
+    allow_ci_changes: bool = False  # let the model change CI definitions and hooks, and commit them
     notes: tuple[str, ...] = ()  # said before the plan's own notes (e.g. where the project root is)
 
 

@@ -32,7 +32,10 @@ class Repl:
         self.commands = {c.name: c for c in default_commands()}
         from clovercode.repl.custom import load_custom_commands
 
-        self.custom = load_custom_commands(root, session.env, set(self.commands))
+        notes: list[str] = []
+        self.custom = load_custom_commands(root, session.env, set(self.commands), notes)
+        for note in notes:
+            console.print(f"[yellow]⚠ {escape(note)}[/]", highlight=False, soft_wrap=True)
         self.first_snapshot = None  # the checkpoint before this session's first change (/diff)
         self.changed: set[str] = set()
         self.tasks = self.steps = self.prompt_tokens = self.completion_tokens = 0

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Mapping
 
 from clovercode.config import user_config_path
+from clovercode.trust.paths import inside_project
 
 PROJECT_DIR = Path(".clovercode") / "commands"
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
@@ -30,7 +31,8 @@ class CustomCommand:
         return self.template + (f"\n\n{arguments}" if arguments else "")
 
 
-def parse(path: Path, source: str) -> CustomCommand | None:
+def parse(path: Path, source: str, name: str | None = None) -> CustomCommand | None:
+    """The command in file ``path``, named ``name`` (default: the file's stem), or None if unusable."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
@@ -46,11 +48,15 @@ def parse(path: Path, source: str) -> CustomCommand | None:
     body = text.strip()
     if not body:
         return None
-    return CustomCommand(path.stem, path, source, description or body.splitlines()[0][:70], body)
+    return CustomCommand(name or path.stem, path, source, description or body.splitlines()[0][:70], body)
 
 
-def load_custom_commands(root: Path, env: Mapping[str, str], builtin: set[str]) -> dict[str, CustomCommand]:
-    """The user's commands, then the project's (a project command replaces a user one of the same name)."""
+def load_custom_commands(root: Path, env: Mapping[str, str], builtin: set[str],
+                         notes: list[str] | None = None) -> dict[str, CustomCommand]:
+    """The user's commands, then the project's (a project command replaces a user one of the same name).
+
+    A project command file that resolves outside the project (``x.md -> ~/.ssh/id_rsa``, or a
+    symlinked ``.clovercode/commands``) is not read: a note for the person goes to ``notes``."""
     found: dict[str, CustomCommand] = {}
     for directory, source in ((user_config_path(env).parent / "commands", "user"), (root / PROJECT_DIR, "project")):
         if not directory.is_dir():
@@ -58,7 +64,13 @@ def load_custom_commands(root: Path, env: Mapping[str, str], builtin: set[str]) 
         for path in sorted(directory.glob("*.md")):
             if not NAME.match(path.stem) or path.stem in builtin:
                 continue
-            command = parse(path, source)
+            resolved = inside_project(root, path) if source == "project" else path
+            if resolved is None:
+                if notes is not None:
+                    notes.append(f"custom command /{path.stem}: {PROJECT_DIR.as_posix()}/{path.name} leads "
+                                 "outside the project (a symlink), so clovercode did not read it")
+                continue
+            command = parse(resolved, source, path.stem)
             if command is not None:
                 found[command.name] = command
     return found

@@ -29,6 +29,9 @@ class Policy:
     network: bool
     expose: tuple[str, ...] = ()  # host paths re-bound inside masked directories
     read_only: tuple[str, ...] = ()  # project-relative paths commands may not write
+    # CI definitions and hook managers (relative to the work tree's top), read-only like read_only, and
+    # with them the tree's core.hooksPath directory; empty for `fix --allow-ci-changes`
+    runs_outside: tuple[str, ...] = ()
     hidden: tuple[str, ...] = ()  # host path patterns ("~" = home) commands may not read
     masked: tuple[str, ...] = ()  # host directories replaced by an empty tmpfs
     env_allow: tuple[str, ...] = ()
@@ -53,6 +56,7 @@ def load_policy(name: str, directory: Path | None = None) -> Policy:
         network=_flag(profile, "network", where / f"{name}.toml"),
         expose=_strings(profile, "expose", where / f"{name}.toml"),
         read_only=_strings(protected, "read_only", where / "protected.toml"),
+        runs_outside=_strings(protected, "runs_outside", where / "protected.toml"),
         hidden=_strings(secrets, "hidden", where / "secrets.toml"),
         masked=_strings(secrets, "masked", where / "secrets.toml"),
         env_allow=_strings(environment, "allow", where / "environment.toml"),
@@ -65,6 +69,13 @@ def load_tool_refused(directory: Path | None = None) -> tuple[str, ...]:
     """Project paths the file tools must not write (protected.toml ``tool_refused``)."""
     path = (directory or data_dir("sandbox")) / "protected.toml"
     return _strings(_load(path), "tool_refused", path)
+
+
+def load_runs_outside(directory: Path | None = None) -> tuple[str, ...]:
+    """CI definitions and git hook managers (protected.toml ``runs_outside``): what ``fix`` does not
+    commit and the file tools do not write unless the user allows CI changes."""
+    path = (directory or data_dir("sandbox")) / "protected.toml"
+    return _strings(_load(path), "runs_outside", path)
 
 
 def load_hidden(directory: Path | None = None) -> tuple[str, ...]:

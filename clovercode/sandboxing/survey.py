@@ -13,6 +13,7 @@ from typing import Mapping
 from clovercode.errors import SandboxUnavailable
 from clovercode.sandboxing.argv import Layout
 from clovercode.sandboxing.policy import Policy, expand_patterns, home_dirs
+from clovercode.trust.paths import runs_outside_paths
 
 PRIVATE_TMP = "/tmp"
 
@@ -26,8 +27,10 @@ def survey(policy: Policy, project: Path, cwd: Path, env: Mapping[str, str]) -> 
     if not _within(here, root):
         here = root
     read_only, absent = [], []
-    for rel in policy.read_only:
-        path = os.path.join(root, rel)
+    protected = [os.path.join(root, rel) for rel in policy.read_only]
+    if policy.runs_outside:  # CI definitions and the tree's hooks directory: git tells where that is
+        protected += runs_outside_paths(Path(root), policy.runs_outside)
+    for path in dict.fromkeys(protected):
         if os.path.exists(path):
             read_only.append(path)
         elif not os.path.lexists(path):

@@ -1,0 +1,132 @@
+"""Paths: does a file clovercode reads for the model lie inside the project, and which project paths
+run code outside the sandbox once the run is over (CI definitions, a git hooks directory in the tree).
+
+A repository controls its own file names, and a sandboxed command can make symlinks: ``AGENTS.md ->
+~/.ssh/id_rsa`` is a file "in the project" by name only. Everything clovercode reads on the model's
+behalf without a tool call (instruction files, custom commands, ``@path`` attachments, the
+repository map's sources) asks :func:`inside_project` first, which follows every symlink; the file
+tools' own containment rule is the same function. docs/security.md, "Trust: what clovercode
+reads and what it commits".
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+HUSKY_HOOKS = "_"  # husky >= 9 points core.hooksPath at .husky/_, whose scripts run .husky/<hook>
+GIT_HOOKS = ("applypatch-msg", "pre-applypatch", "post-applypatch", "pre-commit", "pre-merge-commit",  # githooks(5)
+             "prepare-commit-msg", "commit-msg", "post-commit", "pre-rebase", "post-checkout", "post-merge",
+             "pre-push", "pre-receive", "update", "proc-receive", "post-receive", "post-update",
+             "reference-transaction", "push-to-checkout", "pre-auto-gc", "post-rewrite", "sendemail-validate",
+             "fsmonitor-watchman", "p4-changelist", "p4-prepare-changelist", "p4-post-changelist", "p4-pre-submit",
+             "post-index-change")
+
+
+def inside_project(root: Path, path: Path | str) -> Path | None:
+    """``path`` (absolute, or relative to ``root``) with every symlink and ``..`` resolved, if the
+    result is ``root`` or lies below it; None otherwise (also when it cannot be resolved)."""
+    try:
+        base = Path(os.path.realpath(root))
+        candidate = Path(path)
+        resolved = Path(os.path.realpath(candidate if candidate.is_absolute() else base / candidate))
+    except (OSError, ValueError):  # a NUL byte, a symlink loop on some systems
+        return None
+    if resolved == base or base in resolved.parents:
+        return resolved
+    return None
+
+
+# -- paths whose content runs outside the sandbox after the run ------------------------------------
+
+@dataclass(frozen=True)
+class RunsOutside:
+    """Project-relative paths (posix, relative to the git work tree's top) whose content runs outside
+    the sandbox later: CI definitions (with the repository's secrets) and git hooks."""
+
+    entries: tuple[str, ...] = ()  # sandbox/protected.toml runs_outside: each a file or a directory
+    hook_dirs: tuple[str, ...] = ()  # core.hooksPath (and husky's parent) when it lies inside the tree
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((*self.entries, *self.hook_dirs)))
+
+    def matches(self, rel: str) -> str | None:
+        """The entry ``rel`` falls under (the entry itself, a path below it, or a parent replaced by a
+        file or symlink that would carry it); None when ``rel`` runs nothing."""
+        rel = rel.strip("/")
+        for entry in self.all:
+            if rel == entry or rel.startswith(entry + "/") or entry.startswith(rel + "/"):
+                return entry
+        return None
+
+    def refused(self, rels: Iterable[str]) -> list[str]:
+        """The paths among ``rels`` that fall under an entry, in order."""
+        return [rel for rel in rels if self.matches(rel)]
+
+
+def hook_dirs_in_tree(top: Path, hooks: Path | None) -> tuple[str, ...]:
+    """``hooks`` (where git runs hooks from) relative to ``top``, when it lies inside the work tree;
+    for husky's ``.husky/_`` also its parent, whose scripts ``_`` runs; for the top itself (``core.hooksPath
+    = .``) the hook names there. Empty when hooks live in ``.git/hooks`` (protected with all of
+    ``.git``) or outside the tree."""
+    if hooks is None:
+        return ()
+    resolved = inside_project(top, hooks)
+    if resolved is None:
+        return ()
+    found = resolved.relative_to(os.path.realpath(top)).as_posix()
+    if found in (".", ""):
+        return GIT_HOOKS  # not the whole tree: the files git would run from it
+    if found == ".git" or found.startswith(".git/"):
+        return ()
+    out = [found]
+    parent = Path(found).parent.as_posix()
+    if Path(found).name == HUSKY_HOOKS and parent != ".":
+        out.insert(0, parent)
+    return tuple(out)
+
+
+def git_layout(path: Path) -> tuple[Path, Path] | None:
+    """(top of the work tree ``path`` is in, the absolute directory git runs hooks from), or None
+    outside a work tree. Asked of git itself (``rev-parse --git-path hooks``), so core.hooksPath
+    from any config file and its relative-path rule count exactly as for ``git commit``; rev-parse
+    runs no hooks and no fsmonitor."""
+    try:
+        proc = subprocess.run(["git", "-C", str(path), "-c", "core.fsmonitor=false", "rev-parse",
+                               "--path-format=absolute", "--show-toplevel", "--git-path", "hooks"],
+                              capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = proc.stdout.splitlines()
+    if proc.returncode != 0 or len(lines) != 2 or not all(lines):
+        return None
+    return Path(lines[0]), Path(lines[1])
+
+
+def runs_outside(path: Path, entries: Iterable[str]) -> tuple[Path, RunsOutside]:
+    """(the top of the work tree ``path`` is in, else ``path``; ``entries`` (the documented list,
+    sandbox/protected.toml ``runs_outside``) plus that tree's hooks directory). All relative to the
+    top: that is where CI services and git look for them."""
+    entries = tuple(e.strip("/") for e in entries if e.strip("/"))
+    layout = git_layout(path)
+    if layout is None:
+        return Path(os.path.realpath(path)), RunsOutside(entries)
+    top, hooks = layout
+    return top, RunsOutside(entries, hook_dirs_in_tree(top, hooks))
+
+
+def runs_outside_paths(root: Path, entries: Iterable[str]) -> list[str]:
+    """The absolute paths of :func:`runs_outside` that lie inside ``root`` (the sandbox's writable
+    project); the others are read-only in the sandbox anyway."""
+    top, found = runs_outside(root, entries)
+    base = os.path.realpath(root)
+    out = []
+    for rel in found.all:
+        path = os.path.join(os.path.realpath(top), rel)
+        if path == base or path.startswith(base.rstrip("/") + "/"):
+            out.append(path)
+    return out
