@@ -19,6 +19,7 @@ from typer.core import TyperGroup
 from clovercode import __version__
 from clovercode.config import Config, load_config, state_dir
 from clovercode.errors import CloverError, ExitCode, UsageError
+from clovercode.privatefiles import private_dir, write_private
 from clovercode.eval.cli import make_eval_app
 from clovercode.termination import signals_as_interrupts
 
@@ -65,9 +66,9 @@ def report_error(exc: CloverError) -> None:
 def save_crash_report(text: str) -> Path:
     directory = state_dir(os.environ) / "crashes"
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dir(directory)
         path = directory / f"crash-{os.getpid()}.txt"
-        path.write_text(text, encoding="utf-8")
+        write_private(path, text)
         return path
     except OSError:
         sys.stderr.write(text)

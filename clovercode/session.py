@@ -21,6 +21,7 @@ from clovercode.config import Config, state_dir
 from clovercode.context.assemble import ContextAssembler
 from clovercode.context.prompt import ContextPrompt
 from clovercode.context.resume import SnapshotBeforeEnd
+from clovercode.sandboxing.ownpaths import hidden_paths
 from clovercode.executors.base import Executor
 from clovercode.executors.select import make_executor
 from clovercode.hooks.hooks import Hooks
@@ -75,7 +76,7 @@ class Session:
             label = task.split("\n")[0]
             ctx = ToolContext(self.root, self.executor, self.cfg["command_timeout"], self.command_env, self.approve,
                               checkpoint=Checkpointer(self.root, self.env, label), stamps=self.stamps,
-                              guard=FileGuard.from_policy_data(self.env))
+                              guard=FileGuard.from_policy_data(self.env, hidden_paths(self.cfg, self.env, self.root)))
             self.last_trajectory = new_trajectory_path(trajectory_dir(self.cfg, self.env), label)
             self.session_id = self.session_id or self.last_trajectory.stem
         self.last_context = ctx

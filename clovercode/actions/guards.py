@@ -18,11 +18,12 @@ class FileGuard:
     secrets: tuple[str, ...] = ()  # absolute glob patterns of host secrets
 
     @classmethod
-    def from_policy_data(cls, env: Mapping[str, str] | None = None) -> "FileGuard":
+    def from_policy_data(cls, env: Mapping[str, str] | None = None, extra: tuple[str, ...] = ()) -> "FileGuard":
+        """``extra``: more hidden patterns (clovercode's own state, the user's sandbox_hide)."""
         from clovercode.sandboxing.policy import expand_patterns, home_dirs, load_hidden, load_tool_refused
 
         homes = home_dirs(os.environ if env is None else env)
-        return cls(load_tool_refused(), expand_patterns(load_hidden(), homes))
+        return cls(load_tool_refused(), expand_patterns((*load_hidden(), *extra), homes))
 
     def check_read(self, path: Path, shown: str) -> None:
         if self.is_secret(path):
