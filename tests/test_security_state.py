@@ -5,7 +5,6 @@ and, where bubblewrap is installed, real sandboxed reads."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -20,8 +19,7 @@ import pytest
 
 from clovercode.config import load_config
 from clovercode.errors import ConfigError
-from clovercode.sandboxing.ownpaths import hidden_paths
-from clovercode.sandboxing.policy import load_policy
+from clovercode.sandboxing.ownpaths import hidden_paths, policy_for
 from clovercode.sandboxing.survey import survey
 from conftest import EXAMPLES, cli_env, make_git_repo, run_cli
 from mcp_helpers import server_command
@@ -57,9 +55,7 @@ def world():
 
 def layout_for(project: Path, env: dict[str, str], **flags):
     cfg = load_config(project, env, flags)
-    policy = load_policy("workspace-write")
-    policy = dataclasses.replace(policy, hidden=(*policy.hidden, *hidden_paths(cfg, env, project)))
-    return survey(policy, project, project, env)
+    return survey(policy_for("workspace-write", cfg, env, project), project, project, env)
 
 
 def test_the_sandbox_hides_clovercodes_state_cache_config_and_runner_credentials(world):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 from typing import Callable, Mapping
@@ -26,14 +25,11 @@ def make_executor(cfg: Config, root: Path | None = None, *, env: Mapping[str, st
             warn(NO_SANDBOX_WARNING)
         return LocalExecutor(cfg["output_limit"])
     from clovercode.executors.bwrap import BwrapExecutor
-    from clovercode.sandboxing.ownpaths import hidden_paths
-    from clovercode.sandboxing.policy import load_policy
+    from clovercode.sandboxing.ownpaths import policy_for
 
     host_env = dict(os.environ if env is None else env)
-    policy = load_policy(cfg["sandbox"])
     project = root or Path.cwd()
-    policy = dataclasses.replace(policy, hidden=(*policy.hidden, *hidden_paths(cfg, host_env, project)))
-    executor = BwrapExecutor(policy, project, host_env, cfg["output_limit"])
+    executor = BwrapExecutor(policy_for(cfg["sandbox"], cfg, host_env, project), project, host_env, cfg["output_limit"])
     if preflight:
         executor.preflight()
     return executor

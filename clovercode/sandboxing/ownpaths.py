@@ -7,12 +7,14 @@ moving them (XDG_STATE_HOME, CLOVERCODE_HOME, trajectory_dir …) moves what is 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Mapping
 
 from clovercode.config import Config, state_dir, user_config_path
 from clovercode.errors import ConfigError
+from clovercode.sandboxing.policy import Policy, load_policy
 
 
 def cache_dir(env: Mapping[str, str]) -> Path:
@@ -45,5 +47,15 @@ def hidden_paths(cfg: Config, env: Mapping[str, str], project: Path | None = Non
     own = own_paths(cfg, env)
     if project is not None:
         root = os.path.realpath(project)
-        own = tuple(p for p in own if not (root == os.path.realpath(p) or root.startswith(os.path.realpath(p).rstrip("/") + "/")))
+        own = tuple(p for p in own if not _holds(os.path.realpath(p), root))
     return (*own, *user_hidden(cfg))
+
+
+def policy_for(name: str, cfg: Config, env: Mapping[str, str], project: Path) -> Policy:
+    """The sandbox policy ``name`` with these paths hidden too: what commands in ``project`` run under."""
+    policy = load_policy(name)
+    return dataclasses.replace(policy, hidden=(*policy.hidden, *hidden_paths(cfg, env, project)))
+
+
+def _holds(directory: str, path: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")

@@ -84,9 +84,9 @@ def make_ask(console: Console, read_line: ReadLine, screen: "Screen | None" = No
             question = f"Apply this change? [y]es / [n]o / [a]lways for edits this session · {CANCEL_HINT}: "
         elif request.kind == "mcp":
             server, _, tool = request.title.partition(": ")
-            console.print(f"[bold yellow]clovercode wants to call the MCP tool[/] [bold]{escape(inert(tool, newlines=False))}[/] "
-                          f"[bold yellow]of the server[/] [bold]{escape(inert(server, newlines=False))}[/] "
-                          "[dim](outside the sandbox)[/]", highlight=False)
+            tool, server = (escape(inert(name, newlines=False)) for name in (tool, server))
+            console.print(f"[bold yellow]clovercode wants to call the MCP tool[/] [bold]{tool}[/] "
+                          f"[bold yellow]of the server[/] [bold]{server}[/] [dim](outside the sandbox)[/]", highlight=False)
             console.print(inert(request.detail), highlight=False, markup=False, soft_wrap=True)
             question = f"Call it? [y]es / [n]o / [a]lways for this tool this session · {CANCEL_HINT}: "
         else:
