@@ -20,6 +20,7 @@ from clovercode import __version__
 from clovercode.config import Config, load_config, state_dir
 from clovercode.errors import CloverError, ExitCode, UsageError
 from clovercode.bench.cli import make_bench_app
+from clovercode.privatefiles import private_dir, write_private
 from clovercode.eval.cli import make_eval_app
 from clovercode.termination import signals_as_interrupts
 
@@ -66,9 +67,9 @@ def report_error(exc: CloverError) -> None:
 def save_crash_report(text: str) -> Path:
     directory = state_dir(os.environ) / "crashes"
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dir(directory)
         path = directory / f"crash-{os.getpid()}.txt"
-        path.write_text(text, encoding="utf-8")
+        write_private(path, text)
         return path
     except OSError:
         sys.stderr.write(text)

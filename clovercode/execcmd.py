@@ -19,6 +19,7 @@ from clovercode.errors import CloverError, ExitCode, UsageError
 from clovercode.executors.select import NO_SANDBOX_WARNING
 from clovercode.session import open_session
 from clovercode.taskinput import check_task
+from clovercode.trust.terminal import inert
 from clovercode.ui.jsonevents import JsonEventWriter
 from clovercode.ui.render import ConsoleRenderer
 
@@ -95,7 +96,8 @@ def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err
     code = exit_code_for(result.stop.value, result.signal)
     if writer is None:
         if result.summary and code == 0:
-            out.write(result.summary.rstrip("\n") + "\n")
+            summary = result.summary.rstrip("\n")  # the answer is data in a pipe; on a terminal it is drawn
+            out.write((inert(summary) if out.isatty() else summary) + "\n")
             out.flush()
         elif code != 0:
             err.print(f"[yellow]{escape(result.detail)}[/]", highlight=False, soft_wrap=True)

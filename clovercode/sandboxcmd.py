@@ -48,16 +48,16 @@ def run_check(root: Path, cfg: Config, console: Console) -> int:
     if failed:
         console.print(f"[red]sandbox check failed[/] ({len(failed)} of {len(checks)} checks)", highlight=False)
         return int(ExitCode.SANDBOX_UNAVAILABLE)
-    _describe_project(root, name, console)
+    _describe_project(root, cfg, name, console)
     console.print(f"[green]sandbox check passed[/] ({len(checks)} checks, policy {name})", highlight=False)
     return 0
 
 
-def _describe_project(root: Path, name: str, console: Console) -> None:
-    from clovercode.sandboxing.policy import load_policy
+def _describe_project(root: Path, cfg: Config, name: str, console: Console) -> None:
+    from clovercode.sandboxing.ownpaths import policy_for
     from clovercode.sandboxing.survey import survey
 
-    layout = survey(load_policy(name), root, root, os.environ)
+    layout = survey(policy_for(name, cfg, os.environ, root), root, root, os.environ)
     protected = ", ".join(os.path.relpath(p, layout.project) for p in layout.read_only) or "none"
     console.print(f"[dim]in {escape(str(root))}: read-only inside the project: {escape(protected)}; "
                   f"{len(layout.hidden_dirs) + len(layout.hidden_files)} host secret paths hidden[/]", highlight=False)

@@ -22,6 +22,7 @@ from clovercode.config import Config, state_dir
 from clovercode.context.assemble import ContextAssembler
 from clovercode.context.prompt import ContextPrompt
 from clovercode.context.resume import SnapshotBeforeEnd
+from clovercode.sandboxing.ownpaths import hidden_paths
 from clovercode.executors.base import Executor
 from clovercode.executors.select import make_executor
 from clovercode.hooks.hooks import Hooks
@@ -85,7 +86,8 @@ class Session:
             ctx = ToolContext(self.root, self.executor, self.cfg["command_timeout"], self.command_env, self.approve,
                               checkpoint=Checkpointer(self.root, self.env, label), stamps=self.stamps,
                               guard=FileGuard.from_policy_data(self.env, self.root,
-                                                                allow_ci_changes=self.ci_changes_allowed))
+                                                                allow_ci_changes=self.ci_changes_allowed,
+                                                                extra=hidden_paths(self.cfg, self.env, self.root)))
             self.last_trajectory = new_trajectory_path(trajectory_dir(self.cfg, self.env), label)
             self.session_id = self.session_id or self.last_trajectory.stem
         self.last_context = ctx

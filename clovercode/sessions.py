@@ -16,6 +16,7 @@ from rich.table import Table
 from clovercode.messages import Message
 from clovercode.context.resume import SEARCH_LIMIT, SavedSession, load_saved
 from clovercode.errors import UsageError
+from clovercode.trust.terminal import inert
 
 PICKER_ROWS = 10
 EXCHANGES_SHOWN = 3
@@ -109,7 +110,8 @@ def show_last_exchanges(console: Console, messages: list[Message], count: int = 
     """The last few tasks and answers, so a resumed conversation is not a blank screen."""
     starts = [i for i, m in enumerate(messages) if m.role == "user" and "goal" in m.tags]
     for start in starts[-count:]:
-        console.print(f"[bold]› {escape(messages[start].content.split(chr(10))[0])}[/]", highlight=False, soft_wrap=True)
+        console.print(f"[bold]› {escape(inert(messages[start].content.split(chr(10))[0]))}[/]", highlight=False,
+                      soft_wrap=True)
         following = messages[start + 1:]
         end = next((i for i, m in enumerate(following) if m.role == "user" and "goal" in m.tags),
                    len(following))
@@ -119,5 +121,5 @@ def show_last_exchanges(console: Console, messages: list[Message], count: int = 
             console.print(f"  [dim]{calls} tool call{'s' if calls != 1 else ''}[/]", highlight=False)
         if answers:
             lines = answers[-1].splitlines()
-            console.print(f"  {escape(lines[0])}" + (f" [dim](+{len(lines) - 1} lines)[/]" if len(lines) > 1 else ""),
+            console.print(f"  {escape(inert(lines[0]))}" + (f" [dim](+{len(lines) - 1} lines)[/]" if len(lines) > 1 else ""),
                           highlight=False, soft_wrap=True)

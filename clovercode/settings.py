@@ -53,6 +53,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("command_timeout", float, 120.0, "Seconds a run_command may take before its process tree is killed.", minimum=0.1),
     Setting("output_limit", int, 30000, "Characters of command output kept (head and tail).", minimum=200),
     Setting("sandbox", str, "workspace-write", "Sandbox policy for commands.", choices=SANDBOX_POLICIES),
+    Setting("sandbox_hide", list, (), "More host paths sandboxed commands cannot read (absolute or ~/, globs allowed), "
+            "on top of clovercode's own state and the credential stores it always hides."),
     Setting("approval", str, "suggest", "When to ask before acting (REPL; `fix` is always full-auto).", choices=APPROVAL_MODES),
     # hooks (docs/mcp-and-hooks.md); the hooks and MCP servers themselves are tables, not settings
     Setting("hooks.max_stop_blocks", int, 3, "Times stop hooks may send the model back to work in one run; then it "

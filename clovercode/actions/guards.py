@@ -20,8 +20,9 @@ class FileGuard:
 
     @classmethod
     def from_policy_data(cls, env: Mapping[str, str] | None = None, root: Path | None = None, *,
-                         allow_ci_changes: bool = False) -> "FileGuard":
-        """The shipped lists; with ``root``, also that project's CI definitions and hooks directory
+                         allow_ci_changes: bool = False, extra: tuple[str, ...] = ()) -> "FileGuard":
+        """The shipped lists; ``extra``: more hidden patterns (clovercode's own state, the user's
+        sandbox_hide); with ``root``, also that project's CI definitions and hooks directory
         (sandbox/protected.toml ``runs_outside``), unless ``allow_ci_changes``."""
         from clovercode.sandboxing.policy import (expand_patterns, home_dirs, load_hidden, load_runs_outside,
                                                   load_tool_refused)
@@ -33,7 +34,7 @@ class FileGuard:
 
             top, found = runs_outside(root, load_runs_outside())
             outside = tuple(os.path.realpath(os.path.join(top, rel)) for rel in found.all)
-        return cls(load_tool_refused(), expand_patterns(load_hidden(), homes), outside)
+        return cls(load_tool_refused(), expand_patterns((*load_hidden(), *extra), homes), outside)
 
     def check_read(self, path: Path, shown: str) -> None:
         if self.is_secret(path):

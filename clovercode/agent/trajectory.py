@@ -17,6 +17,7 @@ from typing import IO, Any, Iterator
 
 from clovercode.errors import ConfigError, UsageError
 from clovercode.jsonl import json_objects
+from clovercode.privatefiles import open_private, private_dir
 from clovercode.toolcalls.render import render_call
 
 SKIPPED_KINDS = {"text_delta"}
@@ -39,8 +40,8 @@ class TrajectoryWriter:
     def __init__(self, path: Path):
         self.path = path
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._handle: IO[str] = path.open("a", encoding="utf-8")
+            private_dir(path.parent)
+            self._handle: IO[str] = open_private(path, "a")
         except OSError as exc:
             raise ConfigError(f"cannot write the trajectory {path}: {exc.strerror or exc}",
                               hint="Set trajectory_dir (CLOVERCODE_TRAJECTORY_DIR) to a writable directory.") from None

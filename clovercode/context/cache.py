@@ -12,6 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from clovercode.privatefiles import make_private, private_dir
 CACHE_VERSION = "3"  # bump when the stored row format changes
 Key = tuple[int, int, int]  # mtime_ns, size, inode
 Head = tuple[int, int, int, str, str]  # mtime_ns, size, inode, digest, tags without details (JSON)
@@ -66,8 +67,9 @@ class TagCache:
         return None
 
     def _connect(self, path: Path) -> sqlite3.Connection:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         db = sqlite3.connect(str(path), timeout=5, isolation_level=None)
+        make_private(path)  # before anything is written: SQLite gives its journal the database's mode
         try:
             db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
             found = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()

@@ -25,10 +25,11 @@ def make_executor(cfg: Config, root: Path | None = None, *, env: Mapping[str, st
             warn(NO_SANDBOX_WARNING)
         return LocalExecutor(cfg["output_limit"])
     from clovercode.executors.bwrap import BwrapExecutor
-    from clovercode.sandboxing.policy import load_policy
+    from clovercode.sandboxing.ownpaths import policy_for
 
-    executor = BwrapExecutor(load_policy(cfg["sandbox"]), (root or Path.cwd()),
-                             dict(os.environ if env is None else env), cfg["output_limit"])
+    host_env = dict(os.environ if env is None else env)
+    project = root or Path.cwd()
+    executor = BwrapExecutor(policy_for(cfg["sandbox"], cfg, host_env, project), project, host_env, cfg["output_limit"])
     if preflight:
         executor.preflight()
     return executor

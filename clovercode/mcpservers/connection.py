@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Mapping
 
 from clovercode.mcpservers.config import ServerConfig
+from clovercode.privatefiles import open_private, private_dir
 
 MAX_PAGES = 50  # a paginating server that never ends cannot hang start-up
 STDERR_TAIL = 600  # characters of a server's stderr quoted when it fails
@@ -121,8 +122,8 @@ class ServerConnection:
             return _HttpTransport(streamable_http_client(self.config.url, http_client=http), http)
         env = {name: self.env[name] for name in self.config.env_vars if name in self.env}
         env.update(self.config.env)
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "w", encoding="utf-8")  # the server's stderr: quoted when it fails
+        private_dir(self.log_path.parent)
+        self._log = open_private(self.log_path, "w")  # the server's stderr: quoted when it fails
         cwd = Path(self.config.cwd).expanduser() if self.config.cwd else self.root
         params = StdioServerParameters(command=self.config.command, args=list(self.config.args), env=env,
                                        cwd=str(cwd if cwd.is_absolute() else self.root / cwd))

@@ -15,6 +15,7 @@ from clovercode.actions.context import ApprovalRequest, Observation, ToolContext
 from clovercode.mcpservers.config import ServerConfig
 from clovercode.mcpservers.connection import CLOSED, ServerConnection, describe_error
 from clovercode.mcpservers.tools import result_text, tool_specs
+from clovercode.privatefiles import open_private, private_dir
 from clovercode.toolcalls.schemas import ToolSpec
 
 Handler = Callable[[ToolContext, dict[str, Any]], Observation]
@@ -84,7 +85,8 @@ class McpManager:
         if any(getattr(h, "clovercode", False) for h in loggers[0].handlers):
             return loggers[1]  # an earlier session in this process set it up
         try:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
+            private_dir(self.log_dir)
+            open_private(self.log_dir / "client.log").close()  # before logging creates it with the umask's mode
             handler: logging.Handler = logging.FileHandler(self.log_dir / "client.log", encoding="utf-8", delay=True)
         except OSError:
             handler = logging.NullHandler()

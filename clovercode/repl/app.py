@@ -19,6 +19,7 @@ from clovercode.repl.transcript import Transcript
 from clovercode.session import Session, open_session
 from clovercode.taskinput import check_task
 from clovercode.termination import Terminated
+from clovercode.trust.terminal import inert
 from clovercode.ui.render import ConsoleRenderer, Screen, print_markdown
 
 BANNER = "clovercode {version} · {root}\nType a task, /help for commands. Alt-Enter (or Esc Enter) inserts a newline; Ctrl-D exits."
@@ -71,9 +72,9 @@ class Repl:
             self.console.print("!command runs a command in the sandbox, e.g. !ls", highlight=False)
             return
         self.transcript.add_user(command, "shell")
-        self.console.print(f"[dim]$ {escape(command)}  (sandbox: {escape(self.session.executor.name)})[/]", highlight=False)
+        self.console.print(f"[dim]$ {escape(inert(command))}  (sandbox: {escape(self.session.executor.name)})[/]", highlight=False)
         output, ok = run_shell(self.session, command)
-        self.console.print(output, style=None if ok else "red", highlight=False, markup=False, soft_wrap=True)
+        self.console.print(inert(output), style=None if ok else "red", highlight=False, markup=False, soft_wrap=True)
         self.console.print("[dim]the output is in the conversation: the next task can refer to it[/]", highlight=False)
 
     def with_attachments(self, text: str) -> str:

@@ -9,6 +9,7 @@ from rich.syntax import Syntax
 
 from clovercode.errors import CloverError
 from clovercode.trust import gitsafe
+from clovercode.trust.terminal import inert
 
 if TYPE_CHECKING:
     from clovercode.repl.app import Repl
@@ -43,11 +44,12 @@ def diff_command(repl: "Repl", _: str) -> bool:
         text = None
     if text is None:
         files = ", ".join(sorted(repl.changed)) or "none recorded"
-        console.print(f"changed in this session: {escape(files)} (a full diff needs a git repository)", highlight=False)
+        console.print(f"changed in this session: {escape(inert(files))} (a full diff needs a git repository)",
+                      highlight=False)
     elif not text.strip():
         console.print("the files are as they were before this session changed them (undone?)", highlight=False)
     else:
-        console.print(Syntax(text.rstrip("\n"), "diff", theme="ansi_dark", background_color="default"))
+        console.print(Syntax(inert(text.rstrip("\n")), "diff", theme="ansi_dark", background_color="default"))
     return True
 
 

@@ -12,6 +12,7 @@ from typing import Any, Iterable, Iterator
 
 from clovercode.config import Config, state_dir
 from clovercode.errors import ConfigError
+from clovercode.privatefiles import open_private, private_dir
 from clovercode.termination import CAUGHT, Terminated, on_first_signal
 
 PROMPT = "clover> "
@@ -21,8 +22,8 @@ def history_path(cfg: Config) -> Path:
     """The REPL's input history file, checked writable (prompt-toolkit appends to it after every line)."""
     path = Path(cfg["history_file"]).expanduser() if cfg["history_file"] else state_dir(os.environ) / "history"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.open("a", encoding="utf-8").close()
+        private_dir(path.parent, own=not cfg["history_file"])  # a chosen file's directory need not be ours
+        open_private(path, "a").close()  # prompt-toolkit appends to it as it is
     except OSError as exc:
         raise ConfigError(f"cannot write the REPL history {path}: {exc.strerror or exc}",
                           hint="Set history_file (CLOVERCODE_HISTORY_FILE) to a writable file.") from None

@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from clovercode.config import user_config_path
 from clovercode.errors import ConfigError
+from clovercode.privatefiles import private_dir, write_private
 
 if TYPE_CHECKING:
     from clovercode.repl.app import Repl
@@ -26,8 +27,8 @@ def _load(path: Path) -> tomlkit.TOMLDocument:
 
 def _save(path: Path, document: tomlkit.TOMLDocument) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(tomlkit.dumps(document), encoding="utf-8")
+        private_dir(path.parent, own=False)  # the user's config (it may hold an API key) stays theirs alone
+        write_private(path, tomlkit.dumps(document))
     except OSError as exc:
         raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
 

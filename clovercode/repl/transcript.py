@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.text import Text
 
+from clovercode.trust.terminal import inert
 from clovercode.ui.render import format_args, print_markdown
 
 
@@ -55,8 +56,8 @@ class Transcript:
 def print_observation(console: Console, number: int, entry: Entry) -> None:
     data = entry.data
     mark = "[green]✓[/]" if data["ok"] else "[red]✗[/]"
-    console.print(f"[bold]#{number}[/] {mark} [cyan]{escape(data['name'])}[/]", highlight=False)
-    console.print(Text(data["text"]), soft_wrap=True)
+    console.print(f"[bold]#{number}[/] {mark} [cyan]{escape(inert(data['name'], newlines=False))}[/]", highlight=False)
+    console.print(Text(inert(data["text"])), soft_wrap=True)
 
 
 def show_command(console: Console, transcript: Transcript, arg: str) -> None:
@@ -85,24 +86,26 @@ def transcript_command(console: Console, transcript: Transcript) -> None:
         data = entry.data
         if entry.kind in ("user", "shell"):
             prefix = "!" if entry.kind == "shell" else "›"
-            console.print(Text(f"{prefix} {data['text']}", style="bold"), soft_wrap=True)
+            console.print(Text(f"{prefix} {inert(data['text'])}", style="bold"), soft_wrap=True)
         elif entry.kind == "turn":
             if data["reasoning"].strip():
-                console.print(Text(data["reasoning"].strip(), style="dim italic"), soft_wrap=True)
+                console.print(Text(inert(data["reasoning"].strip()), style="dim italic"), soft_wrap=True)
             if data["content"].strip():
                 print_markdown(console, data["content"].strip())
         elif entry.kind == "call":
-            console.print(f"[bold cyan]→ {escape(data['name'])}[/] {escape(format_args(data['arguments']))}", highlight=False)
+            console.print(f"[bold cyan]→ {escape(inert(data['name'], newlines=False))}[/] "
+                          f"{escape(format_args(data['arguments']))}", highlight=False)
         elif entry.kind == "observation":
             number += 1
             if data.get("diff"):
-                console.print(f"[bold]#{number}[/] [green]✓[/] {escape(data['text'].splitlines()[0])}", highlight=False)
-                console.print(Syntax(data["diff"], "diff", theme="ansi_dark", background_color="default"))
+                console.print(f"[bold]#{number}[/] [green]✓[/] {escape(inert(data['text'].splitlines()[0]))}",
+                              highlight=False)
+                console.print(Syntax(inert(data["diff"]), "diff", theme="ansi_dark", background_color="default"))
             else:
                 print_observation(console, number, entry)
         elif entry.kind == "note":
-            console.print(f"[yellow]⚠ {escape(data['text'])}[/]", highlight=False)
+            console.print(f"[yellow]⚠ {escape(inert(data['text']))}[/]", highlight=False)
         elif entry.kind == "end":
-            console.print(f"[dim]■ {escape(data['detail'])}[/]", highlight=False)
+            console.print(f"[dim]■ {escape(inert(data['detail']))}[/]", highlight=False)
             if data.get("stop_reason") == "finished" and data.get("summary"):
                 print_markdown(console, data["summary"])

@@ -13,17 +13,23 @@ from rich.syntax import Syntax
 from clovercode.actions.approval import ALWAYS, CANCEL, NO, Ask, Reply, parse_answer
 from clovercode.actions.context import ApprovalRequest
 from clovercode.actions.permissions import command_prefix
+from clovercode.trust.terminal import discard_pending_input, inert
 
 if TYPE_CHECKING:
     from clovercode.ui.render import Screen
 
-ReadLine = Callable[[str], "str | None"]  # shows a prompt, returns the answer, or None for Ctrl-D / Esc / end of input
+# Shows a prompt, returns the answer, or None for Ctrl-D / Esc / end of input. ``fresh``: the answer must
+# be typed after the prompt shows (keys typed ahead are discarded), as for every approval.
+ReadLine = Callable[..., "str | None"]
 CANCEL_HINT = "Esc cancels the run"
 
 
-def tty_read_line(prompt: str) -> str | None:
+def tty_read_line(prompt: str, fresh: bool = False) -> str | None:
     from prompt_toolkit import prompt as toolkit_prompt
     from prompt_toolkit.key_binding import KeyBindings
+
+    if fresh:
+        discard_typeahead()
 
     bindings = KeyBindings()
 
@@ -37,7 +43,21 @@ def tty_read_line(prompt: str) -> str | None:
         return None
 
 
-def plain_read_line(prompt: str) -> str | None:
+def discard_typeahead() -> None:
+    """Keys typed before the question: those the terminal holds, and those prompt-toolkit read past
+    the end of the last line it took (its typeahead buffer, which would feed the next prompt)."""
+    from prompt_toolkit.input.defaults import create_input
+    from prompt_toolkit.input.typeahead import clear_typeahead
+
+    discard_pending_input()
+    try:
+        clear_typeahead(create_input())
+    except (OSError, ValueError):  # stdin is not a terminal after all: nothing was read ahead
+        pass
+
+
+def plain_read_line(prompt: str, fresh: bool = False) -> str | None:
+    """Piped input: the answers are the lines that follow, typed ahead by design."""
     sys.stdout.write(prompt)
     sys.stdout.flush()
     line = sys.stdin.readline()
@@ -57,28 +77,32 @@ def make_ask(console: Console, read_line: ReadLine, screen: "Screen | None" = No
         console.print()
         always = True
         if request.kind == "edit":
-            console.print(f"[bold yellow]clovercode wants to {escape(request.title)}[/]", highlight=False)
+            console.print(f"[bold yellow]clovercode wants to {escape(inert(request.title, newlines=False))}[/]",
+                          highlight=False)
             if request.detail:
-                console.print(Syntax(request.detail, "diff", theme="ansi_dark", background_color="default"))
+                console.print(Syntax(inert(request.detail), "diff", theme="ansi_dark", background_color="default"))
             question = f"Apply this change? [y]es / [n]o / [a]lways for edits this session · {CANCEL_HINT}: "
         elif request.kind == "mcp":
             server, _, tool = request.title.partition(": ")
-            console.print(f"[bold yellow]clovercode wants to call the MCP tool[/] [bold]{escape(tool)}[/] "
-                          f"[bold yellow]of the server[/] [bold]{escape(server)}[/] [dim](outside the sandbox)[/]",
-                          highlight=False)
-            console.print(escape(request.detail), highlight=False, soft_wrap=True)
+            tool, server = (escape(inert(name, newlines=False)) for name in (tool, server))
+            console.print(f"[bold yellow]clovercode wants to call the MCP tool[/] [bold]{tool}[/] "
+                          f"[bold yellow]of the server[/] [bold]{server}[/] [dim](outside the sandbox)[/]", highlight=False)
+            console.print(inert(request.detail), highlight=False, markup=False, soft_wrap=True)
             question = f"Call it? [y]es / [n]o / [a]lways for this tool this session · {CANCEL_HINT}: "
         else:
-            console.print(f"[bold yellow]clovercode wants to run a command[/] [dim]({escape(request.detail)})[/]",
+            console.print(f"[bold yellow]clovercode wants to run a command[/] [dim]({escape(inert(request.detail))})[/]",
                           highlight=False)
-            console.print(f"  [bold]$ {escape(request.title)}[/]", highlight=False, soft_wrap=True)
+            console.print(f"  [bold]$ {escape(inert(request.title))}[/]", highlight=False, soft_wrap=True)
+            lines = request.title.count("\n") + 1
+            if lines > 1:  # blank lines must not push the command's start off the screen unseen
+                console.print(f"[yellow]  ↑ one command of {lines} lines[/]", highlight=False)
             prefix = command_prefix(request.title)
             always = prefix is not None
             where = f" (a rule in {rules_file})" if rules_file else ""
-            offer = f" / [a]lways allow `{prefix} …`{where}" if prefix else ""
+            offer = f" / [a]lways allow `{inert(prefix, newlines=False)} …`{where}" if prefix else ""
             question = f"Run it? [y]es / [n]o{offer} · {CANCEL_HINT}: "
         while True:
-            line = read_line(question)
+            line = read_line(question, fresh=True)
             if line is None:
                 console.print("[yellow]cancelled[/]", highlight=False)
                 return Reply(CANCEL)

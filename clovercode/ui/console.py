@@ -1,10 +1,31 @@
 """The one place consoles are made: no automatic highlighting (it recolours file contents and
-numbers in tool output), styling dropped by rich itself for NO_COLOR and non-terminals."""
+numbers in tool output), styling dropped by rich itself for NO_COLOR and non-terminals.
+
+Every segment of text such a console writes passes :func:`clovercode.trust.terminal.inert`: the
+callers make untrusted strings inert where they are laid out (so widths come out right), and this is
+the net under them, for text from outside that reaches the screen through some other path (a
+Markdown answer, an error message quoting a file). rich's own control segments (the live region's
+cursor moves) are not text and pass."""
 
 from __future__ import annotations
 
-from rich.console import Console
+from typing import Iterable
+
+from rich.console import Console, ConsoleOptions, RenderableType
+from rich.segment import Segment
+
+from clovercode.trust.terminal import inert
+
+
+class InertConsole(Console):
+    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        for segment in super().render(renderable, options):
+            if segment.control or not segment.text:
+                yield segment
+            else:
+                text = inert(segment.text)
+                yield segment if text is segment.text else Segment(text, segment.style)
 
 
 def make_console(*, stderr: bool = False) -> Console:
-    return Console(stderr=stderr, highlight=False)
+    return InertConsole(stderr=stderr, highlight=False)

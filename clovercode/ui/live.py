@@ -13,6 +13,7 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from clovercode.context.tokens import estimate_tokens
+from clovercode.trust.terminal import inert
 
 ContextShare = Callable[[], "float | None"]  # how full the window is (0..1), when known
 
@@ -29,7 +30,7 @@ class StepStatus:
 
     def feed(self, text: str, kinds: list[tuple[str, str]]) -> None:
         self.written += text
-        self.parts.extend(kinds)
+        self.parts.extend((kind, inert(part)) for kind, part in kinds)  # the model's text, drawn as it streams
 
     def line(self) -> Text:
         bits = [self.label, f"{self.clock() - self.started:.0f}s"]

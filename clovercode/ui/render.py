@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.text import Text
 
+from clovercode.trust.terminal import inert
 from clovercode.ui.live import ContextShare, LiveStatus, StepStatus
 from clovercode.ui.stream import StreamFilter
 
@@ -24,6 +25,7 @@ OBS_PREVIEW_LINES = 6
 
 
 def format_args(arguments: dict[str, Any], width: int = 70) -> str:
+    """The model's arguments on one line, each cut to ``width``, inert for the terminal."""
     parts = []
     for key, value in arguments.items():
         shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
@@ -31,7 +33,8 @@ def format_args(arguments: dict[str, Any], width: int = 70) -> str:
         extra = len(shown.splitlines()) - 1
         if len(first) > width:
             first = first[:width] + "…"
-        parts.append(f"{key}={first!r}" + (f" (+{extra} lines)" if extra > 0 else ""))
+        parts.append(f"{inert(key, newlines=False)}={inert(repr(first), newlines=False)}"
+                     + (f" (+{extra} lines)" if extra > 0 else ""))
     return " ".join(parts)
 
 
@@ -54,9 +57,9 @@ def print_markdown(console: Console, text: str) -> None:
     """Markdown on a terminal; for a log or a pipe the source itself is the readable form (rich
     would pad every paragraph to the width)."""
     if console.is_terminal:
-        console.print(Markdown(text, code_theme="ansi_dark", hyperlinks=False))
+        console.print(Markdown(inert(text), code_theme="ansi_dark", hyperlinks=False))
     else:
-        console.print(Text(text), soft_wrap=True)
+        console.print(Text(inert(text)), soft_wrap=True)
 
 
 class ConsoleRenderer:
@@ -107,26 +110,26 @@ class ConsoleRenderer:
 
     def _print_turn(self, reasoning: str, content: str) -> None:
         if reasoning.strip() and self.show_reasoning:
-            self.console.print(Text(reasoning.strip("\n"), style="dim italic"), soft_wrap=True)
+            self.console.print(Text(inert(reasoning.strip("\n")), style="dim italic"), soft_wrap=True)
         if content.strip():
             print_markdown(self.console, content.strip("\n"))
 
     def _on_tool_call(self, name: str, arguments: dict[str, Any], **_: Any) -> None:
-        self.console.print(f"[bold cyan]→ {escape(name)}[/] {escape(format_args(arguments))}")
+        self.console.print(f"[bold cyan]→ {escape(inert(name, newlines=False))}[/] {escape(format_args(arguments))}")
         if name == "run_command":  # commands can take minutes: say it is still running (a question stops this)
             self.live.start(StepStatus(f"running {format_args(arguments, 40)}", self.context))
 
     def _on_observation(self, name: str, ok: bool, text: str, data: dict[str, Any], **_: Any) -> None:
         self.live.stop()
         self.last_observation = text
-        lines = text.splitlines() or [""]
+        lines = inert(text).splitlines() or [""]
         mark = "[green]✓[/]" if ok else "[red]✗[/]"
         head = escape(lines[0])
         self.console.print(f"  {mark} {head}" if ok else f"  {mark} [red]{head}[/]", soft_wrap=True)
         diff = data.get("diff") if ok else None
         if diff:
             if diff not in self.screen.approved_diffs:  # shown at the approval already: once is enough
-                self.console.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
+                self.console.print(Syntax(inert(diff), "diff", theme="ansi_dark", background_color="default"))
             self.screen.approved_diffs.discard(diff)
             return
         for line in lines[1:OBS_PREVIEW_LINES]:
@@ -141,13 +144,14 @@ class ConsoleRenderer:
         if text and text == self.last_observation:
             return  # an invalid call's error was just shown as its observation
         first = text.splitlines()[0] if text else "invalid tool call"
-        self.console.print(f"  [yellow]⚠ {escape(first)}[/]")
+        self.console.print(f"  [yellow]⚠ {escape(inert(first))}[/]")
 
     def _on_hook(self, event: str, command: str, blocked: bool, exit_code: int | None, **_: Any) -> None:
         if blocked:  # a failing hook is reported as a warning; a quiet success says nothing
-            self.console.print(f"  [yellow]↳ {escape(event)} hook `{escape(command)}` objected[/]", highlight=False)
+            self.console.print(f"  [yellow]↳ {escape(event)} hook `{escape(inert(command))}` objected[/]", highlight=False)
 
     def _on_warning(self, text: str, quiet: bool = False, **_: Any) -> None:
+        text = inert(text)
         self.console.print(f"  [dim]{escape(text)}[/]" if quiet else f"  [yellow]⚠ {escape(text)}[/]")
 
     def _on_run_end(self, stop_reason: str, steps: int, detail: str, **_: Any) -> None:
@@ -158,4 +162,4 @@ class ConsoleRenderer:
                              "".join(p for k, p in status.parts if k == "content"))
         style = "green" if stop_reason in ("finished", "answered") else "yellow"
         count = "" if stop_reason == "max_steps" else f" [dim]({steps} step{'' if steps == 1 else 's'})[/]"  # the detail already says it
-        self.console.print(f"[{style}]■ stopped: {escape(detail)}[/]{count}")
+        self.console.print(f"[{style}]■ stopped: {escape(inert(detail))}[/]{count}")

@@ -11,6 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from clovercode.privatefiles import private_dir, write_private
 from clovercode.vcs.checkpoint import (MAX_FILE_BYTES, CheckpointError, Snapshot, make_parent, new_stamp,
                                       write_file_atomic)
 
@@ -32,10 +33,11 @@ class DirStore:
         files = self.scan(store=True)
         snap = Snapshot(kind, new_stamp(), " ".join(label.split())[:200] or "checkpoint")
         path = self._manifest(snap)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
+        private_dir(self.home)
         manifest = {"root": str(self.root), "label": snap.label, "files": files}
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(manifest), encoding="utf-8")
+        write_private(tmp, json.dumps(manifest))
         os.replace(tmp, path)
         return snap
 
@@ -122,8 +124,8 @@ class DirStore:
         target = self.objects / sha
         if target.exists():
             return
-        self.objects.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.objects)
+        private_dir(self.objects)
+        fd, tmp = tempfile.mkstemp(dir=self.objects)  # 0600, kept by copyfile
         os.close(fd)
         shutil.copyfile(path, tmp)
         os.replace(tmp, target)
