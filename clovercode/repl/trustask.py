@@ -19,6 +19,7 @@ from clovercode.config import PROJECT_FILE, Config
 from clovercode.errors import CloverError
 from clovercode.repl.permissions import add_trusted_project
 from clovercode.trust.project import UNTRUSTED
+from clovercode.trust.terminal import inert
 
 ReadLine = Callable[[str], "str | None"]
 
@@ -27,10 +28,6 @@ def held_back(cfg: Config) -> list[str]:
     """What the project's file asks for that only trust would give (setting keys, declarations)."""
     keys = [key for key, (_, why) in cfg.ignored.items() if why.why == UNTRUSTED]
     return keys + list(cfg.declared.untrusted)
-
-
-def _printable(text: str) -> str:  # names come from the repository's file: no control sequences on screen
-    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 def trust_on_start(root: Path, console: Console, load: Callable[[bool], Config],
@@ -45,8 +42,9 @@ def trust_on_start(root: Path, console: Console, load: Callable[[bool], Config],
             return cfg  # piped: nobody to ask; the note at start says what was ignored
         from clovercode.ui.approval_prompt import tty_read_line
 
-        read_line = tty_read_line
-    listed = ", ".join(_printable(w) for w in wanted)
+        def read_line(question: str) -> str | None:  # keys typed before the question never answer it
+            return tty_read_line(question, fresh=True)
+    listed = ", ".join(inert(w, newlines=False) for w in wanted)
     console.print(f"[bold yellow]{escape(str(root / PROJECT_FILE))} asks for more than an untrusted project gets:[/] "
                   f"{escape(listed)}", highlight=False, soft_wrap=True)
     console.print("Trusting this folder lets its file set these, start its MCP servers and run its hooks (as you, "
