@@ -5,9 +5,11 @@ imports nothing above :mod:`clovercode.errors` and the settings table. One modul
 
 - ``project``: is this project trusted, and which settings may its ``clovercode.toml`` set.
 - ``models``: which models may run their own (remote) code.
-- ``paths``: does a path clovercode reads for the model resolve inside the project.
-- ``text``: untrusted text made inert for a terminal, a commit message or a pull-request body.
+- ``paths``: does a path clovercode reads for the model resolve inside the project; which files run
+  outside the sandbox later (CI definitions, the tree's git hooks).
 - ``gitsafe``: git invoked so that repository config cannot run programs.
+- ``terminal``: untrusted text made inert for a terminal.
+- ``markdown``: untrusted text made inert for a commit message or a pull-request body.
 
 docs/security.md ("Trust") states the model and its threat table.
 """
