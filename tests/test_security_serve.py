@@ -265,14 +265,14 @@ def _ask(app: Any, key: str, text: str, out: dict[str, Any]) -> None:
 
 
 def test_one_key_cannot_fill_the_queue_and_keys_take_turns():
-    backend = EchoBackend(delay=0.02)  # "echo: aN" is 8 chunks: about 0.16 s a request, one at a time
+    backend = EchoBackend(delay=0.1)  # "echo: aN" is 3 chunks: about 0.3 s a request, one at a time
     with running_server(backend, max_batch=1, max_queue=8, api_keys={ALICE: "alice", BOB: "bob"}) as app:
         results: dict[str, Any] = {}
         flood = [threading.Thread(target=_ask, args=(app, ALICE, f"a{i}", results)) for i in range(12)]
         for t in flood:
             t.start()
             time.sleep(0.01)
-        time.sleep(0.2)  # alice's flood is queued (or refused) before bob comes
+        time.sleep(0.1)  # alice's flood is queued (or refused) before bob comes
         bob = [threading.Thread(target=_ask, args=(app, BOB, f"b{i}", results)) for i in range(2)]
         for t in bob:
             t.start()
