@@ -8,6 +8,7 @@ imports nothing above :mod:`clovercode.errors` and the settings table. One modul
 - ``paths``: does a path clovercode reads for the model resolve inside the project.
 - ``text``: untrusted text made inert for a terminal, a commit message or a pull-request body.
 - ``gitsafe``: git invoked so that repository config cannot run programs.
+- ``serve``: who may use ``clovercode serve``, and what one of its clients may learn about another.
 
 docs/security.md ("Trust") states the model and its threat table.
 """
