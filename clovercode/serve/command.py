@@ -38,18 +38,22 @@ def served_name(cfg: Config) -> str:
 
 def api_keys(cfg: Config) -> dict[str, str]:
     """The keys clients must send, key → tenant: the keys file's, plus ``serve.api_key`` (tenant
-    "default"). A server reachable from other machines must have one (a usage error otherwise), and
-    there every key must be long enough not to be guessed."""
+    "default"). On an address reachable from other machines every key must be long enough not to be
+    guessed."""
     host, path, single = cfg["serve.host"], cfg["serve.api_keys_file"], cfg["serve.api_key"]
     keys = read_keys_file(Path(path).expanduser()) if path else {}
     if single:
         add_key(keys, single, "default", "serve.api_key", min_chars=0 if is_loopback(host) else MIN_KEY_CHARS)
+    return keys
+
+
+def require_keys(host: str, keys: dict[str, str]) -> None:
+    """A server reachable from other machines must have a key: a usage error otherwise."""
     if not keys and not is_loopback(host):
         raise UsageError(f"refusing to serve on {host} without an API key: anyone who can reach this machine "
                          "could use the model and read what others send",
                          hint="Give one with CLOVERCODE_SERVE_API_KEY or --api-key KEY, or several (one per "
                               "client) with --api-keys-file FILE, one 'NAME KEY' a line; or bind --host 127.0.0.1.")
-    return keys
 
 
 def queue_share(cfg: Config, keys: dict[str, str]) -> int:
@@ -62,12 +66,13 @@ def queue_share(cfg: Config, keys: dict[str, str]) -> int:
 
 def run_serve(cfg: Config, console: Console, *, print_line: Callable[[str], None] | None = None) -> int:
     host, port = cfg["serve.host"], cfg["serve.port"]
-    keys = api_keys(cfg)  # before binding: no key, no listening socket
+    keys = api_keys(cfg)
     try:  # bind before loading: a busy port should fail in a second, not after minutes of loading weights
         server = make_server(None, host, port, cfg["serve.max_connections"], cfg["serve.header_timeout"])
     except OSError as exc:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", hint=_bind_hint(exc)) from None
     try:
+        require_keys(host, keys)  # a host that cannot be bound is the first thing to fix; then the keys
         backend = open_backend(cfg)
     except BaseException:
         server.server_close()
