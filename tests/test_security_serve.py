@@ -14,6 +14,7 @@ import json
 import socket
 import threading
 import time
+from dataclasses import replace as dataclasses_replace
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -308,3 +309,28 @@ def test_cached_tokens_do_not_reveal_another_clients_prompt(tmp_path, max_batch)
         assert usage(ALICE, prompt_cache_key="ticket-7").prompt_tokens_details.cached_tokens == 0
         assert usage(ALICE, cache_salt="s1").prompt_tokens_details.cached_tokens == 0
         assert usage(ALICE, cache_salt="s1").prompt_tokens_details.cached_tokens > 0
+
+
+# ---- the engine seam -----------------------------------------------------------------------------
+
+def test_requests_of_different_scopes_admitted_together_reuse_only_their_own_prompt():
+    """The batched path: alice's kept prompt is reused by alice's next request, and not by bob's
+    identical one admitted in the same call (BatchDecoder groups an admission by cache scope)."""
+    from tinymodels import EOS_ID, MASK_ID, tiny_qwen3
+
+    from clovercode.engine.batchdecode import BatchDecoder, Request
+    from clovercode.engine.batchdenoiser import SlotBatchDenoiser
+    from clovercode.engine.decoder import DecodePlan
+    from clovercode.engine.stops import Stops
+
+    plan = DecodePlan(block_size=4, mask_id=MASK_ID, max_new_tokens=4)
+    alice, bob = (dataclasses_replace(plan, cache_scope=cache) for cache in ("alice", "bob"))
+    stops = Stops(frozenset({EOS_ID}))
+    decoder = BatchDecoder(SlotBatchDenoiser(tiny_qwen3(), 4, keep_tokens=1000), lambda ids: " ".join(map(str, ids)))
+    prompt = list(range(3, 40))
+    decoder.add("first", prompt, alice, stops)
+    first = decoder.active["first"].stats.cached_tokens
+    decoder.add_many([Request("bob", prompt, bob, stops), Request("again", prompt, alice, stops)])
+    assert first == 0
+    assert decoder.active["bob"].stats.cached_tokens == 0
+    assert decoder.active["again"].stats.cached_tokens == len(prompt)
