@@ -313,6 +313,7 @@ def serve(
     host: Optional[str] = typer.Option(None, "--host", help="Address to bind (default 127.0.0.1: this machine only)."),
     port: Optional[int] = typer.Option(None, "--port", help="Port (default 8700; 0 picks a free one)."),
     api_key: Optional[str] = typer.Option(None, "--api-key", help="Require this bearer token (prefer CLOVERCODE_SERVE_API_KEY)."),
+    keys_file: Optional[str] = typer.Option(None, "--api-keys-file", help="Accept the keys in this file, one 'NAME KEY' a line."),
     model_name: Optional[str] = typer.Option(None, "--model-name", help="Model id clients see and must ask for."),
     max_batch: Optional[int] = typer.Option(None, "--max-batch", help="Requests decoded together when the backend can batch."),
     max_queue: Optional[int] = typer.Option(None, "--max-queue", help="Requests allowed to wait; more get HTTP 429."),
@@ -322,6 +323,7 @@ def serve(
 
     # `endpoint` is for clients: a GPU box whose config points at itself must still serve its own model.
     cfg = load_config(None, os.environ, {"model": model, "serve.host": host, "serve.port": port, "serve.api_key": api_key,
+                                         "serve.api_keys_file": keys_file,
                                          "serve.model_name": model_name, "serve.max_batch": max_batch,
                                          "serve.max_queue": max_queue}).with_overrides({"endpoint": ""}, "serve")
     raise typer.Exit(run_serve(cfg, make_console(stderr=True)))

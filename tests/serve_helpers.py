@@ -148,11 +148,15 @@ class EchoJointBatchBackend(EchoBatchBackend):
 @contextmanager
 def running_server(backend: Any, *, max_batch: int = 8, max_queue: int = 16, api_key: str = "",
                    max_request_bytes: int = 1 << 20, max_new_tokens: int = 512,
-                   max_connections: int = 64) -> Iterator[ServeApp]:
-    scheduler = Scheduler(backend, max_batch=max_batch, max_queue=max_queue)
+                   max_connections: int = 64, api_keys: dict[str, str] | None = None,
+                   header_timeout: float = 5.0) -> Iterator[ServeApp]:
+    """``api_keys`` (key → tenant): with two or more, each holds an even share of the queue, as in
+    `clovercode serve` (serve/command.py: queue_share)."""
+    share = max(1, max_queue // len(api_keys)) if api_keys and len(api_keys) > 1 else 0
+    scheduler = Scheduler(backend, max_batch=max_batch, max_queue=max_queue, max_queue_per_client=share)
     app = ServeApp(scheduler, "test-model", Limits(max_new_tokens, True), api_key, max_request_bytes,
-                   getattr(backend, "context_window", None))
-    server = make_server(app, "127.0.0.1", 0, max_connections)
+                   getattr(backend, "context_window", None), api_keys=dict(api_keys or {}))
+    server = make_server(app, "127.0.0.1", 0, max_connections, header_timeout)
     app.port = server.server_address[1]  # type: ignore[attr-defined]
     scheduler.start()
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)

@@ -36,6 +36,9 @@ class GenerationParams:
     # tool_choice required / named: no this many characters may repeat one unit of at most a quarter
     # of them (the agent's loop guard, kept while decoding instead of cutting the reply; 0: off).
     loop_window: int = 0
+    # The namespace the prompt may be kept and reused in (an opaque string; ``serve`` gives each API
+    # key its own): a backend that keeps prompts reuses one only within the same scope.
+    cache_scope: str = ""
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ engine, streams each committed block as a TextDelta, and reports usage with the 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
@@ -56,8 +57,9 @@ class EmbeddedBackend:
         if room < 1:
             raise ContextTooLong(f"the prompt ({len(prompt)} tokens) does not fit the context window of "
                              f"{self.engine.name} ({self.context_window} tokens)")
-        return prompt, self.engine.plan(temperature=params.temperature, top_p=params.top_p,
-                                        max_new_tokens=max(1, min(params.max_new_tokens, room)))
+        plan = self.engine.plan(temperature=params.temperature, top_p=params.top_p,
+                                max_new_tokens=max(1, min(params.max_new_tokens, room)))
+        return prompt, replace(plan, cache_scope=params.cache_scope)
 
     def _render(self, messages: Sequence[Message], tools: Sequence[ToolSpec], thinking: bool) -> str:
         """The prompt text. The chat template ships with the model: one that fails or tries to leave

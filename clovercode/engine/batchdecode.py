@@ -26,6 +26,7 @@ from typing import Any, Callable, Sequence
 
 from clovercode.engine.batchseam import BatchDenoiser, Row
 from clovercode.engine.decoder import DecodePlan, DecodeResult, DecodeStats
+from clovercode.engine.denoiser import enter_scope
 from clovercode.engine.sampler import propose
 from clovercode.engine.stops import Cut, Detokenize, StopScanner, Stops, safe_prefix
 
@@ -96,7 +97,7 @@ class BatchDecoder:
         if not requests:
             return
         started = self.clock()
-        admitted = self.denoiser.admit_many([r.prompt for r in requests])
+        admitted = self._admit_by_scope(requests)
         prefill_s = self.clock() - started  # a shared prefill: each waited for all of it
         seqs = []
         cached = getattr(self.denoiser, "cached", {})  # slot → prompt tokens a kept prompt supplied
@@ -107,6 +108,25 @@ class BatchDecoder:
             self.active[r.key] = seq
             seqs.append(seq)
         self._open_blocks(seqs)
+
+    def _admit_by_scope(self, requests: Sequence[Request]) -> list[tuple[int, Any]]:
+        """``admit_many`` per prompt-cache scope (DecodePlan.cache_scope), in the requests' order: a
+        prompt is kept and reused only within its own scope. All are admitted, or none."""
+        scopes = list(dict.fromkeys(r.plan.cache_scope for r in requests))
+        if len(scopes) == 1:
+            enter_scope(self.denoiser, scopes[0])
+            return self.denoiser.admit_many([r.prompt for r in requests])
+        by_index: dict[int, tuple[int, Any]] = {}
+        try:
+            for scope in scopes:
+                group = [i for i, r in enumerate(requests) if r.plan.cache_scope == scope]
+                enter_scope(self.denoiser, scope)
+                by_index.update(zip(group, self.denoiser.admit_many([requests[i].prompt for i in group])))
+        except BaseException:
+            for slot, _ in by_index.values():
+                self.denoiser.release(slot)
+            raise
+        return [by_index[i] for i in range(len(requests))]
 
     def remove(self, key: str) -> None:
         """Drop a request now (its client left); unknown keys are ignored."""

@@ -49,6 +49,15 @@ class SlotBatchDenoiser:
         # the output head, to run on the kept positions only (library models: remote code may reuse it)
         self.head = model.get_output_embeddings() if self.solo.own_cache else None
 
+    @property
+    def scope(self) -> str:
+        """The prompt-cache namespace of the next admissions (``CachedDenoiser.scope``)."""
+        return self.solo.scope
+
+    @scope.setter
+    def scope(self, value: str) -> None:
+        self.solo.scope = value
+
     def admit(self, ids: Sequence[int]) -> tuple[int, Any]:
         free = next((s for s in range(self.capacity) if s not in self.slots.lengths), None)
         if free is None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 from clovercode.engine.constraint import Constraint
-from clovercode.engine.denoiser import Denoiser
+from clovercode.engine.denoiser import Denoiser, enter_scope
 from clovercode.engine.block import Block
 from clovercode.engine.sampler import pick, propose, select_ranked
 from clovercode.engine.stops import Cut, Detokenize, StopScanner, Stops, safe_prefix
@@ -39,6 +39,7 @@ class DecodePlan:
     temperature: float = 0.0
     top_p: float = 1.0
     max_new_tokens: int = 4096
+    cache_scope: str = ""  # the namespace the prompt is kept and reused in (CachedDenoiser.scope)
 
     def __post_init__(self) -> None:
         if self.block_size < 1:
@@ -119,6 +120,7 @@ def decode_stream(denoiser: Denoiser, prompt: Sequence[int], plan: DecodePlan, d
     read of the block per denoising pass; the grammar and ``on_pass`` add their own."""
     started = clock()
     stats = DecodeStats(prompt_tokens=len(prompt))
+    enter_scope(denoiser, plan.cache_scope)
     state = denoiser.prefill(prompt)
     stats.cached_tokens = int(getattr(denoiser, "reused_tokens", 0) or 0)
     stats.prefill_s = clock() - started

@@ -34,6 +34,13 @@ class Denoiser(Protocol):
         """Append the finished block to the committed state; update ``last_logits``."""
 
 
+def enter_scope(denoiser: Any, scope: str) -> None:
+    """Make ``scope`` the prompt-cache namespace of ``denoiser``'s next prefills (see
+    ``CachedDenoiser``); a denoiser that keeps no prompts has none to set."""
+    if hasattr(denoiser, "scope"):
+        denoiser.scope = scope
+
+
 NONCAUSAL = "noncausal"  # CachedDenoiser's block "mask": none, with the attention told not to be causal
 PROBED = "_clovercode_noncausal"  # the model attribute that keeps the probe's answer
 
@@ -81,6 +88,7 @@ class PromptCheckpoint:
     cache: Any
     snap: cachestate.Snapshot
     last_logits: Any
+    scope: str = ""  # the namespace it was prefilled in: only a prefill in the same one reuses it
 
 
 class CachedDenoiser:
@@ -91,7 +99,10 @@ class CachedDenoiser:
     interleaves several conversations. The last prompt is always kept; older ones while all kept
     prompts together hold at most ``keep_tokens`` tokens (each costs its cache's memory), least
     recently used going first. A checkpoint whose cache a later prompt extended is replaced by that
-    prompt's: one cache object has one owner."""
+    prompt's: one cache object has one owner. ``scope`` (an opaque string, set before a prefill)
+    names the namespace prompts are kept and reused in: a prompt kept in one scope is invisible to
+    a prefill in another (``serve`` sets one per API key, so a reply's cached tokens cannot tell one
+    client what another sent)."""
 
     def __init__(self, model: Any, reuse_prompt: bool = False, keep_tokens: int = 0):
         self.model = model
@@ -99,6 +110,7 @@ class CachedDenoiser:
         self.keep_tokens = keep_tokens
         self.checkpoints: list[PromptCheckpoint] = []  # least recently used first
         self.reused_tokens = 0  # prompt tokens the last prefill took from a checkpoint
+        self.scope = ""  # the namespace of the next prefills' kept prompts (enter_scope)
         # Library models get a cache written by index; remote code may need its own cache class.
         self.own_cache = type(model).__module__.startswith("transformers.")
         self.device = next(model.parameters()).device
@@ -151,7 +163,7 @@ class CachedDenoiser:
         """Keep ``cache`` (``ids`` prefilled, nothing after) as the newest checkpoint, within the budget."""
         if not self.reuse_prompt:
             return
-        self.checkpoints.append(PromptCheckpoint(list(ids), cache, cachestate.snapshot(cache), last_logits))
+        self.checkpoints.append(PromptCheckpoint(list(ids), cache, cachestate.snapshot(cache), last_logits, self.scope))
         kept = sum(len(point.ids) for point in self.checkpoints)
         while len(self.checkpoints) > 1 and kept > self.keep_tokens:
             kept -= len(self.checkpoints.pop(0).ids)
@@ -170,10 +182,11 @@ class CachedDenoiser:
         self.checkpoints.clear()
 
     def _extended(self, ids: list[int]) -> PromptCheckpoint | None:
-        """The checkpoint with the longest prompt that ``ids`` starts with (None when reuse is off)."""
+        """The checkpoint of this scope with the longest prompt that ``ids`` starts with (None when reuse
+        is off)."""
         if not self.reuse_prompt:
             return None
-        extended = [point for point in self.checkpoints if ids[:len(point.ids)] == point.ids]
+        extended = [point for point in self.checkpoints if point.scope == self.scope and ids[:len(point.ids)] == point.ids]
         return max(extended, key=lambda point: len(point.ids), default=None)
 
     def new_cache(self) -> Any:

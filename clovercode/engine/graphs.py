@@ -193,6 +193,14 @@ class StaticDenoiser:
         self.inner.forget_prompts()
 
     @property
+    def scope(self) -> str:
+        return self.inner.scope
+
+    @scope.setter
+    def scope(self, value: str) -> None:
+        self.inner.scope = value
+
+    @property
     def graph_error(self) -> str | None:
         return self.passes.graph_error if self.passes is not None else None
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import ipaddress
 import signal
 import socket
 import sys
@@ -20,6 +19,7 @@ from clovercode.errors import UsageError
 from clovercode.serve.protocol import Limits
 from clovercode.serve.scheduler import Scheduler
 from clovercode.serve.server import ServeApp, make_server
+from clovercode.trust.serve import MIN_KEY_CHARS, add_key, is_loopback, read_keys_file
 
 READY_PREFIX = "clovercode serve: listening on "  # tests and scripts wait for this line on stdout
 
@@ -36,25 +36,43 @@ def served_name(cfg: Config) -> str:
     return spec
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def api_keys(cfg: Config) -> dict[str, str]:
+    """The keys clients must send, key → tenant: the keys file's, plus ``serve.api_key`` (tenant
+    "default"). On an address reachable from other machines every key must be long enough not to be
+    guessed."""
+    host, path, single = cfg["serve.host"], cfg["serve.api_keys_file"], cfg["serve.api_key"]
+    keys = read_keys_file(Path(path).expanduser()) if path else {}
+    if single:
+        add_key(keys, single, "default", "serve.api_key", min_chars=0 if is_loopback(host) else MIN_KEY_CHARS)
+    return keys
+
+
+def require_keys(host: str, keys: dict[str, str]) -> None:
+    """A server reachable from other machines must have a key: a usage error otherwise."""
+    if not keys and not is_loopback(host):
+        raise UsageError(f"refusing to serve on {host} without an API key: anyone who can reach this machine "
+                         "could use the model and read what others send",
+                         hint="Give one with CLOVERCODE_SERVE_API_KEY or --api-key KEY, or several (one per "
+                              "client) with --api-keys-file FILE, one 'NAME KEY' a line; or bind --host 127.0.0.1.")
+
+
+def queue_share(cfg: Config, keys: dict[str, str]) -> int:
+    """Queue places one key may hold: serve.max_queue_per_key, else the queue split evenly among the
+    keys (so each always finds room); 0 (no bound) for a server with one tenant."""
+    if cfg["serve.max_queue_per_key"]:
+        return int(cfg["serve.max_queue_per_key"])
+    return max(1, cfg["serve.max_queue"] // len(keys)) if len(keys) > 1 else 0
 
 
 def run_serve(cfg: Config, console: Console, *, print_line: Callable[[str], None] | None = None) -> int:
-    host, port, api_key = cfg["serve.host"], cfg["serve.port"], cfg["serve.api_key"]
-    if not is_loopback(host) and not api_key:
-        console.print(f"[bold yellow]warning[/]: serving on {host} without an API key: anyone who can reach this "
-                      "machine can use the model. Set CLOVERCODE_SERVE_API_KEY.", highlight=False)
+    host, port = cfg["serve.host"], cfg["serve.port"]
+    keys = api_keys(cfg)
     try:  # bind before loading: a busy port should fail in a second, not after minutes of loading weights
-        server = make_server(None, host, port, cfg["serve.max_connections"])
+        server = make_server(None, host, port, cfg["serve.max_connections"], cfg["serve.header_timeout"])
     except OSError as exc:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", hint=_bind_hint(exc)) from None
     try:
+        require_keys(host, keys)  # a host that cannot be bound is the first thing to fix; then the keys
         backend = open_backend(cfg)
     except BaseException:
         server.server_close()
@@ -63,10 +81,12 @@ def run_serve(cfg: Config, console: Console, *, print_line: Callable[[str], None
     def log(line: str) -> None:
         console.print(f"{time.strftime('%H:%M:%S')} {line}", style="dim", highlight=False, markup=False, soft_wrap=True)
 
-    scheduler = Scheduler(backend, max_batch=cfg["serve.max_batch"], max_queue=cfg["serve.max_queue"], log=log)
+    scheduler = Scheduler(backend, max_batch=cfg["serve.max_batch"], max_queue=cfg["serve.max_queue"],
+                          max_queue_per_client=queue_share(cfg, keys), log=log)
     window = getattr(backend, "context_window", None)
-    server.app = ServeApp(scheduler, served_name(cfg), Limits(cfg["max_new_tokens"], cfg["thinking"]), api_key,
-                          cfg["serve.max_request_bytes"], window if isinstance(window, int) else None, log)
+    server.app = ServeApp(scheduler, served_name(cfg), Limits(cfg["max_new_tokens"], cfg["thinking"]), "",
+                          cfg["serve.max_request_bytes"], window if isinstance(window, int) else None, log,
+                          api_keys=keys)
     app = server.app
     previous = {sig: signal.signal(sig, lambda *_: scheduler.request_stop()) for sig in (signal.SIGINT, signal.SIGTERM)}
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)

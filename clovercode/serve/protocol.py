@@ -19,6 +19,8 @@ from clovercode.toolcalls.schemas import ToolSpec
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 MAX_STOPS = 16
+MAX_CACHE_KEY = 256  # characters of a prompt_cache_key / cache_salt
+SEED_RANGE = (-(2 ** 63), 2 ** 64 - 1)  # what torch's generators take
 
 
 class ApiError(Exception):
@@ -56,6 +58,7 @@ class ChatRequest:
     include_usage: bool = False
     parse_tools: bool = False  # tools were given and tool_choice is not "none"
     user: str | None = None
+    cache_key: str | None = None  # OpenAI's prompt_cache_key and/or vLLM's cache_salt: narrows prompt reuse
 
 
 def parse_chat_request(body: Any, limits: Limits) -> ChatRequest:
@@ -80,7 +83,22 @@ def parse_chat_request(body: Any, limits: Limits) -> ChatRequest:
     params = replace(_params(body, limits), tool_choice=tool_choice, json_schema=json_schema)
     return ChatRequest(model, messages, tools, params, stream, bool(options.get("include_usage")),
                        bool(tools) and tool_choice != "none" and json_schema is None,
-                       user if isinstance(user, str) and user else None)
+                       user if isinstance(user, str) and user else None, _cache_key(body))
+
+
+def _cache_key(body: dict[str, Any]) -> str | None:
+    """The client's own prompt-cache namespace: OpenAI's ``prompt_cache_key``, vLLM's ``cache_salt``
+    (both given: both count). Reuse never crosses API keys whatever it says (clovercode/trust/serve.py)."""
+    parts = []
+    for name in ("prompt_cache_key", "cache_salt"):
+        value = body.get(name)
+        if value is None:
+            parts.append("")
+            continue
+        if not isinstance(value, str) or len(value) > MAX_CACHE_KEY:
+            raise _bad(name, f"must be a string of at most {MAX_CACHE_KEY} characters")
+        parts.append(value)
+    return None if not any(parts) else f"{len(parts[0])}:{parts[0]}/{parts[1]}"
 
 
 def _tool_choice(raw: Any, tools: list[ToolSpec]) -> str | None:
@@ -143,8 +161,9 @@ def _params(body: dict[str, Any], limits: Limits) -> GenerationParams:
     else:
         raise _bad("stop", f"must be a string or a list of at most {MAX_STOPS} strings")
     seed = body.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise _bad("seed", "must be a whole number")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
+                             or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]):
+        raise _bad("seed", f"must be a whole number from {SEED_RANGE[0]} to {SEED_RANGE[1]}")
     thinking = limits.thinking
     kwargs = body.get("chat_template_kwargs")
     if isinstance(kwargs, dict) and isinstance(kwargs.get("enable_thinking"), bool):
@@ -212,8 +231,8 @@ def _assistant_calls(raw: Any, where: str) -> tuple[CallRecord, ...]:
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
-            except json.JSONDecodeError:
-                raise _bad(f"{at}.function.arguments", "is not valid JSON") from None
+            except (json.JSONDecodeError, RecursionError):
+                raise _bad(f"{at}.function.arguments", "is not valid JSON (or nested too deeply)") from None
         if not isinstance(arguments, dict):
             raise _bad(f"{at}.function.arguments", "must encode a JSON object")
         calls.append(CallRecord(str(call.get("id") or f"call_{index}"), function["name"], arguments))

@@ -1,7 +1,9 @@
 """Who generates next: a fair queue in front of one model, and the worker that drives it.
 
-Fairness is per client (the request's ``user``, else its address): waiting requests are taken
-round-robin across clients, so one bot that queues twenty requests does not starve the other seven.
+Fairness is per client (the API key's tenant when the server has keys, else the request's ``user``,
+else its address): waiting requests are taken round-robin across clients, so one bot that queues
+twenty requests does not starve the other seven; with ``max_per_client`` a client may also hold at
+most that many of the queue's places, so it cannot fill the queue and have the others refused.
 A backend with ``open_batch`` decodes up to ``max_batch`` requests together and admits new ones
 between steps; any other backend runs one request at a time. Every job gets exactly one terminal
 item on its event queue (``DONE`` or ``Failed``), whether it finished, failed or was cancelled.
@@ -55,10 +57,12 @@ class Job:
 
 
 class FairQueue:
-    """Jobs waiting for the model, one lane per client, taken round-robin across lanes."""
+    """Jobs waiting for the model, one lane per client, taken round-robin across lanes; at most
+    ``limit`` in all and (when given) ``per_client`` in one lane."""
 
-    def __init__(self, limit: int):
+    def __init__(self, limit: int, per_client: int = 0):
         self.limit = limit
+        self.per_client = per_client
         self._lanes: OrderedDict[str, deque[Job]] = OrderedDict()
         self._size = 0
         self._cond = threading.Condition()
@@ -70,6 +74,10 @@ class FairQueue:
         with self._cond:
             if self._size >= self.limit:
                 raise QueueFull(f"{self._size} requests are already waiting (serve.max_queue = {self.limit})")
+            waiting = len(self._lanes.get(job.client, ()))
+            if self.per_client and waiting >= self.per_client:
+                raise QueueFull(f"{waiting} of your requests are already waiting, your share of the queue "
+                                f"(serve.max_queue_per_key = {self.per_client})")
             self._lanes.setdefault(job.client, deque()).append(job)
             self._size += 1
             self._cond.notify()
@@ -120,11 +128,11 @@ class Stats:
 
 class Scheduler:
     def __init__(self, backend: ModelBackend, *, max_batch: int = 8, max_queue: int = 64,
-                 log: Callable[[str], None] | None = None):
+                 max_queue_per_client: int = 0, log: Callable[[str], None] | None = None):
         self.backend = backend
         self.batching = max_batch > 1 and isinstance(backend, BatchingBackend)
         self.max_batch = max_batch if self.batching else 1
-        self.queue = FairQueue(max_queue)
+        self.queue = FairQueue(max_queue, max_queue_per_client)
         self.stats = Stats()
         self.active = 0
         self._lock = threading.Lock()

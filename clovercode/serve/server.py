@@ -8,15 +8,15 @@ model at the next step.
 
 from __future__ import annotations
 
-import hmac
 import json
 import queue
+import re
 import select
 import socket
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
@@ -28,6 +28,7 @@ from clovercode.serve.protocol import (ApiError, ChatRequest, Limits, chunk_obje
                                        tool_call_objects, usage_chunk_object)
 from clovercode.serve.reply import Reply, ReplyEvents, collect
 from clovercode.serve.scheduler import DONE, Failed, Job, QueueFull, Scheduler, ServerStopping
+from clovercode.trust.serve import cache_scope, tenant_of
 
 HEALTH_PATHS = ("/health", "/healthz", "/v1/health")
 RESET_PATHS = ("/reset_prefix_cache", "/v1/reset_prefix_cache")  # POST: drop the prompts kept for reuse
@@ -36,6 +37,9 @@ _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\
          b"Connection: close\r\nContent-Length: " + str(len(_BUSY_BODY)).encode() + b"\r\n\r\n" + _BUSY_BODY)
 CHAT_PATH = "/v1/chat/completions"
 DISCONNECT_CHECK_S = 0.25
+HEADER_TIMEOUT_S = 5.0  # default: request line and headers, or a keep-alive connection's idle wait
+BODY_TIMEOUT_S = 120.0  # a stalled body read or reply write
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # \ud800-\udfff: maybe a lone surrogate
 
 
 class ClientGone(Exception):
@@ -49,11 +53,16 @@ class ServeApp:
     scheduler: Scheduler
     model_name: str
     limits: Limits
-    api_key: str = ""
+    api_key: str = ""  # one key (tenant "default"); api_keys: several, key → tenant
     max_request_bytes: int = 4 * 1024 * 1024
     context_window: int | None = None
     log: Callable[[str], None] = lambda line: None
     created: int = field(default_factory=lambda: int(time.time()))
+    api_keys: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.api_key and self.api_key not in self.api_keys:
+            self.api_keys = {**self.api_keys, self.api_key: "default"}
 
 
 class ServeHTTPServer(ThreadingHTTPServer):
@@ -64,13 +73,43 @@ class ServeHTTPServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 256  # a fleet of bots connecting at once must not be refused by the backlog
 
-    def __init__(self, address: tuple[str, int], app: ServeApp | None, max_connections: int = 256):
+    def __init__(self, address: tuple[str, int], app: ServeApp | None, max_connections: int = 256,
+                 header_timeout: float = HEADER_TIMEOUT_S):
         self.app = app  # type: ignore[assignment]  # may be set after binding, before serve_forever
+        self.header_timeout = header_timeout
         self._slots = threading.BoundedSemaphore(max_connections)
         # Each open connection and its handler thread (None until the thread runs), for server_close.
         self._open: dict[socket.socket, threading.Thread | None] = {}
+        # Connections waiting for a request line and headers, and when they must have sent them.
+        self._deadlines: dict[socket.socket, float] = {}
         self._open_lock = threading.Lock()
         super().__init__(address, Handler)
+
+    def expect_headers(self, sock: socket.socket) -> None:
+        """``sock`` waits for a request (its first, or the next on a kept-alive connection): the line
+        and its headers must be in within ``header_timeout`` seconds, however slowly they trickle."""
+        with self._open_lock:
+            self._deadlines[sock] = time.monotonic() + self.header_timeout
+
+    def headers_done(self, sock: socket.socket) -> None:
+        with self._open_lock:
+            self._deadlines.pop(sock, None)
+
+    def service_actions(self) -> None:
+        """Run by serve_forever between polls: hang up on connections past their header deadline (a
+        slow-loris client dribbling a header line now and then; an idle keep-alive connection), so
+        they give their connection slot back. A socket timeout alone is per read, which a byte a
+        second defeats."""
+        now = time.monotonic()
+        with self._open_lock:
+            late = [sock for sock, deadline in self._deadlines.items() if deadline <= now]
+            for sock in late:
+                del self._deadlines[sock]
+        for sock in late:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self._slots.acquire(blocking=False):
@@ -97,6 +136,7 @@ class ServeHTTPServer(ThreadingHTTPServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
+            self.headers_done(request)
             self._slots.release()
 
     def server_close(self, timeout: float = 5.0) -> None:
@@ -135,18 +175,20 @@ class ServeHTTPServer(ThreadingHTTPServer):
                     thread.join(max(0.0, deadline - time.monotonic()))
 
 
-def make_server(app: ServeApp | None, host: str, port: int, max_connections: int = 256) -> ServeHTTPServer:
+def make_server(app: ServeApp | None, host: str, port: int, max_connections: int = 256,
+                header_timeout: float = HEADER_TIMEOUT_S) -> ServeHTTPServer:
     """Bind now (a busy port fails here); ``app`` may be attached later, before serving."""
-    return ServeHTTPServer((host, port), app, max_connections)
+    return ServeHTTPServer((host, port), app, max_connections, header_timeout)
 
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections; streams use chunked encoding
     server_version = "clovercode-serve"
-    timeout = 120  # seconds a connection may sit idle or dribble a request
+    timeout = BODY_TIMEOUT_S  # per read or write once the headers are in (the server's header_timeout before)
     server: ServeHTTPServer
     _last_check = 0.0  # when _client_gone last looked (per handler instance once set)
     _streaming = False  # a 200 event stream has begun on this request
+    tenant = ""  # whose API key the request carries ("" without keys)
 
     @property
     def app(self) -> ServeApp:
@@ -160,6 +202,38 @@ class Handler(BaseHTTPRequestHandler):
             super().handle()
         except (ConnectionError, TimeoutError):
             pass  # a keep-alive client that went away between requests: nothing to answer
+
+    def handle_one_request(self) -> None:
+        self.server.expect_headers(self.connection)
+        try:
+            self.connection.settimeout(self.server.header_timeout)
+        except OSError:
+            self.close_connection = True
+            return
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        ok = super().parse_request()  # reads the headers
+        self.server.headers_done(self.connection)
+        try:
+            self.connection.settimeout(self.timeout)
+        except OSError:
+            return False
+        return ok
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own refusals (a malformed request line, a header too long, an unknown
+        method, HTTP/2) as the JSON errors OpenAI clients read, with a 4xx status."""
+        if self.request_version == "HTTP/0.9":
+            self.request_version = "HTTP/1.1"  # never answer without a status line
+        self.close_connection = True
+        reason = message or self.responses.get(code, ("bad request",))[0]
+        if code == 501:  # an unknown method
+            code, reason = 405, f"method not allowed: {reason}"
+        elif code >= 500:
+            code = 400
+        self._send_error(ApiError(code, f"{reason}; this server speaks HTTP/1.1 with JSON bodies",
+                                  code="bad_request"))
 
     # ---- routes -----------------------------------------------------------------------------
 
@@ -198,12 +272,14 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(404 if path not in ("/v1/models", *HEALTH_PATHS) else 405,
                                f"no POST route {path}; post chat completions to {CHAT_PATH}", code="not_found")
             self._authorize()
-            request = parse_chat_request(self._read_json(), self.app.limits)
+            request = self._parse(self._read_json())
             if request.model and request.model != self.app.model_name:
                 raise ApiError(404, f"The model '{request.model}' does not exist; this server serves "
                                f"'{self.app.model_name}'.", code="model_not_found", param="model")
-            job = Job(new_completion_id(), request.messages, request.tools, request.params,
-                      request.user or self.client_address[0])
+            # With keys each key is a tenant: its own lane in the queue, its own prompt cache.
+            params = replace(request.params, cache_scope=cache_scope(self.tenant, request.cache_key))
+            job = Job(new_completion_id(), request.messages, request.tools, params,
+                      self.tenant or request.user or self.client_address[0])
             try:
                 self.app.scheduler.submit(job)
             except QueueFull as exc:
@@ -355,25 +431,39 @@ class Handler(BaseHTTPRequestHandler):
         return self.path.split("?", 1)[0].rstrip("/") or "/"
 
     def _authorize(self) -> None:
-        key = self.app.api_key
-        if not key:
+        """Without keys every client is the one tenant ""; with keys the token names the tenant."""
+        keys = self.app.api_keys
+        self.tenant = ""
+        if not keys:
             return
         given = self.headers.get("Authorization", "")
         token = given[7:].strip() if given.lower().startswith("bearer ") else ""
-        if not hmac.compare_digest(token.encode(), key.encode()):
+        tenant = tenant_of(token, keys) if token else None
+        if tenant is None:
             self.close_connection = True  # the body was not read
             raise ApiError(401, "missing or wrong API key: send 'Authorization: Bearer <key>'",
                            type="authentication_error", code="invalid_api_key")
+        self.tenant = tenant
+
+    def _parse(self, body: Any) -> ChatRequest:
+        """The body as a request; any failure is the body's (a 400), not the server's."""
+        try:
+            return parse_chat_request(body, self.app.limits)
+        except ApiError:
+            raise
+        except Exception as exc:  # a shape the parser did not foresee: still the client's error
+            self.app.log(f"request refused by the parser: {type(exc).__name__}: {exc}")
+            raise ApiError(400, f"the request body could not be read ({type(exc).__name__})") from None
 
     def _read_json(self) -> Any:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower() or self.headers.get("Content-Length") is None:
             self.close_connection = True
             raise ApiError(411, "send the request body with a Content-Length header")
-        try:
-            length = int(self.headers["Content-Length"])
-        except ValueError:
+        lengths = {value.strip() for value in self.headers.get_all("Content-Length") or ()}
+        if len(lengths) != 1 or not next(iter(lengths)).isdigit():  # also: two different lengths (smuggling)
             self.close_connection = True
-            raise ApiError(400, "Content-Length is not a number") from None
+            raise ApiError(400, "Content-Length must be one whole number of bytes")
+        length = int(next(iter(lengths)))
         if length > self.app.max_request_bytes:
             self.close_connection = True
             raise ApiError(413, f"the request body is {length} bytes; this server accepts at most "
@@ -384,10 +474,20 @@ class Handler(BaseHTTPRequestHandler):
             raise ClientGone() from None
         if len(raw) < length:
             raise ClientGone()
+        kind = self.headers.get_content_type()  # lenient: curl -d sends form-urlencoded JSON
         try:
-            return json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ApiError(400, f"the request body is not valid JSON: {exc}") from None
+            body = json.loads(raw)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, nesting
+            detail = str(exc) if not isinstance(exc, RecursionError) else "nested too deeply"
+            sent = f" (sent as {kind})" if self.headers.get("Content-Type") and kind != "application/json" else ""
+            raise ApiError(400, f"the request body is not valid JSON{sent}: {detail}") from None
+        if _SURROGATE_ESCAPE.search(raw):
+            try:
+                json.dumps(body, ensure_ascii=False).encode("utf-8")
+            except (UnicodeEncodeError, RecursionError):
+                raise ApiError(400, "the request body holds a lone UTF-16 surrogate (\\ud800-\\udfff), "
+                               "which is no character") from None
+        return body
 
     def _send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body, ensure_ascii=False).encode("utf-8")

@@ -10,6 +10,7 @@ imports nothing above :mod:`clovercode.errors` and the settings table. One modul
 - ``gitsafe``: git invoked so that repository config cannot run programs.
 - ``terminal``: untrusted text made inert for a terminal.
 - ``markdown``: untrusted text made inert for a commit message or a pull-request body.
+- ``serve``: who may use ``clovercode serve``, and what one of its clients may learn about another.
 
 docs/security.md ("Trust") states the model and its threat table.
 """
