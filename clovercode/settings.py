@@ -103,7 +103,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("serve.max_request_bytes", int, 4_194_304, "Largest request body `clovercode serve` accepts (HTTP 413 beyond).", minimum=1024),
     Setting("serve.max_connections", int, 256, "Open client connections `clovercode serve` holds at once (HTTP 503 beyond).", minimum=1),
     Setting("serve.api_keys_file", str, "", "File of API keys `clovercode serve` accepts, one 'NAME KEY' a line (mode 600); "
-            "each key is a tenant with its own queue share and prompt cache.", user_only=True),
+            "each key is a tenant with its own queue share and prompt cache."),
     Setting("serve.header_timeout", float, 5.0, "Seconds a client may take to send a request's line and headers, or leave "
             "a kept-alive connection idle, before `clovercode serve` hangs up.", minimum=0.1),
     Setting("serve.max_queue_per_key", int, 0, "Queue places one API key may hold (429 beyond; 0: serve.max_queue shared "
