@@ -57,7 +57,8 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP: nothing has changed yet
             return Rounds(RunResult(StopReason.INTERRUPTED, 0, f"{interrupt_detail(exc)} while the baseline tests ran",
                                     signal=getattr(exc, "signum", None)), False, None, 0)
-        console.print(f"[dim]baseline: {escape(before.describe() + _failing_note(before))}[/]", highlight=False)
+        console.print(f"[dim]baseline: {escape(before.describe() + _failing_note(before))}[/]", highlight=False,
+                      soft_wrap=True)  # a long test id is never cut
     result = _first_round(session, task, sink, before.seconds if before is not None else 0.0)
     done = Rounds(result, result.stop is StopReason.FINISHED, result.summary, result.steps,
                   result.prompt_tokens, result.completion_tokens, result.seconds, baseline=before,
@@ -85,7 +86,7 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
         judged = verdict(before, run)
         style = "green" if run.passed else "yellow" if not judged.regressed else "red"
         console.print(f"[{style}]tests {escape(run.describe())}[/]", highlight=False)
-        console.print(f"[{style}]verdict: {escape(judged.describe())}[/]", highlight=False)
+        console.print(f"[{style}]verdict: {escape(judged.describe())}[/]", highlight=False, soft_wrap=True)
         related = related_failures(judged.still_failing, task if issue_text is None else issue_text,
                                    result.changed, run.results.files, judged.failing_before) if judged.per_test else []
         # With a baseline, failures that were there before and are not the issue's give the model
