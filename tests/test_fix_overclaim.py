@@ -42,7 +42,7 @@ GCD = {
                     'def test_gcd_finds_the_greatest_common_divisor_of_two_numbers(a, b, want):\n'
                     '    assert gcd(a, b) == want\n\n\n'
                     'def test_gcd_of_zero():\n    assert gcd(5, 0) == 5\n'),
-    "test_sieve.py": "from sieve import sieve\n\n\ndef test_sieve():\n    assert sieve(10) == [2, 3, 5, 7]\n",
+    "test_sieve.py": "from sieve import sieve\n\n\ndef test_sieve():\n    assert sieve(11) == [2, 3, 5, 7, 11]\n",
 }
 GCD_TITLE = "gcd() never returns for most inputs"
 GCD_BODY = "`gcd(35, 21)` recurses until the stack runs out; it should give 7."
@@ -185,7 +185,7 @@ def test_a_change_that_fixes_nothing_is_unverified_and_a_draft(gcd_origin, tmp_p
     [create] = github.calls("pulls/create")
     assert create.body["title"].startswith("Attempt #4 (unverified): ") and create.body["draft"] is True
     assert "so this pull request is a draft" in create.body["body"]
-    subject = git(work, "log", "-1", "--format=%s", result["branch"])
+    subject = git(work, "log", "-1", "--format=%s", result["branch"]).strip()
     assert subject == f"Attempt #4 (unverified): {GCD_TITLE}"
     assert "Outcome: unverified" in proc.stderr
 
@@ -198,7 +198,7 @@ def test_a_real_fix_is_fixed_and_ready(gcd_origin, tmp_path):
     assert result["status"] == "fixed" and result["tests"]["outcome"] == "fixed"
     assert "test_gcd.py::test_gcd_finds_the_greatest_common_divisor_of_two_numbers[small]" in result["tests"]["fixed"]
     assert github.pulls[0].draft is False
-    assert git(work, "log", "-1", "--format=%s", result["branch"]) == f"Fix #4: {GCD_TITLE}"
+    assert git(work, "log", "-1", "--format=%s", result["branch"]).strip() == f"Fix #4: {GCD_TITLE}"
     # the console keeps the parametrized ids whole: rich markup would eat "[small]" and "[same]"
     assert "test_gcd_finds_the_greatest_common_divisor_of_two_numbers[small]" in proc.stderr
     assert "test_gcd_finds_the_greatest_common_divisor_of_two_numbers[same]" in " ".join(proc.stderr.split())
@@ -211,7 +211,7 @@ def test_a_regressing_commit_never_says_fix(gcd_origin, tmp_path):
     proc, result = fix_pr(work, github, model, "--test-rounds", "0")
     assert proc.returncode == 1, proc.stderr
     assert result["status"] == "tests_failed" and result["tests"]["regressions"] == ["test_sieve.py::test_sieve"]
-    assert git(work, "log", "-1", "--format=%s", result["branch"]) == f"Attempt #4 (breaks tests): {GCD_TITLE}"
+    assert git(work, "log", "-1", "--format=%s", result["branch"]).strip() == f"Attempt #4 (breaks tests): {GCD_TITLE}"
     assert github.pulls[0].draft is True
 
 
@@ -312,10 +312,58 @@ def test_the_commit_message_is_the_whole_change(tmp_path):
     assert re.search(r"^    gcd\.py \(\+1 -1\)$", message, re.MULTILINE)
     # every fixed test named, none cut inside its id, no "and 1 more"
     fixed = result["tests"]["fixed"]
-    assert len(fixed) == 3 and "more" not in message
+    assert len(fixed) == 3 and "and 1 more" not in message
     for test in fixed:
         assert f"  - {test}\n" in message
     long_id = "test_gcd_more.py::test_gcd_of_two_numbers_that_share_no_common_factor_whatsoever_is_one_every_time"
     assert long_id in fixed
     for line in message.splitlines():
         assert len(line) <= 72 or len(line.split()) <= 2, line  # longer only where one id cannot be cut
+
+
+# -- the rules, as pure functions -----------------------------------------------------------------------
+
+def tr(outcomes: dict[str, str] | None, code: int, output: str = "", ran: int | None = -1):
+    from clovercode.fixflow.results import TestResults, exit_code_only
+    from clovercode.fixflow.testrun import TestRun
+
+    if outcomes is None:
+        results = exit_code_only("no report")
+    else:
+        results = TestResults("junit", outcomes, ran=len(outcomes) if ran == -1 else ran)
+    return TestRun("pytest -q", code, False, 1.0, output, 0, results)
+
+
+def test_the_outcome_rules():
+    from clovercode.fixflow.verdict import conclude
+
+    before = tr({"t.py::test_a": "failed", "t.py::test_b": "passed"}, 1)
+    assert conclude(before, tr({"t.py::test_a": "passed", "t.py::test_b": "passed"}, 0), "x").outcome == "fixed"
+    assert conclude(before, tr({"t.py::test_a": "failed", "t.py::test_b": "passed"}, 1), "x").outcome == "unverified"
+    assert conclude(before, tr({"t.py::test_a": "passed", "t.py::test_b": "failed"}, 1), "x").outcome == "regressed"
+    assert conclude(before, None, "x").reason.startswith("no test ran")
+    # a new test the issue names, passing now: the issue's own proof
+    green = tr({"t.py::test_b": "passed"}, 0)
+    named = conclude(green, tr({"t.py::test_b": "passed", "t.py::test_gcd_zero": "passed"}, 0), "see `test_gcd_zero`")
+    assert named.outcome == "fixed" and named.named == ("t.py::test_gcd_zero",)
+    assert conclude(green, tr({"t.py::test_b": "passed"}, 0), "mentions test_b").outcome == "unverified"
+    # exit codes only: failed before and passes now is a fix; passed before and after shows nothing
+    assert conclude(tr(None, 1), tr(None, 0), "x").outcome == "fixed"
+    assert conclude(tr(None, 0), tr(None, 0), "x").outcome == "unverified"
+    assert conclude(None, tr(None, 0), "x").outcome == "unverified"  # no baseline
+    # zero tests after the change, tests before: the change broke the run, nothing was fixed
+    assert conclude(before, tr({}, 0, ran=0), "x").outcome == "regressed"
+
+
+def test_unittest_totals_and_zero_tests():
+    from clovercode.fixflow.results import read_results
+
+    out = ("F.s..\n======\nFAIL: test_x (m.T.test_x)\n------\nTraceback\n\n"
+           "----------------------------------------------------------------------\nRan 5 tests in 0.001s\n\n"
+           "FAILED (failures=1, skipped=1)\n")
+    results = read_results(None, out, 1, 0, Path("/nonexistent"))
+    assert results.counts() == {"passed": 3, "failed": 1, "skipped": 1} and results.ran == 5
+    empty = read_results(None, "\n----\nRan 0 tests in 0.000s\n\nOK\n", 0, 0, Path("/nonexistent"))
+    assert empty.ran == 0 and empty.note == "unittest ran no tests"
+    missing = read_results(None, "/usr/bin/python3: No module named pytest\n", 1, 0, Path("/nonexistent"))
+    assert missing.missing == "pytest (/usr/bin/python3: No module named pytest)" and missing.ran == 0

@@ -102,7 +102,7 @@ def test_attacker_text_reaches_the_pull_request_and_commit_only_as_words(attacke
     model.write_text("".join(json.dumps({"text": turn}) + "\n" for turn in turns))
     env = cli_env(GITHUB_TOKEN=TOKEN, CLOVERCODE_GITHUB_API_URL=github.url)
     proc = run_cli("fix", "--repo", str(work), "--sandbox", "none", "--model", f"replay:{model}", "--json",
-                   "--github-issue", "octo/quix#4", "--pr", "--test-command", PYTEST, env=env, timeout=300)
+                   "--github-issue", "octo/quix#4", "--pr", "--test-command", PYTEST, "--test-rounds", "0", env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert "test_banner.py::test_banner[@octocat <img src=http://evil.example/t.png>]" in result["tests"]["still_failing"]
@@ -111,7 +111,7 @@ def test_attacker_text_reaches_the_pull_request_and_commit_only_as_words(attacke
 
     # no closing keyword but clovercode's own for the issue it fixes (before: #13, octo/other#2, issue 5)
     assert [m.group(0) for m in CLOSING.finditer(body)] == ["Fixes #4"]
-    assert not CLOSING.search(title)
+    assert [m.group(0) for m in CLOSING.finditer(title)] == ["Fix #4"]  # the title's "closes #13" is inert
     page = render(body)
     live = "".join(page.live_text)
     # no live mention (before: @octocat in the summary, @admin through an entity)
@@ -126,7 +126,8 @@ def test_attacker_text_reaches_the_pull_request_and_commit_only_as_words(attacke
 
     # the commit message: the same rules for plain text
     message = git(work, "log", "-1", "--format=%B", result["branch"])
-    assert [m.group(0) for m in CLOSING.finditer(message)] == ["Fixes #4"]
+    assert {m.group(2) for m in CLOSING.finditer(message)} == {"#4"}  # its subject "Fix #4:" and "Fixes #4"
+    assert "\n\nFixes #4\n" in message
     assert MENTION.findall(message) == []
     assert "Approved by @\u200doctocat" in message  # still readable, no longer a mention
 

@@ -6,7 +6,8 @@ imports nothing above :mod:`clovercode.errors` and the settings table. One modul
 - ``project``: is this project trusted, and which settings may its ``clovercode.toml`` set.
 - ``models``: which models may run their own (remote) code.
 - ``paths``: does a path clovercode reads for the model resolve inside the project.
-- ``text``: untrusted text made inert for a terminal, a commit message or a pull-request body.
+- ``text``: untrusted text made inert for a terminal.
+- ``markdown``: untrusted text made inert for a pull-request body or a commit message.
 - ``gitsafe``: git invoked so that repository config cannot run programs.
 
 docs/security.md ("Trust") states the model and its threat table.
