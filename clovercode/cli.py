@@ -199,7 +199,7 @@ def fix(
     """Fix an issue unattended: branch, model + test loop, one commit, optionally push and a pull request.
 
     Exit codes: 0 fixed (a failing test passes now, none regressed), 1 tests regressed, 3 gave up, 4 no change,
-    5 model, 6 sandbox, 7 git/GitHub, 8 unverified, 130 interrupted (143 SIGTERM, 129 SIGHUP) (docs/ci.md)."""
+    5 model, 6 sandbox, 7 git/GitHub, 9 unverified, 130 interrupted (143 SIGTERM, 129 SIGHUP) (docs/ci.md)."""
     try:  # imports inside: a signal while they load still ends in the one JSON object
         from clovercode.fixcmd import run_fix
         from clovercode.fixflow.plan import FixRequest

@@ -20,7 +20,7 @@ class ExitCode(enum.IntEnum):
     MODEL_UNAVAILABLE = 5  # model missing, failed to load, endpoint unreachable
     SANDBOX_UNAVAILABLE = 6  # the sandbox cannot start on this host
     VCS_ERROR = 7  # git / push / pull-request failure (local work is kept)
-    UNVERIFIED = 8  # fix: committed, nothing regressed, but no test shows the issue fixed
+    UNVERIFIED = 9  # fix: committed, nothing regressed, but no test shows the issue fixed
     INTERNAL = 70  # a bug in clovercode
     HUNG_UP = 129  # SIGHUP (the terminal went away), handled like Ctrl-C
     INTERRUPTED = 130  # Ctrl-C

@@ -2,7 +2,7 @@
 
 Exit codes (docs/ci.md): 0 fixed (a test that failed before passes now, nothing regressed), 1 changed
 but the change breaks tests (or, with no baseline, the tests fail), 3 gave up, 4 no change, 5 model
-unavailable, 6 sandbox unavailable, 7 git/GitHub failure (local work kept), 8 unverified (committed,
+unavailable, 6 sandbox unavailable, 7 git/GitHub failure (local work kept), 9 unverified (committed,
 nothing regressed, but no test shows the fix), 130 interrupted.
 """
 

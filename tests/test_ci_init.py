@@ -181,9 +181,9 @@ def test_without_source_the_git_commit_clovercode_came_from_is_used(monkeypatch,
 
 @pytest.mark.parametrize("code, step_code, annotation", [
     (0, 0, ""), (1, 0, ""), (4, 0, "::warning::clovercode made no pull request"),
-    (8, 8, "::error::clovercode opened a draft pull request, but no test shows the issue fixed"), (7, 7, "")])
+    (9, 9, "::error::clovercode opened a draft pull request, but no test shows the issue fixed"), (7, 7, "")])
 def test_the_fix_step_treats_unverified_as_a_failure(tmp_path, code, step_code, annotation):
-    """Issue 26: exit code 8 (unverified: a draft pull request no test shows fixed) is not a success."""
+    """Issue 26: exit code 9 (unverified: a draft pull request no test shows fixed) is not a success."""
     steps = yaml.safe_load(render_workflow(WorkflowOptions()))["jobs"]["fix"]["steps"]
     [step] = [s for s in steps if s.get("name") == "Fix the issue"]
     bin_dir = tmp_path / "bin"

@@ -5,7 +5,7 @@ subprocess, replays standing in for the model, the fake GitHub for the pull requ
 - zero tests ran is not "passed"; a pytest project on a python3 without pytest is an error that
   names the runner and what is missing, and a runner that cannot import its framework is unverified;
 - `fixed` (exit 0, a ready pull request) only when a failing test passes now; a change that fixes
-  nothing is `unverified` (exit 8, a draft);
+  nothing is `unverified` (exit 9, a draft);
 - failures from before the change are never called "about the issue" without saying so;
 - `--json` answers a SIGTERM in the first moments and a bad flag value;
 - the commit message is the whole change; the console keeps parametrized ids whole.
@@ -128,7 +128,7 @@ def test_a_runner_that_cannot_import_its_framework_is_unverified(tmp_path, fake_
     bin_dir = python_without_pytest(tmp_path)
     model = replay(tmp_path / "m.jsonl", *REAL_FIX, call("finish", summary="Swapped the arguments back."))
     proc, result = fix(work, model, GCD_TITLE, "--test-command", f"{bin_dir / 'python3'} -m pytest -q")
-    assert proc.returncode == 8, proc.stderr
+    assert proc.returncode == 9, proc.stderr
     tests = result["tests"]
     assert result["status"] == "unverified" and tests["passed"] is False and tests["outcome"] == "unverified"
     assert "cannot import pytest" in tests["reason"] and "No module named pytest" in tests["reason"]
@@ -143,7 +143,7 @@ def test_zero_tests_that_print_ok_are_not_a_pass(tmp_path):
     work = project(tmp_path, files, "gcd")
     model = replay(tmp_path / "m.jsonl", *REAL_FIX, call("finish", summary="Swapped the arguments back."))
     proc, result = fix(work, model, GCD_TITLE, "--test-command", f"{sys.executable} -m unittest -q")
-    assert proc.returncode == 8, proc.stderr
+    assert proc.returncode == 9, proc.stderr
     tests = result["tests"]
     assert tests["passed"] is False and tests["runs"][-1]["ran"] == 0  # was: passed true
     assert result["status"] == "unverified" and tests["reason"] == "the test command ran no tests"
@@ -177,8 +177,8 @@ def test_a_change_that_fixes_nothing_is_unverified_and_a_draft(gcd_origin, tmp_p
                    call("finish", summary="Documented gcd."))
     proc, result = fix_pr(work, github, model)
     # before: exit 0 "fixed", tests.fixed == [], a ready pull request
-    assert proc.returncode == 8, proc.stderr
-    assert result["status"] == "unverified" and result["exit_code"] == 8
+    assert proc.returncode == 9, proc.stderr
+    assert result["status"] == "unverified" and result["exit_code"] == 9
     assert result["tests"]["fixed"] == [] and result["tests"]["outcome"] == "unverified"
     assert result["tests"]["reason"] == "no failing test was fixed"
     assert result["pull_request"]["draft"] is True and github.pulls[0].draft is True
@@ -226,7 +226,7 @@ def test_pre_existing_failures_are_not_fed_back_as_the_issues(tmp_path):
                    call("finish", summary="Once more."))
     proc, result = fix(work, model, "mean() floors its result\n\n`mean([1, 2])` gives 1, not 1.5.",
                        "--test-command", f"{sys.executable} -m unittest -q")
-    assert proc.returncode == 8, proc.stderr
+    assert proc.returncode == 9, proc.stderr
     text = Path(result["trajectory"]).read_text()
     # test_median_even failed before the change and is not the issue's: never "about the issue"
     feedback = [json.loads(line) for line in text.splitlines() if "feedback round" in line]

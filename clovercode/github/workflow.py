@@ -101,7 +101,7 @@ FIX_STEPS = """\
           case $code in
             0|1) exit 0 ;;  # a pull request is open (a draft when the change breaks tests)
             3|4) echo "::warning::clovercode made no pull request (exit code $code)"; exit 0 ;;
-            8) echo "::error::clovercode opened a draft pull request, but no test shows the issue fixed (unverified, exit code 8)"; exit 8 ;;
+            9) echo "::error::clovercode opened a draft pull request, but no test shows the issue fixed (unverified, exit code 9)"; exit 9 ;;
             *) exit $code ;;
           esac
       - name: Keep the result and the trajectory
