@@ -68,8 +68,10 @@ def verdict(baseline: TestRun | None, after: TestRun) -> Verdict:
         return Verdict(False, False, regressed=not after.passed,
                        note="the tests were not run before the change (fix.baseline is off)")
     before_results, after_results = baseline.results, after.results
-    if after_results.ran == 0 and baseline.ran_tests and not after.timed_out:
+    names_passes = before_results.lists_passes and after_results.lists_passes
+    if after_results.ran == 0 and baseline.ran_tests and not after.timed_out and not names_passes:
         # no test ran after the change, some did before: nothing was fixed, whatever the runner says
+        # (a runner that names its passes gives the tests that are gone as regressions, below)
         return Verdict(False, True, regressed=True, failing_before=tuple(before_results.with_outcome(FAILED)),
                        note="no test ran after the change, although tests ran before it")
     if not (before_results.per_test and after_results.per_test):
