@@ -183,7 +183,7 @@ def pull_body(issue: Issue, summary: Summaries, command: TestCommand | None, run
     if verdict is not None:
         tests += "\n\n" + "\n".join(f"- {inert_markdown(line)}" for line in verdict_lines(verdict, ALL_NAMES, code_span))
     if conclusion is not None and conclusion.outcome != FIXED:
-        why = ("the change breaks tests that passed before" if conclusion.outcome == REGRESSED
+        why = ("the tests fail: the change breaks tests that passed before" if conclusion.outcome == REGRESSED
                else f"no test shows the issue fixed: {conclusion.reason}")
         tests += f"\n\n**{inert_markdown(why[0].upper() + why[1:])}; so this pull request is a draft.**"
     elif conclusion is None and runs and (verdict.regressed if verdict is not None else not runs[-1].passed):
