@@ -22,6 +22,7 @@ from clovercode.errors import CloverError, ExitCode, UsageError
 from clovercode.bench.cli import make_bench_app
 from clovercode.privatefiles import private_dir, write_private
 from clovercode.eval.cli import make_eval_app
+from clovercode.jsonexit import exit_interrupted_early, print_interrupted, print_json_error, silent_interrupt
 from clovercode.termination import signals_as_interrupts
 
 
@@ -38,6 +39,8 @@ class CloverGroup(TyperGroup):
             _exit_interrupted(exc)
         except Exception as exc:
             if type(exc).__module__.split(".")[0] in ("typer", "click"):
+                if isinstance(exc, typer.BadParameter.__mro__[1]):  # UsageError: `fix --json --test-rounds x`
+                    print_json_error(sys.argv[1:], "error", int(ExitCode.USAGE), exc.format_message())
                 raise  # exits, usage errors and aborts: typer reports those itself
             from clovercode.termination import interrupt_behind
 
@@ -53,6 +56,7 @@ class CloverGroup(TyperGroup):
 def _exit_interrupted(exc: KeyboardInterrupt) -> NoReturn:
     from clovercode.termination import interrupt_detail
 
+    print_interrupted(exc)  # the one JSON object of `fix --json` (an error event for `exec --json`)
     make_console(stderr=True).print(f"[yellow]{interrupt_detail(exc).removesuffix(' by the user (Ctrl-C)')}[/]")
     raise typer.Exit(getattr(exc, "exit_code", int(ExitCode.INTERRUPTED))) from None
 
@@ -202,13 +206,14 @@ def fix(
 ) -> None:
     """Fix an issue unattended: branch, model + test loop, one commit, optionally push and a pull request.
 
-    Exit codes: 0 fixed (no test regressed), 1 tests regressed, 3 gave up, 4 no change, 5 model, 6 sandbox,
-    7 git/GitHub, 8 CI files, 130 interrupted (143 SIGTERM, 129 SIGHUP) (docs/ci.md)."""
-    from clovercode.fixcmd import run_fix
-    from clovercode.fixflow.plan import FixRequest
+    Exit codes: 0 fixed (a failing test passes now, none regressed), 1 tests regressed, 3 gave up, 4 no change,
+    5 model, 6 sandbox, 7 git/GitHub, 8 CI files,
+    9 unverified, 130 interrupted (143 SIGTERM, 129 SIGHUP) (docs/ci.md)."""
+    try:  # imports inside: a signal while they load still ends in the one JSON object
+        from clovercode.fixcmd import run_fix
+        from clovercode.fixflow.plan import FixRequest
 
-    console = make_console(stderr=as_json)
-    try:
+        console = make_console(stderr=as_json)
         root, moved = workspace_root(repo)
         cfg = effective_config(root, trust_project, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
                                endpoint=endpoint, api_key=api_key, endpoint_stream=endpoint_stream,
@@ -223,13 +228,6 @@ def fix(
         report_error(exc)
         typer.echo(json.dumps({"status": "error", "exit_code": int(exc.exit_code), "error": str(exc)}))
         raise typer.Exit(int(exc.exit_code)) from None
-    except KeyboardInterrupt as exc:  # before the model ran, or while committing: still one JSON object
-        if as_json:
-            from clovercode.termination import interrupt_detail
-
-            code = getattr(exc, "exit_code", int(ExitCode.INTERRUPTED))
-            typer.echo(json.dumps({"status": "interrupted", "exit_code": code, "error": interrupt_detail(exc)}))
-        raise
     except Exception as exc:  # a bug: CloverGroup saves the traceback; a CI bot still gets its one object
         if as_json:
             typer.echo(json.dumps({"status": "error", "exit_code": int(ExitCode.INTERNAL),
@@ -501,7 +499,11 @@ def main() -> None:
 
     try:
         app(prog_name="clovercode", args=resume_argv(sys.argv[1:]))
+    except KeyboardInterrupt as exc:  # a signal while typer builds the commands, before any handler of ours
+        exit_interrupted_early(exc)
     except SystemExit as exc:
+        if exc.code == int(ExitCode.INTERRUPTED) and silent_interrupt(exc) is not None:
+            exit_interrupted_early(silent_interrupt(exc))  # type: ignore[arg-type]
         if exc.code == int(ExitCode.INTERRUPTED):
             # A Ctrl-C that lands while code built by exec() runs (dataclasses make their methods so,
             # at import) is remembered by CPython even once handled; `python -m clovercode` would then

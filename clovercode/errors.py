@@ -21,6 +21,7 @@ class ExitCode(enum.IntEnum):
     SANDBOX_UNAVAILABLE = 6  # the sandbox cannot start on this host
     VCS_ERROR = 7  # git / push / pull-request failure (local work is kept)
     CI_CHANGE_REFUSED = 8  # fix: the change touches CI definitions or git hooks (--allow-ci-changes)
+    UNVERIFIED = 9  # fix: committed, nothing regressed, but no test shows the issue fixed
     INTERNAL = 70  # a bug in clovercode
     HUNG_UP = 129  # SIGHUP (the terminal went away), handled like Ctrl-C
     INTERRUPTED = 130  # Ctrl-C

@@ -1,9 +1,10 @@
 """``clovercode fix``: issue → branch → model + test loop → one commit → push → pull request.
 
-Exit codes (docs/ci.md): 0 fixed and nothing regressed against the test baseline, 1 changed but the
-change breaks tests (or, with no baseline, the tests fail), 3 gave up,
-4 no change, 5 model unavailable, 6 sandbox unavailable, 7 git/GitHub failure (local work kept),
-8 the change touches CI definitions or git hooks (not committed; --allow-ci-changes), 130 interrupted.
+Exit codes (docs/ci.md): 0 fixed (a test that failed before passes now, nothing regressed), 1 changed
+but the change breaks tests (or, with no baseline, the tests fail), 3 gave up, 4 no change, 5 model
+unavailable, 6 sandbox unavailable, 7 git/GitHub failure (local work kept), 8 the change touches CI
+definitions or git hooks (not committed; --allow-ci-changes), 9 unverified (committed, nothing
+regressed, but no test shows the fix), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from clovercode.config import Config
 from clovercode.errors import CiChangeRefused, ExitCode, VcsError
 from clovercode.executors.select import NO_SANDBOX_WARNING
 from clovercode.fixflow.cigate import ci_changes, refuse_ci_changes
+from clovercode.fixflow.changes import pending_stats
 from clovercode.fixflow.issue import Issue
 from clovercode.fixflow.plan import FixRequest, Plan, make_plan
 from clovercode.fixflow.report import change_text, commit_message, pull_body, subject, tests_line, verdict_lines
 from clovercode.fixflow.rounds import Rounds, record_event, run_rounds
 from clovercode.fixflow.testrun import TestCommand, TestRun
-from clovercode.fixflow.verdict import Verdict, verdict
+from clovercode.fixflow.verdict import FIXED, REGRESSED, UNVERIFIED, Conclusion, Verdict, conclude as judge, verdict
 from clovercode.github.api import PullRequest, PullSpec, publish_pull
 from clovercode.github.refs import without_secrets
 from clovercode.session import open_session
@@ -40,7 +42,8 @@ STATUS = {ExitCode.OK: "fixed", ExitCode.TESTS_FAILED: "tests_failed", ExitCode.
           ExitCode.GAVE_UP: "gave_up", ExitCode.INTERRUPTED: "interrupted", ExitCode.MODEL_UNAVAILABLE: "model_error",
           ExitCode.SANDBOX_UNAVAILABLE: "sandbox_error", ExitCode.VCS_ERROR: "vcs_error",
           ExitCode.CI_CHANGE_REFUSED: "ci_change_refused",
-          ExitCode.TERMINATED: "interrupted", ExitCode.HUNG_UP: "interrupted"}
+          ExitCode.TERMINATED: "interrupted", ExitCode.HUNG_UP: "interrupted", ExitCode.UNVERIFIED: "unverified"}
+OUTCOME_CODES = {FIXED: ExitCode.OK, REGRESSED: ExitCode.TESTS_FAILED, UNVERIFIED: ExitCode.UNVERIFIED}
 
 
 @dataclass
@@ -78,6 +81,10 @@ class FixOutcome:
         return verdict(self.baseline, self.tests[-1]) if self.tests else None
 
     @property
+    def conclusion(self) -> Conclusion:
+        return judge(self.baseline, self.tests[-1] if self.tests else None, f"{self.issue.title}\n{self.issue.body}")
+
+    @property
     def status(self) -> str:
         return STATUS.get(self.exit_code, "error")
 
@@ -102,13 +109,14 @@ class FixOutcome:
                 "trajectory": str(self.trajectory) if self.trajectory else None}
 
     def tests_json(self) -> dict[str, Any]:
-        judged = self.verdict
+        judged, concluded = self.verdict, self.conclusion
         baseline = None
         if self.baseline is not None:
             baseline = {k: v for k, v in self.baseline.to_json().items() if k != "round"}
         return {"command": self.test_command.command if self.test_command else None,
                 "source": self.test_command.source if self.test_command else None,
-                "passed": self.tests_passed, "baseline": baseline,
+                "passed": self.tests_passed, "baseline": baseline, "outcome": concluded.outcome,
+                "reason": concluded.reason, "issue_tests": list(concluded.named),
                 **(judged.to_json() if judged else {"fixed": [], "regressions": [], "still_failing": [],
                                                     "per_test": False, "regressed": False, "verdict": None, "note": None}),
                 "runs": [t.to_json() for t in self.tests]}
@@ -170,8 +178,8 @@ def conclude(outcome: FixOutcome, rounds: Rounds, plan: Plan, request: FixReques
     elif not has_changes(rounds.result):
         outcome.exit_code = ExitCode.NO_CHANGE
     else:
-        judged = outcome.verdict  # pre-existing failures do not count against the change
-        outcome.exit_code = ExitCode.TESTS_FAILED if judged is not None and judged.regressed else ExitCode.OK
+        # fixed only when a test shows it; pre-existing failures do not count against the change
+        outcome.exit_code = OUTCOME_CODES[outcome.conclusion.outcome]
         if plan.git is not None:
             try:
                 commit_fix(outcome, plan, request.allow_ci_changes)
@@ -193,7 +201,7 @@ def commit_fix(outcome: FixOutcome, plan: Plan, allow_ci_changes: bool = False) 
         raise refuse_ci_changes(outcome.refused)
     reference = plan.pull.reference if plan.pull else (str(plan.issue.ref) if plan.issue.ref else None)
     message = commit_message(plan.issue, outcome.summaries or outcome.summary, plan.tests, outcome.tests, reference,
-                             outcome.verdict)
+                             outcome.verdict, outcome.conclusion, pending_stats(git.checkout, git.start.base, pending.paths))
     outcome.skipped = pending.skipped
     outcome.commit, backup = git.checkout.commit_on_branch(git.start, git.branch, pending, message, git.author,
                                                           git.committer, git.branch_tip)
@@ -216,9 +224,9 @@ def publish(outcome: FixOutcome, plan: Plan, request: FixRequest, cfg: Config) -
     if pull is not None:
         body = pull_body(plan.issue, outcome.summaries or outcome.summary, plan.tests, outcome.tests, outcome.files,
                          pull.reference, cfg["model"] if not cfg["endpoint"] else cfg["endpoint"], outcome.steps,
-                         outcome.verdict)
-        spec = PullSpec(pull.target, pull.head, pull.base, subject(plan.issue), body,
-                        draft=request.draft or outcome.exit_code is ExitCode.TESTS_FAILED)
+                         outcome.verdict, outcome.conclusion)
+        spec = PullSpec(pull.target, pull.head, pull.base, subject(plan.issue, outcome.conclusion), body,
+                        draft=request.draft or outcome.exit_code is not ExitCode.OK)  # a draft unless fixed
         outcome.pull = publish_pull(pull.client, spec)
 
 
@@ -238,6 +246,8 @@ def print_summary(console: Console, outcome: FixOutcome) -> None:
         line("Before the change", outcome.baseline.describe())
     for text in verdict_lines(outcome.verdict):
         console.print(f"  {escape(text)}", highlight=False, soft_wrap=True)
+    if outcome.exit_code in OUTCOME_CODES.values():
+        line("Outcome", f"{outcome.conclusion.outcome}: {outcome.conclusion.reason}")
     line("Changed", ", ".join(result.changed) if result.changed else "nothing")
     if outcome.commit:
         # the branch is named only here, once it is made: most runs that end without a change make none

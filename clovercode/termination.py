@@ -59,6 +59,21 @@ def interrupt_detail(exc: BaseException) -> str:
     return "interrupted by the user (Ctrl-C)"
 
 
+def raise_from_start(signums: tuple[int, ...] = CAUGHT) -> None:
+    """At start-up, before anything slow is imported: the first of ``signums`` raises :class:`Terminated`
+    (later ones are ignored, so the clean-up it starts is not cut short). Commands that catch the
+    signals themselves put their handlers over this one."""
+    fired: list[int] = []
+
+    def handler(signum: int, frame: object) -> None:
+        if not fired:
+            fired.append(signum)
+            raise Terminated(signum)
+
+    for signum in signums:
+        signal.signal(signum, handler)
+
+
 @contextmanager
 def on_first_signal(act: Callable[[int], None], signums: tuple[int, ...] = CAUGHT) -> Iterator[list[int]]:
     """While inside, the first of ``signums`` calls ``act(signum)`` in the main thread; later ones are

@@ -177,3 +177,25 @@ def test_without_source_the_git_commit_clovercode_came_from_is_used(monkeypatch,
 
     monkeypatch.setattr(install_source.metadata, "distribution", lambda name: Dist())
     assert install_source.installed_source() == expected
+
+
+@pytest.mark.parametrize("code, step_code, annotation", [
+    (0, 0, ""), (1, 0, ""), (4, 0, "::warning::clovercode made no pull request"),
+    (9, 9, "::error::clovercode opened a draft pull request, but no test shows the issue fixed"), (7, 7, "")])
+def test_the_fix_step_treats_unverified_as_a_failure(tmp_path, code, step_code, annotation):
+    """Issue 26: exit code 9 (unverified: a draft pull request no test shows fixed) is not a success."""
+    steps = yaml.safe_load(render_workflow(WorkflowOptions()))["jobs"]["fix"]["steps"]
+    [step] = [s for s in steps if s.get("name") == "Fix the issue"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "clovercode"
+    fake.write_text(f"#!/bin/sh\necho '{{\"exit_code\": {code}}}'\nexit {code}\n")
+    fake.chmod(0o755)
+    script = tmp_path / "fix.sh"
+    script.write_text(step["run"])
+    proc = subprocess.run(["bash", "-e", str(script)], capture_output=True, text=True, timeout=30,
+                          env={"PATH": f"{bin_dir}:/usr/bin:/bin", "RUNNER_TEMP": str(tmp_path),
+                               "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"), "ISSUE": "o/r#1"})
+    assert proc.returncode == step_code, proc.stdout + proc.stderr
+    assert annotation in proc.stdout
+    assert f"exited with {code}" in (tmp_path / "summary.md").read_text()

@@ -243,12 +243,14 @@ def test_commit_and_pull_request_describe_every_round():
     assert "slugify() now strips dashes at both ends" in flat
     assert "After round 1 of test feedback: Restored format_price()" in flat
     assert flat.count("Restored format_price()") == 1  # a repeated summary adds nothing
-    assert "Fixed (failed before, pass now): tests/test_text.py::test_slug." in flat
-    assert "Regressions: none." in flat and "Still failing (failed before the change too): tests/test_dates.py::test_week." in flat
+    # every test named, one per line (issue 26: never "and 1 more", never cut inside an id)
+    assert "Fixed (failed before, pass now):\n  - tests/test_text.py::test_slug\n" in message
+    assert "Still failing (failed before the change too):\n  - tests/test_dates.py::test_week\n" in message
+    assert "Regressions" not in message
     assert all(len(line) <= 72 for line in message.splitlines())
     body = pull_body(issue, summaries, TestCommand("pytest -q", "d"), runs, [], "#5", "m", 3, judged)
     assert "slugify() now strips dashes" in body and "After round 1 of test feedback" in body
-    assert "- Fixed (failed before, pass now): tests/test_text.py::test_slug." in body and "draft" not in body
+    assert "- Fixed (failed before, pass now): `tests/test_text.py::test_slug`." in body and "draft" not in body
     assert change_text(None) == "The model gave no summary." and change_text("just one") == "just one"
 
 

@@ -127,8 +127,9 @@ def test_a_correct_fix_passes_despite_failures_that_were_already_there(shop, tmp
     # the baseline's time is part of the run's
     assert result["seconds"] >= tests["baseline"]["seconds"] + tests["runs"][0]["seconds"]
     message = " ".join(git(shop, "log", "-1", "--format=%B").split())
-    assert "Fixed (failed before, pass now): tests/test_text.py::test_slugify_trailing_punctuation." in message
-    assert "Regressions: none." in message and "Still failing (failed before the change too)" in message
+    # every test named, one per line (the flattened message joins them with " - ")
+    assert "Fixed (failed before, pass now): - tests/test_text.py::test_slugify_trailing_punctuation" in message
+    assert "Regressions" not in message and "Still failing (failed before the change too)" in message
     assert git(shop, "diff", "--name-only", "HEAD~1", "HEAD").split() == ["shopkit/text.py"]
     # the reports went to a scratch directory outside the project: nothing stray in the tree
     stray = [line for line in git(shop, "status", "--porcelain", "--ignored").splitlines() if "__pycache__" not in line]
@@ -161,7 +162,7 @@ def test_a_change_that_breaks_another_module_gets_it_back_and_ends_tests_failed(
     message = " ".join(git(shop, "log", "-1", "--format=%B").split())
     assert SLUG_SUMMARY in message and "format_price() is simpler now." in message
     assert "After round 1 of test feedback: The remaining failures are elsewhere." in message
-    assert f"Regressions (passed before, fail now): {REGRESSION}." in message
+    assert f"Regressions (passed before, fail now): - {REGRESSION}" in message
     summary = proc.stderr[proc.stderr.index("Summary:"):]
     assert SLUG_SUMMARY[:40] in summary and "After round 1 of test feedback" in summary
 
@@ -176,8 +177,8 @@ def test_the_commit_describes_the_first_round_too(tmp_path):
     message = " ".join(git(work, "log", "-1", "--format=%B").split())
     assert "format_duration() now wraps minutes with seconds % 60." in message  # the first round's summary
     assert "After round 1 of test feedback: format_duration() counted minutes from zero" in message
-    assert ("Fixed (failed before, pass now): test_durations.py::FormatTest::test_hours_and_minutes, "
-            "test_durations.py::FormatTest::test_round_trip.") in message
+    assert ("Fixed (failed before, pass now): - test_durations.py::FormatTest::test_hours_and_minutes "
+            "- test_durations.py::FormatTest::test_round_trip") in message
 
 
 def test_ctrl_c_during_the_baseline_is_an_interrupted_run_that_changed_nothing(tmp_path):

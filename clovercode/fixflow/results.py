@@ -27,6 +27,9 @@ class TestResults:
     lists_passes: bool = True  # unittest names only its failures
     note: str = ""  # why per-test results are missing, for the summary
     files: dict[str, str] = field(default_factory=dict)  # test id -> its file, where the id does not say
+    ran: int | None = None  # how many tests the runner says it ran; None: it does not say
+    skipped: int = 0  # skipped tests the runner counted but did not name (unittest)
+    missing: str = ""  # the runner could not start its framework: "pytest (No module named pytest)"
 
     @property
     def per_test(self) -> bool:
@@ -36,11 +39,30 @@ class TestResults:
         return sorted(test for test, result in self.outcomes.items() if result == outcome)
 
     def counts(self) -> dict[str, int]:
-        return {kind: len(self.with_outcome(kind)) for kind in (PASSED, FAILED, SKIPPED)}
+        counts = {kind: len(self.with_outcome(kind)) for kind in (PASSED, FAILED, SKIPPED)}
+        if not self.lists_passes and self.ran is not None:  # unittest names only its failures: count the rest
+            counts[SKIPPED] += self.skipped
+            counts[PASSED] = max(self.ran - counts[FAILED] - counts[SKIPPED], 0)
+        return counts
 
 
 def exit_code_only(note: str) -> TestResults:
     return TestResults("exit_code", note=note)
+
+
+# What Python prints when the runner's framework is not importable (``python3 -m pytest`` without pytest,
+# a conftest.py or test module that imports a package the environment lacks)
+NO_MODULE = re.compile(r"(?:^|\s)(?P<python>\S*python[\d.]*): No module named (?P<module>[\w.]+)", re.MULTILINE)
+
+
+def runner_missing(output: str, exit_code: int | None) -> str:
+    """'pytest (.venv/bin/python: No module named pytest)' when the test runner itself could not start."""
+    if exit_code in (0, None):
+        return ""
+    found = NO_MODULE.search(output)
+    if found is None:
+        return ""
+    return f"{found.group('module')} ({found.group('python')}: No module named {found.group('module')})"
 
 
 def read_results(report: Path | None, output: str, exit_code: int | None, omitted_bytes: int,
@@ -48,6 +70,10 @@ def read_results(report: Path | None, output: str, exit_code: int | None, omitte
     """The best per-test results this run allows (see the module docstring)."""
     if exit_code is None:
         return exit_code_only("the tests timed out, so no per-test results were written")
+    missing = runner_missing(output, exit_code)
+    if missing and not (report is not None and report.is_file() and not report.is_symlink()):
+        return TestResults("exit_code", note=f"the test runner could not start: it cannot import {missing}",
+                           missing=missing, ran=0)
     failed = exit_code != 0
     if report is not None and report.is_symlink():
         # written by code the model may have changed: never read a host file through it
@@ -59,17 +85,20 @@ def read_results(report: Path | None, output: str, exit_code: int | None, omitte
             return exit_code_only(f"the junit report could not be read ({exc})")
         has_failures = FAILED in outcomes.values()
         if has_failures == failed or (exit_code == PYTEST_NO_TESTS and not outcomes):
-            return TestResults("junit", outcomes)
+            return TestResults("junit", outcomes, ran=len(outcomes))
         return exit_code_only(f"the junit report ({'some' if has_failures else 'no'} failures) disagrees with the "
                               f"exit code {exit_code}; perhaps the command runs pytest more than once")
     if omitted_bytes:
         return exit_code_only("the test output was too long to read per-test results from it")
+    ran, skipped = unittest_totals(output)
+    if ran == 0:  # "Ran 0 tests" then "OK" (exit 0 before Python 3.12) or "NO TESTS RAN" (exit 5)
+        return TestResults("unittest", {}, lists_passes=False, ran=0, note="unittest ran no tests")
     unittest = parse_unittest(output)
     if unittest is not None and bool(unittest) == failed:
-        return TestResults("unittest", unittest, lists_passes=False)
+        return TestResults("unittest", unittest, lists_passes=False, ran=ran, skipped=skipped)
     tap = parse_tap(output)
     if tap is not None and (FAILED in tap.values()) == failed:
-        return TestResults("tap", tap, files=tap_locations(output, root))
+        return TestResults("tap", tap, files=tap_locations(output, root), ran=len(tap))
     return exit_code_only("the test runner's per-test results were not found (pytest, unittest and TAP are read)")
 
 
@@ -122,8 +151,23 @@ def _module_file(parts: list[str], root: Path) -> tuple[str, list[str]] | None:
 
 
 UNITTEST_HEADER = re.compile(r"^(FAIL|ERROR): (\S+) \(([^)\s]+)\)", re.MULTILINE)
-UNITTEST_RAN = re.compile(r"^Ran \d+ tests? in ", re.MULTILINE)
+UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ", re.MULTILINE)
 UNITTEST_TOTALS = re.compile(r"^FAILED \(([^)]*)\)\s*$", re.MULTILINE)
+UNITTEST_END = re.compile(r"^(?:OK|FAILED|NO TESTS RAN)(?: \(([^)]*)\))?\s*$", re.MULTILINE)
+
+
+def unittest_totals(output: str) -> tuple[int | None, int]:
+    """(tests run, tests skipped) from unittest's last 'Ran N tests' and its 'OK (skipped=2)' line."""
+    ran = UNITTEST_RAN.findall(output)
+    if not ran:
+        return None, 0
+    skipped = 0
+    for end in UNITTEST_END.finditer(output):
+        for item in (end.group(1) or "").split(","):
+            key, _, value = item.strip().partition("=")
+            if key == "skipped" and value.isdigit():
+                skipped = int(value)
+    return int(ran[-1]), skipped
 
 
 def parse_unittest(output: str) -> dict[str, str] | None:

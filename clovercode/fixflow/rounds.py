@@ -15,7 +15,7 @@ from clovercode.agent.events import EventSink
 from clovercode.agent.loop import RunResult
 from clovercode.agent.trajectory import TrajectoryWriter
 from clovercode.fixflow.testrun import TestCommand, TestRun, feedback_message, run_tests
-from clovercode.fixflow.verdict import Verdict, related_failures, verdict
+from clovercode.fixflow.verdict import Verdict, names, related_failures, verdict
 from clovercode.session import Session
 from clovercode.termination import interrupt_detail
 
@@ -57,7 +57,8 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP: nothing has changed yet
             return Rounds(RunResult(StopReason.INTERRUPTED, 0, f"{interrupt_detail(exc)} while the baseline tests ran",
                                     signal=getattr(exc, "signum", None)), False, None, 0)
-        console.print(f"[dim]baseline: {escape(before.describe())}{_failing_note(before)}[/]", highlight=False)
+        console.print(f"[dim]baseline: {escape(before.describe() + _failing_note(before))}[/]", highlight=False,
+                      soft_wrap=True)  # a long test id is never cut
     result = _first_round(session, task, sink, before.seconds if before is not None else 0.0)
     done = Rounds(result, result.stop is StopReason.FINISHED, result.summary, result.steps,
                   result.prompt_tokens, result.completion_tokens, result.seconds, baseline=before,
@@ -85,9 +86,9 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
         judged = verdict(before, run)
         style = "green" if run.passed else "yellow" if not judged.regressed else "red"
         console.print(f"[{style}]tests {escape(run.describe())}[/]", highlight=False)
-        console.print(f"[{style}]verdict: {escape(judged.describe())}[/]", highlight=False)
+        console.print(f"[{style}]verdict: {escape(judged.describe())}[/]", highlight=False, soft_wrap=True)
         related = related_failures(judged.still_failing, task if issue_text is None else issue_text,
-                                   result.changed, run.results.files) if judged.per_test else []
+                                   result.changed, run.results.files, judged.failing_before) if judged.per_test else []
         # With a baseline, failures that were there before and are not the issue's give the model
         # nothing to do; without one, any failure does.
         needs_work = (judged.regressed or bool(related)) if judged.baseline else not run.passed
@@ -97,7 +98,8 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
         pre_existing = [] if told_pre_existing else [t for t in judged.still_failing if t not in related]
         told_pre_existing = True
         console.print(f"[yellow]Sending the failures back to the model (round {feedback} of {max_rounds})[/]")
-        message = feedback_message(run, feedback, max_rounds, judged.regressions, related, pre_existing)
+        message = feedback_message(run, feedback, max_rounds, judged.regressions, related, pre_existing,
+                                   failed_before=judged.failing_before)
         result = session.run_task(message, sink, follow_up=True)
         done.result = result
         done.steps += result.steps
@@ -132,8 +134,7 @@ def _failing_note(run: TestRun) -> str:
     failing = run.results.with_outcome("failed")
     if not failing:
         return ""
-    shown = ", ".join(failing[:5]) + (f" and {len(failing) - 5} more" if len(failing) > 5 else "")
-    return f"; already failing: {shown}"
+    return f"; already failing: {names(failing, 5)}"
 
 
 def record_event(path: Path | None, kind: str, **data: Any) -> None:

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from clovercode.errors import UsageError
 from clovercode.executors.base import Executor, with_writable
-from clovercode.fixflow.results import FAILED, TestResults, exit_code_only, read_results
+from clovercode.fixflow.results import FAILED, PASSED, TestResults, exit_code_only, read_results
 
 FEEDBACK_TAIL_CHARS = 6000  # the end of a test log holds the failures and the summary
 REPORT_TAIL_CHARS = 3000
@@ -44,12 +45,24 @@ class TestRun:
 
     @property
     def passed(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out
+        """Exit code 0, in time, and at least one test ran (zero tests that "pass" show nothing)."""
+        return self.exit_code == 0 and not self.timed_out and self.ran_tests
+
+    @property
+    def ran_tests(self) -> bool:
+        return self.results.ran != 0 and not self.results.missing
 
     def describe(self) -> str:
         if self.timed_out:
             return f"timed out after {self.seconds:.0f} s"
+        if self.results.missing:
+            return f"could not run: the runner cannot import {self.results.missing} (exit code {self.exit_code})"
+        if not self.ran_tests:
+            return f"ran no tests (exit code {self.exit_code}, {self.seconds:.1f} s)"
         return f"{'passed' if self.passed else 'failed'} (exit code {self.exit_code}, {self.seconds:.1f} s)"
+
+    def passed_tests(self) -> list[str]:
+        return self.results.with_outcome(PASSED) if self.exit_code is not None else []
 
     def tail(self, chars: int = REPORT_TAIL_CHARS) -> str:
         text = self.output.rstrip()
@@ -58,7 +71,8 @@ class TestRun:
     def to_json(self) -> dict[str, Any]:
         return {"command": self.command, "exit_code": self.exit_code, "passed": self.passed, "timed_out": self.timed_out,
                 "seconds": round(self.seconds, 3), "round": self.round, "results": self.results.source,
-                "counts": self.results.counts() if self.results.per_test else None,
+                "counts": self.results.counts() if self.results.per_test else None, "ran": self.results.ran,
+                "runner_missing": self.results.missing or None,
                 "failing": self.results.with_outcome(FAILED), "output_tail": self.tail()}
 
 
@@ -98,17 +112,27 @@ def detect_test_command(root: Path, python_has_pytest: Callable[[], bool] | None
         has_pytest = python_has_pytest or system_python_has_pytest
         if has_pytest():
             return TestCommand("python3 -m pytest -q", f"detected: {reason}")
+        if reason.startswith(PYTEST_REASONS):  # unittest would run none of them and print OK
+            raise UsageError(f"the project's tests use pytest ({reason}), but python3 cannot import pytest",
+                             hint="Install pytest for python3, add a .venv/ with it, or name the command "
+                                  "with --test-command (fix.test_command).")
         return TestCommand("python3 -m unittest -q", f"detected: {reason} (pytest is not installed: unittest)")
     return None
 
 
+PYTEST_REASONS = ("pytest configuration", "[tool.pytest]")
+
+
 def _python_tests(root: Path) -> str | None:
-    if (root / "pytest.ini").is_file() or (root / "conftest.py").is_file():
-        return "pytest configuration"
+    for name in ("pytest.ini", "conftest.py"):
+        if (root / name).is_file():
+            return f"pytest configuration ({name})"
     if "[tool.pytest" in (_read(root / "pyproject.toml") or ""):
         return "[tool.pytest] in pyproject.toml"
-    if "[tool:pytest]" in (_read(root / "setup.cfg") or "") or "[pytest]" in (_read(root / "tox.ini") or ""):
-        return "pytest configuration"
+    if "[tool:pytest]" in (_read(root / "setup.cfg") or ""):
+        return "pytest configuration (setup.cfg)"
+    if "[pytest]" in (_read(root / "tox.ini") or ""):
+        return "pytest configuration (tox.ini)"
     for path in _walk(root, depth=4):
         if re.fullmatch(r"test_.*\.py|.*_test\.py", path.name):
             return f"Python tests ({path.relative_to(root).as_posix()})"
@@ -179,14 +203,19 @@ def pytest_addopts(report: Path, scratch: Path, existing: str = "") -> str:
 
 
 def feedback_message(run: TestRun, round_: int, rounds: int, regressions: Iterable[str] = (),
-                     related: Iterable[str] = (), pre_existing: Iterable[str] = ()) -> str:
+                     related: Iterable[str] = (), pre_existing: Iterable[str] = (),
+                     failed_before: Iterable[str] = ()) -> str:
     """What the model reads when its finished change still fails the tests.
 
     ``pre_existing`` (failures from before the change that look unrelated) is given in the first
-    round only, so the model does not chase them and is not told about them again and again.
+    round only, so the model does not chase them and is not told about them again and again. A
+    related test in ``failed_before`` is never called the issue's without saying it failed before
+    the change too.
     """
     status = f"timed out after {run.seconds:.0f} s" if run.timed_out else f"exit code {run.exit_code}"
-    regressions, related, pre_existing = list(regressions), list(related), list(pre_existing)
+    regressions, pre_existing, before = list(regressions), list(pre_existing), set(failed_before)
+    related_old = [t for t in related if t in before]
+    related = [t for t in related if t not in before]
     lines = [f"The project's tests fail after your changes (feedback round {round_} of {rounds}).",
              f"Command: `{run.command}` ({status})"]
     if regressions:
@@ -194,6 +223,10 @@ def feedback_message(run: TestRun, round_: int, rounds: int, regressions: Iterab
                      + _bullets(regressions))
     if related:
         lines.append("These tests are about the issue and still fail:\n" + _bullets(related))
+    if related_old:
+        lines.append("These tests look related to the issue (they name what it names) and still fail; they "
+                     "failed before your change too, so they may be what the issue asks to fix, or someone "
+                     "else's failure:\n" + _bullets(related_old))
     if pre_existing:
         lines.append("These tests already failed before your change and look unrelated to the issue; "
                      "leave them alone unless the issue is about them:\n" + _bullets(pre_existing))

@@ -55,9 +55,11 @@ def count(items: tuple[str, ...] | list[str], noun: str) -> str:
 
 
 def names(items: Iterable[str], limit: int = LIST_LIMIT) -> str:
+    """The first ``limit`` names, then how many more; never "and 1 more" (that one is named)."""
     items = list(items)
-    shown = ", ".join(items[:limit])
-    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+    if len(items) <= limit + 1:
+        return ", ".join(items)
+    return ", ".join(items[:limit]) + f" and {len(items) - limit} more"
 
 
 def verdict(baseline: TestRun | None, after: TestRun) -> Verdict:
@@ -66,6 +68,12 @@ def verdict(baseline: TestRun | None, after: TestRun) -> Verdict:
         return Verdict(False, False, regressed=not after.passed,
                        note="the tests were not run before the change (fix.baseline is off)")
     before_results, after_results = baseline.results, after.results
+    names_passes = before_results.lists_passes and after_results.lists_passes
+    if after_results.ran == 0 and baseline.ran_tests and not after.timed_out and not names_passes:
+        # no test ran after the change, some did before: nothing was fixed, whatever the runner says
+        # (a runner that names its passes gives the tests that are gone as regressions, below)
+        return Verdict(False, True, regressed=True, failing_before=tuple(before_results.with_outcome(FAILED)),
+                       note="no test ran after the change, although tests ran before it")
     if not (before_results.per_test and after_results.per_test):
         note = before_results.note or after_results.note
         return Verdict(False, True, regressed=baseline.passed and not after.passed, note=note,
@@ -91,27 +99,96 @@ def verdict(baseline: TestRun | None, after: TestRun) -> Verdict:
 
 
 def related_failures(still_failing: Iterable[str], issue_text: str, changed: Iterable[str],
-                     files: Mapping[str, str] | None = None) -> list[str]:
+                     files: Mapping[str, str] | None = None, failing_before: Iterable[str] = ()) -> list[str]:
     """The still-failing tests that look like the issue's own: testing a file the model changed
     (``test_text.py`` for ``text.py``) or a module the issue names, or containing a code name the
     issue mentions (``slugify()``, `` `parse_date` ``). The others are someone else's failures.
-    ``files`` gives the file of a test whose id does not name it (node's TAP)."""
+    ``files`` gives the file of a test whose id does not name it (node's TAP).
+
+    A test in ``failing_before`` failed before the model changed anything: the model touching its
+    file does not make it the issue's; only the issue's own words do (a module or code name it names)."""
+    before = set(failing_before)
     text = issue_text.lower()
     issue_words = set(re.findall(r"[a-z_][a-z0-9_]*", text))
     code_names = set(re.findall(r"([a-z_][a-z0-9_]*)\s*\(", text))  # called like a function
     code_names |= {word for quoted in re.findall(r"`([^`]+)`", text) for word in re.findall(r"[a-z_][a-z0-9_]*", quoted)}
     code_names |= {word for word in issue_words if "_" in word.strip("_")}
     code_names = {name for name in code_names if len(name) > 3}
-    module_names = {_stem(path) for path in changed} | {w for w in issue_words if len(w) > 3}
+    changed_names = {_stem(path) for path in changed}
+    named_modules = {w for w in issue_words if len(w) > 3}
     related = []
     for test in still_failing:
         where = test.partition("::")[0].removesuffix(".py")
         if files and test in files:
             where += "/" + files[test]
         modules = {_strip_test(part) for part in re.split(r"[/.]", where)} - GENERIC - {"js", "ts", "mjs", "cjs"}
+        module_names = named_modules if test in before else named_modules | changed_names
         if modules & module_names or any(code in test.lower() for code in code_names):
             related.append(test)
     return related
+
+
+TEST_NAME = re.compile(r"(?:[\w./-]+::)*\b(?:test_\w+|\w+_test|Test\w+)\b")
+
+
+def issue_named_passing(issue_text: str, baseline: TestRun | None, after: TestRun) -> list[str]:
+    """Tests the issue names (``test_gcd_zero``, ``tests/test_x.py::test_y``) that pass now and did
+    not pass before the change: the issue's own proof that it is fixed."""
+    named = {match.group(0).rsplit("::", 1)[-1] for match in TEST_NAME.finditer(issue_text)}
+    if not named or not after.passed_tests():
+        return []
+    before = baseline.results.outcomes if baseline is not None else {}
+    found = []
+    for test in after.passed_tests():
+        leaf = re.split(r"::|\.", test.split("[", 1)[0])[-1]
+        if leaf in named and before.get(test) != PASSED:
+            found.append(test)
+    return sorted(found)
+
+
+FIXED, REGRESSED, UNVERIFIED = "fixed", "regressed", "unverified"
+
+
+@dataclass(frozen=True)
+class Conclusion:
+    """What a finished change amounts to, for the exit code, the draft rule and the commit subject."""
+
+    outcome: str  # FIXED | REGRESSED | UNVERIFIED
+    reason: str  # one line for people
+    named: tuple[str, ...] = ()  # tests the issue names that pass now
+
+
+def conclude(baseline: TestRun | None, after: TestRun | None, issue_text: str) -> Conclusion:
+    """``fixed`` only when a test that failed before passes now (or a test the issue names passes now)
+    and nothing regressed; ``regressed`` when the change broke tests; ``unverified`` otherwise: no
+    test ran, the runner could not be judged, or no failing test was fixed."""
+    if after is None:
+        return Conclusion(UNVERIFIED, "no test ran (no test command was found or configured)")
+    if after.results.missing:
+        return Conclusion(UNVERIFIED, f"the tests could not run: the test runner cannot import {after.results.missing}")
+    judged = verdict(baseline, after)
+    if judged.regressed:
+        return Conclusion(REGRESSED, judged.describe() + (f" ({judged.note})" if judged.note else ""))
+    if after.timed_out:
+        return Conclusion(UNVERIFIED, "the tests timed out, before and after the change")
+    if not after.ran_tests:
+        return Conclusion(UNVERIFIED, "the test command ran no tests")
+    named = tuple(issue_named_passing(issue_text, baseline, after))
+    if judged.fixed:
+        return Conclusion(FIXED, f"fixed {count(judged.fixed, 'failing test')}, no regressions", named)
+    if named:
+        return Conclusion(FIXED, f"the issue's {count(named, 'test')} pass{'es' if len(named) == 1 else ''} now, "
+                                 "no regressions", named)
+    if judged.per_test:
+        return Conclusion(UNVERIFIED, "no failing test was fixed" + ("" if judged.failing_before
+                                                                      else " (no test failed before the change)"))
+    if baseline is None:
+        return Conclusion(UNVERIFIED, "the tests were not run before the change, so nothing shows a test was fixed")
+    if not baseline.passed and baseline.ran_tests and after.passed:
+        return Conclusion(FIXED, "the tests failed before the change and pass now (judged by the exit code only)")
+    return Conclusion(UNVERIFIED, ("the tests passed before the change too" if baseline.passed
+                                   else "the tests failed before the change and still fail")
+                      + " (judged by the exit code only)")
 
 
 def _stem(path: str) -> str:

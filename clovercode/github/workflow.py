@@ -103,6 +103,8 @@ FIX_STEPS = """\
           case $code in
             0|1) exit 0 ;;  # a pull request is open (a draft when the change breaks tests)
             3|4) echo "::warning::clovercode made no pull request (exit code $code)"; exit 0 ;;
+            8) echo "::error::the change touches CI definitions or git hooks: nothing was pushed (exit code 8, docs/ci.md)"; exit 8 ;;
+            9) echo "::error::clovercode opened a draft pull request, but no test shows the issue fixed (unverified, exit code 9)"; exit 9 ;;
             *) exit $code ;;
           esac
       - name: Keep the result and the trajectory
