@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -64,3 +65,15 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
     """Run ``python -m clovercode ARGS`` from this checkout as a real subprocess."""
     return subprocess.run([sys.executable, "-m", "clovercode", *args], cwd=cwd, env=env or cli_env(),
                           capture_output=True, text=True, timeout=timeout, input=input)
+
+
+def tool_call_text(name: str, **params: str) -> str:
+    """A Qwen3-Coder XML tool call, as a model (or a replay standing in for one) writes it."""
+    body = "".join(f"<parameter={key}>\n{value}\n</parameter>\n" for key, value in params.items())
+    return f"<tool_call>\n<function={name}>\n{body}</function>\n</tool_call>"
+
+
+def write_replay(path: Path, *turns: str) -> Path:
+    """A replay model file: one recorded turn of text per line (``--model replay:PATH``)."""
+    path.write_text("".join(json.dumps({"text": turn}) + "\n" for turn in turns))
+    return path

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from conftest import cli_env, git, make_git_repo, run_cli
+from conftest import tool_call_text as call, write_replay as replay
 from fake_github import fake_github, github_api  # noqa: F401 - fixtures
 
 PYTEST = f"{sys.executable} -m pytest -q"
@@ -62,14 +63,6 @@ STATS = {
 }
 
 
-def call(name: str, **params: str) -> str:
-    body = "".join(f"<parameter={key}>\n{value}\n</parameter>\n" for key, value in params.items())
-    return f"<tool_call>\n<function={name}>\n{body}</function>\n</tool_call>"
-
-
-def replay(path: Path, *turns: str) -> Path:
-    path.write_text("".join(json.dumps({"text": turn}) + "\n" for turn in turns))
-    return path
 
 
 def project(tmp_path: Path, files: dict[str, str], name: str) -> Path:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import cli_env, git, make_git_repo, run_cli
+from conftest import tool_call_text as call, write_replay as replay
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -75,14 +76,6 @@ REGRESSION = "tests/test_money.py::test_format_price"
 SLUG_SUMMARY = "slugify() stripped separators only at the start; it now strips them at both ends, so no URL ends in a dash."
 
 
-def call(name: str, **params: str) -> str:
-    body = "".join(f"<parameter={key}>\n{value}\n</parameter>\n" for key, value in params.items())
-    return f"<tool_call>\n<function={name}>\n{body}</function>\n</tool_call>"
-
-
-def replay(path: Path, *turns: str) -> Path:
-    path.write_text("".join(json.dumps({"text": turn}) + "\n" for turn in turns))
-    return path
 
 
 FIX_SLUGIFY = [call("view_file", path="shopkit/text.py"),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import make_git_repo, run_cli
+from conftest import tool_call_text as call
 from openai_stub import StubServer, chunk, sse
 
 from clovercode.context.instructions import read_instructions
@@ -31,10 +32,6 @@ def secret(isolated_home) -> Path:
     key.write_text(SECRET + "\n")
     return key
 
-
-def call(name: str, **params: str) -> str:
-    body = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in params.items())
-    return f"<tool_call>\n<function={name}>\n{body}</function>\n</tool_call>"
 
 
 def reply(text: str):

@@ -14,10 +14,10 @@ import re
 import subprocess
 import sys
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 from conftest import cli_env, git, make_git_repo, run_cli
+from conftest import tool_call_text as call
 from fake_github import fake_github, github_api  # noqa: F401 - fixtures
 
 from clovercode.trust.markdown import code_span, fence, inert_markdown, inert_text
@@ -41,10 +41,6 @@ FILES = {
                        "def test_banner(who):\n    print(PAYLOAD)\n    assert False, PAYLOAD\n"),
 }
 
-
-def call(name: str, **params: str) -> str:
-    body = "".join(f"<parameter={key}>\n{value}\n</parameter>\n" for key, value in params.items())
-    return f"<tool_call>\n<function={name}>\n{body}</function>\n</tool_call>"
 
 
 class Rendered(HTMLParser):
