@@ -43,7 +43,14 @@ MAP_OFF_HINT = "install clovercode[context]"
 def map_missing() -> list[str]:
     """The modules of the `context` extra that are not installed here (empty: the map can be built).
     Looked up without importing them, so a core install pays nothing for asking."""
-    return [name for name in MAP_MODULES if importlib.util.find_spec(name) is None]
+    return [name for name in MAP_MODULES if not _findable(name)]
+
+
+def _findable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a finder that refuses it, a half-removed package
+        return False
 
 
 def map_off_note(missing: list[str]) -> str:
