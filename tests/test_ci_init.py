@@ -177,3 +177,14 @@ def test_without_source_the_git_commit_clovercode_came_from_is_used(monkeypatch,
 
     monkeypatch.setattr(install_source.metadata, "distribution", lambda name: Dist())
     assert install_source.installed_source() == expected
+
+
+@pytest.mark.parametrize("model_on, needs", [("gpu-runner", {"engine", "context"}), ("endpoint", {"context"})])
+def test_each_mode_installs_the_extras_its_run_needs(model_on, needs):
+    """The endpoint bot once installed clovercode bare: no repository map for the model (issue 25)."""
+    from packaging.requirements import Requirement
+
+    [step] = install_steps(render_workflow(WorkflowOptions(model_on=model_on)))
+    [line] = [line for line in step["run"].splitlines() if "install --quiet" in line]
+    requirement = Requirement(line.split('"')[-2].replace("$CLOVERCODE_SOURCE", f"git+https://github.com/a/b@{SHA}"))
+    assert requirement.extras == needs
