@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -64,3 +65,12 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
     """Run ``python -m clovercode ARGS`` from this checkout as a real subprocess."""
     return subprocess.run([sys.executable, "-m", "clovercode", *args], cwd=cwd, env=env or cli_env(),
                           capture_output=True, text=True, timeout=timeout, input=input)
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` of a child that a test interrupts (SIGINT, Ctrl-C on a pty): the default
+    disposition back. pytest started with SIGINT ignored (``nohup``, ``cmd &`` in a script, some CI
+    runners) hands the ignore down through fork and exec, Python then installs no KeyboardInterrupt
+    handler, and the child never sees the Ctrl-C the test sends. clovercode itself keeps an ignored
+    SIGINT ignored, as a background job should."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
