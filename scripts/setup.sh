@@ -60,8 +60,8 @@ apt_install() {  # apt_install WHAT PACKAGES...: as root with apt-get, else say 
   fi
 }
 
-if [ "$TESTS" = 1 ]; then
-  phase "the main job, then the test set-up: the last step compiles llama.cpp (10-45 minutes on 2 cores, once)"
+if [ "$TESTS" = 1 ] && ! .venv/bin/python -c "import llama_cpp.server" 2>/dev/null; then
+  phase "the main job, then the test set-up: its last step compiles llama.cpp (10-45 minutes on 2 cores, once)"
 fi
 
 # --- the main job ---------------------------------------------------------------------------------
@@ -73,9 +73,10 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 
-# Wheels only (--only-binary): the main job never compiles anything. tests/test_setup_scripts.py
-# holds it to that with no compiler on PATH.
-WHEELS=(--only-binary=:all:)
+# Wheels only (--only-binary): the main job never compiles anything (tests/test_setup_scripts.py holds
+# it to that with no compiler on PATH). --no-compile: no .pyc for the thousands of modules of torch and
+# transformers at install time (a minute of CPU on 2 cores); Python writes those it imports, when it does.
+WHEELS=(--only-binary=:all: --no-compile)
 
 # torch: the CPU build is enough for the demo and the tests. GPU users install the CUDA build of
 # torch into .venv first (https://pytorch.org/get-started/); an installed torch is kept.

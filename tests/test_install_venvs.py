@@ -8,10 +8,12 @@ latter and tests/test_endpoint_llama_cpp.py uses it."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
 
+import pexpect
 import pytest
 
 from conftest import EXAMPLES, REPO_ROOT, git, make_git_repo
@@ -71,7 +73,36 @@ def test_each_install_fixes_the_example_with_a_replay_model(extra, wheel, tmp_pa
     assert out.count(NOTE) == (0 if extra == "context" else 1), out
     assert "/ len(values)" in git(repo, "show", "HEAD")
 
+    if extra == "":  # the core install runs exec and the REPL too
+        exec_and_repl(venv, tmp_path, sandbox)
     if extra == "engine":  # the engine itself, on the tiny model the wheel ships
         proc = subprocess.run([str(venv / "bin" / "python"), "-c", ENGINE_CHECK], env=install_env(),
                               capture_output=True, text=True, timeout=600, cwd=tmp_path)
         assert proc.returncode == 0 and "engine ok 8" in proc.stdout, proc.stdout + proc.stderr
+
+
+def exec_and_repl(venv: Path, tmp_path: Path, sandbox: list[str]) -> None:
+    repo = make_git_repo(tmp_path / "calc-exec", EXAMPLES / "calc")
+    replay = f"replay:{EXAMPLES / 'calc.replay.jsonl'}"
+    proc = subprocess.run([str(venv / "bin" / "clovercode"), "exec", "--json", "--model", replay, *sandbox,
+                           "explain calc.py"], cwd=repo, env=install_env(), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [e["text"] for e in events if e["type"] == "warning" and "repository map" in e["text"]] == [
+        f"{NOTE} (missing: numpy, tree_sitter, tree_sitter_language_pack)"]
+
+    repo = make_git_repo(tmp_path / "calc-repl", EXAMPLES / "calc")
+    child = pexpect.spawn(str(venv / "bin" / "clovercode"), ["--model", replay, "--approval", "full-auto", *sandbox],
+                          cwd=str(repo), env=install_env(TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1"), encoding="utf-8",
+                          timeout=120, dimensions=(40, 200))
+    child.expect_exact("clover>")
+    child.sendline("mean([1, 2, 3, 4]) should be 2.5")
+    child.expect_exact(NOTE)
+    child.expect_exact("stopped: the model called finish")
+    child.expect_exact("clover>")
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert "sum(values) / len(values)" in (repo / "calc.py").read_text()
