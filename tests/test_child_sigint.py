@@ -16,7 +16,7 @@ TESTS = Path(__file__).resolve().parent
 WAIT = "import sys, time; print('ready', flush=True); time.sleep(30)"
 
 
-def _interrupt(**popen) -> int:
+def _interrupt(wait: float, **popen) -> int:
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as pytest under nohup
     try:
         proc = subprocess.Popen([sys.executable, "-c", WAIT], stdout=subprocess.PIPE, text=True, **popen)
@@ -25,7 +25,7 @@ def _interrupt(**popen) -> int:
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
         proc.send_signal(signal.SIGINT)
-        return proc.wait(timeout=5)
+        return proc.wait(timeout=wait)
     except subprocess.TimeoutExpired:
         return 0
     finally:
@@ -34,8 +34,8 @@ def _interrupt(**popen) -> int:
 
 
 def test_an_ignored_sigint_is_inherited_and_default_sigint_undoes_it():
-    assert _interrupt() == 0  # still sleeping: the Ctrl-C was ignored (killed afterwards)
-    assert _interrupt(preexec_fn=default_sigint) != 0  # KeyboardInterrupt
+    assert _interrupt(1.0) == 0  # still sleeping a second later: the Ctrl-C was ignored (killed afterwards)
+    assert _interrupt(10.0, preexec_fn=default_sigint) != 0  # KeyboardInterrupt
 
 
 def test_every_test_that_interrupts_a_child_restores_its_sigint():
