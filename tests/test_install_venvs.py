@@ -96,9 +96,9 @@ def exec_and_repl(venv: Path, tmp_path: Path, sandbox: list[str]) -> None:
     child = pexpect.spawn(str(venv / "bin" / "clovercode"), ["--model", replay, "--approval", "full-auto", *sandbox],
                           cwd=str(repo), env=install_env(TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1"), encoding="utf-8",
                           timeout=120, dimensions=(40, 200))
+    child.expect_exact(NOTE)  # the REPL says its notices before the first prompt
     child.expect_exact("clover>")
     child.sendline("mean([1, 2, 3, 4]) should be 2.5")
-    child.expect_exact(NOTE)
     child.expect_exact("stopped: the model called finish")
     child.expect_exact("clover>")
     child.sendeof()
