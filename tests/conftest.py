@@ -13,6 +13,21 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO_ROOT / "examples"
+SLOW_TESTS = Path(__file__).resolve().parent / "slow_tests.txt"
+
+
+def slow_tests() -> set[str]:
+    """The node ids and files tests/slow_tests.txt marks slow (its last column)."""
+    lines = SLOW_TESTS.read_text(encoding="utf-8").splitlines()
+    return {line.split()[-1] for line in lines if line.strip() and not line.startswith("#")}
+
+
+def pytest_collection_modifyitems(config, items):
+    """The measured slow tests get the `slow` marker, so `-m "not slow"` is the fast tier."""
+    slow = slow_tests()
+    for item in items:
+        if item.nodeid in slow or item.nodeid.split("::", 1)[0] in slow:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)

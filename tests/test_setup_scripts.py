@@ -82,3 +82,18 @@ def test_the_main_job_runs_on_a_machine_without_a_compiler(tmp_path):
     built = set(re.findall(r"Building (?:wheel|editable) for (\S+)", log.read_text(errors="replace")))
     assert built <= {"clovercode"}, built
     assert "setup.py" not in log.read_text(errors="replace")
+
+
+def test_every_test_the_slow_list_names_exists():
+    """A renamed test would silently fall back into the fast tier."""
+    from conftest import slow_tests
+
+    missing = []
+    for entry in sorted(slow_tests()):
+        path, _, name = entry.partition("::")
+        source = REPO_ROOT / path
+        function = name.split("[", 1)[0]
+        if not source.is_file() or (function and not re.search(rf"^def {re.escape(function)}\(", source.read_text(),
+                                                                  re.M)):
+            missing.append(entry)
+    assert missing == []
