@@ -20,6 +20,7 @@ from clovercode.backends.base import GenerationParams, ModelBackend
 from clovercode.backends.registry import open_backend
 from clovercode.config import Config, state_dir
 from clovercode.context.assemble import ContextAssembler
+from clovercode.context.grammars import map_missing, map_off_note
 from clovercode.context.prompt import ContextPrompt
 from clovercode.context.resume import SnapshotBeforeEnd
 from clovercode.sandboxing.ownpaths import hidden_paths
@@ -134,6 +135,8 @@ def open_session(root: Path, cfg: Config, *, interactive: bool, approve: Approve
     backend = backend if backend is not None else open_backend(cfg, base_dir=root)
     session = Session(root.resolve(), cfg, backend, executor, interactive, dict(env or os.environ), approve)
     session.notices = list(cfg.declared.notes)
+    if cfg["context.map_tokens"] > 0 and (missing := map_missing()):  # a core install: run without the map
+        session.notices.append(map_off_note(missing))
     session.unattended = not interactive if unattended is None else unattended
     if cfg.declared.mcp_servers:  # started now, so a server that fails is said before the first task
         session.mcp = McpManager(list(cfg.declared.mcp_servers.values()), session.root, session.env,

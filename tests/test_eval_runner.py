@@ -19,7 +19,7 @@ from clovercode.eval.results import EvalRecord, write_results
 from clovercode.eval.runner import EvalOptions, run_suite
 from clovercode.eval.tasks import load_suite
 from clovercode.eval.workspace import changes
-from conftest import cli_env, git, make_git_repo, run_cli
+from conftest import cli_env, default_sigint, git, make_git_repo, run_cli
 from test_eval_metrics import attempt
 from test_parser_table import xml
 
@@ -175,7 +175,7 @@ def test_ctrl_c_keeps_and_writes_the_results_so_far(tmp_path):
     out = tmp_path / "results.json"
     proc = subprocess.Popen([sys.executable, "-m", "clovercode", "eval", str(tmp_path / "suite"), "--model", f"replay:{rec}",
                              "--json", str(out)], env=cli_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     try:
         assert wait_for(lambda: out.is_file() and len(json.loads(out.read_text())["tasks"]) == 1)
         time.sleep(1.0)  # b-slow is now inside `sleep 60`

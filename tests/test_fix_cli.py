@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import cli_env, git, make_git_repo, run_cli
+from conftest import cli_env, default_sigint, git, make_git_repo, run_cli
 from fake_github import fake_github, github_api  # noqa: F401 - fixtures
 
 from clovercode.config import load_config
@@ -129,7 +129,8 @@ def test_ctrl_c_during_the_tests_is_an_interrupted_run(work):
     git(work, "commit", "-q", "-m", "slow tests")
     proc = subprocess.Popen([sys.executable, "-m", "clovercode", "fix", "format_duration(5400) gives 1h90m",
                              "--repo", str(work), "--model", REPLAY, "--sandbox", "none", "--json"],
-                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)
     states = Path(os.environ["XDG_STATE_HOME"]) / "clovercode" / "trajectories"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and '"run_end"' not in "".join(p.read_text() for p in states.glob("*.jsonl")):

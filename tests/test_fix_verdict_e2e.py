@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import cli_env, git, make_git_repo, run_cli
+from conftest import cli_env, default_sigint, git, make_git_repo, run_cli
 from conftest import tool_call_text as call, write_replay as replay
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
@@ -183,7 +183,8 @@ def test_ctrl_c_during_the_baseline_is_an_interrupted_run_that_changed_nothing(t
     proc = subprocess.Popen([sys.executable, "-m", "clovercode", "fix", "format_duration(5400) gives 1h90m",
                              "--repo", str(work), "--model", f"replay:{FIXTURES / 'durations.replay.jsonl'}",
                              "--sandbox", "none", "--test-command", f"touch {marker}; sleep 60", "--json"],
-                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not marker.exists():
         time.sleep(0.05)

@@ -13,7 +13,7 @@ from clovercode.actions.approval import ALWAYS, NO, YES, ModeApprover
 from clovercode.agent.budget import StopReason
 from clovercode.config import load_config
 from clovercode.errors import ConfigError
-from conftest import cli_env, make_git_repo, run_cli
+from conftest import cli_env, default_sigint, make_git_repo, run_cli
 from mcp_helpers import (observations, run_session, server_command, start_http_server, warnings,
                          write_user_config)
 from test_parser_table import xml
@@ -298,7 +298,8 @@ def test_ctrl_c_during_a_slow_mcp_call_interrupts_the_step_not_the_session(proje
     model = replay(tmp_path, [xml("t__sleep", seconds=100), xml("t__add", a=2, b=2), "Four."])
     env = cli_env(PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", COLUMNS="120", LINES="40")
     child = pexpect.spawn(sys.executable, ["-m", "clovercode", "--model", f"replay:{model}", "--approval", "full-auto"],
-                          cwd=str(project), env=env, encoding="utf-8", timeout=30, dimensions=(40, 120))
+                          cwd=str(project), env=env, encoding="utf-8", timeout=30, dimensions=(40, 120),
+                          preexec_fn=default_sigint)
     try:
         child.expect_exact("clover>")
         child.sendline("sleep a while")

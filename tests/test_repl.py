@@ -10,7 +10,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from conftest import EXAMPLES, cli_env
+from conftest import EXAMPLES, cli_env, default_sigint
 from test_parser_table import xml
 
 PROMPT = "clover>"
@@ -20,7 +20,8 @@ def spawn(repo: Path, model: str, **env: str) -> pexpect.spawn:
     environment = cli_env(PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", COLUMNS="120", LINES="40", **env)
     # full-auto asks nothing only inside the sandbox, so these run in the default (bubblewrap) one.
     child = pexpect.spawn(sys.executable, ["-m", "clovercode", "--model", model, "--approval", "full-auto"],
-                          cwd=str(repo), env=environment, encoding="utf-8", timeout=30, dimensions=(40, 120))
+                          cwd=str(repo), env=environment, encoding="utf-8", timeout=30, dimensions=(40, 120),
+                          preexec_fn=default_sigint)
     child.expect_exact(PROMPT)
     return child
 

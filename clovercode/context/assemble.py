@@ -9,6 +9,7 @@ from typing import Any, Mapping, Sequence
 from clovercode.agent.events import EventSink
 from clovercode.messages import Message
 from clovercode.agent.prompts import Conversation, system_prompt
+from clovercode.context.grammars import map_missing
 from clovercode.context.prompt import Budget, ContextPrompt, touched_paths
 from clovercode.context.tokens import counter_for, tools_tokens, window_for
 from clovercode.toolcalls.schemas import ToolSpec
@@ -55,7 +56,7 @@ class ContextAssembler:
         touched = touched_paths(conversation.messages) | mentioned_paths(self.root, task)
         map_budget = min(self.cfg["context.map_tokens"], window // MAP_WINDOW_SHARE)
         repo_map: Any = ""
-        if map_budget > 0:
+        if map_budget > 0 and not map_missing():  # without the context extra: no map (open_session says so)
             from clovercode.context.refresh import MapRefresher
 
             # Focused on what was said before this task and the task itself, refreshed whenever the tree changes.

@@ -17,11 +17,13 @@ RESUME_LATEST = "@latest"
 
 def print_map(root: Path, cfg: Any, tokens: int | None, focus: Sequence[str], stats: bool,
               out: Console, err: Console) -> None:
+    from clovercode.context.grammars import require_map_modules
     from clovercode.context.index import build_index
     from clovercode.context.repomap import index_options, make_repo_map, resolve_focus
 
     if tokens is not None and tokens < 1:
         raise UsageError(f"--tokens must be at least 1, got {tokens}")
+    require_map_modules()
     budget = tokens or cfg["context.map_tokens"] or DEFAULT_MAP_TOKENS
     index = build_index(root, index_options(cfg))
     items = [part.strip() for item in focus for part in item.split(",") if part.strip()]

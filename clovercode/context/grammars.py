@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,37 @@ _INHERITS = re.compile(r"^;\s*inherits:\s*(.+)$")
 
 class ContextUnavailable(UsageError):
     """The repository map needs tree-sitter, which is missing or broken here."""
+
+
+# What the repository map imports beyond the core install: the `context` extra (pyproject.toml).
+MAP_MODULES = ("numpy", "tree_sitter", "tree_sitter_language_pack")
+MAP_OFF_HINT = "install clovercode[context]"
+
+
+def map_missing() -> list[str]:
+    """The modules of the `context` extra that are not installed here (empty: the map can be built).
+    Looked up without importing them, so a core install pays nothing for asking."""
+    return [name for name in MAP_MODULES if not _findable(name)]
+
+
+def _findable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a finder that refuses it, a half-removed package
+        return False
+
+
+def map_off_note(missing: list[str]) -> str:
+    """The one line a run without the `context` extra says instead of crashing."""
+    return f"repository map off: {MAP_OFF_HINT} (missing: {', '.join(missing)})"
+
+
+def require_map_modules() -> None:
+    """Raise the clear error ``clovercode map`` gives when the `context` extra is not installed."""
+    missing = map_missing()
+    if missing:
+        raise ContextUnavailable(f"the repository map needs the context extra ({', '.join(missing)} not installed)",
+                                 hint="Install it: pip install 'clovercode[context]'.")
 
 
 def language_for(path: str) -> str | None:

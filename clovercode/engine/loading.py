@@ -11,6 +11,7 @@ import os
 import pickle
 import shutil
 import struct
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -21,6 +22,7 @@ from clovercode.engine.config import EngineConfig
 from clovercode.engine.sources import ModelSource, engine_missing, converted_dir, read_json_object, weights_bytes
 from clovercode.errors import ModelUnavailable
 from clovercode.trust import models as trust_models
+from clovercode.heartbeat import HEARTBEAT_SECONDS, Heartbeat
 
 BLOCK_SIZE_KEYS = ("block_size", "bd_size", "block_length", "diffusion_block_size")
 _ITEMSIZE = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2}
@@ -263,17 +265,44 @@ def _check_trust(source: ModelSource, config: EngineConfig, console: Console, na
 @contextlib.contextmanager
 def _progress(console: Console, title: str) -> Iterator[Any]:
     """A live status line; ``step(text)`` updates it. transformers' own bars (the GGUF reader's too)
-    are silenced meanwhile."""
+    are silenced meanwhile. Where the console is no terminal, each step is a line of its own, a
+    heartbeat repeats the current one every ~10 s, and the end says how long it all took."""
     from transformers.utils import logging as hf_logging
 
     bars_were_on = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
-        with _quiet_gguf_reader(), console.status(f"{title}…", spinner="dots") as status:
-            yield lambda text: status.update(f"{title}: {text}…")
+        with _quiet_gguf_reader():
+            if console.is_terminal:
+                with console.status(f"{title}…", spinner="dots") as status:
+                    yield lambda text: status.update(f"{title}: {text}…")
+            else:
+                with _plain_progress(console, title) as step:
+                    yield step
     finally:
         if bars_were_on:
             hf_logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def _plain_progress(console: Console, title: str, every: float = HEARTBEAT_SECONDS) -> Iterator[Any]:
+    started = time.monotonic()
+    current = [""]
+
+    def say(text: str) -> None:
+        console.print(text, highlight=False, markup=False, soft_wrap=True)
+
+    def step(text: str) -> None:
+        current[0] = text
+        say(f"{title}: {text}…")
+
+    def beat() -> str:
+        return f"{title}: {current[0] or 'starting'}… {time.monotonic() - started:.0f} s"
+
+    say(f"{title}…")
+    with Heartbeat(beat, say, every):
+        yield step
+    say(f"{title}: done in {time.monotonic() - started:.0f} s")
 
 
 @contextlib.contextmanager
@@ -304,7 +333,8 @@ def convert_gguf(gguf: Path, cache_root: Path, step: Any = lambda text: None) ->
     import torch
     import transformers
 
-    step("converting the GGUF file once (later starts reuse it)")
+    step(f"converting {gguf.name} ({gguf.stat().st_size / 2**20:.0f} MB) into a transformers model, once "
+         "(later starts reuse it)")
     tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     try:

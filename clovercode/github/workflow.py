@@ -61,7 +61,7 @@ GPU_STEPS = """\
           CLOVERCODE_SOURCE: @@SOURCE@@
         run: |
 @@SOURCE_CHECK@@          python3 -m venv "$RUNNER_TEMP/clovercode-venv"
-          "$RUNNER_TEMP/clovercode-venv/bin/pip" install --quiet "clovercode[engine] @ $CLOVERCODE_SOURCE"
+          "$RUNNER_TEMP/clovercode-venv/bin/pip" install --quiet "clovercode[@@EXTRAS@@] @ $CLOVERCODE_SOURCE"
           echo "$RUNNER_TEMP/clovercode-venv/bin" >> "$GITHUB_PATH"
 """
 
@@ -75,7 +75,7 @@ ENDPOINT_STEPS = """\
         env:
           CLOVERCODE_SOURCE: @@SOURCE@@
         run: |
-@@SOURCE_CHECK@@          pip install --quiet "clovercode @ $CLOVERCODE_SOURCE"
+@@SOURCE_CHECK@@          pip install --quiet "clovercode[@@EXTRAS@@] @ $CLOVERCODE_SOURCE"
           sudo apt-get install -y -q bubblewrap
           # Ubuntu 24.04 keeps unprivileged user namespaces from bubblewrap unless this is lifted
           sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 || true
@@ -129,6 +129,10 @@ SOURCE_CHECK = """\
           fi
 """
 
+# The extras each mode installs (pyproject.toml): the engine where the model runs in-process, and the
+# repository map (`context`) in both; without it a run works but the model sees no map.
+EXTRAS = {"gpu-runner": "engine,context", "endpoint": "context"}
+
 MODEL_ENV = {
     "gpu-runner": "          CLOVERCODE_MODEL: ${{ vars.CLOVERCODE_MODEL || 'clover' }}\n",
     "endpoint": "          CLOVERCODE_ENDPOINT: ${{ vars.CLOVERCODE_ENDPOINT }}\n"
@@ -165,7 +169,7 @@ def render_workflow(options: WorkflowOptions) -> str:
     text = HEADER + (GPU_STEPS if options.model_on == "gpu-runner" else ENDPOINT_STEPS) + FIX_STEPS
     for key, value in (("MODEL_ENV", MODEL_ENV[options.model_on]), ("VERSION", __version__), ("LABEL", options.label),
                        ("COMMAND", options.command), ("RUNNER", runner), ("SOURCE_NOTE", SOURCE_NOTE), ("SOURCE_CHECK", check), ("SOURCE", source),
-                       ("AUTHOR", BOT_AUTHOR)):
+                       ("EXTRAS", EXTRAS[options.model_on]), ("AUTHOR", BOT_AUTHOR)):
         text = text.replace(f"@@{key}@@", value)
     return text
 

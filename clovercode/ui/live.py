@@ -1,6 +1,7 @@
 """The live region at the bottom of a terminal while a step runs: the tail of what the model is
 writing and one status line (elapsed time, tokens, context use, how to interrupt). It is transient:
-when the turn ends it disappears and the turn is printed once, in full (ui/render.py)."""
+when the turn ends it disappears and the turn is printed once, in full (ui/render.py). Where the
+output is not a terminal (a log, a pipe, CI) the same status line goes to stderr every ~10 s instead."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from rich.text import Text
 
 from clovercode.context.tokens import estimate_tokens
 from clovercode.trust.terminal import inert
+from clovercode.heartbeat import HEARTBEAT_SECONDS, Heartbeat, to_stderr
 
 ContextShare = Callable[[], "float | None"]  # how full the window is (0..1), when known
 
@@ -32,14 +34,15 @@ class StepStatus:
         self.written += text
         self.parts.extend((kind, inert(part)) for kind, part in kinds)  # the model's text, drawn as it streams
 
-    def line(self) -> Text:
+    def line(self, hint: bool = True) -> Text:
         bits = [self.label, f"{self.clock() - self.started:.0f}s"]
         if self.written:
             bits.append(f"{estimate_tokens(self.written)} tokens")
         share = self.context() if self.context else None
         if share is not None:
             bits.append(f"context {share:.0%}")
-        bits.append("Ctrl-C interrupts")
+        if hint:
+            bits.append("Ctrl-C interrupts")
         return Text(" · ".join(bits), style="dim")
 
     def tail(self, height: int) -> Text:
@@ -58,12 +61,15 @@ class StepStatus:
 
 
 class LiveStatus:
-    """Starts and stops the transient Live region; a no-op where the output is not a terminal."""
+    """Starts and stops the transient Live region; where the output is not a terminal, a heartbeat:
+    the status line on stderr every ``every`` seconds (nothing for a step shorter than that)."""
 
-    def __init__(self, console: Console):
+    def __init__(self, console: Console, write: Callable[[str], None] = to_stderr, every: float = HEARTBEAT_SECONDS):
         self.console = console
         self.live: Live | None = None
         self.status: StepStatus | None = None
+        self.write, self.every = write, every
+        self.beat: Heartbeat | None = None
 
     @property
     def enabled(self) -> bool:
@@ -76,9 +82,14 @@ class LiveStatus:
             self.live = Live(status, console=self.console, transient=True, refresh_per_second=8,
                              vertical_overflow="crop", redirect_stdout=False, redirect_stderr=False)
             self.live.start()
+        else:
+            self.beat = Heartbeat(lambda: f"… {status.line(hint=False).plain}", self.write, self.every).start()
         return status
 
     def stop(self) -> None:
+        if self.beat is not None:
+            self.beat.stop()
+            self.beat = None
         if self.live is not None:
             self.live.stop()
             self.live = None
