@@ -75,8 +75,6 @@ def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err
         return int(exc.exit_code)
     if cfg["sandbox"] == "none":
         err.print(f"[bold red]{NO_SANDBOX_WARNING}[/]", highlight=False, soft_wrap=True)
-    for notice in session.take_notices():  # project settings ignored (trust), MCP servers that did not start
-        err.print(f"[yellow]note:[/] {escape(notice)}", highlight=False, soft_wrap=True)
     sink: EventSink
     if writer is not None:
         writer.trajectory = lambda: session.last_trajectory

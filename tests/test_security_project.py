@@ -116,7 +116,7 @@ def test_a_project_cannot_choose_where_trajectories_go(calc_repo, tmp_path, isol
     git(calc_repo, "commit", "-qm", "config")
     proc = run_cli("fix", "x", "--repo", str(calc_repo), "--model", REPLAY, "--sandbox", "none", "--no-commit",
                    env=wide())
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 9, proc.stderr  # test_command none: no test shows a fix, so unverified (issue 26)
     assert not elsewhere.exists()
     assert list((isolated_home / ".local" / "state" / "clovercode" / "trajectories").glob("*.jsonl"))
     assert "ignored trajectory_dir (a project file never sets these" in proc.stdout
@@ -311,7 +311,7 @@ def test_fix_trust_project_is_for_one_run(calc_repo):
     def fix(*flags: str) -> dict:
         proc = run_cli("fix", "mean() is wrong", "--repo", str(calc_repo), "--model", REPLAY, "--sandbox", "none",
                        "--json", "--force", *flags, env=wide())
-        assert proc.returncode == 0, proc.stderr
+        assert proc.returncode == 9, proc.stderr  # test_command none: unverified (issue 26)
         git(calc_repo, "checkout", "-q", "main")
         return json.loads(proc.stdout)
 
