@@ -241,20 +241,28 @@ def start(project: Path):
     return spawn_repl(project, "--repo", str(project), "--model", REPLAY, "--sandbox", "none")  # not about bwrap
 
 
-def test_the_repl_asks_once_and_remembers_a_yes(project, user_file):
-    pexpect = pytest.importorskip("pexpect")
-    write(project / "clovercode.toml", '# the project\n[fix]\nbranch_prefix = "bot/"\n')
-    write(user_file, "# my settings\nmax_steps = 9  # enough\n\n[permissions]\nallow = [\"git status\"]\n")
+def answer_trust(project: Path, asked_about: str, answer: str):
+    """Start the REPL, see the question name ``asked_about``, answer it, exit; the finished child."""
+    import pexpect
+
     child = start(project)
     try:
-        child.expect("fix.branch_prefix")
+        child.expect(asked_about)
         child.expect("Trust this folder")
-        child.sendline("y")
+        child.sendline(answer)
         child.expect("clover>")
         child.sendline("/exit")
         child.expect(pexpect.EOF)
     finally:
         child.close(force=True)
+    return child
+
+
+def test_the_repl_asks_once_and_remembers_a_yes(project, user_file):
+    pexpect = pytest.importorskip("pexpect")
+    write(project / "clovercode.toml", '# the project\n[fix]\nbranch_prefix = "bot/"\n')
+    write(user_file, "# my settings\nmax_steps = 9  # enough\n\n[permissions]\nallow = [\"git status\"]\n")
+    child = answer_trust(project, "fix.branch_prefix", "y")
     screen = child.logfile_read.getvalue()
     assert f"trusted {project}" in screen and "ignored fix.branch_prefix" not in screen
     saved = user_file.read_text()
@@ -271,18 +279,9 @@ def test_the_repl_asks_once_and_remembers_a_yes(project, user_file):
 
 
 def test_a_no_keeps_the_project_untrusted(project, user_file):
-    pexpect = pytest.importorskip("pexpect")
+    pytest.importorskip("pexpect")
     write(project / "clovercode.toml", f'[mcp_servers.helper]\ncommand = "{project}/evil.sh"\n')
-    child = start(project)
-    try:
-        child.expect("mcp_servers.helper")
-        child.expect("Trust this folder")
-        child.sendline("n")
-        child.expect("clover>")
-        child.sendline("/exit")
-        child.expect(pexpect.EOF)
-    finally:
-        child.close(force=True)
+    child = answer_trust(project, "mcp_servers.helper", "n")
     assert "declares MCP servers; they are ignored because this project is not trusted" in child.logfile_read.getvalue()
     assert not user_file.exists()
 
