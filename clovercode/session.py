@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Mapping
 
 from clovercode.actions.context import Approver, ToolContext, approve_all
+from clovercode.actions.fileio import DiskFiles, FileAccess
 from clovercode.actions.guards import FileGuard, FileStamps
 from clovercode.actions.toolbox import Toolbox
 from clovercode.agent.budget import Limits
@@ -68,6 +69,8 @@ class Session:
     session_id: str | None = None  # the first task's trajectory id; every later task's snapshot carries it
     unattended: bool = False  # nobody watches the run (fix, exec, eval): every turn must act (engine.tool_choice)
     ci_changes_allowed: bool = False  # fix --allow-ci-changes: CI definitions and hooks may change
+    files: FileAccess = field(default_factory=DiskFiles)  # where file tools read and write (ACP: the editor's buffers)
+    next_trajectory: Path | None = None  # the next task's trajectory, when it had to be named before (an ACP session id)
 
     def allow_ci_changes(self) -> None:
         """Let commands and file tools change CI definitions and the tree's hooks (`fix --allow-ci-changes`)."""
@@ -88,8 +91,10 @@ class Session:
                               checkpoint=Checkpointer(self.root, self.env, label), stamps=self.stamps,
                               guard=FileGuard.from_policy_data(self.env, self.root,
                                                                 allow_ci_changes=self.ci_changes_allowed,
-                                                                extra=hidden_paths(self.cfg, self.env, self.root)))
-            self.last_trajectory = new_trajectory_path(trajectory_dir(self.cfg, self.env), label)
+                                                                extra=hidden_paths(self.cfg, self.env, self.root)),
+                              files=self.files)
+            self.last_trajectory = self.next_trajectory or new_trajectory_path(trajectory_dir(self.cfg, self.env), label)
+            self.next_trajectory = None
             self.session_id = self.session_id or self.last_trajectory.stem
         self.last_context = ctx
         writer = TrajectoryWriter(self.last_trajectory)

@@ -10,6 +10,7 @@ from clovercode.executors.base import Executor
 
 if TYPE_CHECKING:
     from clovercode.actions.bytecode import BytecodeGuard
+    from clovercode.actions.fileio import FileAccess
     from clovercode.actions.guards import FileGuard, FileStamps
 
 
@@ -52,6 +53,12 @@ def _default_guard() -> "FileGuard":
     return FileGuard.from_policy_data()
 
 
+def _disk_files() -> "FileAccess":
+    from clovercode.actions.fileio import DiskFiles
+
+    return DiskFiles()
+
+
 def _new_stamps() -> "FileStamps":
     from clovercode.actions.guards import FileStamps
 
@@ -70,6 +77,7 @@ class ToolContext:
     stamps: "FileStamps" = field(default_factory=_new_stamps)  # read-before-edit records
     guard: "FileGuard" = field(default_factory=_default_guard)
     bytecode: "BytecodeGuard | None" = None  # the user's __pycache__ for changed sources (made from root)
+    files: "FileAccess" = field(default_factory=_disk_files)  # disk, or an editor's buffers (ACP)
 
     def __post_init__(self) -> None:
         if self.bytecode is None:

@@ -4,13 +4,12 @@ checkpoint → atomic writes (all or nothing) → a compact diff as the observat
 from __future__ import annotations
 
 import difflib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 from clovercode.actions.context import ApprovalRequest, Observation, ToolContext, ToolError
-from clovercode.actions.fileio import NEW_FILE, TextFile, digest, read_text, write_atomic
+from clovercode.actions.fileio import NEW_FILE, FileAccess, TextFile, digest
 from clovercode.actions.matching import replace_text
 from clovercode.actions.paths import display, resolve_in_root
 
@@ -39,7 +38,7 @@ def editable(ctx: ToolContext, given: str, *, must_exist: bool = True) -> tuple[
 
 def read_for_edit(ctx: ToolContext, path: Path, shown: str) -> TextFile:
     """The file's content, after checking the model saw this exact version."""
-    current = read_text(path, shown)
+    current = ctx.files.read(path, shown)
     ctx.stamps.require_current(path, shown, current.digest)
     return current
 
@@ -81,10 +80,10 @@ def commit_changes(ctx: ToolContext, changes: Sequence[Change], notes: Sequence[
     done: list[tuple[Change, bytes | None]] = []
     try:
         for change, data in zip(changes, encoded):
-            _apply(change, data)
+            _apply(ctx.files, change, data)
             done.append((change, data))
     except OSError as exc:
-        _roll_back(done)
+        _roll_back(ctx.files, done)
         raise ToolError(f"Writing {change.shown} failed ({exc.strerror or exc}); nothing was changed.") from None
     for change, data in done:
         if data is None:
@@ -130,19 +129,19 @@ def _encode(change: Change) -> bytes | None:
     return (change.before or change.like).encode(change.after, change.shown)
 
 
-def _apply(change: Change, data: bytes | None) -> None:
+def _apply(files: FileAccess, change: Change, data: bytes | None) -> None:
     if data is None:
-        os.unlink(change.path)
+        files.delete(change.path)
     else:
-        write_atomic(change.path, data, None if change.before else change.like.mode)
+        files.write(change.path, data, None if change.before else change.like.mode)
 
 
-def _roll_back(done: list[tuple[Change, bytes | None]]) -> None:
+def _roll_back(files: FileAccess, done: list[tuple[Change, bytes | None]]) -> None:
     for change, _ in reversed(done):
         try:
             if change.before is None:
-                os.unlink(change.path)
+                files.delete(change.path)
             else:
-                write_atomic(change.path, change.before.encode(change.before.text, change.shown), change.before.mode)
+                files.write(change.path, change.before.encode(change.before.text, change.shown), change.before.mode)
         except OSError:
             pass  # best effort: the checkpoint still has the original

@@ -1,5 +1,9 @@
 """Reading and writing project files safely: text only, encoding, BOM and line endings kept, writes
-atomic with the file's mode and owner preserved."""
+atomic with the file's mode and owner preserved.
+
+The file tools reach files through a :class:`FileAccess` (``ToolContext.files``): :class:`DiskFiles`
+here, or an editor's buffers when clovercode runs inside one (clovercode/acp/clientfs.py). Paths
+reach it already resolved inside the project and checked by the guards."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import secrets
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from clovercode.actions.context import ToolError
 
@@ -40,6 +45,33 @@ class TextFile:
 
 
 NEW_FILE = TextFile("")
+
+
+class FileAccess(Protocol):
+    """Where the file tools read and write a project file's text (listing and search stay on disk)."""
+
+    def read(self, path: Path, shown: str) -> TextFile:
+        ...
+
+    def write(self, path: Path, data: bytes, mode: int | None) -> None:
+        """``data``: the whole new file, encoded as the TextFile read (or created) says."""
+        ...
+
+    def delete(self, path: Path) -> None:
+        ...
+
+
+class DiskFiles:
+    """The project's files on disk."""
+
+    def read(self, path: Path, shown: str) -> TextFile:
+        return read_text(path, shown)
+
+    def write(self, path: Path, data: bytes, mode: int | None) -> None:
+        write_atomic(path, data, mode)
+
+    def delete(self, path: Path) -> None:
+        os.unlink(path)
 
 
 def digest(data: bytes) -> str:

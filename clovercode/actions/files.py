@@ -19,7 +19,7 @@ def view_file(ctx: ToolContext, args: dict[str, Any]) -> Observation:
     path = resolve_in_root(ctx.root, args["path"], must_exist=True)
     shown = display(ctx.root, path)
     ctx.guard.check_read(path, shown)
-    content = read_text(path, shown)
+    content = ctx.files.read(path, shown)  # an editor's unsaved buffer when clovercode runs in one
     ctx.stamps.record(path, content.digest)  # read-before-edit: the model has now seen this version
     lines = split_lines(content.text)
     total = len(lines)

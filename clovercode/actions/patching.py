@@ -9,7 +9,6 @@ from typing import Any
 
 from clovercode.actions.context import Observation, ToolContext
 from clovercode.actions.editing import Change, commit_changes, editable, read_for_edit
-from clovercode.actions.fileio import read_text
 from clovercode.actions.patch import FileOp, PatchError, apply_hunks, parse_patch
 
 
@@ -43,7 +42,7 @@ def _plan(ctx: ToolContext, op: FileOp, claimed: dict[Path, str]) -> list[Change
         raise PatchError(f"{shown} does not exist, so it cannot be {'deleted' if op.kind == 'delete' else 'updated'}. "
                          "Use list_files to find the right path. Nothing was changed.")
     if op.kind == "delete":
-        return [Change(path, shown, read_text(path, shown), None)]
+        return [Change(path, shown, ctx.files.read(path, shown), None)]
     original = read_for_edit(ctx, path, shown)
     updated = apply_hunks(original.text, op.hunks, shown) if op.hunks else original.text
     if op.move_to is None:
