@@ -268,6 +268,28 @@ def exec_command(
     raise typer.Exit(code)
 
 
+@app.command("acp")
+def acp_command(
+    model: Optional[str] = ModelOpt,
+    sandbox: Optional[str] = SandboxOpt,
+    approval: Optional[str] = typer.Option(None, "--approval", help="suggest, auto-edit or full-auto; questions go to the editor."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Most model turns per prompt."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Wall-clock budget of each prompt in seconds."),
+    endpoint: Optional[str] = EndpointOpt,
+    api_key: Optional[str] = ApiKeyOpt,
+    endpoint_stream: Optional[str] = EndpointStreamOpt,
+    trust_project: bool = TrustOpt,
+) -> None:
+    """Serve editors (Zed, JetBrains, Neovim) over the Agent Client Protocol on stdio (docs/editors.md)."""
+    from clovercode.acp.command import run_acp
+
+    flags = {"model": model, "sandbox": sandbox, "approval": approval, "max_steps": max_steps, "max_time": max_time,
+             "endpoint": endpoint, "api_key": api_key, "endpoint_stream": endpoint_stream}
+    with signals_as_interrupts():  # the editor ends the agent with SIGTERM: running commands are killed as on Ctrl-C
+        code = run_acp(flags, trust_project)
+    raise typer.Exit(code)
+
+
 @app.command("sessions")
 def sessions_command(repo: Optional[Path] = RepoOpt,
                      all_projects: bool = typer.Option(False, "--all", help="Every project's sessions, not only this one's.")) -> None:

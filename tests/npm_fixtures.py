@@ -3,6 +3,8 @@
 - GitHub's published REST API description (@octokit/openapi): the fake GitHub server checks every
   request clovercode sends, and every answer it gives, against it.
 - GitHub's own workflow parser (@actions/workflow-parser): checks the workflow `ci init` writes.
+- The Agent Client Protocol's TypeScript SDK (@agentclientprotocol/sdk): a second client, written by
+  nobody here, drives `clovercode acp` (tests/test_acp.py). scripts/setup.sh --tests fetches it.
 
 Versions are pinned so a test run means the same thing tomorrow; bump them here.
 """
@@ -22,6 +24,7 @@ CACHE = Path(os.environ.get("CLOVER_TEST_NPM_CACHE", REPO_ROOT / ".cache" / "npm
 OPENAPI_PACKAGE = "@octokit/openapi@23.0.2"
 OPENAPI_MEMBER = "package/generated/api.github.com.json"
 WORKFLOW_PARSER_PACKAGE = "@actions/workflow-parser@0.3.61"
+ACP_SDK_PACKAGE = "@agentclientprotocol/sdk@2.4.0"
 
 
 class NpmUnavailable(RuntimeError):
@@ -65,4 +68,14 @@ def workflow_parser_dir() -> Path:
         return prefix
     prefix.mkdir(parents=True, exist_ok=True)
     _npm("install", "--prefix", str(prefix), WORKFLOW_PARSER_PACKAGE, cwd=prefix)
+    return prefix
+
+
+def acp_sdk_dir() -> Path:
+    """A node_modules prefix holding @agentclientprotocol/sdk."""
+    prefix = CACHE / ACP_SDK_PACKAGE.replace("/", "+")
+    if (prefix / "node_modules" / "@agentclientprotocol" / "sdk" / "package.json").is_file():
+        return prefix
+    prefix.mkdir(parents=True, exist_ok=True)
+    _npm("install", "--prefix", str(prefix), ACP_SDK_PACKAGE, cwd=prefix)
     return prefix

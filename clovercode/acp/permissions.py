@@ -1,0 +1,58 @@
+"""Approvals through the client: what the approval mode would ask a person about becomes a
+``session/request_permission`` with three options mapped onto the REPL's answers (actions/approval.py):
+allow once = yes, allow always = always (a command prefix rule saved in the user's config, an edit or
+MCP tool for the rest of the session), reject = no. An answer of "cancelled" (the person cancelled
+the turn) stops the run as Ctrl-C at the REPL's prompt does."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+from clovercode.actions.approval import ALWAYS, CANCEL, NO, YES, Reply
+from clovercode.actions.context import ApprovalRequest
+
+ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE = "allow-once", "allow-always", "reject-once"
+ANSWERS = {ALLOW_ONCE: YES, ALLOW_ALWAYS: ALWAYS, REJECT_ONCE: NO}
+KIND = {"edit": "edit", "command": "execute", "mcp": "other"}
+
+
+def options(request: ApprovalRequest) -> list[dict[str, str]]:
+    always = {"command": "Always allow commands starting like this",
+              "edit": "Allow all edits this session",
+              "mcp": "Always allow this tool this session"}.get(request.kind, "Always allow")
+    return [{"optionId": ALLOW_ONCE, "name": "Allow", "kind": "allow_once"},
+            {"optionId": ALLOW_ALWAYS, "name": always, "kind": "allow_always"},
+            {"optionId": REJECT_ONCE, "name": "Reject", "kind": "reject_once"}]
+
+
+def answer(outcome: Any) -> Reply:
+    """The client's RequestPermissionOutcome as the approver's reply; anything unknown is a no."""
+    if getattr(outcome, "outcome", None) == "selected":
+        return Reply(ANSWERS.get(getattr(outcome, "option_id", ""), NO))
+    return Reply(CANCEL)
+
+
+class ClientAsk:
+    """The ``ask`` of a ModeApprover in an ACP session. ``current`` gives the tool call being run
+    (its id and title), so the client shows the question on that call; ``call`` sends the request
+    and waits for the answer (outbox.Outbox.call)."""
+
+    def __init__(self, session_id: str, call: Callable[..., Any], current: Callable[[], "tuple[str, str] | None"]):
+        self.session_id, self.call, self.current = session_id, call, current
+
+    def __call__(self, request: ApprovalRequest) -> Reply:
+        from acp.schema import PermissionOption, ToolCallUpdate
+
+        running = self.current()
+        call_id, title = running if running else ("approval", request.title)
+        detail = [{"type": "content", "content": {"type": "text", "text": request.detail}}] if request.detail else None
+        tool_call = ToolCallUpdate.model_validate({
+            "toolCallId": call_id, "title": title.splitlines()[0][:200] if title else request.kind,
+            "kind": KIND.get(request.kind, "other"), "status": "pending", "content": detail})
+        try:
+            response = self.call("request_permission", session_id=self.session_id, tool_call=tool_call,
+                                 options=[PermissionOption.model_validate(o) for o in options(request)], question=True)
+        except (Exception, asyncio.CancelledError):  # dropped at session/cancel, or the client went away
+            return Reply(CANCEL)
+        return answer(response.outcome)

@@ -1,0 +1,268 @@
+"""The ACP agent: the protocol's requests (from the official SDK's router) onto clovercode's sessions.
+
+Each ACP session is one clovercode Session (session.py), opened as the REPL opens one: the project is
+the client's ``cwd``, its configuration loaded with the flags of ``clovercode acp`` and the same
+trust rules, the same backend, sandbox, approvals, hooks, budgets and trajectories. Only how events
+are shown (updates.py) and how approvals are asked (permissions.py) differ: a front end, not a loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from clovercode import __version__
+from clovercode.acp.clientfs import ClientFiles, WriteLog
+from clovercode.acp.content import prompt_text
+from clovercode.acp.history import history_updates
+from clovercode.acp.mcp import join_client_servers
+from clovercode.acp.outbox import Outbox
+from clovercode.acp.permissions import ClientAsk
+from clovercode.acp.turns import Turn, stop_reason
+from clovercode.acp.updates import UpdateMapper
+from clovercode.actions.approval import ModeApprover
+from clovercode.actions.context import ApprovalRequest
+from clovercode.actions.fileio import DiskFiles
+from clovercode.agent.trajectory import new_trajectory_path
+from clovercode.backends.base import ModelBackend
+from clovercode.backends.registry import open_backend
+from clovercode.config import Config, load_config
+from clovercode.errors import CloverError, UsageError
+from clovercode.executors.select import NO_SANDBOX_WARNING
+from clovercode.session import Session, open_session, trajectory_dir
+from clovercode.taskinput import check_task
+
+from acp import PROTOCOL_VERSION, RequestError, run_agent, stdio_streams
+from acp.schema import (AgentCapabilities, Implementation, InitializeResponse, LoadSessionResponse, McpCapabilities,
+                        NewSessionResponse, PromptCapabilities, PromptResponse, SessionNotification)
+
+STDIO_LIMIT = 50 * 1024 * 1024  # one JSON-RPC line may carry a whole file
+
+
+def _error(exc: CloverError) -> RequestError:
+    """A person's error (bad cwd, a config mistake, no sandbox) as the JSON-RPC error a client shows."""
+    return RequestError(-32602 if isinstance(exc, UsageError) else -32603, exc.message,
+                        {"hint": exc.hint} if exc.hint else None)
+
+
+@dataclass
+class LiveSession:
+    id: str
+    root: Path
+    session: Session
+    outbox: Outbox
+    writes: WriteLog
+    approver: ModeApprover | None = None
+    mapper: UpdateMapper | None = None
+    turn: Turn | None = None
+    turns: int = 0
+    post_update: Any = None  # set by the agent: queue one update for this session's client
+
+    def approve(self, request: ApprovalRequest) -> bool:
+        """The session's approver; a call allowed (asked or not) is running from now on."""
+        assert self.approver is not None
+        allowed = self.approver(request)
+        if allowed and self.mapper is not None:
+            self.mapper.running()
+        return allowed
+
+
+@dataclass
+class CloverAgent:
+    """The SDK's Agent protocol (acp.interfaces.Agent): what clovercode answers."""
+
+    flags: Mapping[str, Any]
+    trust_project: bool = False
+    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    conn: Any = None
+    fs_read: bool = False
+    fs_write: bool = False
+    sessions: dict[str, LiveSession] = field(default_factory=dict)
+    backends: dict[tuple[str, str], ModelBackend] = field(default_factory=dict)
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+
+    async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
+                         **_: Any) -> InitializeResponse:
+        fs = getattr(client_capabilities, "fs", None)
+        self.fs_read = bool(getattr(fs, "read_text_file", False))
+        self.fs_write = bool(getattr(fs, "write_text_file", False))
+        capabilities = AgentCapabilities(
+            load_session=True,  # a saved session (its trajectory) is replayed and continued
+            prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
+            mcp_capabilities=McpCapabilities(http=True, sse=False))
+        return InitializeResponse(protocol_version=min(protocol_version, PROTOCOL_VERSION),
+                                  agent_capabilities=capabilities, auth_methods=[],
+                                  agent_info=Implementation(name="clovercode", title="clovercode", version=__version__))
+
+    async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **_: Any) -> NewSessionResponse:
+        live = await self._open(cwd, mcp_servers or [], None)
+        return NewSessionResponse(session_id=live.id)
+
+    async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
+                           **_: Any) -> LoadSessionResponse:
+        live = await self._open(cwd, mcp_servers or [], session_id)
+        for update in history_updates(live.session.conversation.messages, live.root):
+            live.post_update(update)
+        await live.outbox.flush()
+        return LoadSessionResponse()
+
+    async def prompt(self, prompt: list[Any], session_id: str, **_: Any) -> PromptResponse:
+        live = self._live(session_id)
+        if live.turn is not None:
+            raise RequestError(-32600, "this session is already running a prompt; cancel it or wait for its answer")
+        try:
+            task = check_task(prompt_text(prompt)).strip("\n")  # the REPL's and exec's one rule (taskinput.py)
+        except CloverError as exc:
+            raise _error(exc) from None
+        live.turns += 1
+        live.mapper = UpdateMapper(live.root, live.post_update, live.writes, prefix=f"t{live.turns}-")
+        live.turn = Turn()
+        try:
+            result = await live.turn.run(lambda: live.session.run_task(task, live.mapper))
+        except CloverError as exc:  # e.g. the sandbox stopped working: this turn fails, the session stays
+            raise _error(exc) from None
+        finally:
+            await live.outbox.flush()  # every update of the turn reaches the client before its answer
+            live.turn = live.mapper = None
+        if result is None:  # cancelled before the loop could report it (while the prompt was being built)
+            return PromptResponse(stop_reason="cancelled")
+        reason = stop_reason(result.stop.value)
+        if reason is None:
+            raise RequestError(-32603, result.detail)
+        return PromptResponse(stop_reason=reason)
+
+    async def cancel(self, session_id: str, **_: Any) -> None:
+        live = self.sessions.get(session_id)
+        if live is not None and live.turn is not None:
+            live.turn.cancel()
+            live.outbox.drop_question()
+
+    def _live(self, session_id: str) -> LiveSession:
+        live = self.sessions.get(session_id)
+        if live is None:
+            raise RequestError(-32602, f"no session {session_id} in this clovercode process (session/load continues a saved one)")
+        return live
+
+    async def _open(self, cwd: str, mcp_servers: list[Any], load: str | None) -> LiveSession:
+        loop = asyncio.get_running_loop()
+        outbox = Outbox(loop)
+        try:  # loading a model and starting MCP servers take a while: off the event loop
+            live = await asyncio.to_thread(self._open_blocking, cwd, mcp_servers, load, outbox)
+        except CloverError as exc:
+            raise _error(exc) from None
+        outbox.start()
+        self.sessions[live.id] = live
+        return live
+
+    def _open_blocking(self, cwd: str, mcp_servers: list[Any], load: str | None, outbox: Outbox) -> LiveSession:
+        root = _project(cwd)
+        cfg = join_client_servers(load_config(root, self.env, self.flags, self.trust_project), mcp_servers, root, self.env)
+        backend = self._backend(cfg)
+        session = open_session(root, cfg, interactive=True, backend=backend, env=self.env)
+        try:
+            return self._wire(session, cfg, root, load, outbox)
+        except BaseException:
+            if session.mcp is not None:
+                session.mcp.close()
+            raise
+
+    def _wire(self, session: Session, cfg: Config, root: Path, load: str | None, outbox: Outbox) -> LiveSession:
+        if load is None:
+            session.next_trajectory = new_trajectory_path(trajectory_dir(cfg, self.env), "acp")
+            session.session_id = session.next_trajectory.stem  # the ACP session id is the first task's trajectory id
+        else:
+            _load_into(session, cfg, root, load, self.env)
+        assert session.session_id is not None
+        sid = session.session_id
+        conn = self.conn
+
+        def call(method: str, question: bool = False, **params: Any) -> Any:
+            return outbox.call(lambda: getattr(conn, method)(**params), question=question)
+
+        both = self.fs_read and self.fs_write  # one without the other would see stale text after its own edits
+        writes = WriteLog(ClientFiles(call, sid) if both else DiskFiles())
+        live = LiveSession(sid, root, session, outbox, writes)
+
+        def post_update(update: dict[str, Any]) -> None:
+            model = SessionNotification.model_validate({"sessionId": sid, "update": update}).update
+            outbox.post(lambda: conn.session_update(session_id=sid, update=model))
+
+        live.post_update = post_update
+        ask = ClientAsk(sid, call, lambda: live.mapper.current if live.mapper is not None else None)
+        live.approver = ModeApprover(cfg["approval"], cfg["sandbox"] != "none", ask, cfg["permissions.allow"],
+                                     lambda prefix: _remember(prefix, self.env, session))
+        session.approve = live.approve
+        session.files = writes
+        if cfg["sandbox"] == "none":
+            session.notices.insert(0, NO_SANDBOX_WARNING)
+        if live.approver.notice():
+            session.notices.append(live.approver.notice() or "")
+        return live
+
+    def _backend(self, cfg: Config) -> ModelBackend:
+        """One model per process: sessions of one editor share it (the user's model; no project picks one)."""
+        key = (str(cfg["model"]), str(cfg["endpoint"]))
+        if key not in self.backends:
+            self.backends[key] = open_backend(cfg, base_dir=Path.cwd())
+        return self.backends[key]
+
+    def close(self) -> None:
+        for live in self.sessions.values():
+            if live.session.mcp is not None:
+                live.session.mcp.close()
+        for backend in self.backends.values():
+            backend.close()
+
+
+def _project(cwd: str) -> Path:
+    path = Path(cwd)
+    if not path.is_absolute():
+        raise UsageError(f"cwd must be an absolute path, not {cwd!r}")
+    if not path.is_dir():
+        raise UsageError(f"project directory not found: {cwd}")
+    return path.resolve()
+
+
+def _load_into(session: Session, cfg: Config, root: Path, ident: str, env: Mapping[str, str]) -> None:
+    from clovercode.context.resume import find_saved, load_saved
+    from clovercode.sessions import check_project, newest_of_session
+
+    directory = trajectory_dir(cfg, env)
+    saved = newest_of_session(directory, load_saved(find_saved(directory, ident, root)))
+    if saved.session_id != ident:  # find_saved also takes part of an id; a client names one exactly
+        raise UsageError(f"no saved session {ident} in {directory}")
+    check_project(saved, root, any_project=False)
+    if not saved.messages:
+        raise UsageError(f"saved session {ident} holds no conversation to continue")
+    session.conversation.messages[:] = saved.messages
+    session.session_id = saved.session_id
+
+
+def _remember(prefix: str, env: Mapping[str, str], session: Session) -> None:
+    """An "always" for a command: the REPL's rule in the user's config, so it holds in every front end."""
+    from clovercode.repl.permissions import add_rule
+
+    try:
+        add_rule(env, prefix)
+    except CloverError as exc:
+        session.notices.append(f"the rule `{prefix}` holds for this session only: {exc}")
+
+
+async def serve(agent: CloverAgent, protocol_out: Any) -> None:
+    """Speak ACP on stdin and ``protocol_out`` until the client closes stdin."""
+    shown = sys.stdout
+    sys.stdout = protocol_out  # the SDK's stdio_streams writes to sys.stdout; only it may
+    try:
+        reader, writer = await stdio_streams(limit=STDIO_LIMIT)
+    finally:
+        sys.stdout = shown
+    try:
+        await run_agent(agent, writer, reader)
+    finally:
+        await asyncio.to_thread(agent.close)

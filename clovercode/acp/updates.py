@@ -1,0 +1,146 @@
+"""Loop events (agent/events.py) → ACP ``session/update`` notifications.
+
+- the model's words stream as ``agent_message_chunk``, its reasoning as ``agent_thought_chunk``; tool
+  call markup is hidden as in the terminal (ui/stream.py): each call is shown once it is parsed;
+- a tool call is a ``tool_call`` (kind, title, locations), ``pending`` while it may still be asked
+  about, ``in_progress`` once it runs, then ``completed`` or ``failed`` with the observation the model
+  read, and for file edits a diff (old and new text, from clientfs.WriteLog);
+- warnings and a stop that is not the model's own choice are said in the message, and ``finish``'s
+  summary is the turn's last words.
+
+Runs on the loop's worker thread; ``post`` queues an update for the client (outbox.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+from clovercode.acp.clientfs import WriteLog
+from clovercode.mcpservers.config import SEPARATOR
+from clovercode.trust.paths import inside_project
+from clovercode.ui.stream import StreamFilter
+
+KINDS = {"view_file": "read", "list_files": "search", "search_text": "search", "edit_file": "edit",
+         "write_file": "edit", "apply_patch": "edit", "run_command": "execute"}
+ASKED_KINDS = ("edit", "execute", "other")  # may wait for a permission answer before they run
+TITLE_CHARS = 200
+QUIET_STOPS = ("finished", "answered", "interrupted")  # the turn's end says itself (or was asked for)
+
+
+def kind_of(name: str) -> str:
+    if SEPARATOR in name:
+        return "other"  # an MCP tool: clovercode cannot know what it does
+    return KINDS.get(name, "other")
+
+
+def title_of(name: str, arguments: dict[str, Any]) -> str:
+    if name == "run_command":
+        text = str(arguments.get("command", ""))
+    elif name == "apply_patch":
+        files = [line.split(":", 1)[1].strip() for line in str(arguments.get("patch", "")).splitlines()
+                 if line.startswith(("*** Update File:", "*** Add File:", "*** Delete File:"))]
+        text = "patch " + ", ".join(files) if files else "patch"
+    elif name in ("list_files", "search_text"):
+        text = f"{name} {arguments.get('pattern') or ''} {arguments.get('path') or ''}".strip()
+    elif "path" in arguments:
+        text = f"{name} {arguments['path']}"
+    else:
+        text = name
+    first = text.splitlines()[0] if text.strip() else name
+    return first[:TITLE_CHARS] + ("…" if len(first) > TITLE_CHARS else "")
+
+
+def locations(root: Path, arguments: dict[str, Any]) -> list[dict[str, Any]]:
+    """Where the call works, for the editor to follow: only paths inside the project (the model's
+    path is text; one outside is refused by the tool and must not send the editor there either)."""
+    given = arguments.get("path")
+    if not isinstance(given, str) or not given.strip() or "\x00" in given:
+        return []
+    path = inside_project(root, Path(given.strip()).expanduser())
+    if path is None:
+        return []
+    out: dict[str, Any] = {"path": str(path)}
+    if isinstance(arguments.get("start_line"), int) and arguments["start_line"] >= 1:
+        out["line"] = arguments["start_line"]
+    return [out]
+
+
+class UpdateMapper:
+    """An EventSink for one prompt turn of one ACP session."""
+
+    def __init__(self, root: Path, post: Callable[[dict[str, Any]], None], writes: WriteLog | None = None,
+                 prefix: str = ""):
+        self.root, self.post, self.writes = root, post, writes
+        self.prefix = prefix  # the loop numbers calls per task; a session's calls need ids unique across tasks
+        self.stream = StreamFilter()
+        self.started: dict[str, str] = {}  # tool call id -> title, for the calls the client was told of
+        self.lock = threading.Lock()
+        self.current: tuple[str, str] | None = None  # the call being run (permission questions name it)
+
+    def emit(self, kind: str, **data: Any) -> None:
+        handler = getattr(self, f"_on_{kind}", None)
+        if handler is not None:
+            handler(**data)
+
+    def running(self) -> None:
+        """The current call was allowed: it runs now."""
+        if self.current is not None:
+            self.post({"sessionUpdate": "tool_call_update", "toolCallId": self.current[0], "status": "in_progress"})
+
+    def _say(self, text: str, thought: bool = False) -> None:
+        if text:
+            self.post({"sessionUpdate": "agent_thought_chunk" if thought else "agent_message_chunk",
+                       "content": {"type": "text", "text": text}})
+
+    def _on_step_start(self, **_: Any) -> None:
+        self.stream = StreamFilter()
+
+    def _on_text_delta(self, text: str, reasoning: bool = False, **_: Any) -> None:
+        segments = [("reasoning", text)] if reasoning else self.stream.feed(text)
+        for kind, part in segments:
+            self._say(part, thought=kind == "reasoning")
+
+    def _on_model_turn(self, **_: Any) -> None:
+        for kind, part in self.stream.flush():
+            self._say(part, thought=kind == "reasoning")
+
+    def _on_tool_call(self, id: str, name: str, arguments: dict[str, Any], **_: Any) -> None:
+        id = self.prefix + id
+        kind, title = kind_of(name), title_of(name, arguments)
+        self.started[id] = title
+        self.current = (id, title)
+        if self.writes is not None:
+            self.writes.take()  # what an earlier call wrote is not this call's
+        self.post({"sessionUpdate": "tool_call", "toolCallId": id, "title": title, "kind": kind,
+                   "status": "pending" if kind in ASKED_KINDS else "in_progress",
+                   "locations": locations(self.root, arguments), "rawInput": arguments})
+
+    def _on_observation(self, id: str, ok: bool, text: str, data: dict[str, Any], **_: Any) -> None:
+        id = self.prefix + id
+        if id not in self.started:
+            return  # an invalid call never started: the model reads why, the person sees the next turn
+        self.current = None
+        content: list[dict[str, Any]] = []
+        for written in (self.writes.take() if self.writes is not None else []):
+            diff: dict[str, Any] = {"type": "diff", "path": str(written.path), "newText": written.new_text}
+            if written.old_text is not None:
+                diff["oldText"] = written.old_text
+            content.append(diff)
+        if text:
+            content.append({"type": "content", "content": {"type": "text", "text": text}})
+        self.post({"sessionUpdate": "tool_call_update", "toolCallId": id, "status": "completed" if ok else "failed",
+                   "content": content, **({"rawOutput": {"exit_code": data["exit_code"]}} if "exit_code" in data else {})})
+
+    def _on_warning(self, text: str, quiet: bool = False, **_: Any) -> None:
+        if not quiet:
+            self._say(f"\n⚠ {text}\n")
+
+    def _on_run_end(self, stop_reason: str, detail: str, summary: str | None = None, **_: Any) -> None:
+        for kind, part in self.stream.flush():
+            self._say(part, thought=kind == "reasoning")
+        if stop_reason == "finished" and summary:
+            self._say(summary)
+        elif stop_reason not in QUIET_STOPS:
+            self._say(f"\n■ stopped: {detail}\n")
