@@ -41,6 +41,7 @@ from acp.schema import (AgentCapabilities, Implementation, InitializeResponse, L
                         NewSessionResponse, PromptCapabilities, PromptResponse, SessionNotification)
 
 STDIO_LIMIT = 50 * 1024 * 1024  # one JSON-RPC line may carry a whole file
+STOP_WAIT = 10.0  # seconds a running turn gets to stop (kill its command, close its trajectory) at exit
 
 
 def _error(exc: CloverError) -> RequestError:
@@ -213,6 +214,9 @@ class CloverAgent:
         return self.backends[key]
 
     def close(self) -> None:
+        for live in self.sessions.values():
+            if live.turn is not None:  # the editor closed the connection mid-turn: stop it as Ctrl-C would
+                live.turn.stop(wait=STOP_WAIT)
         for live in self.sessions.values():
             if live.session.mcp is not None:
                 live.session.mcp.close()

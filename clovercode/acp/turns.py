@@ -42,6 +42,7 @@ class Turn:
         self.thread_id: int | None = None
         self.live = False
         self.cancelled = False
+        self.thread: threading.Thread | None = None
 
     async def run(self, work: Callable[[], Any]) -> Any:
         """``work()`` on a new thread; returns its result, or None when a cancel interrupted it
@@ -61,7 +62,8 @@ class Turn:
             else:
                 loop.call_soon_threadsafe(settle, result)
 
-        threading.Thread(target=body, name="clovercode-acp-turn", daemon=True).start()
+        self.thread = threading.Thread(target=body, name="clovercode-acp-turn", daemon=True)
+        self.thread.start()
         return await done
 
     def _guarded(self, work: Callable[[], Any]) -> Any:
@@ -78,6 +80,12 @@ class Turn:
         except KeyboardInterrupt:  # a cancel that landed outside the loop's own handling
             pass
         return result
+
+    def stop(self, wait: float) -> None:
+        """Cancel and wait for the thread (the client went away): its command must not outlive us."""
+        self.cancel()
+        if self.thread is not None:
+            self.thread.join(wait)
 
     def cancel(self) -> None:
         with self.lock:
