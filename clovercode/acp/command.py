@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from pathlib import Path
 from typing import Any, Mapping
 
 from clovercode.config import load_config
@@ -25,7 +24,7 @@ def run_acp(flags: Mapping[str, Any], trust_project: bool) -> int:
             raise
         raise UsageError("clovercode acp needs the Agent Client Protocol SDK",
                          hint="Install the acp extra: pip install 'clovercode[acp]'.") from None
-    load_config(Path.cwd(), os.environ, flags, trust_project)  # a bad flag is a usage error now, not per session
+    load_config(None, os.environ, flags, trust_project)  # a bad flag or user config fails now, not per session
     protocol_out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
