@@ -218,3 +218,40 @@ def test_npm_sdk_client_completes_a_prompt(tmp_path: Path) -> None:
     assert result["stopReason"] == "end_turn"
     assert "notes.txt holds one line." in result["text"]
     assert "tool_call" in result["kinds"] and result["reads"] == [str(project / "notes.txt")]
+
+
+def test_the_editors_mcp_server_runs_only_in_a_trusted_project(tmp_path: Path) -> None:
+    """The same server from the editor: held back (with a note) in an untrusted project, a tool in a trusted one."""
+    from acp.schema import EnvVariable
+
+    from mcp_helpers import SERVER
+
+    project = tmp_path / "project"
+    project.mkdir()
+    started, calls = tmp_path / "started", tmp_path / "calls"
+    server = McpServerStdio(name="tools", command="sh",
+                            args=["-c", f'touch "{started}"; exec "{sys.executable}" "{SERVER}" good'],
+                            env=[EnvVariable(name="CALLS_FILE", value=str(calls))])
+    replay = write_replay(tmp_path / "r.jsonl", tool_call_text("tools__add", a="2", b="3"), "Five.")
+
+    async def one_prompt(*flags: str) -> tuple[Editor, str]:
+        editor, checker = Editor(), SchemaChecker()
+        async with await connect(editor, checker, project, replay, tmp_path / "log", "--approval", "full-auto",
+                                 *flags) as (conn, _process):
+            await initialize(conn)
+            session = await conn.new_session(cwd=str(project), mcp_servers=[server])
+            response = await conn.prompt(session_id=session.session_id, prompt=[text_block("add 2 and 3")])
+        assert checker.problems() == []
+        return editor, response.stop_reason
+
+    editor, stop = asyncio.run(one_prompt())
+    assert stop == "end_turn" and not started.exists()
+    assert "not trusted" in editor.text() and "tools" in editor.text()
+    assert editor.of("tool_call") == [] and "tools__add" in editor.text("agent_thought_chunk")  # no such tool
+
+    editor, stop = asyncio.run(one_prompt("--trust-project"))
+    assert stop == "end_turn" and started.exists()
+    assert calls.read_text().strip() == "add {'a': 2, 'b': 3}"
+    call = editor.of("tool_call")[0]
+    assert (call.kind, call.title) == ("other", "tools__add")
+    assert [u.status for u in editor.of("tool_call_update")] == ["in_progress", "completed"]  # full-auto: not asked

@@ -66,10 +66,12 @@ def test_stream_markup_is_hidden_and_a_call_becomes_a_tool_call_with_its_diff(tm
     mapper.emit("run_end", stop_reason="max_time", detail="reached the time limit (5 s)", summary=None)
     said = [(u["sessionUpdate"], u.get("content", {}).get("text") if isinstance(u.get("content"), dict) else None) for u in sent]
     assert said[:2] == [("agent_thought_chunk", "plan"), ("agent_message_chunk", "I will edit. ")]
-    assert [u["sessionUpdate"] for u in sent[2:]] == ["tool_call", "tool_call_update", "agent_message_chunk"]
+    assert [u["sessionUpdate"] for u in sent[2:]] == ["tool_call", "tool_call_update", "agent_thought_chunk",
+                                                      "agent_message_chunk"]
     assert sent[2]["toolCallId"] == "t1-call_1_1" and sent[2]["kind"] == "edit" and sent[2]["status"] == "pending"
     assert sent[3]["content"][0] == {"type": "diff", "path": str(tmp_path / "a.txt"), "oldText": "old\n", "newText": "new\n"}
-    assert "reached the time limit" in sent[4]["content"]["text"]
+    assert "invalid" in sent[4]["content"]["text"]  # the call that never started is said among the reasoning
+    assert "reached the time limit" in sent[5]["content"]["text"]
     for update in sent:  # each is what the SDK's models accept
         SessionNotification.model_validate({"sessionId": "s", "update": update})
 

@@ -78,6 +78,7 @@ class UpdateMapper:
         self.started: dict[str, str] = {}  # tool call id -> title, for the calls the client was told of
         self.lock = threading.Lock()
         self.current: tuple[str, str] | None = None  # the call being run (permission questions name it)
+        self.last_format_error = ""  # an invalid call's error comes as its observation and as a format_error
 
     def emit(self, kind: str, **data: Any) -> None:
         handler = getattr(self, f"_on_{kind}", None)
@@ -120,7 +121,8 @@ class UpdateMapper:
     def _on_observation(self, id: str, ok: bool, text: str, data: dict[str, Any], **_: Any) -> None:
         id = self.prefix + id
         if id not in self.started:
-            return  # an invalid call never started: the model reads why, the person sees the next turn
+            self._on_format_error(text)  # an invalid call never started: said once, among the reasoning
+            return
         self.current = None
         content: list[dict[str, Any]] = []
         for written in (self.writes.take() if self.writes is not None else []):
@@ -132,6 +134,14 @@ class UpdateMapper:
             content.append({"type": "content", "content": {"type": "text", "text": text}})
         self.post({"sessionUpdate": "tool_call_update", "toolCallId": id, "status": "completed" if ok else "failed",
                    "content": content, **({"rawOutput": {"exit_code": data["exit_code"]}} if "exit_code" in data else {})})
+
+    def _on_format_error(self, text: str | None = None, **_: Any) -> None:
+        """A call that could not run (malformed, unknown tool): the model is told why; the person sees
+        it among the reasoning, as the REPL shows it dimly, not as a tool call that never started."""
+        first = (text or "invalid tool call").splitlines()[0]
+        if first != self.last_format_error:
+            self.last_format_error = first
+            self._say(f"\n⚠ {first}\n", thought=True)
 
     def _on_warning(self, text: str, quiet: bool = False, **_: Any) -> None:
         if not quiet:
