@@ -157,6 +157,14 @@ class CloverAgent:
             live = await asyncio.to_thread(self._open_blocking, cwd, mcp_servers, load, outbox)
         except CloverError as exc:
             raise _error(exc) from None
+        old = self.sessions.get(live.id)
+        if old is not None:  # loaded again in this process: the new one replaces it, unless it is busy
+            stale = live if old.turn is not None else old
+            if stale.session.mcp is not None:
+                await asyncio.to_thread(stale.session.mcp.close)
+            if stale is live:
+                raise RequestError(-32600, f"session {live.id} is running a prompt; cancel it first")
+            await old.outbox.close()
         outbox.start()
         self.sessions[live.id] = live
         return live
