@@ -154,15 +154,16 @@ def test_an_editor_session_edits_asks_is_cancelled_and_loads_again(tmp_path: Pat
     assert [e.get("session") for e in snapshots if e.get("kind") == "conversation"] == [sid]
 
 
-def test_an_unknown_session_and_a_bad_cwd_are_clear_errors(tmp_path: Path) -> None:
+def test_clear_errors_and_a_question_cancelled_by_the_person(tmp_path: Path) -> None:
     from acp import RequestError
 
-    replay = write_replay(tmp_path / "r.jsonl", "hi")
+    replay = write_replay(tmp_path / "r.jsonl", tool_call_text("run_command", command="touch ran.txt"), "never")
     checker = SchemaChecker()
+    editor = Editor(answers=[])  # the person cancels the question: the SDK's "cancelled" outcome
 
-    async def run() -> list[str]:
+    async def run() -> tuple[list[str], str]:
         messages = []
-        async with await connect(Editor(), checker, tmp_path, replay, tmp_path / "log") as (conn, _process):
+        async with await connect(editor, checker, tmp_path, replay, tmp_path / "log") as (conn, _process):
             await initialize(conn)
             for call in (conn.new_session(cwd="relative/dir", mcp_servers=[]),
                          conn.new_session(cwd=str(tmp_path / "missing"), mcp_servers=[]),
@@ -171,11 +172,14 @@ def test_an_unknown_session_and_a_bad_cwd_are_clear_errors(tmp_path: Path) -> No
                 with pytest.raises(RequestError) as caught:
                     await call
                 messages.append(str(caught.value))
-        return messages
+            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            response = await conn.prompt(session_id=session.session_id, prompt=[text_block("touch a file")])
+        return messages, response.stop_reason
 
-    messages = asyncio.run(run())
+    messages, stop = asyncio.run(run())
     assert "absolute" in messages[0] and "not found" in messages[1] and "no session nope" in messages[2]
     assert "20990101-000000-none-abcdef" in messages[3]
+    assert stop == "cancelled" and len(editor.permission_requests) == 1 and not (tmp_path / "ran.txt").exists()
     assert checker.problems() == []
 
 
