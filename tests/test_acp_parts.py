@@ -152,3 +152,15 @@ def test_cancel_interrupts_the_turn_thread_as_ctrl_c() -> None:
 def test_a_bad_flag_is_a_usage_error_before_the_protocol_starts(tmp_path: Path) -> None:
     proc = run_cli("acp", "--sandbox", "sideways", cwd=tmp_path, timeout=60)
     assert proc.returncode == 2 and "sandbox" in proc.stderr and proc.stdout == ""
+
+
+def test_without_the_acp_extra_the_command_says_what_to_install(monkeypatch) -> None:
+    import sys
+
+    from clovercode.acp.command import run_acp
+
+    monkeypatch.setitem(sys.modules, "acp", None)  # as if the SDK were not installed
+    monkeypatch.delitem(sys.modules, "clovercode.acp.server", raising=False)
+    with pytest.raises(UsageError) as caught:
+        run_acp({}, False)
+    assert "clovercode[acp]" in str(caught.value)
