@@ -22,6 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from fake_github_reviews import ReviewsFake
 from openapi_check import OpenApi, Operation, complete
 
 DOCS = "https://docs.github.com/rest"
@@ -66,7 +67,7 @@ class Failure:
 
 
 @dataclass
-class FakeGitHub:
+class FakeGitHub(ReviewsFake):
     api: OpenApi
     tokens: set[str] = field(default_factory=lambda: {"ghs_valid_token"})
     bare_repo: Path | None = None  # when set, pull request heads and bases must exist there
