@@ -156,3 +156,16 @@ def test_a_project_file_cannot_widen_who_is_trusted(tmp_path):
     cfg = load_config(tmp_path, {}, {}, True)  # even a trusted project
     assert cfg["github.trusted_associations"] == ("OWNER", "MEMBER", "COLLABORATOR")
     assert cfg["github.bot_login"] == "github-actions[bot]"
+
+
+def test_mention_on_an_issue_without_a_pull_request_opens_one(pr):
+    work, origin, fake, _ = pr
+    fake.add_issue(REPO, 7, "format_duration(5400) gives 1h90m", "It should be 1h30m.")
+    ident = fake.add_comment(REPO, 7, "@clovercode please fix this", "alice", "OWNER")
+    url = f"https://github.com/{REPO}/issues/7#issuecomment-{ident}"
+    proc, result = respond(work, fake, url, FIXTURES / "durations.replay.jsonl")
+    assert proc.returncode == 0, proc.stderr
+    assert result["status"] == "fixed" and len(fake.calls("pulls/create")) == 1  # what fix --pr does
+    [reply] = [c for c in fake.comments(REPO, "issue_comment") if c["login"] == "github-actions[bot]"]
+    assert reply["number"] == 7 and "https://github.com/octo/durations/pull/" in reply["body"]
+    assert fake.violations == []
