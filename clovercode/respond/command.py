@@ -33,8 +33,10 @@ from clovercode.respond.task import follow_up_task
 from clovercode.session import open_session
 from clovercode.termination import exit_code
 from clovercode.trust import gitsafe
+from clovercode.trust.terminal import inert
 from clovercode.ui.render import ConsoleRenderer
 from clovercode.vcs.followup import BranchMoved, FollowUp, check_out_branch, commit_follow_up, push_follow_up, remote_tip
+from clovercode.vcs.branches import valid_branch_name
 from clovercode.vcs.git import DEFAULT_AUTHOR, open_checkout, parse_author
 
 CODES = {FIXED: ExitCode.OK, REGRESSED: ExitCode.TESTS_FAILED, UNVERIFIED: ExitCode.UNVERIFIED}
@@ -83,11 +85,16 @@ def run_respond(root: Path, cfg: Config, request: RespondRequest, console: Conso
     why = refusal(comment, bot_login=cfg["github.bot_login"], mention=cfg["github.mention"],
                   trusted=cfg["github.trusted_associations"], action=request.action)
     if why is not None:
-        console.print(f"clovercode respond: comment {comment.id}: {escape(why)}", highlight=False, soft_wrap=True)
+        # the login comes from GitHub: inert on the terminal like any text from outside
+        console.print(f"clovercode respond: comment {comment.id}: {escape(inert(why, newlines=False))}",
+                      highlight=False, soft_wrap=True)
         return RespondOutcome(ExitCode.OK, "ignored", why, comment)
     if ref.kind == "issue_comment" and not ref.on_pull and not issue_is_pull(client, ref.issue):
         return _fix_issue(root, cfg, ref, comment, client, console, env)
     pull = get_pull(client, ref.issue)
+    for name in (pull.head_ref, pull.base_ref):  # names from the API end up in git's argv and refspecs
+        if not valid_branch_name(name):
+            raise VcsError(f"{pull.ref}: GitHub named a branch {inert(name, newlines=False)!r}, which is not a valid git branch name")
     if pull.from_fork:
         raise VcsError(f"{pull.ref} comes from the fork {pull.head_repo or '(deleted)'}: clovercode pushes only to "
                        "branches of this repository", hint="Ask the author to apply the change, or open a branch here.")
@@ -137,7 +144,7 @@ def _follow_up(root: Path, cfg: Config, request: RespondRequest, ref: CommentRef
     out = RespondOutcome(ExitCode.GAVE_UP, "gave_up", rounds.result.detail, comment, pull, follow.branch,
                          summary=rounds.summary, changed=list(rounds.result.changed))
     _finish(out, rounds, follow, checkout, cfg, request, tests, has_changes)
-    if out.status != "gave_up" or out.changed:
+    if out.status != "interrupted":  # a cancelled job says nothing; any other end is told in the thread
         out.reply_url = post_reply(client, pull.ref, comment, reply_body(out)).url
     return out
 
@@ -197,7 +204,7 @@ def _pull_diff(checkout, remote: str, pull: PullInfo, env: Mapping[str, str] | N
 
 def print_respond(console: Console, out: RespondOutcome) -> None:
     def line(label: str, text: str) -> None:
-        console.print(f"[bold]{label}:[/] {escape(text)}", highlight=False, soft_wrap=True)
+        console.print(f"[bold]{label}:[/] {escape(inert(text))}", highlight=False, soft_wrap=True)
 
     if out.status == "ignored":
         return

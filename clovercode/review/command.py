@@ -23,6 +23,7 @@ from clovercode.github.refs import find_token, parse_issue
 from clovercode.review.post import Placement, Posted, place, publish_review
 from clovercode.review.run import Review, default_base, pull_base, review_range, run_review
 from clovercode.termination import exit_code
+from clovercode.trust.terminal import inert
 from clovercode.vcs.git import open_checkout
 
 
@@ -95,8 +96,8 @@ def run_review_command(root: Path, cfg: Config, request: ReviewRequest, console:
 
 
 def print_review(console: Console, outcome: ReviewOutcome) -> None:
-    def line(label: str, text: str) -> None:
-        console.print(f"[bold]{label}:[/] {escape(text)}", highlight=False, soft_wrap=True)
+    def line(label: str, text: str) -> None:  # file names and titles are the model's: inert on the terminal
+        console.print(f"[bold]{escape(inert(label, newlines=False))}:[/] {escape(inert(text))}", highlight=False, soft_wrap=True)
 
     console.print()
     line("Result", outcome.detail or outcome.exit_code.name.lower())
@@ -110,7 +111,7 @@ def print_review(console: Console, outcome: ReviewOutcome) -> None:
     if not review.findings:
         line("Findings", "none")
     for note in review.notes:
-        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]note:[/] {escape(inert(note))}", highlight=False, soft_wrap=True)
     if outcome.posted:
         p = outcome.posted
         line("Posted", f"review {p.review_id} {p.action}: {p.comments_added} line comment(s) added, "

@@ -22,6 +22,7 @@ from clovercode.taskinput import cut_to_limit
 from clovercode.trust import gitsafe
 from clovercode.trust.markdown import fence
 from clovercode.ui.render import ConsoleRenderer
+from clovercode.vcs.branches import valid_branch_name
 from clovercode.vcs.git import Checkout
 
 DIFF_TASK_CHARS = 60_000  # the diff in the task; the model reads the files themselves for more
@@ -64,6 +65,8 @@ def pull_base(checkout: Checkout, pull: PullInfo, remote: str, env: Mapping[str,
         raise VcsError(f"HEAD is not the head of pull request {pull.ref} ({pull.head_sha[:12]})",
                        hint="Check out the pull request's head commit first (actions/checkout with "
                             "ref: ${{ github.event.pull_request.head.sha }}).")
+    if not valid_branch_name(pull.base_ref):  # a name from the API goes into a refspec
+        raise VcsError(f"{pull.ref}: its base branch {pull.base_ref!r} is not a valid git branch name")
     tracking = f"refs/remotes/{remote}/{pull.base_ref}"
     if checkout.resolve(tracking):
         return tracking
