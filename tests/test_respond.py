@@ -106,7 +106,7 @@ def test_a_review_is_answered_on_the_pull_request(pr):
     ("github-actions[bot]", "NONE", "Pushed abc. @clovercode", ()),  # its own comment: no loop
     ("alice", "COLLABORATOR", "@clovercode fix it", ("--event-action", "edited")),  # an edit
     ("alice", "COLLABORATOR", "looks good", ()),  # no mention
-])
+], ids=["outsider", "contributor", "own-comment", "edit", "no-mention"])
 def test_anyone_else_gets_a_log_line_and_nothing_more(pr, tmp_path, login, association, body, args):
     work, origin, fake, number = pr
     before = bare(origin, "for-each-ref")
