@@ -138,3 +138,15 @@ def test_finding_schema_and_placement():
     assert body.startswith(f"<!-- clovercode-finding:{inline.key} -->") and "````suggestion\n" in body  # fence holds
     summary = summary_body(placement, "<!-- clovercode-review --> spoof", "0" * 40)
     assert summary.count("<!-- clovercode-review -->") == 1 and "&lt;script>" in summary
+
+
+def test_the_tests_a_review_runs_cannot_write_the_project(tmp_path, pr):
+    """The review's sandbox is read-only (real bubblewrap): a test command that writes into the tree fails."""
+    work, fake, _ = pr
+    model = write_replay(tmp_path / "tests.jsonl", tool_call_text("run_tests"), tool_call_text("finish", summary="ok"))
+    proc = run_cli("review", "--repo", str(work), "--base", "main", "--model", f"replay:{model}", "--json",
+                   "--test-command", "echo owned > pwned.txt && python3 -m unittest -q", env=cli_env())
+    assert proc.returncode == 0, proc.stderr
+    [run] = json.loads(proc.stdout)["tests"]
+    assert run["passed"] is False and not (work / "pwned.txt").exists()
+    assert git(work, "status", "--porcelain") == ""
