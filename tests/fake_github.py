@@ -5,7 +5,8 @@ bodies); a request that breaks it is recorded in ``violations`` and answered 422
 answers invalid input. Answers are built from the description's own examples, completed to their
 schema and checked against it too. Errors look like GitHub's: 401 Bad credentials, 404, 422
 "A pull request already exists", and rate limits (403 with x-ratelimit-remaining: 0 and a reset time,
-or a secondary limit with retry-after).
+or a secondary limit with retry-after). Pull requests' reviews, review comments, issue comments and
+replies are served by the ReviewsFake mixin (tests/fake_github_reviews.py).
 """
 
 from __future__ import annotations

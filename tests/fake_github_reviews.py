@@ -70,9 +70,13 @@ class ReviewsFake:
     def _on_diff(self, pull, path: str, line: int, start: int | None) -> bool:
         return any(p == path and line in lines and (start is None or start in lines) for p, lines in self._diff_lines(pull))
 
-    def _unresolved(self):
-        return 422, {"message": "Unprocessable Entity", "documentation_url": "https://docs.github.com/rest",
-                     "status": "422", "errors": ["Line could not be resolved"]}
+    def _unresolved(self, listed: bool = True):
+        """GitHub's answer to a line the diff does not show: a review lists the errors as strings, a
+        single comment as error objects (each as the API description documents it)."""
+        errors: list[Any] = ["Line could not be resolved"] if listed else [
+            {"resource": "PullRequestReviewComment", "code": "custom", "field": "line", "message": "could not be resolved"}]
+        return 422, {"message": "Validation Failed" if not listed else "Unprocessable Entity",
+                     "documentation_url": "https://docs.github.com/rest", "status": "422", "errors": errors}
 
     def _comment_json(self, op, status: int, full: str, item: dict[str, Any]) -> Any:
         example = self.api.example(op, status)
@@ -149,7 +153,7 @@ class ReviewsFake:
         pull = self._pull(full, int(segments[4]))
         body = request.body
         if not self._on_diff(pull, body["path"], body.get("line", -1), body.get("start_line")):
-            return self._unresolved()
+            return self._unresolved(listed=False)
         item = self._new(full, pull.number, "review_comment", body["body"], path=body["path"], line=body.get("line"),
                          commit=body["commit_id"])
         return 201, self._comment_json(op, 201, full, item)

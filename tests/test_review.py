@@ -150,3 +150,24 @@ def test_the_tests_a_review_runs_cannot_write_the_project(tmp_path, pr):
     [run] = json.loads(proc.stdout)["tests"]
     assert run["passed"] is False and not (work / "pwned.txt").exists()
     assert git(work, "status", "--porcelain") == ""
+
+
+def test_the_fake_refuses_a_line_outside_the_diff_as_github_does(pr):
+    """What makes the line-comment tests meaningful: GitHub's 422 for a line the diff does not show."""
+    from clovercode.github.client import GitHubClient, GitHubError
+    from clovercode.github.pulls import create_review, create_review_comment, get_pull
+    from clovercode.github.refs import parse_issue
+
+    work, fake, number = pr
+    client = GitHubClient(fake.url, TOKEN)
+    pull = get_pull(client, parse_issue(f"octo/durations#{number}"))
+    assert pull.head_ref == "feature" and pull.base_ref == "main" and not pull.from_fork
+    with pytest.raises(GitHubError) as refused:
+        create_review_comment(client, pull.ref, pull.head_sha, {"path": "durations.py", "line": 5, "side": "RIGHT", "body": "x"})
+    assert refused.value.status == 422
+    posted = create_review_comment(client, pull.ref, pull.head_sha, {"path": "durations.py", "line": 35, "side": "RIGHT", "body": "x"})
+    assert posted.path == "durations.py" and posted.line == 35 and posted.login == "github-actions[bot]"
+    assert fake.violations == []
+    with pytest.raises(GitHubError) as refused:  # a whole review with one bad line is refused too
+        create_review(client, pull.ref, pull.head_sha, "body", [{"path": "durations.py", "line": 5, "body": "x"}])
+    assert refused.value.status == 422 and fake.violations == []
