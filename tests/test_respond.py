@@ -146,8 +146,11 @@ def test_a_branch_that_moved_during_the_run_is_refused_and_nothing_is_lost(pr, t
     assert bare(origin, "rev-parse", "refs/heads/feature").strip() == theirs  # their commit: intact on the remote
     ours = git(work, "rev-parse", "refs/heads/feature").strip()
     assert ours == result["commit"] and git(work, "rev-parse", f"{ours}^").strip() == tip  # ours: on the local branch
+    # and, so it outlives a CI runner, on a new branch of its own (a new ref: nothing replaced)
+    assert result["kept_on"] == f"clovercode/follow-up/feature-{ours[:8]}"
+    assert bare(origin, "rev-parse", f"refs/heads/{result['kept_on']}").strip() == ours
     [reply] = [c for c in fake.comments(REPO, "issue_comment") if c["login"] == "github-actions[bot]"]
-    assert "Nothing was pushed" in reply["body"]
+    assert "Nothing was pushed" in reply["body"] and result["kept_on"] in reply["body"]
 
 
 def test_comment_urls_and_the_gate():

@@ -35,7 +35,8 @@ from clovercode.termination import exit_code
 from clovercode.trust import gitsafe
 from clovercode.trust.terminal import inert
 from clovercode.ui.render import ConsoleRenderer
-from clovercode.vcs.followup import BranchMoved, FollowUp, check_out_branch, commit_follow_up, push_follow_up, remote_tip
+from clovercode.vcs.followup import (BranchMoved, FollowUp, check_out_branch, commit_follow_up, keep_on_side_branch,
+                                     push_follow_up, remote_tip)
 from clovercode.vcs.branches import valid_branch_name
 from clovercode.vcs.git import DEFAULT_AUTHOR, open_checkout, parse_author
 
@@ -63,6 +64,7 @@ class RespondOutcome:
     outcome: str | None = None  # the verdict: fixed / regressed / unverified
     summary: str | None = None
     changed: list[str] = field(default_factory=list)
+    kept_on: str | None = None  # the branch a refused follow-up was pushed to instead
 
     def to_json(self) -> dict[str, Any]:
         c = self.comment
@@ -70,7 +72,7 @@ class RespondOutcome:
                 "comment": {"id": c.id, "kind": c.kind, "author": c.login, "association": c.association} if c else None,
                 "pull_request": str(self.pull.ref) if self.pull else None, "branch": self.branch, "commit": self.commit,
                 "pushed": self.pushed, "verdict": self.outcome, "summary": self.summary, "changed_files": self.changed,
-                "reply": self.reply_url}
+                "kept_on": self.kept_on, "reply": self.reply_url}
 
 
 def run_respond(root: Path, cfg: Config, request: RespondRequest, console: Console,
@@ -179,7 +181,10 @@ def _finish(out: RespondOutcome, rounds: Rounds, follow: FollowUp, checkout, cfg
         push_follow_up(follow, out.commit)
         out.pushed = True
     except BranchMoved as exc:
-        out.exit_code, out.status, out.detail = exc.exit_code, "refused", f"{exc} — {exc.hint}"
+        out.exit_code, out.status, out.detail = exc.exit_code, "refused", str(exc)
+        out.kept_on = keep_on_side_branch(follow, out.commit or "") if out.commit else None
+        out.detail += (f"; the follow-up commit {out.commit[:12]} is on the new branch {out.kept_on} (and the local "
+                       f"branch {follow.branch})" if out.kept_on else f" — {exc.hint}")
     except (VcsError, CiChangeRefused) as exc:
         out.exit_code, out.status, out.detail = exc.exit_code, "error", str(exc)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from clovercode.errors import VcsError
+from clovercode.vcs.branches import valid_branch_name
 from clovercode.vcs.git import Checkout, Pending, Start
 
 INCOMING = "refs/clovercode/incoming/"
@@ -93,3 +94,17 @@ def push_follow_up(follow: FollowUp, commit: str) -> None:
         if "rejected" in str(exc) or "fetch first" in str(exc) or "non-fast-forward" in str(exc):
             raise BranchMoved(follow.branch, follow.start.base, None, commit) from None
         raise
+
+
+def keep_on_side_branch(follow: FollowUp, commit: str) -> str | None:
+    """Push a refused follow-up to a new branch of its own (a new ref: nothing is replaced), so it
+    outlives a CI runner; its name, or None if that push failed too (the commit is then only local)."""
+    side = f"clovercode/follow-up/{follow.branch}-{commit[:8]}"
+    if not valid_branch_name(side):
+        return None
+    try:
+        follow.checkout.git("branch", "-f", side, commit)  # a local name for it; -f: a re-run of the same commit
+        follow.checkout.push_fast_forward(follow.remote, side, follow.env)
+    except VcsError:
+        return None
+    return side
