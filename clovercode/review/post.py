@@ -69,7 +69,7 @@ def line_comment(finding: Finding) -> dict[str, Any]:
     return comment
 
 
-def summary_body(placement: Placement, overall: str | None, head: str, kept: int = 0) -> str:
+def summary_body(placement: Placement, overall: str | None, head: str) -> str:
     total = len(placement.inline) + len(placement.summary)
     lines = [MARKER, "## clovercode review", "",
              f"Reviewed {code_span(head[:12])}: {total} finding{'s' if total != 1 else ''}"
@@ -95,7 +95,7 @@ def publish_review(client: GitHubClient, pull: PullInfo, placement: Placement, o
     posted = {key for c in list_review_comments(client, pull.ref) if mine(c) for key in FINDING_MARKER.findall(c.body)}
     new = [f for f in placement.inline if f.key not in posted]
     kept = len(placement.inline) - len(new)
-    body = summary_body(placement, overall, pull.head_sha, kept)
+    body = summary_body(placement, overall, pull.head_sha)
     if not earlier:
         review = create_review(client, pull.ref, pull.head_sha, body, [line_comment(f) for f in new])
         return Posted(review.id, review.url, "created", len(new), kept)
