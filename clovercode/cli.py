@@ -320,11 +320,21 @@ def ci_init(
     source: Optional[str] = typer.Option(None, "--source", help="Install clovercode from this pinned source: "
                                          "git+URL@COMMIT_SHA (or @VERSION_TAG), or a wheel path/URL."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing workflow file."),
+    review: bool = typer.Option(False, "--review", help="Also write clovercode-review.yml: review each pull request."),
+    respond: bool = typer.Option(False, "--respond", help="Also write clovercode-respond.yml: act on @mentions."),
+    fix: Optional[bool] = typer.Option(None, "--fix/--no-fix", help="Write the fix workflow (default: yes, unless "
+                                       "--review or --respond is given)."),
+    mention: str = typer.Option("@clovercode", "--mention", help="The mention the respond workflow acts on."),
 ) -> None:
-    """Write .github/workflows/clovercode.yml: fix issues on a label or a comment command (docs/ci.md)."""
+    """Write .github/workflows/clovercode.yml: fix issues on a label or a comment command (docs/ci.md);
+    with --review and --respond, the review and respond workflows."""
     from clovercode.github.ci_init import run_ci_init
 
-    run_ci_init(project_root(repo), model_on, label, command, runner, source, force, make_console())
+    fix = fix if fix is not None else not (review or respond)
+    if not (fix or review or respond):
+        raise UsageError("--no-fix leaves nothing to write: add --review or --respond")
+    run_ci_init(project_root(repo), model_on, label, command, runner, source, force, make_console(),
+                fix=fix, review=review, respond=respond, mention=mention)
 
 
 @app.command()
@@ -514,6 +524,9 @@ def trajectory_to_replay(path: Path = typer.Argument(..., help="A trajectory .js
 
 
 app.add_typer(make_eval_app(CloverGroup, ModelOpt, SandboxOpt, EndpointOpt, ApiKeyOpt), name="eval")
+
+
+from clovercode import botcli  # noqa: E402,F401 - registers `review` and `respond` on app
 
 
 def main() -> None:

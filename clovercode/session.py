@@ -11,7 +11,7 @@ from typing import Mapping
 from clovercode.actions.context import Approver, ToolContext, approve_all
 from clovercode.actions.fileio import DiskFiles, FileAccess
 from clovercode.actions.guards import FileGuard, FileStamps
-from clovercode.actions.toolbox import Toolbox
+from clovercode.actions.toolbox import Handler, Toolbox
 from clovercode.agent.budget import Limits
 from clovercode.agent.events import EventSink, MultiSink
 from clovercode.agent.loop import Agent
@@ -29,6 +29,7 @@ from clovercode.executors.base import Executor
 from clovercode.executors.select import make_executor
 from clovercode.hooks.hooks import Hooks
 from clovercode.mcpservers.manager import McpManager
+from clovercode.toolcalls.schemas import ToolSpec
 from clovercode.vcs.checkpoint import Checkpointer
 
 
@@ -71,6 +72,8 @@ class Session:
     ci_changes_allowed: bool = False  # fix --allow-ci-changes: CI definitions and hooks may change
     files: FileAccess = field(default_factory=DiskFiles)  # where file tools read and write (ACP: the editor's buffers)
     next_trajectory: Path | None = None  # the next task's trajectory, when it had to be named before (an ACP session id)
+    # a restricted toolbox (review: read-only tools, the tests, report_finding) instead of every built-in
+    tools: "tuple[list[ToolSpec], dict[str, Handler]] | None" = None
 
     def allow_ci_changes(self) -> None:
         """Let commands and file tools change CI definitions and the tree's hooks (`fix --allow-ci-changes`)."""
@@ -102,7 +105,8 @@ class Session:
         for notice in self.take_notices():
             events.emit("warning", text=notice)
         hooks = Hooks(self.cfg.declared.hooks, self.root, self.env, events, self.cfg["hooks.max_stop_blocks"])
-        toolbox = Toolbox(ctx, sources=[self.mcp] if self.mcp else [], hooks=hooks if hooks else None)
+        specs, handlers = self.tools if self.tools is not None else (None, None)
+        toolbox = Toolbox(ctx, specs, handlers, sources=[self.mcp] if self.mcp else [], hooks=hooks if hooks else None)
         try:
             if follow_up and self.prompt is not None:  # same task: same map, same compaction state
                 self.prompt.sink = events

@@ -79,6 +79,11 @@ SETTINGS: tuple[Setting, ...] = (
             "else the repository's default branch)."),
     Setting("github.api_url", str, "https://api.github.com", "GitHub REST API base URL (GitHub Enterprise: "
             "https://HOST/api/v3). Never taken from a project file: the token is sent there."),
+    Setting("github.bot_login", str, "github-actions[bot]", "The login clovercode posts as on GitHub: `review` updates "
+            "only this login's earlier review, and `respond` never answers its comments (no loops)."),
+    Setting("github.mention", str, "@clovercode", "What a comment must contain for `respond` to act on it."),
+    Setting("github.trusted_associations", list, ("OWNER", "MEMBER", "COLLABORATOR"), "Whose comments `respond` acts "
+            "on (a comment's author_association); anyone else gets a log line and nothing else. User config only."),
     Setting("github.repo", str, "", "OWNER/REPO that pull requests are opened in ('' = from --github-issue, "
             "else from the remote's URL)."),
     # endpoint backend (docs/endpoint.md). Flat `endpoint_*` keys, not an `[endpoint]` table: `endpoint`

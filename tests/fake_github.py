@@ -5,7 +5,8 @@ bodies); a request that breaks it is recorded in ``violations`` and answered 422
 answers invalid input. Answers are built from the description's own examples, completed to their
 schema and checked against it too. Errors look like GitHub's: 401 Bad credentials, 404, 422
 "A pull request already exists", and rate limits (403 with x-ratelimit-remaining: 0 and a reset time,
-or a secondary limit with retry-after).
+or a secondary limit with retry-after). Pull requests' reviews, review comments, issue comments and
+replies are served by the ReviewsFake mixin (tests/fake_github_reviews.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from fake_github_reviews import ReviewsFake
 from openapi_check import OpenApi, Operation, complete
 
 DOCS = "https://docs.github.com/rest"
@@ -66,7 +68,7 @@ class Failure:
 
 
 @dataclass
-class FakeGitHub:
+class FakeGitHub(ReviewsFake):
     api: OpenApi
     tokens: set[str] = field(default_factory=lambda: {"ghs_valid_token"})
     bare_repo: Path | None = None  # when set, pull request heads and bases must exist there

@@ -211,3 +211,43 @@ def test_each_mode_installs_the_extras_its_run_needs(model_on, needs):
     [line] = [line for line in step["run"].splitlines() if "install --quiet" in line]
     requirement = Requirement(line.split('"')[-2].replace("$CLOVERCODE_SOURCE", f"git+https://github.com/a/b@{SHA}"))
     assert requirement.extras == needs
+
+
+def test_ci_init_review_and_respond_workflows(tmp_path, parse_workflow):
+    """The review and respond workflows: GitHub's parser accepts them; triggers, guards, least privilege."""
+    source = "git+https://github.com/octo/clovercode@" + "a" * 40
+    proc = run_cli("ci", "init", "--repo", str(tmp_path), "--review", "--respond", "--source", source)
+    assert proc.returncode == 0, proc.stderr
+    flows = tmp_path / ".github" / "workflows"
+    assert sorted(p.name for p in flows.iterdir()) == ["clovercode-respond.yml", "clovercode-review.yml"]
+    review_path, respond_path = flows / "clovercode-review.yml", flows / "clovercode-respond.yml"
+    for path in (review_path, respond_path):
+        assert parse_workflow(path)["errors"] == [], path.name
+        text = path.read_text()
+        assert f'clovercode[engine,context] @ $CLOVERCODE_SOURCE' in text and f'"{source}"' in text  # the pinned source
+        assert "comment.body }}" not in text and "review.body }}" not in text and "--trust-project" not in text
+        assert yaml.safe_load(text)["permissions"] == {}
+    review = yaml.safe_load(review_path.read_text())
+    assert review[True] == {"pull_request": {"types": ["opened", "synchronize", "ready_for_review"]}}
+    job = review["jobs"]["review"]
+    assert job["permissions"] == {"contents": "read", "pull-requests": "write"}
+    assert "head.repo.full_name == github.repository" in job["if"]  # no fork code on the runner
+    assert review["concurrency"]["group"] == "clovercode-review-${{ github.event.pull_request.number }}"
+    assert job["steps"][0]["with"]["ref"] == "${{ github.event.pull_request.head.sha }}"
+    assert 'clovercode review --github-pr "$PULL" --post --json' in job["steps"][-1]["run"]
+    respond = yaml.safe_load(respond_path.read_text())
+    assert respond[True] == {"issue_comment": {"types": ["created"]}, "pull_request_review_comment": {"types": ["created"]},
+                             "pull_request_review": {"types": ["submitted"]}}
+    job = respond["jobs"]["respond"]
+    assert job["permissions"] == {"contents": "write", "pull-requests": "write", "issues": "write"}
+    assert "'@clovercode'" in job["if"] and "author_association" in job["if"] and "!= 'Bot'" in job["if"]
+    assert "github.event.issue.number || github.event.pull_request.number" in respond["concurrency"]["group"]
+    step = job["steps"][-1]
+    assert step["env"]["COMMENT_URL"] == "${{ github.event.comment.html_url || github.event.review.html_url }}"
+    assert 'clovercode respond --github-comment "$COMMENT_URL"' in step["run"]
+    # asking again without --force changes nothing; a bad mention writes nothing
+    again = run_cli("ci", "init", "--repo", str(tmp_path), "--review")
+    assert again.returncode == 2 and "already exists" in again.stderr
+    (tmp_path / "x").mkdir()
+    bad = run_cli("ci", "init", "--repo", str(tmp_path / "x"), "--respond", "--mention", "@x' || true || '")
+    assert bad.returncode == 2 and "--mention" in bad.stderr and not (tmp_path / "x" / ".github").exists()

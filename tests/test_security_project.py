@@ -201,7 +201,8 @@ def test_every_setting_has_its_project_rule():
     never = {k for k, v in table.items() if v == NEVER}
     anyone = {k for k, v in table.items() if v == "any"}
     assert never == {"model", "endpoint", "api_key", "approval", "trajectory_dir", "history_file", "fix.remote",
-                     "fix.push_token", "fix.base", "github.api_url", "github.repo", "endpoint_model",
+                     "fix.push_token", "fix.base", "github.api_url", "github.repo", "github.bot_login", "github.mention",
+                     "github.trusted_associations", "endpoint_model",
                      "endpoint_connect_timeout", "endpoint_read_timeout", "endpoint_retries", "endpoint_stream",
                      "endpoint_tools", "serve.host", "serve.port", "serve.api_key", "serve.model_name",
                      "serve.max_batch", "serve.max_queue", "serve.max_request_bytes", "serve.max_connections",

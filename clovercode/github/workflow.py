@@ -151,6 +151,12 @@ class WorkflowOptions:
 
 def render_workflow(options: WorkflowOptions) -> str:
     """The workflow text for ``options`` (pure); raises UsageError for values that would break it."""
+    return fill(HEADER + (GPU_STEPS if options.model_on == "gpu-runner" else ENDPOINT_STEPS) + FIX_STEPS, options)
+
+
+def fill(text: str, options: WorkflowOptions, **more: str) -> str:
+    """``text`` with every @@KEY@@ replaced: the runner, the install source and the model settings of
+    ``options`` (checked: a UsageError for values that would break the file), and ``more``."""
     if options.model_on not in MODEL_PLACES:
         raise UsageError(f"--model-on must be one of {', '.join(MODEL_PLACES)}; got {options.model_on!r}")
     # These land inside quoted YAML and expression strings: allow only characters that need no escaping.
@@ -166,18 +172,24 @@ def render_workflow(options: WorkflowOptions) -> str:
     else:
         source, check = "${{ vars.CLOVERCODE_SOURCE }}", SOURCE_CHECK.replace("@@EXAMPLE@@", EXAMPLE)
     runner = labels[0] if len(labels) == 1 else "[" + ", ".join(labels) + "]"
-    text = HEADER + (GPU_STEPS if options.model_on == "gpu-runner" else ENDPOINT_STEPS) + FIX_STEPS
-    for key, value in (("MODEL_ENV", MODEL_ENV[options.model_on]), ("VERSION", __version__), ("LABEL", options.label),
+    for key, value in (*more.items(), ("MODEL_ENV", MODEL_ENV[options.model_on]), ("VERSION", __version__), ("LABEL", options.label),
                        ("COMMAND", options.command), ("RUNNER", runner), ("SOURCE_NOTE", SOURCE_NOTE), ("SOURCE_CHECK", check), ("SOURCE", source),
                        ("EXTRAS", EXTRAS[options.model_on]), ("AUTHOR", BOT_AUTHOR)):
         text = text.replace(f"@@{key}@@", value)
     return text
 
 
-def write_workflow(root: Path, options: WorkflowOptions, *, force: bool = False) -> Path:
-    """Write the workflow under ``root`` atomically; an existing file is kept unless ``force``."""
-    text = render_workflow(options)
-    path = root / WORKFLOW_PATH
+def install_steps(options: WorkflowOptions) -> str:
+    """The steps that install clovercode (and the sandbox) where ``options`` runs the model, unfilled."""
+    return GPU_STEPS if options.model_on == "gpu-runner" else ENDPOINT_STEPS
+
+
+def write_workflow(root: Path, options: WorkflowOptions, *, force: bool = False, text: str | None = None,
+                   where: Path = WORKFLOW_PATH) -> Path:
+    """Write the workflow (``text``, default the fix workflow) under ``root`` atomically; an existing
+    file is kept unless ``force``."""
+    text = render_workflow(options) if text is None else text
+    path = root / where
     if path.exists() and not force:
         raise UsageError(f"{path} already exists", hint="Pass --force to overwrite it.")
     try:

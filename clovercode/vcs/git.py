@@ -225,6 +225,14 @@ class Checkout:
         self._git("push", "--porcelain", *gitsafe.push_flags(self.config, remote), lease, remote,
                   f"refs/heads/{branch}:refs/heads/{branch}", network=True, env=env)
 
+    def push_fast_forward(self, remote: str, branch: str, env: Mapping[str, str] | None = None) -> None:
+        """Push ``branch`` with no force of any kind: the remote takes it only as a fast-forward."""
+        self._git("push", "--porcelain", *gitsafe.push_flags(self.config, remote), remote,
+                  f"refs/heads/{branch}:refs/heads/{branch}", network=True, env=env)
+
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        return self._run("merge-base", "--is-ancestor", older, newer).returncode == 0
+
     def push_url(self, remote: str) -> str:
         """Where pushes to ``remote`` really go (pushurl or url, insteadOf applied)."""
         return self._git("remote", "get-url", "--push", remote).strip()

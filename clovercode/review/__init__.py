@@ -1,0 +1,1 @@
+"""`clovercode review`: a read-only review of a change, optionally posted on its pull request."""
