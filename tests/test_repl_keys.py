@@ -52,12 +52,14 @@ def test_esc_during_a_command_interrupts_and_typed_keys_wait_for_the_next_prompt
     assert screen.count(INTERRUPTED) == 1
 
 
-def test_arrow_keys_and_letters_during_a_command_do_not_interrupt_it_and_the_status_line_goes(calc_repo, tmp_path):
+def test_after_an_approval_arrows_and_letters_do_not_interrupt_the_command_and_its_status_line_goes(calc_repo, tmp_path):
     replay = replay_file(tmp_path, xml("run_command", command="sleep 3; echo slept-well"), "Finished.")
-    child = spawn_repl(calc_repo, "--model", f"replay:{replay}", "--approval", "full-auto")
+    child = spawn_repl(calc_repo, "--model", f"replay:{replay}", "--approval", "suggest")
     child.expect_exact(PROMPT)
     child.sendline("nap")
-    wait_screen(child, "running `sleep 3")
+    child.expect_exact("Run it?")  # the question stops the key watcher and the status line…
+    child.sendline("y")
+    wait_screen(child, "running `sleep 3")  # …which come back once the command may run
     child.send("\x1b[A\x1b[Bq")  # Up, Down (escape sequences, not Esc) and a letter
     child.expect_exact("slept-well")
     child.expect_exact("Finished.")
