@@ -24,7 +24,7 @@ from clovercode.ui.keys import KeyWatcher, TypedAhead
     ([(b"\x1b[", True)], 0, ""),  # a sequence that never finished: dropped, not Esc
     ([("héllo\x7f\x7fo wörld".encode(), False)], 0, "hélo wörld"),  # Backspace edits
     ([(b"one\rtwo\r\r", False)], 0, "one\ntwo"),  # Enter is a line break, never a send
-    ([(b"junk\x15kept\x04\x1a\x07", False)], 0, "kept"),  # Ctrl-U clears the line, other controls do nothing
+    ([(b"junk\x15kept\x04\t\x1a\x07", False)], 0, "kept"),  # Ctrl-U clears the line, other controls do nothing
     ([("é".encode()[:1], False), ("é".encode()[1:], False)], 0, "é"),  # a character split across reads
 ])
 def test_typed_ahead_tells_esc_from_sequences(chunks, escapes, text):
@@ -92,7 +92,16 @@ def test_a_question_mid_turn_gets_the_terminal_as_it_was(pty_pair):
             assert not pressed.wait(0.3)
             assert os.read(slave, 10) == b"\x1b\n"  # left for the question to read
         assert not lflags(slave) & termios.ECHO
+        os.write(master, b"later")
+        threading.Event().wait(0.3)
     assert termios.tcgetattr(slave) == before
+    assert watcher.take_typed() == "later"
+    with watcher.turn():
+        os.write(master, b"early")
+        threading.Event().wait(0.3)
+        with watcher.paused(discard=True):  # an approval: what was typed before it is dropped
+            pass
+    assert watcher.take_typed() == ""
 
 
 def test_esc_interrupts_the_main_thread_as_ctrl_c_does(pty_pair):

@@ -71,10 +71,10 @@ class TypedAhead:
             self.text = self.text[:-1]
         elif code == KILL_LINE:
             self.text = self.text[: self.text.rfind("\n") + 1]
-        elif code < 0x20 and code != 0x09:
-            return  # Ctrl-D, Ctrl-Z … do nothing during a turn
+        elif code < 0x20:
+            return  # Tab (completion at the prompt), Ctrl-D, Ctrl-Z … do nothing during a turn
         else:
-            self.text += "".join(ch for ch in self.decoder.decode(byte) if ch.isprintable() or ch == "\t")
+            self.text += "".join(ch for ch in self.decoder.decode(byte) if ch.isprintable())
 
     def take(self) -> str:
         """The text typed ahead, for the next prompt (blank lines at its ends dropped); then empty."""
@@ -133,10 +133,13 @@ class KeyWatcher:
             self.stop()
 
     @contextmanager
-    def paused(self) -> Iterator[None]:
-        """The terminal as it was, for a question asked mid-turn (an approval); the watcher after."""
+    def paused(self, discard: bool = False) -> Iterator[None]:
+        """The terminal as it was, for a question asked mid-turn (an approval); the watcher after.
+        ``discard``: drop the text typed so far too, as the terminal's own typeahead is dropped."""
         running = self.thread is not None
         self.stop()
+        if discard:
+            self.take_typed()
         try:
             yield
         finally:

@@ -63,7 +63,9 @@ class Screen:
         with echo, and Esc there cancels the run), then come back: a command allowed to run shows its
         status line while it runs."""
         self.suspend()
-        with self.keys.paused() if self.keys is not None else nullcontext():
+        # Keys typed before a question are dropped (approval_prompt.py), those the watcher holds too:
+        # a `y⏎` typed while the model wrote was not meant for a question not shown yet.
+        with self.keys.paused(discard=True) if self.keys is not None else nullcontext():
             yield
         if self.live is not None:
             self.live.resume()
