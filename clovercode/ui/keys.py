@@ -147,9 +147,11 @@ class KeyWatcher:
                 self.start()
 
     def start(self) -> None:
-        import termios
-
         if self.thread is not None:
+            return
+        try:
+            import termios
+        except ImportError:  # no termios (Windows): the terminal stays as it is, Ctrl-C still works
             return
         try:
             self.saved = termios.tcgetattr(self.fd)
@@ -169,12 +171,12 @@ class KeyWatcher:
 
     def stop(self) -> None:
         """Restore the terminal first (this may run as a KeyboardInterrupt unwinds), then end the thread."""
-        import termios
-
         with self.lock:  # after this no Esc is turned into an interrupt
             self.active = False
         try:
             if self.saved is not None:
+                import termios
+
                 try:
                     termios.tcsetattr(self.fd, termios.TCSANOW, self.saved)
                 except (OSError, termios.error):  # the terminal is gone (SIGHUP): nothing to restore
