@@ -25,7 +25,7 @@ COMMAND_WIDTH = 60
 
 def command_label(command: str) -> str:
     """A running command for the status line: its first line, cut, inert (it is the model's text)."""
-    lines = command.strip().splitlines() or [""]
+    lines = command.strip().split("\n")  # not splitlines(): a \r is shown as \r, never a line end that hides the rest
     first = lines[0] if len(lines[0]) <= COMMAND_WIDTH else lines[0][:COMMAND_WIDTH] + "…"
     more = " …" if len(lines) > 1 and not first.endswith("…") else ""
     return f"running `{inert(first, newlines=False)}{more}`"
