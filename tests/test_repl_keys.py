@@ -124,3 +124,22 @@ def test_no_status_line_when_the_output_is_not_a_terminal(calc_repo, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "done-here" in proc.stdout
     assert "interrupts" not in proc.stdout + proc.stderr and "running `" not in proc.stdout + proc.stderr
+
+
+def test_sigterm_during_a_turn_gives_the_terminal_back(calc_repo, tmp_path):
+    import signal
+    import termios
+
+    replay = replay_file(tmp_path, xml("run_command", command="sleep 60"), "never")
+    child = spawn_repl(calc_repo, "--model", f"replay:{replay}", "--approval", "full-auto")
+    child.expect_exact(PROMPT)
+    child.sendline("run something slow")
+    wait_screen(child, "running `sleep 60`")
+    lflags = termios.tcgetattr(child.child_fd)[3]  # a pty's master reports its terminal's settings
+    assert not lflags & termios.ECHO and not lflags & termios.ICANON and lflags & termios.ISIG
+    child.kill(signal.SIGTERM)
+    child.expect(pexpect.EOF)
+    lflags = termios.tcgetattr(child.child_fd)[3]
+    assert lflags & termios.ECHO and lflags & termios.ICANON
+    child.close()
+    assert child.exitstatus == 143
