@@ -195,3 +195,13 @@ def test_bad_hook_tables_are_clear_config_errors(project, text, message):
     with pytest.raises(ConfigError) as info:
         load_config(project, os.environ)
     assert message in str(info.value)
+
+
+def test_an_invalid_matcher_stops_the_cli_with_exit_2_and_no_traceback(project, tmp_path):
+    from conftest import run_cli
+
+    write_user_config(hook("pre_tool_use", "./lint.sh", matcher="*.py"))
+    proc = run_cli("exec", "--model", f"replay:{tmp_path / 'unused.jsonl'}", "a task", cwd=project)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "hooks.pre_tool_use[0].matcher '*.py' of the hook `./lint.sh` is not a valid regular expression" in proc.stderr
+    assert "did you mean '.*.py'?" in proc.stderr
