@@ -147,9 +147,45 @@ def test_project_hooks_need_trust(project, tmp_path):
     assert [h.command for h in load_config(project, os.environ).declared.hooks] == ["exit 2"]
 
 
+def test_a_star_matcher_runs_the_hook_for_every_tool(project, tmp_path):
+    """`*` is documented (and in Claude Code) as every tool; as a regex it would be refused."""
+    write_user_config(hook("pre_tool_use", "cat > /dev/null", matcher="*") + hook("stop", "true", matcher="*"))
+    assert [h.matcher for h in load_config(project, os.environ).declared.hooks] == ["*", "*"]
+    result, sink, _ = run_session(project, tmp_path, [xml("list_files"), xml("write_file", path="a.txt", content="x\n"), FINISH])
+    assert result.stop is StopReason.FINISHED
+    assert [e["event"] for e in sink.of("hook")] == ["pre_tool_use", "pre_tool_use", "stop"]  # finish is no tool call
+
+
+@pytest.mark.parametrize("matcher, tool, expected", [
+    ("", "run_command", True), ("*", "docs__search", True), (" * ", "view_file", True),
+    ("run_command", "run_command", True), ("run_command", "run_commands", False),  # the whole name
+    ("edit_file|write_file", "write_file", True), ("edit_file|write_file", "view_file", False),
+    ("docs__.*", "docs__search", True), ("docs__.*", "git__log", False),
+    ("ev.get+sum", "ev.get+sum", True),  # an exact name that is no regex for itself
+])
+def test_matchers_keep_their_documented_meaning(matcher, tool, expected):
+    from clovercode.hooks.config import parse_hooks
+
+    [parsed] = parse_hooks("pre_tool_use", [{"command": "true", "matcher": matcher}], "config.toml")
+    assert parsed.matches(tool) is expected
+
+
+def test_an_invalid_matcher_names_the_hook_and_suggests_a_pattern():
+    from clovercode.hooks.config import parse_hooks
+
+    with pytest.raises(ConfigError) as info:
+        parse_hooks("post_tool_use", [{"command": "true"}, {"command": "ruff format \x1b[2J", "matcher": "*_file"}],
+                    "config.toml")
+    text = str(info.value)
+    assert text.startswith("config.toml: hooks.post_tool_use[1].matcher '*_file' of the hook `ruff format")
+    assert "ruff format \\x1b[2J" in text and "\x1b" not in text  # the command is inert
+    assert "did you mean '.*_file'?" in text
+    assert "`*` or no matcher means every tool" in (info.value.hint or "")
+
+
 @pytest.mark.parametrize("text, message", [
     ('[[hooks.before_tool]]\ncommand = "x"\n', "unknown hook event 'hooks.before_tool'"),
-    ('[[hooks.pre_tool_use]]\nmatcher = "("\ncommand = "x"\n', "matcher is not a valid regular expression"),
+    ('[[hooks.pre_tool_use]]\nmatcher = "("\ncommand = "x"\n', "matcher '(' of the hook `x` is not a valid regular expression"),
     ('[[hooks.pre_tool_use]]\ncommand = ""\n', "command must be a non-empty string"),
     ('[[hooks.stop]]\ncommand = "x"\ntimeout = -1\n', "timeout must be a positive number of seconds"),
     ('[hooks]\npre_tool_use = "x"\n', "must be a list of tables"),
@@ -159,3 +195,13 @@ def test_bad_hook_tables_are_clear_config_errors(project, text, message):
     with pytest.raises(ConfigError) as info:
         load_config(project, os.environ)
     assert message in str(info.value)
+
+
+def test_an_invalid_matcher_stops_the_cli_with_exit_2_and_no_traceback(project, tmp_path):
+    from conftest import run_cli
+
+    write_user_config(hook("pre_tool_use", "./lint.sh", matcher="*.py"))
+    proc = run_cli("exec", "--model", f"replay:{tmp_path / 'unused.jsonl'}", "a task", cwd=project)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "hooks.pre_tool_use[0].matcher '*.py' of the hook `./lint.sh` is not a valid regular expression" in proc.stderr
+    assert "did you mean '.*.py'?" in proc.stderr

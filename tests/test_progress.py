@@ -85,3 +85,31 @@ def test_model_loading_off_a_terminal_prints_each_phase_a_heartbeat_and_the_tota
     assert any(line.startswith("Loading smollm2-demo: converting") and line.endswith(" s") for line in lines[2:])
     assert "Loading smollm2-demo: tokenizer…" in lines
     assert lines[-1].startswith("Loading smollm2-demo: done in ")
+
+
+def test_a_command_status_line_shows_the_command_inert_and_cut():
+    from clovercode.ui.live import command_label
+
+    assert command_label("pytest -q") == "running `pytest -q`"
+    spoof = command_label("echo hi\x1b[2K\rrm -rf ~\u202e")  # the model's command: it must not steer the terminal
+    assert "\x1b" not in spoof and "\r" not in spoof and "\u202e" not in spoof
+    assert "\\x1b[2K\\rrm -rf ~\\u202e" in spoof
+    assert command_label("make\nmake install") == "running `make …`"
+    long = command_label("x" * 200)
+    assert long == f"running `{'x' * 60}…`"
+
+
+def test_a_question_pauses_the_status_line_and_the_answer_brings_it_back_with_a_fresh_clock():
+    now = [100.0]
+    live = LiveStatus(Console(file=io.StringIO()), [].append, every=60, hint="Esc/Ctrl-C interrupts")
+    status = live.start(StepStatus("running `sleep 5`", clock=lambda: now[0]))
+    assert status.line().plain == "running `sleep 5` · 0s · Esc/Ctrl-C interrupts"
+    live.suspend()  # the approval question
+    live.suspend()  # asked again by the prompt itself: still held
+    assert live.status is None
+    now[0] += 30  # the person thinks for 30 s
+    live.resume()
+    assert live.status is status and status.line().plain.startswith("running `sleep 5` · 0s")
+    live.stop()
+    live.resume()  # nothing held after a stop: nothing comes back
+    assert live.status is None

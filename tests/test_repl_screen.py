@@ -60,7 +60,7 @@ def test_at_file_attaches_and_bang_runs_in_the_sandbox(calc_repo, tmp_path):
     child = spawn_repl(calc_repo, "--model", f"replay:{replay}", "--approval", "suggest")
     child.expect_exact(PROMPT)
     child.sendline("!echo escaped > ../outside.txt; echo made > inside.txt; echo ran-it")
-    child.expect_exact("ran-it")
+    child.expect_exact("the output is in the conversation")  # the command ended: keys go to the prompt now
     child.expect_exact(PROMPT)
     child.send("explain @cal")
     child.send("\t")  # the menu opens: calc.py, then test_calc.py (only git's files)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clovercode.errors import ConfigError
+from clovercode.trust.terminal import inert
 
 EVENTS = ("pre_tool_use", "post_tool_use", "stop")
 DEFAULT_TIMEOUT = 60.0
@@ -18,13 +19,19 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 class HookConfig:
     event: str  # one of EVENTS
     command: str  # a shell line, run with /bin/sh -c in the project directory
-    matcher: str = ""  # regex on the tool name (full match); '' or '*' matches every tool
+    matcher: str = ""  # '' or '*': every tool; else the exact tool name or a regex on the whole name
     timeout: float = DEFAULT_TIMEOUT
     source: str = ""
     env: tuple[str, ...] = ()  # variables passed from clovercode's environment beyond the sandbox's allowlist
 
     def matches(self, tool: str) -> bool:
-        return self.matcher in ("", "*") or re.fullmatch(self.matcher, tool) is not None
+        # The exact name counts too: an MCP tool's name may hold regex characters (`a.b+c`).
+        return every_tool(self.matcher) or self.matcher == tool or re.fullmatch(self.matcher, tool) is not None
+
+
+def every_tool(matcher: str) -> bool:
+    """``*`` (as in Claude Code) and an empty matcher mean every tool; ``*`` alone is no regex."""
+    return matcher.strip() in ("", "*")
 
 
 def parse_hooks(event: str, entries: Any, source: str, *, from_project: bool = False) -> list[HookConfig]:
@@ -47,18 +54,36 @@ def parse_hooks(event: str, entries: Any, source: str, *, from_project: bool = F
         matcher = table.get("matcher", "")
         if not isinstance(matcher, str):
             raise ConfigError(f"{at}.matcher must be a string (a regular expression on tool names)")
-        if event == "stop" and matcher:
+        if event == "stop" and not every_tool(matcher):
             raise ConfigError(f"{at}.matcher: stop hooks have no tool to match; leave it out")
-        try:
-            re.compile(matcher)
-        except re.error as exc:
-            raise ConfigError(f"{at}.matcher is not a valid regular expression: {exc}") from None
+        if not every_tool(matcher):
+            _check_matcher(matcher, at, command)
         timeout = table.get("timeout", DEFAULT_TIMEOUT)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ConfigError(f"{at}.timeout must be a positive number of seconds, got {timeout!r}")
         hooks.append(HookConfig(event, command, matcher, float(timeout), source,
                                 _env_names(table.get("env", []), at, from_project)))
     return hooks
+
+
+def _check_matcher(matcher: str, at: str, command: str) -> None:
+    try:
+        re.compile(matcher)
+    except re.error as exc:
+        glob = matcher.replace(".*", "*").replace("*", ".*")  # `*_file` written as a shell pattern
+        maybe = f" (did you mean {glob!r}?)" if "*" in matcher and _compiles(glob) else ""
+        raise ConfigError(f"{at}.matcher {matcher!r} of the hook `{inert(command, newlines=False)}` is not a valid regular expression: "
+                          f"{exc}{maybe}",
+                          hint="A matcher is a tool's exact name or a regular expression on the whole name "
+                               "(`edit_file|write_file`, `docs__.*`); `*` or no matcher means every tool.") from None
+
+
+def _compiles(pattern: str) -> bool:
+    try:
+        re.compile(pattern)
+    except re.error:
+        return False
+    return True
 
 
 def _env_names(names: Any, at: str, from_project: bool) -> tuple[str, ...]:

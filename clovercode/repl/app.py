@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import nullcontext
 from pathlib import Path
+from typing import ContextManager
 
 from rich.console import Console
 from rich.markup import escape
@@ -20,6 +22,7 @@ from clovercode.session import Session, open_session
 from clovercode.taskinput import check_task
 from clovercode.termination import Terminated
 from clovercode.trust.terminal import inert
+from clovercode.ui.live import CTRL_C_HINT, ESC_HINT, LiveStatus, StepStatus, command_label
 from clovercode.ui.render import ConsoleRenderer, Screen, print_markdown
 
 BANNER = "clovercode {version} · {root}\nType a task, /help for commands. Alt-Enter (or Esc Enter) inserts a newline; Ctrl-D exits."
@@ -42,6 +45,8 @@ class Repl:
         self.tasks = self.steps = self.prompt_tokens = self.completion_tokens = 0
         self.transcript = Transcript()
         self.screen = screen or Screen()
+        if self.screen.live is None:
+            self.screen.live = LiveStatus(console)
         self.screen.observation_count = self.transcript.observation_count
 
     def handle(self, line: str) -> bool:
@@ -73,7 +78,14 @@ class Repl:
             return
         self.transcript.add_user(command, "shell")
         self.console.print(f"[dim]$ {escape(inert(command))}  (sandbox: {escape(self.session.executor.name)})[/]", highlight=False)
-        output, ok = run_shell(self.session, command)
+        live = self.screen.live
+        assert live is not None
+        try:
+            with self.turn():
+                live.start(StepStatus(command_label(command)))
+                output, ok = run_shell(self.session, command)
+        finally:
+            live.stop()
         self.console.print(inert(output), style=None if ok else "red", highlight=False, markup=False, soft_wrap=True)
         self.console.print("[dim]the output is in the conversation: the next task can refer to it[/]", highlight=False)
 
@@ -105,7 +117,8 @@ class Repl:
         task = self.with_attachments(typed)
         renderer = ConsoleRenderer(self.console, screen=self.screen, context=self.context_share)
         try:
-            result = self.session.run_task(task, MultiSink(self.transcript, renderer))
+            with self.turn():
+                result = self.session.run_task(task, MultiSink(self.transcript, renderer))
         except CloverError as exc:  # e.g. the sandbox stopped working: say so, keep the REPL
             print_error(self.console, exc)
             return
@@ -117,6 +130,15 @@ class Repl:
         if result.summary and result.stop.value == "finished":  # a plain answer was shown as the model wrote it
             print_markdown(self.console, result.summary)
         self.print_context_line()
+
+    def turn(self) -> ContextManager[None]:
+        """While a task or a !command runs: Esc interrupts as Ctrl-C does, typed keys do not echo."""
+        keys = self.screen.keys
+        return keys.turn() if keys is not None else nullcontext()
+
+    def typed_ahead(self) -> str:
+        """Text typed while the last turn ran: the next prompt starts with it."""
+        return self.screen.keys.take_typed() if self.screen.keys is not None else ""
 
     def record(self, result) -> None:  # type: ignore[no-untyped-def]
         self.tasks += 1
@@ -163,7 +185,11 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
     from clovercode.repl.inputs import plain_lines, tty_lines
 
     tty = sys.stdin.isatty() and sys.stdout.isatty()
-    screen = Screen()
+    screen = Screen(live=LiveStatus(console, hint=ESC_HINT if tty else CTRL_C_HINT))
+    if tty:
+        from clovercode.ui.keys import KeyWatcher
+
+        screen.keys = KeyWatcher(sys.stdin.fileno())
     approver = make_approver(cfg, console, screen, tty)
     session = open_session(root, cfg, interactive=True, approve=approver)
     from clovercode import __version__
@@ -194,7 +220,8 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
     if tty:
         from clovercode.repl.completion import FileLister, ReplCompleter
 
-        lines = tty_lines(cfg, ReplCompleter(lambda: [*repl.commands, *repl.custom], FileLister(session.root)))
+        lines = tty_lines(cfg, ReplCompleter(lambda: [*repl.commands, *repl.custom], FileLister(session.root)),
+                          typed_ahead=repl.typed_ahead)
     else:
         lines = plain_lines()
     try:
@@ -206,8 +233,12 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
                 raise
             except KeyboardInterrupt:
                 screen.suspend()
+                if screen.keys is not None:  # an interrupt that landed as the turn ended may have cut its restore
+                    screen.keys.stop()
                 console.print("[yellow]interrupted[/]")
     except BaseException:  # SIGTERM/SIGHUP (after SIGHUP there is no terminal to print to), or a failure
+        if screen.keys is not None:
+            screen.keys.stop()  # the terminal as it was, whatever happened
         screen.suspend()
         session.close()
         raise

@@ -8,7 +8,7 @@ import signal
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from clovercode.config import Config, state_dir
 from clovercode.errors import ConfigError
@@ -30,7 +30,9 @@ def history_path(cfg: Config) -> Path:
     return path
 
 
-def tty_lines(cfg: Config, completer: object = None) -> Iterator[str]:
+def tty_lines(cfg: Config, completer: object = None, typed_ahead: Callable[[], str] = str) -> Iterator[str]:
+    """Lines from prompt-toolkit; each prompt starts with ``typed_ahead()``, what was typed while the
+    last turn ran (editable, never sent without Enter)."""
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import FileHistory
     from prompt_toolkit.key_binding import KeyBindings
@@ -46,7 +48,7 @@ def tty_lines(cfg: Config, completer: object = None) -> Iterator[str]:
     while True:
         try:
             with _signals_end_the_prompt(prompt.app):
-                line = prompt.prompt(PROMPT)
+                line = prompt.prompt(PROMPT, default=typed_ahead())
             yield line
         except Terminated:
             raise

@@ -4,6 +4,7 @@ Ctrl-D or Esc cancels the run."""
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Callable
 
 from rich.console import Console
@@ -66,7 +67,8 @@ def plain_read_line(prompt: str, fresh: bool = False) -> str | None:
 
 def make_ask(console: Console, read_line: ReadLine, screen: "Screen | None" = None, rules_file: str = "") -> Ask:
     def ask(request: ApprovalRequest) -> Reply:
-        reply = question_for(request)
+        with screen.asking() if screen is not None else nullcontext():
+            reply = question_for(request)
         if screen is not None and request.kind == "edit" and reply.answer not in (NO, CANCEL) and request.detail:
             screen.approved_diffs.add(request.detail)  # the observation need not show it again
         return reply

@@ -18,6 +18,17 @@ from clovercode.trust.terminal import inert
 from clovercode.heartbeat import HEARTBEAT_SECONDS, Heartbeat, to_stderr
 
 ContextShare = Callable[[], "float | None"]  # how full the window is (0..1), when known
+CTRL_C_HINT = "Ctrl-C interrupts"
+ESC_HINT = "Esc/Ctrl-C interrupts"  # where a key watcher turns Esc into Ctrl-C (the REPL, ui/keys.py)
+COMMAND_WIDTH = 60
+
+
+def command_label(command: str) -> str:
+    """A running command for the status line: its first line, cut, inert (it is the model's text)."""
+    lines = command.strip().split("\n")  # not splitlines(): a \r is shown as \r, never a line end that hides the rest
+    first = lines[0] if len(lines[0]) <= COMMAND_WIDTH else lines[0][:COMMAND_WIDTH] + "…"
+    more = " …" if len(lines) > 1 and not first.endswith("…") else ""
+    return f"running `{inert(first, newlines=False)}{more}`"
 
 
 class StepStatus:
@@ -29,6 +40,7 @@ class StepStatus:
         self.parts: list[tuple[str, str]] = []  # (kind, text) shown so far: "reasoning" | "content"
         self.written = ""
         self.spinner = Spinner("dots", style="cyan")
+        self.hint = CTRL_C_HINT  # how to interrupt, set by the LiveStatus that shows it
 
     def feed(self, text: str, kinds: list[tuple[str, str]]) -> None:
         self.written += text
@@ -42,7 +54,7 @@ class StepStatus:
         if share is not None:
             bits.append(f"context {share:.0%}")
         if hint:
-            bits.append("Ctrl-C interrupts")
+            bits.append(self.hint)
         return Text(" · ".join(bits), style="dim")
 
     def tail(self, height: int) -> Text:
@@ -64,10 +76,12 @@ class LiveStatus:
     """Starts and stops the transient Live region; where the output is not a terminal, a heartbeat:
     the status line on stderr every ``every`` seconds (nothing for a step shorter than that)."""
 
-    def __init__(self, console: Console, write: Callable[[str], None] = to_stderr, every: float = HEARTBEAT_SECONDS):
-        self.console = console
+    def __init__(self, console: Console, write: Callable[[str], None] = to_stderr, every: float = HEARTBEAT_SECONDS,
+                 hint: str = CTRL_C_HINT):
+        self.console, self.hint = console, hint
         self.live: Live | None = None
         self.status: StepStatus | None = None
+        self.held: StepStatus | None = None  # shown before a question was asked; back after the answer
         self.write, self.every = write, every
         self.beat: Heartbeat | None = None
 
@@ -78,6 +92,7 @@ class LiveStatus:
     def start(self, status: StepStatus) -> StepStatus:
         self.stop()
         self.status = status
+        status.hint = self.hint
         if self.enabled:
             self.live = Live(status, console=self.console, transient=True, refresh_per_second=8,
                              vertical_overflow="crop", redirect_stdout=False, redirect_stderr=False)
@@ -86,7 +101,20 @@ class LiveStatus:
             self.beat = Heartbeat(lambda: f"… {status.line(hint=False).plain}", self.write, self.every).start()
         return status
 
+    def suspend(self) -> None:
+        """Stop showing the status for a question; :meth:`resume` shows it again after the answer."""
+        held = self.status if self.status is not None else self.held
+        self.stop()
+        self.held = held
+
+    def resume(self) -> None:
+        status, self.held = self.held, None
+        if status is not None:
+            status.started = status.clock()  # a command's time starts once it was allowed to run
+            self.start(status)
+
     def stop(self) -> None:
+        self.held = None
         if self.beat is not None:
             self.beat.stop()
             self.beat = None

@@ -8,8 +8,9 @@ rich already honours NO_COLOR and drops styling when the output is not a termina
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from rich.console import Console
 from rich.markdown import Markdown
@@ -18,8 +19,11 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from clovercode.trust.terminal import inert
-from clovercode.ui.live import ContextShare, LiveStatus, StepStatus
+from clovercode.ui.live import ContextShare, LiveStatus, StepStatus, command_label
 from clovercode.ui.stream import StreamFilter
+
+if TYPE_CHECKING:
+    from clovercode.ui.keys import KeyWatcher
 
 OBS_PREVIEW_LINES = 6
 
@@ -47,10 +51,24 @@ class Screen:
     live: LiveStatus | None = None
     approved_diffs: set[str] = field(default_factory=set)
     observation_count: Callable[[], int] = lambda: 0
+    keys: "KeyWatcher | None" = None  # Esc and typed-ahead keys during a turn (the REPL on a terminal)
 
     def suspend(self) -> None:
         if self.live is not None:
-            self.live.stop()
+            self.live.suspend()
+
+    @contextmanager
+    def asking(self) -> Iterator[None]:
+        """A question mid-turn: the status line and the key watcher step aside (the answer is typed
+        with echo, and Esc there cancels the run), then come back: a command allowed to run shows its
+        status line while it runs."""
+        self.suspend()
+        # Keys typed before a question are dropped (approval_prompt.py), those the watcher holds too:
+        # a `y⏎` typed while the model wrote was not meant for a question not shown yet.
+        with self.keys.paused(discard=True) if self.keys is not None else nullcontext():
+            yield
+        if self.live is not None:
+            self.live.resume()
 
 
 def print_markdown(console: Console, text: str) -> None:
@@ -116,8 +134,10 @@ class ConsoleRenderer:
 
     def _on_tool_call(self, name: str, arguments: dict[str, Any], **_: Any) -> None:
         self.console.print(f"[bold cyan]→ {escape(inert(name, newlines=False))}[/] {escape(format_args(arguments))}")
-        if name == "run_command":  # commands can take minutes: say it is still running (a question stops this)
-            self.live.start(StepStatus(f"running {format_args(arguments, 40)}", self.context))
+        if name == "run_command":  # commands can take minutes: say it is still running (a question pauses this)
+            command = arguments.get("command")
+            label = command_label(command) if isinstance(command, str) else f"running {format_args(arguments, 40)}"
+            self.live.start(StepStatus(label, self.context))
 
     def _on_observation(self, name: str, ok: bool, text: str, data: dict[str, Any], **_: Any) -> None:
         self.live.stop()
