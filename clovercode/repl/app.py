@@ -165,7 +165,7 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
     tty = sys.stdin.isatty() and sys.stdout.isatty()
     screen = Screen()
     approver = make_approver(cfg, console, screen, tty)
-    session = open_session(root, cfg, interactive=True, approve=approver)
+    session = open_session(root, cfg, interactive=True, approve=approver, mcp_wait=0)  # MCP servers join when ready
     from clovercode import __version__
 
     console.print(BANNER.format(version=__version__, root=root), highlight=False, markup=False)
