@@ -104,7 +104,7 @@ def test_a_failing_hook_is_a_hook_warning_not_a_loop_one(plain_dir, tmp_path):
 
 
 @pytest.mark.parametrize("signum, code, detail", [(signal.SIGINT, 130, "interrupted by the user (Ctrl-C)"),
-                                                  (signal.SIGTERM, 143, "terminated by SIGTERM")])
+                                                  (signal.SIGTERM, 143, "terminated by SIGTERM")], ids=["sigint", "sigterm"])
 def test_an_interrupted_command_reports_the_time_it_ran(plain_dir, tmp_path, signum, code, detail):
     from conftest import default_sigint
 
