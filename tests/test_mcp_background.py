@@ -66,13 +66,15 @@ def test_the_first_turn_does_not_wait_and_the_tools_join_the_next_one(project, t
 def test_exec_json_runs_while_a_server_is_still_starting(project, tmp_path, gate):
     """mcp.startup_wait = 0: exec does not wait either; the run ends and the starting server is stopped."""
     write_user_config(f"mcp.startup_wait = 0\n{gated_server()}")
-    model = replay(tmp_path, ["Nothing needs a tool."])
-    proc = run_cli("exec", "--json", "--model", f"replay:{model}", "what is this?", cwd=project, timeout=120)
+    model = replay(tmp_path, [xml("slow__add", a="2", b="3"), "I will do without it."])
+    proc = run_cli("exec", "--json", "--model", f"replay:{model}", "add 2 and 3", cwd=project, timeout=120)
     assert proc.returncode == 0, proc.stderr
     events = events_of(proc.stdout, 0)
-    assert not gate.exists()  # so the server never got to serve: the turn did not wait for it
-    assert [e["type"] for e in events if e["type"] == "model_text"] == ["model_text"]
+    assert not gate.exists()  # so the server never got to serve: the turns did not wait for it
+    assert [e["step"] for e in events if e["type"] == "model_text"] == [1, 2]
     assert not any(tool.startswith("slow__") for tool in events[0]["tools"])
+    [call] = [e for e in events if e["type"] == "tool_call"]  # too early: told to wait, not that it does not exist
+    assert not call["valid"] and "its MCP server 'slow' is still starting" in call["error"]
 
 
 def test_a_server_that_fails_in_exec_is_a_warning_after_run_started(project, tmp_path):

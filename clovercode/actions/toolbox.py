@@ -93,7 +93,9 @@ class Toolbox:
         self._join()
         assert self._joined is not None
         if self._joined[3] is None:
-            self._joined = (*self._joined[:3], Validator(self._joined[1]))
+            starting = {prefix: server for source in self.sources
+                        for prefix, server in getattr(source, "starting_prefixes", dict)().items()}
+            self._joined = (*self._joined[:3], Validator(self._joined[1], starting))
         return self._joined[3]  # type: ignore[return-value]
 
     def execute(self, call: CheckedCall) -> Observation:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, Sequence
 from clovercode.actions.context import ApprovalRequest, Observation, ToolContext, ToolError
 from clovercode.mcpservers.config import ServerConfig
 from clovercode.mcpservers.connection import CLOSED, ServerConnection, describe_error
-from clovercode.mcpservers.tools import result_text, tool_specs
+from clovercode.mcpservers.tools import qualified_name, result_text, tool_specs
 from clovercode.privatefiles import open_private, private_dir
 from clovercode.toolcalls.schemas import ToolSpec
 
@@ -113,6 +113,10 @@ class McpManager:
         """The servers still starting."""
         return [name for name, c in self.connections.items() if c.status in ("starting", "stopped")
                 and name in self._pending and not self._pending[name].done()]
+
+    def starting_prefixes(self) -> dict[str, str]:
+        """Tool-name prefix → server, for the servers still starting (the validator's hint)."""
+        return {qualified_name(name, ""): name for name in self.starting}
 
     def _note(self, category: str, text: str, *, quiet: bool = False) -> None:
         with self._lock:
