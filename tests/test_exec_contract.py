@@ -160,8 +160,7 @@ def test_a_bug_mid_run_still_ends_the_stream():
     events = events_of(out.getvalue(), 70)
     assert [e["type"] for e in events] == ["run_started", "warning", "error", "run_completed"]
     assert events[-1]["stop_reason"] == "error" and events[-1]["steps"] == 1
-    JsonEventWriter.current = None
-    fresh = io.StringIO()
+    fresh = io.StringIO()  # another stream: the ended one above is not reused
     exec_failure(fresh, "terminated by SIGTERM", 143, interrupted=True)  # before any writer existed
     assert events_of(fresh.getvalue(), 143)[-1]["stop_reason"] == "interrupted"
 

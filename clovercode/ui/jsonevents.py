@@ -181,5 +181,6 @@ class JsonEventWriter:
 def exec_failure(out: TextIO, message: str, exit_code: int, *, interrupted: bool = False) -> None:
     """An exit of ``exec --json`` outside run_exec's own handling (a bad flag, a config error, a
     signal while loading, a bug): the process's stream ends with error + run_completed."""
-    writer = JsonEventWriter.current or JsonEventWriter(out)
+    current = JsonEventWriter.current
+    writer = current if current is not None and current.out is out else JsonEventWriter(out)  # not a stale one
     writer.fail(message, exit_code, "interrupted" if interrupted else NOT_STARTED)
