@@ -57,7 +57,7 @@ def test_the_first_turn_does_not_wait_and_the_tools_join_the_next_one(project, t
         [observation] = second.of("observation")
         assert observation["ok"] and observation["text"] == "5"
         ready = [w for w in second.of("warning") if w.get("category") == "mcp"]
-        assert len(ready) == 1 and "'slow' is ready: 7 tools" in ready[0]["text"] and ready[0]["quiet"]
+        assert len(ready) == 1 and "'slow' is ready: its 7 tools joined" in ready[0]["text"] and ready[0]["quiet"]
         assert "slow__add" in second.of("run_start")[0]["tools"]
     finally:
         session.close()

@@ -96,8 +96,9 @@ class McpManager:
                 self._note("mcp", text)
         if announce:
             count = len([t for t in tools if t.server == name])
-            self._note("mcp", f"MCP server '{name}' is ready: {count} tool{'' if count == 1 else 's'} "
-                       "join the model's tools from its next turn", quiet=True)
+            # said at the start of the first turn that offers them
+            self._note("mcp", f"MCP server '{name}' is ready: its {count} tool{'' if count == 1 else 's'} "
+                       "joined the model's tools", quiet=True)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until every server has started or failed (at most ``timeout`` s); True when none is left starting."""
