@@ -24,9 +24,11 @@ CALL_GRACE = 5.0  # the loop thread's own timeout fires first; this one only gua
 
 
 def sdk_missing() -> str | None:
-    try:
-        import mcp  # noqa: F401
-    except ImportError:
+    """Whether the SDK is installed, found without importing it: the import (about a second) happens
+    on the servers' own thread, not before the first prompt."""
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
         return "MCP servers are configured but the `mcp` package is not installed: pip install 'clovercode[mcp]'"
     return None
 
