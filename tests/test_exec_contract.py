@@ -53,6 +53,15 @@ def test_a_config_error_ends_the_stream_by_its_contract(plain_dir, tmp_path):
     assert "CLOVERCODE_MAX_STEPS" in error["message"] and done["detail"] == error["message"]
 
 
+def test_a_sandbox_that_cannot_start_ends_the_stream_by_its_contract(plain_dir, tmp_path):
+    proc = run_cli("exec", "--json", "--model", replay(tmp_path, "x"), "look", cwd=plain_dir,
+                   env=cli_env(PATH=str(tmp_path / "no-bin")))  # no bwrap to be found
+    assert proc.returncode == 6
+    started, error, done = events_of(proc.stdout, 6)
+    assert started["task"] == "look" and started["sandbox"] == "workspace-write"
+    assert "bubblewrap (bwrap) is not installed" in error["message"] and done["stop_reason"] == "error"
+
+
 def test_deltas_need_json(plain_dir, tmp_path):
     proc = run_cli("exec", "--include-deltas", "--model", replay(tmp_path, "x"), "look", cwd=plain_dir)
     assert proc.returncode == 2 and "--include-deltas needs --json" in proc.stderr and proc.stdout == ""
