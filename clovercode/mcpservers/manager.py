@@ -1,5 +1,5 @@
-"""All configured MCP servers of one session: started together, their tools offered to the toolbox,
-calls made with a timeout, stopped with the session. Nothing here raises into the agent loop: a
+"""All configured MCP servers of one session: started together in the background (each one's tools
+join the toolbox when it is ready), calls made with a timeout, stopped with the session. Nothing here raises into the agent loop: a
 server that fails gives a start-up warning or an error observation."""
 
 from __future__ import annotations
