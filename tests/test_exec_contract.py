@@ -182,3 +182,21 @@ def test_an_mcp_refusal_names_the_tool_not_a_command():
 
 def test_the_call_line_shows_numbers_as_numbers():
     assert format_args({"a": 2, "b": "2", "c": True, "d": 1.5, "e": [1, "x"]}) == 'a=2 b=\'2\' c=true d=1.5 e=[1, "x"]'
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.4])
+def test_sigterm_while_exec_starts_still_ends_the_stream(plain_dir, tmp_path, delay):
+    """From clovercode's first line on (loading the CLI, parsing flags, opening the session)."""
+    from test_fix_overclaim import catches
+
+    model = replay(tmp_path, xml("run_command", command="sleep 60"), "never")
+    proc = subprocess.Popen([sys.executable, "-m", "clovercode", "exec", "--json", "--model", model, "wait"],
+                            cwd=plain_dir, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while not catches(proc.pid, signal.SIGTERM) and proc.poll() is None:
+        time.sleep(0.002)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    events = events_of(out, 143)
+    assert events[-1]["stop_reason"] == "interrupted" and "SIGTERM" in events[-2]["message"]
