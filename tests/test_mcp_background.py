@@ -122,3 +122,25 @@ def test_repl_prompt_mcp_and_status_while_a_server_starts(project, tmp_path, gat
     assert "slow (starting)" in out  # /status's mcp row
     assert "pre_tool_use ×1" in out  # /status's hooks row
     assert "no MCP server named 'nope'" in out
+
+
+def test_what_a_server_says_is_drawn_inert_in_mcp_listings():
+    """/mcp tools and `clovercode mcp list` print a server's descriptions and errors: not ours, so inert."""
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from clovercode.mcpservers.command import print_rows
+    from clovercode.mcpservers.config import ServerConfig
+    from clovercode.toolcalls.schemas import ToolSpec
+
+    evil = "\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J"
+    spec = ToolSpec(name="t__x", description=f"harmless{evil}", schema={"type": "object", "properties": {}})
+    config = ServerConfig("t", "user config", command="srv")
+    manager = SimpleNamespace(status_rows=lambda: [(config, "crashed", f"gone{evil}", [SimpleNamespace(spec=spec)])])
+    out = io.StringIO()
+    print_rows(Console(file=out, force_terminal=True, width=200), manager, details=True)
+    text = out.getvalue()
+    assert "harmless" in text and "gone" in text
+    assert "\x1b]52" not in text and "\x1b[2J" not in text and "\x07" not in text
