@@ -117,6 +117,7 @@ def test_repl_prompt_mcp_and_status_while_a_server_starts(project, tmp_path, gat
     assert not gate.exists()
     out = proc.stdout
     assert "Plain answer." in out
+    assert out.index("MCP servers starting in the background: slow") < out.index("Plain answer.")
     assert out.index("Plain answer.") < out.index("slow  starting")  # /mcp, after the answer
     assert "still starting: slow" in out
     assert "slow (starting)" in out  # /status's mcp row

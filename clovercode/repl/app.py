@@ -176,6 +176,9 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
         console.print(f"[yellow]{escape(approver.notice() or '')}[/]", highlight=False)
     for notice in session.take_notices():  # MCP servers that did not start, untrusted project hooks
         console.print(f"[yellow]⚠ {escape(notice)}[/]", highlight=False, soft_wrap=True)
+    if session.mcp is not None and session.mcp.starting:  # their tools join when ready (/mcp)
+        console.print(f"[dim]MCP servers starting in the background: {escape(', '.join(session.mcp.starting))} "
+                      "(/mcp)[/]", highlight=False, soft_wrap=True)
     if resume is not None:
         from clovercode.context.commands import resume_into
 
