@@ -78,7 +78,7 @@ def test_exec_json_runs_while_a_server_is_still_starting(project, tmp_path, gate
 
 
 def test_a_server_that_fails_in_exec_is_a_warning_after_run_started(project, tmp_path):
-    write_user_config(f"[mcp_servers.gone]\n{server_command('exit')}\n")
+    write_user_config(f"mcp.startup_wait = 60\n[mcp_servers.gone]\n{server_command('exit')}\n")  # however loaded the machine
     proc = run_cli("exec", "--json", "--model", f"replay:{replay(tmp_path, ['Fine.'])}", "hi", cwd=project, timeout=120)
     assert proc.returncode == 0, proc.stderr
     events = events_of(proc.stdout, 0)
