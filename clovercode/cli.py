@@ -22,7 +22,7 @@ from clovercode.errors import CloverError, ExitCode, UsageError
 from clovercode.bench.cli import make_bench_app
 from clovercode.privatefiles import private_dir, write_private
 from clovercode.eval.cli import make_eval_app
-from clovercode.jsonexit import exit_interrupted_early, print_interrupted, print_json_error, silent_interrupt
+from clovercode.jsonexit import exit_interrupted_early, json_command, print_interrupted, print_json_error, silent_interrupt
 from clovercode.termination import signals_as_interrupts
 
 
@@ -34,6 +34,8 @@ class CloverGroup(TyperGroup):
             return super().invoke(ctx)
         except CloverError as exc:
             report_error(exc)
+            if json_command(sys.argv[1:]) == "exec":  # fix answers its own errors in its one object
+                print_json_error(sys.argv[1:], "error", int(exc.exit_code), str(exc))
             raise typer.Exit(int(exc.exit_code)) from None
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP where termination.py catches them
             _exit_interrupted(exc)
@@ -50,6 +52,8 @@ class CloverGroup(TyperGroup):
             # A bug: keep the traceback, but in a file, not on the user's screen.
             path = save_crash_report(traceback.format_exc())
             make_console(stderr=True).print(f"[red]internal error[/]: clovercode hit a bug. Details: {path}")
+            if json_command(sys.argv[1:]) == "exec":
+                print_json_error(sys.argv[1:], "error", int(ExitCode.INTERNAL), f"internal error: clovercode hit a bug ({path})")
             raise typer.Exit(int(ExitCode.INTERNAL)) from None
 
 
@@ -249,6 +253,8 @@ def exec_command(
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Most model turns."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Wall-clock budget in seconds."),
     as_json: bool = typer.Option(False, "--json", help="Stream the run's events as JSON Lines on stdout (docs/usage.md)."),
+    deltas: bool = typer.Option(False, "--include-deltas", "--include-partial-messages",
+                                help="With --json: also stream the model's text as it is written (model_text_delta events)."),
     endpoint: Optional[str] = EndpointOpt,
     api_key: Optional[str] = ApiKeyOpt,
     endpoint_stream: Optional[str] = EndpointStreamOpt,
@@ -259,12 +265,14 @@ def exec_command(
     Exit codes: 0 done, 2 usage, 3 gave up, 5 model, 6 sandbox, 130 interrupted (docs/usage.md)."""
     from clovercode.execcmd import exec_config, read_task, run_exec
 
+    if deltas and not as_json:
+        raise UsageError("--include-deltas needs --json", hint="The deltas are JSON events: clovercode exec --json --include-deltas TASK")
     root = project_root(repo)
     text = read_task(task, sys.stdin)
     cfg = exec_config(effective_config(root, trust_project, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
                                        endpoint=endpoint, api_key=api_key, endpoint_stream=endpoint_stream), approval)
     with signals_as_interrupts():  # a cancelled CI job (SIGTERM) ends like Ctrl-C: run_completed, exit 143
-        code = run_exec(root, cfg, text, as_json, sys.stdout, make_console(stderr=True))
+        code = run_exec(root, cfg, text, as_json, sys.stdout, make_console(stderr=True), deltas=deltas)
     raise typer.Exit(code)
 
 

@@ -56,25 +56,42 @@ class RefusingAsk:
 
     def __call__(self, request: ApprovalRequest) -> str:
         if self.sink is not None:
-            what = "edit" if request.kind == "edit" else "command"
             self.sink.emit("warning", category="approval",
-                           text=f"refused the {what} `{request.title}`: exec asks nobody (--approval {self.mode})")
+                           text=f"refused {refused_what(request)}: exec asks nobody (--approval {self.mode})")
         return NO
 
 
-def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err: Console) -> int:
+def refused_what(request: ApprovalRequest) -> str:
+    """What was refused, named as the user knows it: an MCP call is a server's tool, not a command."""
+    what = {"edit": "the edit", "mcp": "the MCP tool"}.get(request.kind, "the command")
+    return f"{what} `{request.title}`"
+
+
+def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err: Console, *,
+             deltas: bool = False) -> int:
+    """``deltas``: with ``as_json``, also write the model's text as it comes (model_text_delta)."""
     ask = RefusingAsk(cfg["approval"])
     approver = ModeApprover(cfg["approval"], cfg["sandbox"] != "none", ask, cfg["permissions.allow"])
-    writer = JsonEventWriter(out, exit_code=exit_code_for) if as_json else None
+    writer = None
+    if as_json:  # made first, so even a model that cannot load ends the stream by its contract
+        writer = JsonEventWriter(out, exit_code=exit_code_for, deltas=deltas,
+                                 start={"task": task, "model": cfg["model"], "sandbox": cfg["sandbox"],
+                                        "max_steps": cfg["max_steps"]})
     try:
-        session = open_session(root, cfg, interactive=True, approve=approver, unattended=True)
+        # MCP servers: a short wait (mcp.startup_wait) so a one-shot task can use them from its first
+        # turn, as headless peers do; a slower server joins when ready instead of holding up the run.
+        session = open_session(root, cfg, interactive=True, approve=approver, unattended=True,
+                               mcp_wait=cfg["mcp.startup_wait"])
     except CloverError as exc:
         if writer is None:
             raise
-        writer.error(str(exc), int(exc.exit_code))
+        report_to(err, exc)
+        writer.fail(str(exc), int(exc.exit_code))
         return int(exc.exit_code)
     if cfg["sandbox"] == "none":
         err.print(f"[bold red]{NO_SANDBOX_WARNING}[/]", highlight=False, soft_wrap=True)
+        if writer is not None:  # a script reads the stream, not stderr
+            session.notices.append(("sandbox", NO_SANDBOX_WARNING))
     sink: EventSink
     if writer is not None:
         writer.trajectory = lambda: session.last_trajectory
@@ -87,7 +104,8 @@ def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err
     except CloverError as exc:
         if writer is None:
             raise
-        writer.error(str(exc), int(exc.exit_code))
+        report_to(err, exc)
+        writer.fail(str(exc), int(exc.exit_code))
         return int(exc.exit_code)
     finally:
         session.close()
@@ -103,6 +121,11 @@ def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err
             err.print(f"[dim]session {session.last_trajectory.stem} · resume with "
                       f"clovercode --resume {session.last_trajectory.stem}[/]", highlight=False, soft_wrap=True)
     return code
+
+
+def report_to(err: Console, exc: CloverError) -> None:
+    """The error on stderr too: a person watching a --json run reads it there."""
+    err.print(f"[red]error[/]: {escape(str(exc))}", highlight=False, soft_wrap=True)
 
 
 def exec_config(base: Config, approval: str | None) -> Config:

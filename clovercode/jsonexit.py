@@ -25,10 +25,12 @@ def print_json_error(argv: Sequence[str], status: str, exit_code: int, message: 
     command = json_command(argv)
     if command is None:
         return False
-    if command == "exec":  # JSON Lines events (ui/jsonevents.py)
-        answer = {"type": "error", "message": message, "exit_code": exit_code}
-    else:
-        answer = {"status": status, "exit_code": exit_code, "error": message}
+    if command == "exec":  # JSON Lines events: the stream still starts with run_started and ends with run_completed
+        from clovercode.ui.jsonevents import exec_failure  # standard library only, like this module
+
+        exec_failure(sys.stdout, message, exit_code, interrupted=status == "interrupted")
+        return True
+    answer = {"status": status, "exit_code": exit_code, "error": message}
     sys.stdout.write(json.dumps(answer, ensure_ascii=False) + "\n")
     sys.stdout.flush()
     return True

@@ -66,7 +66,8 @@ class Session:
     command_env: Mapping[str, str] | None = None  # environment of the model's commands (None: inherit)
     prompt: ContextPrompt | None = None  # the last task's prompt builder (for /compact and /context)
     mcp: McpManager | None = None  # the MCP servers of this session (a tool source), stopped by close()
-    notices: list[str] = field(default_factory=list)  # start-up warnings, said once (the REPL, or the first run)
+    # start-up warnings as (category, text), said once (the REPL, or the first run): exec --json's warning categories
+    notices: list[tuple[str, str]] = field(default_factory=list)
     session_id: str | None = None  # the first task's trajectory id; every later task's snapshot carries it
     unattended: bool = False  # nobody watches the run (fix, exec, eval): every turn must act (engine.tool_choice)
     ci_changes_allowed: bool = False  # fix --allow-ci-changes: CI definitions and hooks may change
@@ -102,8 +103,8 @@ class Session:
         self.last_context = ctx
         writer = TrajectoryWriter(self.last_trajectory)
         events = MultiSink(SnapshotBeforeEnd(writer, self.root, self.conversation, self.session_id), sink)  # what --resume loads
-        for notice in self.take_notices():
-            events.emit("warning", text=notice)
+        for category, notice in self.take_categorised():
+            events.emit("warning", text=notice, category=category)
         hooks = Hooks(self.cfg.declared.hooks, self.root, self.env, events, self.cfg["hooks.max_stop_blocks"])
         specs, handlers = self.tools if self.tools is not None else (None, None)
         toolbox = Toolbox(ctx, specs, handlers, sources=[self.mcp] if self.mcp else [], hooks=hooks if hooks else None)
@@ -122,7 +123,10 @@ class Session:
             writer.close()
 
     def take_notices(self) -> list[str]:
-        notices, self.notices = self.notices, []
+        return [text for _, text in self.take_categorised()]
+
+    def take_categorised(self) -> list[tuple[str, str]]:
+        notices, self.notices = self.notices, []  # the MCP servers' own notes come through the toolbox, each step
         return notices
 
     def close(self) -> None:
@@ -135,20 +139,23 @@ class Session:
 
 def open_session(root: Path, cfg: Config, *, interactive: bool, approve: Approver = approve_all,
                  env: Mapping[str, str] | None = None, backend: ModelBackend | None = None,
-                 unattended: bool | None = None) -> Session:
+                 unattended: bool | None = None, mcp_wait: float | None = None) -> Session:
     """``backend``: an already open one to use (eval shares one model across many sessions);
     ``unattended``: nobody watches (default: not interactive; exec is interactive in its approvals
-    but unattended)."""
+    but unattended); ``mcp_wait``: seconds to wait for MCP servers to start (None: until each is
+    up or has failed; 0: not at all, the REPL: their tools join when ready)."""
     # `--sandbox none` is warned about by the caller (fix, REPL), next to its other output.
     executor = make_executor(cfg, root, env=env)
     backend = backend if backend is not None else open_backend(cfg, base_dir=root)
     session = Session(root.resolve(), cfg, backend, executor, interactive, dict(env or os.environ), approve)
-    session.notices = list(cfg.declared.notes)
+    session.notices = [("startup", note) for note in cfg.declared.notes]
     if cfg["context.map_tokens"] > 0 and (missing := map_missing()):  # a core install: run without the map
-        session.notices.append(map_off_note(missing))
+        session.notices.append(("startup", map_off_note(missing)))
     session.unattended = not interactive if unattended is None else unattended
-    if cfg.declared.mcp_servers:  # started now, so a server that fails is said before the first task
+    if cfg.declared.mcp_servers:  # in the background: a slow server never holds up the first prompt
         session.mcp = McpManager(list(cfg.declared.mcp_servers.values()), session.root, session.env,
                                  state_dir(session.env) / "mcp-logs", cfg["output_limit"])
-        session.notices += session.mcp.start()
+        session.mcp.start_background(announce=mcp_wait is not None)
+        if mcp_wait is None or mcp_wait > 0:
+            session.mcp.wait(mcp_wait)
     return session

@@ -59,6 +59,8 @@ SETTINGS: tuple[Setting, ...] = (
     # hooks (docs/mcp-and-hooks.md); the hooks and MCP servers themselves are tables, not settings
     Setting("hooks.max_stop_blocks", int, 3, "Times stop hooks may send the model back to work in one run; then it "
             "stops anyway, with a warning.", minimum=0),
+    Setting("mcp.startup_wait", float, 5.0, "exec: seconds to wait for MCP servers before the first model call; a "
+            "server not up by then joins when ready. The REPL never waits.", minimum=0.0),
     # files written by clovercode
     Setting("trajectory_dir", str, "", "Where run trajectories go (default: $XDG_STATE_HOME/clovercode/trajectories)."),
     Setting("history_file", str, "", "REPL input history (default: $XDG_STATE_HOME/clovercode/history)."),

@@ -78,3 +78,19 @@ def start_http_server(kind: str, tmp_path: Path, env: dict | None = None) -> tup
             time.sleep(0.1)
     proc.kill()
     raise RuntimeError(f"the test MCP server did not start: {(tmp_path / 'http-server.log').read_text()}")
+
+
+def wait_for_servers(child, prompt: str = "clover>", **states: str) -> None:
+    """In a REPL (pexpect), ask /mcp until each named server is in its state ("running", "failed"):
+    servers start in the background, and a test whose first task calls a tool must wait for it."""
+    import re
+
+    for _ in range(600):
+        child.sendline("/mcp")
+        child.expect_exact("/mcp shows the servers")  # the usage line ends the listing
+        plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\r", "", child.before)
+        child.expect_exact(prompt)
+        if all(re.search(rf"(?m)^{re.escape(name)}\s+{state}\b", plain) for name, state in states.items()):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the MCP servers never reached {states}")

@@ -1,6 +1,9 @@
 """MCP servers for the tests, written with the official SDK.
 
-    python mcp_test_server.py KIND [PORT]     KIND: good | badschema | exit | silent; PORT: streamable HTTP
+    python mcp_test_server.py KIND [PORT]     KIND: good | badschema | exit | silent | gated | tasks; PORT: streamable HTTP
+
+gated: the good server, once the file $GATE_FILE exists (a slow start the test ends when it wants);
+tasks: the good server with `add` declared task-only (execution.taskSupport "required", MCP 2025-11-25).
 
 Every call that reaches the server is appended to $CALLS_FILE, so a test can see that an invalid
 call never arrived.
@@ -103,6 +106,30 @@ def bad_schema_server() -> MCPServer:
     return server
 
 
+def tasks_server() -> MCPServer:
+    from mcp.types import ToolExecution
+
+    server = good_server()
+    original = server.list_tools
+
+    async def list_tools():  # what server-everything's simulate-research-query declares
+        tools = await original()
+        for tool in tools:
+            if tool.name == "add":
+                tool.execution = ToolExecution(task_support="required")
+        return tools
+
+    server.list_tools = list_tools  # type: ignore[method-assign]
+    return server
+
+
+def wait_for_gate() -> None:
+    gate = os.environ["GATE_FILE"]
+    deadline = time.monotonic() + 120
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def main() -> None:
     kind = sys.argv[1]
     if kind == "exit":
@@ -110,7 +137,10 @@ def main() -> None:
         sys.exit(1)
     if kind == "silent":
         time.sleep(3600)
-    server = good_server() if kind == "good" else bad_schema_server()
+    if kind == "gated":
+        wait_for_gate()
+    makers = {"good": good_server, "gated": good_server, "tasks": tasks_server, "badschema": bad_schema_server}
+    server = makers[kind]()
     if len(sys.argv) > 2:
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:

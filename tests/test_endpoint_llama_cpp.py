@@ -50,7 +50,7 @@ def test_a_prompt_over_the_window_is_a_clear_error_and_exit_5(llama, calc_repo):
                    "--test-command", "none", "-C", str(calc_repo), "--json", timeout=600)
     assert proc.returncode == 5, proc.stderr
     result = json.loads(proc.stdout)
-    assert result["stop_reason"] == "model_error" and result["steps"] == 1
+    assert result["stop_reason"] == "model_error" and result["steps"] == 0  # the turn the model could not take is not counted
     assert "no longer fits the model's context window" in result["detail"]
     assert "maximum context length is 4096 tokens" in result["detail"]
     assert "set context.window (CLOVERCODE_CONTEXT_WINDOW) to 4096" in result["detail"]

@@ -274,8 +274,11 @@ def test_sigterm_while_starting_still_prints_one_json_object(tmp_path, delay):
 def test_a_bad_flag_value_with_json_prints_json(tmp_path, command, flag, shape):
     proc = run_cli(command, "--json", flag, "many", "a task", cwd=tmp_path)
     assert proc.returncode == 2
-    [line] = proc.stdout.splitlines()
-    answer = json.loads(line)
+    objects = [json.loads(line) for line in proc.stdout.splitlines()]
+    if command == "exec":  # JSON Lines: run_started, the error, run_completed (docs/usage.md#json-events)
+        assert [o["type"] for o in objects] == ["run_started", "error", "run_completed"]
+        objects = objects[1:2]
+    [answer] = objects
     assert answer["exit_code"] == 2 and flag in (answer.get("error") or answer.get("message"))
     assert answer[shape] == "error"
 

@@ -14,7 +14,7 @@ from clovercode.agent.budget import StopReason
 from clovercode.config import load_config
 from clovercode.errors import ConfigError
 from conftest import cli_env, default_sigint, make_git_repo, run_cli
-from mcp_helpers import (observations, run_session, server_command, start_http_server, warnings,
+from mcp_helpers import (observations, run_session, server_command, start_http_server, wait_for_servers, warnings,
                          write_user_config)
 from test_parser_table import xml
 
@@ -233,7 +233,7 @@ def test_mcp_list_and_check_commands(project, tmp_path):
     env = cli_env(COLUMNS="200")
     listed = run_cli("mcp", "list", "-C", str(project), env=env)
     assert listed.returncode == 0, listed.stderr
-    assert "t  running  stdio:" in listed.stdout and "t__add  Add two whole numbers" in listed.stdout
+    assert "t  running · 7 tools  stdio:" in listed.stdout and "t__add  Add two whole numbers" in listed.stdout
     assert "gone  failed" in listed.stdout
     checked = run_cli("mcp", "check", "t", "-C", str(project), env=env)
     assert checked.returncode == 0 and "ok: t works" in checked.stdout
@@ -259,9 +259,10 @@ def test_repl_asks_before_an_mcp_call_in_a_real_terminal(project, tmp_path, call
     child = pexpect.spawn(sys.executable, ["-m", "clovercode", "--model", f"replay:{model}", "--approval", "suggest"],
                           cwd=str(project), env=env, encoding="utf-8", timeout=60, dimensions=(40, 120))
     try:
-        child.expect_exact("MCP server 'gone' is not available: the server closed the connection")  # said at start-up
-        child.expect_exact("clover>")
+        child.expect_exact("clover>")  # at once: the servers start in the background
+        wait_for_servers(child, t="running", gone="failed")
         child.sendline("add 20 and 22")
+        child.expect_exact("MCP server 'gone' is not available: the server closed the connection")  # said in the next turn
         child.expect_exact("clovercode wants to call the MCP tool")
         child.expect_exact("add")
         child.expect_exact("of the server")
@@ -302,6 +303,7 @@ def test_ctrl_c_during_a_slow_mcp_call_interrupts_the_step_not_the_session(proje
                           preexec_fn=default_sigint)
     try:
         child.expect_exact("clover>")
+        wait_for_servers(child, t="running")
         child.sendline("sleep a while")
         child.expect_exact("→ t__sleep")
         time.sleep(0.5)

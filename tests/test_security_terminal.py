@@ -14,7 +14,7 @@ from pathlib import Path
 import pexpect
 
 from clovercode.trust.terminal import discard_pending_input, inert
-from mcp_helpers import server_command, write_user_config
+from mcp_helpers import server_command, wait_for_servers, write_user_config
 from pty_screen import PROMPT, screen_text, spawn_repl, wait_screen
 from test_parser_table import xml
 
@@ -108,6 +108,7 @@ def test_model_text_and_mcp_results_cannot_write_the_clipboard_or_hide_links(cal
     child = spawn_repl(calc_repo, "--model", f"replay:{replay}", "--approval", "suggest", *SANDBOX)
     try:
         child.expect_exact(PROMPT)
+        wait_for_servers(child, PROMPT, t="running")  # the servers start in the background
         child.sendline("look it up")
         child.expect_exact("Call it?")
         child.sendline("y")

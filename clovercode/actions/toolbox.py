@@ -75,6 +75,16 @@ class Toolbox:
         """Every tool the model can call now (a server's list can change between steps)."""
         return self._join()[0]
 
+    def take_notes(self) -> list[tuple[str, str, bool]]:
+        """What the tool sources have to say since the last call (an MCP server ready, failed, a tool
+        left out): (category, text, quiet)."""
+        notes: list[tuple[str, str, bool]] = []
+        for source in self.sources:
+            take = getattr(source, "take_notes", None)
+            if take is not None:
+                notes.extend(take())
+        return notes
+
     @property
     def names(self) -> list[str]:
         return [s.name for s in self.specs]
@@ -83,7 +93,9 @@ class Toolbox:
         self._join()
         assert self._joined is not None
         if self._joined[3] is None:
-            self._joined = (*self._joined[:3], Validator(self._joined[1]))
+            starting = {prefix: server for source in self.sources
+                        for prefix, server in getattr(source, "starting_prefixes", dict)().items()}
+            self._joined = (*self._joined[:3], Validator(self._joined[1], starting))
         return self._joined[3]  # type: ignore[return-value]
 
     def execute(self, call: CheckedCall) -> Observation:

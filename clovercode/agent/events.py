@@ -1,8 +1,9 @@
 """Loop events fan out to sinks: the console renderer, the trajectory writer, tests.
 
 Kinds (each with keyword data): run_start, step_start, text_delta, model_turn, tool_call,
-observation, format_error, warning (``quiet=True``: said dimly, e.g. a fallback the endpoint took), hook (a
-hook ran: docs/mcp-and-hooks.md), run_end. See docs/architecture.md.
+observation, format_error, warning (``category``: what it is about, exec --json's warning categories;
+``quiet=True``: said dimly, e.g. a fallback the endpoint took), hook (a hook ran: docs/mcp-and-hooks.md),
+run_end. See docs/architecture.md.
 """
 
 from __future__ import annotations

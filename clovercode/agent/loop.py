@@ -123,8 +123,14 @@ class Agent:
     def _step(self, conversation: Conversation, state: _State, repeats: RepeatTracker) -> None:
         state.steps += 1
         self.sink.emit("step_start", step=state.steps, max_steps=self.limits.max_steps)
+        for category, note, quiet in self.toolbox.take_notes():  # tools that joined or failed since the last turn
+            self.sink.emit("warning", text=note, category=category, **({"quiet": True} if quiet else {}))
         started = self.clock()
-        text, server_calls, usage, guard = self._generate(self.prompt.build(conversation))
+        try:
+            text, server_calls, usage, guard = self._generate(self.prompt.build(conversation))
+        except ModelError:
+            state.steps -= 1  # the turn never happened: a model_error run counts only the steps it took
+            raise
         state.prompt_tokens += usage.prompt_tokens
         state.completion_tokens += usage.completion_tokens
         state.usage_estimated = state.usage_estimated or bool(usage.extra.get("usage_estimated"))
@@ -134,16 +140,17 @@ class Agent:
         conversation.add(Message("assistant", turn.content, turn.reasoning,
                                  tuple(CallRecord(c.id, c.name, c.arguments) for c in checked)))
         self.sink.emit("model_turn", step=state.steps, raw=text, content=turn.content, reasoning=turn.reasoning,
-                       calls=[{"id": c.id, "name": c.name, "arguments": c.arguments, "valid": c.ok} for c in checked],
+                       calls=[_call_json(c, parsed) for c, parsed in zip(checked, turn.calls)],
                        errors=turn.errors, usage=_usage_json(usage, state), seconds=round(self.clock() - started, 4),
                        **({"server_calls": [{"name": c.name, "arguments": c.arguments} for c in server_calls]}
                           if server_calls else {}))
         self._handle_format(conversation, state, review)
         if guard.tripped:
-            self.sink.emit("warning", text=f"the reply was cut: it kept repeating {guard.unit()!r}")
+            self.sink.emit("warning", text=f"the reply was cut: it kept repeating {guard.unit()!r}", category="loop")
             if not self.interactive:  # in the REPL the turn ends and the person decides what to say
                 conversation.add(Message("user", guard.feedback(), tags=frozenset({"feedback"})))
         pending = review.runnable
+        running_since: float | None = None  # when the call now running started (an interrupt reports its time)
         try:
             while pending:
                 call = pending[0]
@@ -158,20 +165,22 @@ class Agent:
                     pending.clear()
                     break
                 self.sink.emit("tool_call", step=state.steps, id=call.id, name=call.name, arguments=call.arguments)
-                tool_started = self.clock()
+                running_since = self.clock()
                 observation = self.toolbox.execute(call)
+                seconds, running_since = self.clock() - running_since, None
                 pending.pop(0)
-                self._after_call(conversation, call, observation, repeats, self.clock() - tool_started)
+                self._after_call(conversation, call, observation, repeats, seconds)
         except KeyboardInterrupt:
-            for call in pending:  # every call in the history gets an answer, even an interrupted one
-                self._observe(conversation, call, Observation(False, "Interrupted by the user before it finished."))
+            for index, call in enumerate(pending):  # every call in the history gets an answer, even an interrupted one
+                ran = self.clock() - running_since if index == 0 and running_since is not None else 0.0
+                self._observe(conversation, call, Observation(False, "Interrupted by the user before it finished."), ran)
             raise
         if not checked and not turn.errors and self.interactive:
             objection = self.toolbox.review_stop("answered", turn.content)
             if objection is None:
                 raise _Stop(StopReason.ANSWERED, "the model answered", turn.content)
             conversation.add(Message("user", objection, tags=frozenset({"feedback"})))
-            self.sink.emit("warning", text="a stop hook sent the model back to work")
+            self.sink.emit("warning", text="a stop hook sent the model back to work", category="hook")
         if state.format_errors >= self.limits.max_format_errors:
             raise _Stop(StopReason.FORMAT_ERRORS,
                         f"{state.format_errors} consecutive turns without a valid tool call (limit {self.limits.max_format_errors})")
@@ -199,7 +208,7 @@ class Agent:
                 elif isinstance(event, Usage):
                     usage = event
                 elif isinstance(event, Notice):
-                    self.sink.emit("warning", text=event.text, **({} if event.loud else {"quiet": True}))
+                    self.sink.emit("warning", text=event.text, category="model", **({} if event.loud else {"quiet": True}))
                 elif isinstance(event, Finish):
                     break
         finally:
@@ -234,7 +243,7 @@ class Agent:
             warning = repeats.warning(count)
             if warning:
                 observation = Observation(False, f"{observation.text}\n\n{warning}", observation.data)
-                self.sink.emit("warning", text=warning)
+                self.sink.emit("warning", text=warning, category="loop")
             if repeats.exhausted(count):
                 stop = _Stop(StopReason.REPEATED_FAILURES, f"the same failing `{call.name}` call was made {count} times")
         self._observe(conversation, call, observation, seconds)
@@ -245,6 +254,12 @@ class Agent:
         conversation.add(Message("tool", observation.text, tool_call_id=call.id, name=call.name))
         self.sink.emit("observation", id=call.id, name=call.name, ok=observation.ok, text=observation.text,
                        data=observation.data, seconds=round(seconds, 4))
+
+
+def _call_json(call: CheckedCall, parsed: ParsedCall) -> dict[str, Any]:
+    """A call of the turn as events carry it; an invalid one with its error and the text the model wrote."""
+    out: dict[str, Any] = {"id": call.id, "name": call.name, "arguments": call.arguments, "valid": call.ok}
+    return out if call.ok else {**out, "error": call.error, "raw": parsed.raw}
 
 
 def _server_call(event: ToolCallEvent) -> ParsedCall:

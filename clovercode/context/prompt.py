@@ -149,7 +149,7 @@ class ContextPrompt:
         for item in files:
             if item.refused and item.rel not in self._refused_noted and self.sink is not None:
                 self._refused_noted.add(item.rel)
-                self.sink.emit("warning", text=outside_note(item.rel))
+                self.sink.emit("warning", text=outside_note(item.rel), category="context")
 
     def build(self, conversation: Conversation) -> list[Message]:
         if self._map_loader is not None:
@@ -205,7 +205,7 @@ class ContextPrompt:
             cut = cut_middle(message.content, keep)
             conversation.messages[index] = _with_content(message, cut)
             if self.sink is not None:
-                self.sink.emit("warning", text=(
+                self.sink.emit("warning", category="context", text=(
                     f"the task is about {tokens:,} tokens, more than the {room:,} it may take of this model's "
                     f"{self.budget.window:,}-token context window: its middle ({len(message.content) - len(cut):,} "
                     "characters) was cut, with a note where. Shorten the task to keep all of it."))

@@ -43,7 +43,7 @@ class MapRefresher:
                                      extra_files=self.touched)
         except (CloverError, OSError, sqlite3.Error) as exc:
             if self.sink is not None:
-                self.sink.emit("warning", text=f"no repository map this time: {exc}")
+                self.sink.emit("warning", text=f"no repository map this time: {exc}", category="context")
             return self.text, self.focus
         self.index, self.text, self.focus = index, repo_map.text, set(repo_map.focus_files)
         if not first:

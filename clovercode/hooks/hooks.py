@@ -100,7 +100,7 @@ class Hooks:
 
     def _warn(self, text: str) -> None:
         if self.sink is not None:
-            self.sink.emit("warning", text=text)
+            self.sink.emit("warning", text=text, category="hook")
 
     def _file_of(self, arguments: dict[str, Any]) -> Path | None:
         path = arguments.get("path")

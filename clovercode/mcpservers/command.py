@@ -15,6 +15,7 @@ from clovercode.errors import UsageError
 from clovercode.mcpservers.config import ServerConfig
 from clovercode.mcpservers.manager import McpManager
 from clovercode.toolcalls.schemas import ToolSpec, signature
+from clovercode.trust.terminal import inert
 
 STATUS_STYLE = {"running": "green", "disabled": "dim", "failed": "red", "crashed": "red"}
 
@@ -76,18 +77,27 @@ def mcp_specs(root: Path, cfg: Config, env: Mapping[str, str] | None = None) -> 
         manager.close()
 
 
-def _print_rows(console: Console, manager: McpManager, details: bool = False) -> None:
+def print_rows(console: Console, manager: McpManager, details: bool = False, *, tools_shown: bool = True,
+               only: str | None = None) -> None:
+    """Each server: status, transport, where it is configured; its error (``details``) and tools.
+    What a server says (errors, stderr, descriptions) is drawn inert: it is not ours."""
     for config, status, error, tools in manager.status_rows():
+        if only is not None and config.name != only:
+            continue
         style = STATUS_STYLE.get(status, "yellow")
-        console.print(f"[bold]{escape(config.name)}[/]  [{style}]{status}[/]  [dim]{config.transport}: "
+        count = f" · {len(tools)} tool{'' if len(tools) == 1 else 's'}" if status == "running" else ""
+        console.print(f"[bold]{escape(config.name)}[/]  [{style}]{status}[/]{count}  [dim]{config.transport}: "
                       f"{escape(config.describe())} · {escape(config.source)}[/]", highlight=False, soft_wrap=True)
         if error and details:
-            console.print(f"    [red]{escape(error)}[/]", highlight=False, soft_wrap=True)
-        for tool in tools:
-            console.print(f"    [cyan]{escape(tool.spec.name)}[/]  {escape(tool.spec.description)}", highlight=False,
+            console.print(f"    [red]{escape(inert(error))}[/]", highlight=False, soft_wrap=True)
+        for tool in tools if tools_shown else []:
+            console.print(f"    [cyan]{escape(tool.spec.name)}[/]  {escape(inert(tool.spec.description))}", highlight=False,
                           soft_wrap=True)
             if details:
-                console.print(f"        [dim]{escape(signature(tool.spec))}[/]", highlight=False, soft_wrap=True)
+                console.print(f"        [dim]{escape(inert(signature(tool.spec)))}[/]", highlight=False, soft_wrap=True)
+
+
+_print_rows = print_rows
 
 
 def _print_warnings(console: Console, warnings: list[str]) -> None:

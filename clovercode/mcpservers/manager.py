@@ -1,10 +1,11 @@
-"""All configured MCP servers of one session: started together, their tools offered to the toolbox,
-calls made with a timeout, stopped with the session. Nothing here raises into the agent loop: a
+"""All configured MCP servers of one session: started together in the background (each one's tools
+join the toolbox when it is ready), calls made with a timeout, stopped with the session. Nothing here raises into the agent loop: a
 server that fails gives a start-up warning or an error observation."""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from typing import Any, Callable, Mapping, Sequence
 from clovercode.actions.context import ApprovalRequest, Observation, ToolContext, ToolError
 from clovercode.mcpservers.config import ServerConfig
 from clovercode.mcpservers.connection import CLOSED, ServerConnection, describe_error
-from clovercode.mcpservers.tools import result_text, tool_specs
+from clovercode.mcpservers.tools import qualified_name, result_text, tool_specs
 from clovercode.privatefiles import open_private, private_dir
 from clovercode.toolcalls.schemas import ToolSpec
 
@@ -23,9 +24,11 @@ CALL_GRACE = 5.0  # the loop thread's own timeout fires first; this one only gua
 
 
 def sdk_missing() -> str | None:
-    try:
-        import mcp  # noqa: F401
-    except ImportError:
+    """Whether the SDK is installed, found without importing it: the import (about a second) happens
+    on the servers' own thread, not before the first prompt."""
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
         return "MCP servers are configured but the `mcp` package is not installed: pip install 'clovercode[mcp]'"
     return None
 
@@ -44,7 +47,8 @@ class McpManager:
         self.root, self.env, self.log_dir, self.output_limit = root, env, log_dir, output_limit
         self.connections: dict[str, ServerConnection] = {}
         self.revision = 0  # bumped whenever a server's tool list changes
-        self.warnings: list[str] = []
+        self._notes: list[tuple[str, str, bool]] = []
+        self._pending: dict[str, "concurrent.futures.Future[None]"] = {}
         self._lock = threading.Lock()
         self._cache: tuple[int, list[McpTool], list[str]] | None = None
         self._runner: Any = None
@@ -52,31 +56,80 @@ class McpManager:
     # --- life cycle ---
 
     def start(self) -> list[str]:
-        """Start every enabled server at once; returns the warnings (failed servers, left-out tools)."""
+        """Start every enabled server and wait for all of them (`clovercode mcp list`, fix); returns
+        the warnings (failed servers, left-out tools)."""
+        self.start_background(announce=False)
+        self.wait()
+        return [text for _, text, _ in self.take_notes()]
+
+    def start_background(self, *, announce: bool = True) -> None:
+        """Start every enabled server without waiting: each server's tools join the toolset when it
+        is ready (the next model turn's tools), and what happened becomes a note (take_notes):
+        a failure, a tool left out, and with ``announce`` that it is ready."""
         enabled = [c for c in self.configs.values() if c.enabled]
-        if not enabled:
-            return []
+        if not enabled or self._runner is not None:
+            return
         missing = sdk_missing()
         if missing:
-            return [missing]
+            self._note("mcp", missing)
+            return
         from clovercode.mcpservers.runtime import LoopThread
 
         self._runner = LoopThread(log=self._client_log())
         for config in enabled:
             self.connections[config.name] = ServerConnection(config, self.root, self.env,
                                                              self.log_dir / f"{config.name}.log", self._changed)
+        self._pending = {name: self._runner.submit(self._start_one(connection, announce))
+                         for name, connection in self.connections.items()}
 
-        async def start_all() -> list[Any]:
-            return await asyncio.gather(*(c.start() for c in self.connections.values()), return_exceptions=True)
-
-        longest = max(c.startup_timeout for c in enabled) + 10.0
+    async def _start_one(self, connection: ServerConnection, announce: bool) -> None:
+        name = connection.config.name
         try:
-            self._runner.run(start_all(), longest)
-        except TimeoutError:
+            await connection.start()
+        except Exception:  # noqa: BLE001 - the status and error say it; nothing raises into the session
             pass
-        warnings = [f"MCP server '{c.config.name}' is not available: {c.error or c.status}"
-                    for c in self.connections.values() if c.status != "running"]
-        return warnings + self.tools_and_warnings()[1]
+        self._changed()  # its tools (or their absence) change the toolset
+        if connection.status != "running":
+            self._note("mcp", f"MCP server '{name}' is not available: {connection.error or connection.status}")
+            return
+        tools, left_out = self.tools_and_warnings()
+        for text in left_out:
+            if text.startswith(f"MCP server '{name}':"):
+                self._note("mcp", text)
+        if announce:
+            count = len([t for t in tools if t.server == name])
+            # said at the start of the first turn that offers them
+            self._note("mcp", f"MCP server '{name}' is ready: its {count} tool{'' if count == 1 else 's'} "
+                       "joined the model's tools", quiet=True)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until every server has started or failed (at most ``timeout`` s); True when none is left starting."""
+        pending = list(self._pending.values())
+        if not pending:
+            return True
+        longest = max(c.config.startup_timeout for c in self.connections.values()) + 10.0
+        done, _ = concurrent.futures.wait(pending, longest if timeout is None else timeout)
+        return len(done) == len(pending)
+
+    @property
+    def starting(self) -> list[str]:
+        """The servers still starting."""
+        return [name for name, c in self.connections.items() if c.status in ("starting", "stopped")
+                and name in self._pending and not self._pending[name].done()]
+
+    def starting_prefixes(self) -> dict[str, str]:
+        """Tool-name prefix → server, for the servers still starting (the validator's hint)."""
+        return {qualified_name(name, ""): name for name in self.starting}
+
+    def _note(self, category: str, text: str, *, quiet: bool = False) -> None:
+        with self._lock:
+            self._notes.append((category, text, quiet))
+
+    def take_notes(self) -> list[tuple[str, str, bool]]:
+        """What happened since the last call, said once: (category, text, quiet)."""
+        with self._lock:
+            notes, self._notes = self._notes, []
+        return notes
 
     def _client_log(self) -> logging.Logger:
         """The SDK's and the event loop's messages go to mcp-logs/client.log: Python would print
@@ -126,6 +179,8 @@ class McpManager:
         warnings: list[str] = []
         taken: set[str] = set()
         for name, connection in self.connections.items():
+            if connection.status == "starting":  # its tools join once the handshake is done (_start_one)
+                continue
             specs, left_out = tool_specs(name, list(connection.tools), taken)
             tools.extend(McpTool(spec, name, tool) for spec, tool in specs)
             warnings.extend(left_out)

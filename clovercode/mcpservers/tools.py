@@ -33,6 +33,10 @@ def tool_specs(server: str, tools: Iterable[Any], taken: set[str]) -> tuple[list
         if name in taken:
             warnings.append(f"MCP server '{server}': tool '{tool.name}' is left out: '{name}' is already a tool")
             continue
+        if task_required(tool):
+            warnings.append(f"MCP server '{server}': tool '{tool.name}' is left out: it only runs as a task "
+                            "(execution.taskSupport \"required\"), which clovercode does not do, so every call would fail")
+            continue
         schema = tool.input_schema if isinstance(tool.input_schema, dict) else None
         problem = schema_problem(schema)
         if problem:
@@ -45,6 +49,16 @@ def tool_specs(server: str, tools: Iterable[Any], taken: set[str]) -> tuple[list
         specs.append((ToolSpec(name=name, description=shown, schema=schema), tool.name))
         taken.add(name)
     return specs, warnings
+
+
+def task_required(tool: Any) -> bool:
+    """A tool that declares task-augmented execution required (MCP 2025-11-25 `execution.taskSupport`):
+    a plain tools/call is refused by the server, and clovercode does not poll tasks."""
+    execution = getattr(tool, "execution", None)
+    support = getattr(execution, "task_support", None)
+    if support is None and isinstance(execution, dict):
+        support = execution.get("taskSupport", execution.get("task_support"))
+    return support == "required"
 
 
 def schema_problem(schema: Any) -> str | None:

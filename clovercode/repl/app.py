@@ -191,7 +191,7 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
 
         screen.keys = KeyWatcher(sys.stdin.fileno())
     approver = make_approver(cfg, console, screen, tty)
-    session = open_session(root, cfg, interactive=True, approve=approver)
+    session = open_session(root, cfg, interactive=True, approve=approver, mcp_wait=0)  # MCP servers join when ready
     from clovercode import __version__
 
     console.print(BANNER.format(version=__version__, root=root), highlight=False, markup=False)
@@ -202,6 +202,9 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
         console.print(f"[yellow]{escape(approver.notice() or '')}[/]", highlight=False)
     for notice in session.take_notices():  # MCP servers that did not start, untrusted project hooks
         console.print(f"[yellow]⚠ {escape(notice)}[/]", highlight=False, soft_wrap=True)
+    if session.mcp is not None and session.mcp.starting:  # their tools join when ready (/mcp)
+        console.print(f"[dim]MCP servers starting in the background: {escape(', '.join(session.mcp.starting))} "
+                      "(/mcp)[/]", highlight=False, soft_wrap=True)
     if resume is not None:
         from clovercode.context.commands import resume_into
 

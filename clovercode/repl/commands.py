@@ -135,6 +135,12 @@ def _permissions(repl: "Repl", arg: str) -> bool:
         return True
 
 
+def _mcp(repl: "Repl", arg: str) -> bool:
+    from clovercode.repl.mcpinfo import mcp_command
+
+    return mcp_command(repl, arg)
+
+
 def _info(name: str) -> Callable[["Repl", str], bool]:
     def run(repl: "Repl", arg: str) -> bool:
         from clovercode.repl import info
@@ -158,7 +164,8 @@ def default_commands() -> list[SlashCommand]:
         SlashCommand("context", "show how full the context window is", _context),
         SlashCommand("permissions", "list the command allow rules, or remove one", _permissions, "[remove N]"),
         SlashCommand("diff", "what this session changed in the files", _info("diff")),
-        SlashCommand("status", "model, sandbox, approvals, session, usage, context", _info("status")),
+        SlashCommand("status", "model, sandbox, approvals, session, usage, context, MCP servers, hooks", _info("status")),
+        SlashCommand("mcp", "MCP servers: state and tool count; with tools or NAME, their tools", _mcp, "[tools|NAME]"),
         SlashCommand("sessions", "this project's saved sessions (continue one with --resume ID)", _info("sessions")),
         SlashCommand("init", "write a starter AGENTS.md for this project", _info("init"), "[--force]"),
         SlashCommand("exit", "leave (Ctrl-D works too)", _exit),

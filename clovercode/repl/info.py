@@ -71,6 +71,9 @@ def status_command(repl: "Repl", _: str) -> bool:
     line = context_line(session)
     if line:
         rows.append(("context", line.removeprefix("context ")))
+    from clovercode.repl.mcpinfo import hooks_line, servers_line
+
+    rows += [(label, value) for label, value in (("mcp", servers_line(repl)), ("hooks", hooks_line(repl))) if value]
     width = max(len(label) for label, _ in rows)
     for label, value in rows:
         console.print(f"  [bold]{label.ljust(width)}[/]  {escape(value)}", highlight=False, soft_wrap=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
@@ -32,14 +32,21 @@ class CheckedCall:
 class Validator:
     """Validates calls against a fixed set of tool specs (validators compiled once)."""
 
-    def __init__(self, specs: Sequence[ToolSpec]):
+    def __init__(self, specs: Sequence[ToolSpec], starting: Mapping[str, str] | None = None):
+        """``starting``: name prefix → MCP server, for tools still to come (a server that is starting),
+        so a call of one is told to wait rather than that the tool does not exist."""
         self.specs = {s.name: s for s in specs}
         self._validators = {s.name: Draft202012Validator(s.schema) for s in specs}
+        self.starting = dict(starting or {})
 
     def check(self, call: ParsedCall, call_id: str) -> CheckedCall:
         spec = self.specs.get(call.name)
         if spec is None:
-            return CheckedCall(call_id, call.name, call.arguments, unknown_tool_message(call.name, list(self.specs)))
+            coming = next((server for prefix, server in self.starting.items() if call.name.startswith(prefix)), None)
+            message = (f"Tool `{call.name}` is not available yet: its MCP server '{coming}' is still starting. Its "
+                       "tools join when it is ready; go on with other tools and try again in a later turn."
+                       if coming else unknown_tool_message(call.name, list(self.specs)))
+            return CheckedCall(call_id, call.name, call.arguments, message)
         args = coerce_arguments(call.arguments, spec.schema)
         errors = sorted(self._validators[spec.name].iter_errors(args), key=lambda e: (list(e.absolute_path), e.message))
         if not errors:

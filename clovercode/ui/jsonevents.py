@@ -1,31 +1,67 @@
 """`clovercode exec --json`: the loop's events as JSON Lines, one object per line, flushed as they
 happen. The shape is a versioned contract (clovercode/schemas/exec-events.schema.json,
-docs/usage.md#json-events); fields are only ever added within a version."""
+docs/usage.md#json-events); fields are only ever added within a version.
+
+The contract a script relies on, kept here whatever order the loop's events come in:
+``run_started`` is the first line (a warning said before the loop starts is held back until it is
+written), ``run_completed`` the last, and a non-zero exit has an ``error`` event right before it;
+every ``observation`` follows a ``tool_call`` with its id. Standard library only: jsonexit.py uses
+it for exits that happen before anything slow is imported."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, ClassVar, TextIO
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA_FILE = "exec-events.schema.json"
+NOT_STARTED = "error"  # run_completed's stop_reason when the loop never ran (usage, config, model load, …)
 
 
 def schema_path() -> Path:
     return Path(__file__).resolve().parent.parent / "schemas" / SCHEMA_FILE
 
 
+def _usage(usage: dict[str, Any]) -> dict[str, int]:
+    return {"prompt_tokens": usage.get("prompt_tokens", 0), "completion_tokens": usage.get("completion_tokens", 0)}
+
+
 class JsonEventWriter:
     """An EventSink that writes what a script needs of a run; the console renderer and the
-    trajectory writer subscribe to the same events."""
+    trajectory writer subscribe to the same events. ``deltas``: also write ``model_text_delta``
+    as the model writes (exec --include-deltas)."""
+
+    current: ClassVar["JsonEventWriter | None"] = None  # the process's stream, for exits outside run_exec
 
     def __init__(self, out: TextIO, *, trajectory: Callable[[], Any] = lambda: None,
-                 exit_code: Callable[[str, "int | None"], int] = lambda stop, signum: 0):
-        self.out, self.trajectory, self.exit_code = out, trajectory, exit_code
+                 exit_code: Callable[[str, "int | None"], int] = lambda stop, signum: 0,
+                 deltas: bool = False, start: dict[str, Any] | None = None):
+        self.out, self.trajectory, self.exit_code, self.deltas = out, trajectory, exit_code, deltas
+        self.start = dict(start or {})  # run_started's fields known before the loop runs (task, model, …)
+        self.started = self.completed = False
+        self.held: list[dict[str, Any]] = []  # events that came before run_started
+        self.announced: set[str] = set()  # ids of the tool_call events written
+        self.turn_calls: dict[str, dict[str, Any]] = {}  # the last turn's calls, valid or not, by id
         self.last_observation: str | None = None  # an invalid call's error arrives twice: as its observation and a format_error
+        self.step = 0
+        self.filter: Any = None  # the step's StreamFilter (deltas only)
+        self.began = time.monotonic()
+        JsonEventWriter.current = self
 
     def write(self, event: dict[str, Any]) -> None:
+        if not self.started and event["type"] != "run_started":
+            self.held.append(event)
+            return
+        self._line(event)
+        if event["type"] == "run_started":
+            self.started = True
+            held, self.held = self.held, []
+            for item in held:
+                self._line(item)
+
+    def _line(self, event: dict[str, Any]) -> None:
         self.out.write(json.dumps(event, ensure_ascii=False, default=str) + "\n")
         self.out.flush()
 
@@ -34,28 +70,85 @@ class JsonEventWriter:
         if handler is not None:
             handler(**data)
 
-    def error(self, message: str, exit_code: int) -> None:
-        """A failure outside the loop (the model cannot load, the sandbox cannot start)."""
+    def fail(self, message: str, exit_code: int, stop_reason: str = NOT_STARTED) -> None:
+        """A failure outside the loop (a usage or config error, the model cannot load, the sandbox
+        cannot start, an interrupt before the loop ran, a bug): run_started if it was not written,
+        the error, and a run_completed that agrees with it."""
+        if self.completed:
+            return
+        if not self.started:
+            self._write_started(**self.start)
         self.write({"type": "error", "message": message, "exit_code": exit_code})
+        self._completed(stop_reason, exit_code, message, None, self.step, {}, time.monotonic() - self.began, [])
 
-    def _on_run_start(self, task: str, model: str, executor: str, tools: list[str], limits: dict[str, Any], **_: Any) -> None:
+    def _write_started(self, task: str | None = None, model: str | None = None, sandbox: str | None = None,
+                       tools: list[str] | None = None, max_steps: int | None = None) -> None:
         trajectory = self.trajectory()
-        self.write({"type": "run_started", "version": SCHEMA_VERSION, "task": task, "model": model, "sandbox": executor,
-                    "tools": list(tools), "max_steps": limits.get("max_steps"),
+        self.write({"type": "run_started", "version": SCHEMA_VERSION, "task": task, "model": model, "sandbox": sandbox,
+                    "tools": list(tools or []), "max_steps": max_steps,
                     "session_id": trajectory.stem if trajectory else None})
 
+    def _completed(self, stop_reason: str, exit_code: int, detail: str, answer: str | None, steps: int,
+                   usage: dict[str, Any], seconds: float, changed_files: list[str]) -> None:
+        trajectory = self.trajectory()
+        self.write({"type": "run_completed", "stop_reason": stop_reason, "exit_code": exit_code, "detail": detail,
+                    "answer": answer, "steps": steps, "usage": _usage(usage), "seconds": round(seconds, 4),
+                    "changed_files": changed_files, "trajectory": str(trajectory) if trajectory else None})
+        self.completed = True
+
+    def _on_run_start(self, task: str, model: str, executor: str, tools: list[str], limits: dict[str, Any], **_: Any) -> None:
+        if not self.started:  # a follow-up run of the same session is the same stream
+            self._write_started(task, model, executor, tools, limits.get("max_steps"))
+
+    def _on_step_start(self, step: int, **_: Any) -> None:
+        self.step = step
+        if self.deltas:
+            from clovercode.ui.stream import StreamFilter
+
+            self.filter = StreamFilter()
+
+    def _on_text_delta(self, text: str, reasoning: bool = False, **_: Any) -> None:
+        if not self.deltas or self.filter is None:
+            return
+        self._deltas([("reasoning", text)] if reasoning else self.filter.feed(text))
+
+    def _deltas(self, parts: list[tuple[str, str]]) -> None:
+        for kind, text in parts:
+            if text:
+                self.write({"type": "model_text_delta", "step": self.step, "text": text, "reasoning": kind == "reasoning"})
+
     def _on_model_turn(self, step: int, content: str, reasoning: str, usage: dict[str, Any], seconds: float,
-                       **_: Any) -> None:
+                       calls: list[dict[str, Any]] | None = None, **_: Any) -> None:
+        if self.filter is not None:
+            self._deltas(self.filter.flush())
+            self.filter = None
+        self.turn_calls = {c["id"]: c for c in calls or []}
         self.write({"type": "model_text", "step": step, "text": content, "reasoning": reasoning,
-                    "usage": {"prompt_tokens": usage.get("prompt_tokens", 0),
-                              "completion_tokens": usage.get("completion_tokens", 0)},
-                    "seconds": seconds})
+                    "usage": _usage(usage), "seconds": seconds})
 
     def _on_tool_call(self, step: int, id: str, name: str, arguments: dict[str, Any], **_: Any) -> None:
-        self.write({"type": "tool_call", "step": step, "id": id, "name": name, "arguments": arguments})
+        self.announced.add(id)
+        self.write({"type": "tool_call", "step": step, "id": id, "name": name, "arguments": arguments, "valid": True})
+
+    def _announce(self, id: str, name: str, error: str) -> None:
+        """The tool_call of a call that never ran through the toolbox (invalid, after finish, cut by
+        an interrupt), so its observation answers a call the stream has shown."""
+        call = self.turn_calls.get(id, {})
+        arguments = call.get("arguments")
+        event: dict[str, Any] = {"type": "tool_call", "step": self.step, "id": id, "name": call.get("name", name),
+                                 "arguments": arguments if isinstance(arguments, dict) else {},
+                                 "valid": bool(call.get("valid", False))}
+        if not event["valid"]:
+            event["error"] = call.get("error") or error
+            if call.get("raw"):
+                event["raw"] = call["raw"]
+        self.announced.add(id)
+        self.write(event)
 
     def _on_observation(self, id: str, name: str, ok: bool, text: str, data: dict[str, Any], seconds: float = 0.0,
                         **_: Any) -> None:
+        if id not in self.announced:
+            self._announce(id, name, text)
         event: dict[str, Any] = {"type": "observation", "id": id, "name": name, "ok": ok, "text": text,
                                  "seconds": seconds}
         if "exit_code" in data:
@@ -70,7 +163,7 @@ class JsonEventWriter:
             return
         self.write({"type": "warning", "category": "format_error", "step": step, "text": text or "invalid tool call"})
 
-    def _on_warning(self, text: str, category: str = "loop", **_: Any) -> None:
+    def _on_warning(self, text: str, category: str = "other", **_: Any) -> None:
         self.write({"type": "warning", "category": category, "text": text})
 
     def _on_hook(self, event: str, command: str, blocked: bool, output: str = "", **_: Any) -> None:
@@ -79,10 +172,15 @@ class JsonEventWriter:
 
     def _on_run_end(self, stop_reason: str, steps: int, detail: str, summary: str | None, usage: dict[str, int],
                     seconds: float, changed_files: list[str], signal: int | None = None, **_: Any) -> None:
-        trajectory = self.trajectory()
-        self.write({"type": "run_completed", "stop_reason": stop_reason, "exit_code": self.exit_code(stop_reason, signal),
-                    "detail": detail, "answer": summary, "steps": steps,
-                    "usage": {"prompt_tokens": usage.get("prompt_tokens", 0),
-                              "completion_tokens": usage.get("completion_tokens", 0)},
-                    "seconds": seconds, "changed_files": changed_files,
-                    "trajectory": str(trajectory) if trajectory else None})
+        code = self.exit_code(stop_reason, signal)
+        if code != 0:  # a script that reads only errors sees every failure, the budget's too
+            self.write({"type": "error", "message": detail, "exit_code": code})
+        self._completed(stop_reason, code, detail, summary, steps, usage, seconds, changed_files)
+
+
+def exec_failure(out: TextIO, message: str, exit_code: int, *, interrupted: bool = False) -> None:
+    """An exit of ``exec --json`` outside run_exec's own handling (a bad flag, a config error, a
+    signal while loading, a bug): the process's stream ends with error + run_completed."""
+    current = JsonEventWriter.current
+    writer = current if current is not None and current.out is out else JsonEventWriter(out)  # not a stale one
+    writer.fail(message, exit_code, "interrupted" if interrupted else NOT_STARTED)

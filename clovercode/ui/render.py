@@ -32,12 +32,13 @@ def format_args(arguments: dict[str, Any], width: int = 70) -> str:
     """The model's arguments on one line, each cut to ``width``, inert for the terminal."""
     parts = []
     for key, value in arguments.items():
-        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        text = isinstance(value, str)  # quoted; numbers, booleans, lists and objects as JSON (a=2, not a='2')
+        shown = value if text else json.dumps(value, ensure_ascii=False)
         first = shown.splitlines()[0] if shown else ""
         extra = len(shown.splitlines()) - 1
         if len(first) > width:
             first = first[:width] + "…"
-        parts.append(f"{inert(key, newlines=False)}={inert(repr(first), newlines=False)}"
+        parts.append(f"{inert(key, newlines=False)}={inert(repr(first) if text else first, newlines=False)}"
                      + (f" (+{extra} lines)" if extra > 0 else ""))
     return " ".join(parts)
 
