@@ -175,7 +175,7 @@ class Engine:
             from clovercode.engine.batchdenoiser import SlotBatchDenoiser
         except ImportError:
             return SerialBatchDenoiser(self.model, capacity)
-        plan = self.memory_plan(capacity)
+        plan = self.memory_plan(capacity) if self.info is not None else None  # (tests build bare engines)
         try:
             return SlotBatchDenoiser(self.model, capacity, keep_tokens=self.config.prompt_cache_tokens,
                                      slot_tokens=plan.slot_tokens if plan is not None else None)

@@ -200,7 +200,7 @@ def _made(shape: ModelShape, slots: int, context: int, free_bytes: int, utilisat
         "admitted prompt's own cache": slot_tokens * shape.kv_bytes_per_token + shape.linear_state_bytes,
         "pass attention scores": slots * shape.q_heads * block * slot_tokens * SCORE_BYTES,
         "pass logits": slots * block * shape.vocab * SCORE_BYTES,
-        "pass growth copy (one layer's buffers twice)": layer_rectangle if shape.full_layers else 0,
+        "pass growth by a chunk (one layer's old buffers beside its new)": layer_rectangle if shape.full_layers else 0,
     }
     return MemoryPlan(shape, slots, slot_tokens, context, free_bytes, utilisation, block,
                       prompt_cache_tokens + context, asked, transients)
