@@ -15,7 +15,7 @@ import pytest
 from conftest import cli_env
 from serve_helpers import serve
 
-pytestmark = pytest.mark.slow
+
 
 MODEL = "clover-tiny"
 
@@ -37,6 +37,7 @@ def _chat(base: str, text: str, max_tokens: int = 16) -> tuple[int, dict]:
                                                         "messages": [{"role": "user", "content": text}]})
 
 
+@pytest.mark.slow
 def test_the_plan_limits_the_batch_queues_the_rest_and_refuses_what_never_fits():
     env = cli_env(CLOVERCODE_ENGINE_MAX_CONTEXT="256", CLOVERCODE_ENGINE_MAX_BATCH_TOKENS="1024")
     with serve("--model", MODEL, "--max-batch", "4", env=env) as (base, proc):
@@ -66,3 +67,42 @@ def test_the_plan_limits_the_batch_queues_the_rest_and_refuses_what_never_fits()
         status, after = _chat(base, questions[0])  # the server goes on
         assert status == 200 and after["choices"][0]["message"] == alone[0][1]["choices"][0]["message"]
     assert "memory plan: 2 slots × 512 tokens" in proc.stderr.read()
+
+
+class PlannedEcho:
+    """An echo batching backend whose memory plan holds two slots."""
+
+    def __init__(self):
+        from serve_helpers import EchoBatchBackend
+
+        self.inner = EchoBatchBackend(delay=0.01)
+        self.name, self.context_window = "echo", 4096
+        self.asked: list[int] = []
+
+    def batch_slots(self, max_batch: int) -> int:
+        self.asked.append(max_batch)
+        return 2
+
+    def open_batch(self, max_batch: int):
+        return self.inner.open_batch(max_batch)  # its add asserts it is never given more than max_batch
+
+    def generate(self, *args):
+        return self.inner.generate(*args)
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_scheduler_decodes_no_more_than_the_planned_slots_and_queues_the_rest():
+    from serve_helpers import running_server
+
+    backend = PlannedEcho()
+    with running_server(backend, max_batch=8) as app:
+        base = f"http://127.0.0.1:{app.port}"
+        with ThreadPoolExecutor(6) as pool:
+            replies = list(pool.map(lambda i: _call(base, "POST", "/v1/chat/completions", {
+                "model": "test-model", "messages": [{"role": "user", "content": f"request number {i}"}]}), range(6)))
+        assert all(status == 200 for status, _ in replies)
+        assert backend.asked == [8] and app.scheduler.max_batch == 2
+        assert max(backend.inner.widths) == 2  # two decoded together, never more: the others waited
+        assert _call(base, "GET", "/health")[1]["max_batch"] == 2

@@ -68,7 +68,7 @@ class Engine:
 
         try:
             return engine_plan(self.model, self.name, self.info.device, self.config, slots, self.block_size(),
-                               self.max_context)
+                               self.context_window)
         except PlanError as exc:
             raise ConfigError(str(exc), hint="See docs/engine.md (The memory plan).") from None
 
