@@ -378,6 +378,7 @@ class BoundProbe:
         self.samples: list[tuple[str, Any]] = []
         self.backend: Any = None
         self.engine: Any = None
+        self.pair: Any = None
         self._opened = False
 
     def _open(self) -> Any:
@@ -392,14 +393,19 @@ class BoundProbe:
         return self.engine
 
     def sample(self, moment: str) -> None:
-        from clovercode.bench.batchforward import measure_batch_forward
+        """Time the two ways now (prompts admitted and prefilled at the first sample, then reused)."""
+        from clovercode.bench.batchforward import BatchForwardPair
 
         engine = self._open()
-        if engine is not None:
-            self.samples.append((moment, measure_batch_forward(engine.model, rows=self.rows, block=engine.block_size(),
-                                                               prompt_tokens=self.prompt_tokens)))
+        if engine is None:
+            return
+        if self.pair is None:
+            self.pair = BatchForwardPair(engine.model, rows=self.rows, block=engine.block_size(),
+                                         prompt_tokens=self.prompt_tokens)
+        self.samples.append((moment, self.pair.time()))
 
     def close(self) -> None:
+        self.pair = None
         if self.backend is not None:
             self.backend.close()
             self.backend = self.engine = None
