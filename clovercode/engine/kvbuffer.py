@@ -1,9 +1,9 @@
 """A KV cache layer written by index into a preallocated buffer (imported lazily: it needs transformers).
 
 transformers' ``DynamicLayer`` appends with ``torch.cat``, copying the whole prefix on every forward:
-O(prompt) memory traffic per pass. ``BufferedLayer`` keeps spare capacity (doubling when full) and
-exposes ``keys``/``values`` as views of the used part, so a pass writes only its own rows. Spare
-capacity comes in whole chunks (engine/memplan.py ``CHUNK_TOKENS``): a full buffer is replaced by one
+O(prompt) memory traffic per pass. ``BufferedLayer`` keeps spare capacity and exposes
+``keys``/``values`` as views of the used part, so a pass writes only its own rows. Spare capacity
+comes in whole chunks (engine/memplan.py ``CHUNK_TOKENS``): a full buffer is replaced by one
 just large enough for what is needed, rounded up to a chunk, never by one twice its size (a 128K
 prompt would otherwise double to 256K positions, with both alive during the copy). The rows
 past the committed length are scratch: a denoising pass writes its block there, restoring the
