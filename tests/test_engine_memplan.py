@@ -9,6 +9,8 @@ import pytest
 import torch
 from tinymodels import VOCAB, tiny_hybrid, tiny_qwen3
 
+from clovercode.backends.base import ContextTooLong, GenerationParams
+from clovercode.backends.embedded import EmbeddedBackend
 from clovercode.engine import batchcache, kvbuffer, memplan
 from clovercode.engine.batchcache import CacheFull
 from clovercode.engine.batchdenoiser import SlotBatchDenoiser
@@ -17,6 +19,7 @@ from clovercode.engine.config import EngineConfig
 from clovercode.engine.denoiser import CachedDenoiser
 from clovercode.engine.memplan import GiB, PlanError, clover_shape, plan, round_up, shape_from_config
 from clovercode.errors import ConfigError
+from clovercode.messages import Message
 
 H200_FREE = 139 * GiB
 
@@ -148,6 +151,12 @@ def test_the_engine_plans_its_slots_from_the_token_budget():
         assert p.shape.kv_bytes_per_token == 4 * 2 * 2 * 64 * 4
         denoiser = engine.batch_denoiser(p.slots)
         assert denoiser.slots.limit == 512
+
+        backend = EmbeddedBackend(engine)  # a request is held to max_context: refused, or its reply cut
+        with pytest.raises(ContextTooLong, match=r"does not fit engine.max_context = 256 tokens .*window is 4096"):
+            backend.prepare([Message("user", "word " * 300)], [], GenerationParams(max_new_tokens=64))
+        prompt, plan_ = backend.prepare([Message("user", "hello")], [], GenerationParams(max_new_tokens=4096))
+        assert plan_.max_new_tokens == 256 - len(prompt)
     finally:
         engine.close()
 
