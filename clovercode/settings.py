@@ -152,6 +152,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("engine.prompt_cache_tokens", int, 32768, "Prompt tokens whose caches are kept so a later prompt that "
             "extends one (the next turn of a conversation) prefills only its new tokens; the last prompt is always kept.",
             minimum=0),
+    Setting("engine.max_context", int, 0, "Most positions one request may hold, prompt and reply (0: the model's "
+            "context window); a longer prompt is refused with the figures, never run out of memory.", minimum=0),
+    Setting("engine.max_batch_tokens", int, 0, "KV-cache positions all batched requests hold together, planned once "
+            "(slots × max_context; 0: as many of serve.max_batch slots as fit in memory).", minimum=0),
+    Setting("engine.memory_utilization", float, 0.9, "Share of the device's free memory (after nothing else) the "
+            "memory plan may use, weights included (vLLM's gpu_memory_utilization).", minimum=0.0, maximum=1.0),
     Setting("engine.cache_dir", str, "", "Converted models (GGUF) go here (default: $XDG_CACHE_HOME/clovercode/models)."),
     # constrained tool calls on the embedded engine (docs/engine.md, Constrained decoding)
     Setting("engine.tool_choice", str, "required", "Non-interactive runs (fix, exec, eval): required (every turn ends "

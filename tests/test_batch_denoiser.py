@@ -87,7 +87,7 @@ def model(request):
 
 
 def test_batched_rows_equal_batch_one_over_mixed_steps_releases_and_growth(model, monkeypatch):
-    monkeypatch.setattr(batchcache, "MIN_TIME", 16)  # prompts up to 40 + 10 blocks must grow the buffers
+    monkeypatch.setattr(batchcache, "CHUNK", 16)  # prompts up to 40 + 10 blocks must grow the buffers
     worst, greedy_equal, batched = _scenario(model, steps=12)
     assert worst <= TIGHT
     assert greedy_equal

@@ -30,6 +30,21 @@ def test_the_forward_bound_needs_the_embedded_engine():
     assert forward_bound("tiny", 4, (8, 16)) is None  # the char-level test model has no engine to measure
 
 
+def test_the_bound_reported_is_the_median_sample_and_the_two_around_the_batched_mode():
+    from clovercode.bench.batchforward import BatchForwardTiming
+    from clovercode.bench.serve import BoundProbe
+
+    probe = BoundProbe("clover-tiny", 4)
+    for moment, batched_s in [("before one-by-one", 2.0), ("after one-by-one", 1.0), ("after queued", 4.0),
+                              ("after batched", 2.5)]:
+        probe.samples.append((moment, BatchForwardTiming(4, 16, (10, 20, 30, 40), batched_s, 8.0)))
+    report = probe.report()
+    assert [s["bound"] for s in report["samples"]] == [4.0, 8.0, 2.0, 3.2]
+    assert report["bound"] == 3.2 and report["batched_forward_ms"] == 2500.0  # the median of four: the lower middle
+    assert report["around_batched"] == [2.0, 3.2]
+    assert BoundProbe("clover-tiny", 4).report() is None  # nothing sampled
+
+
 @pytest.mark.slow
 def test_bench_serve_on_clover_tiny_batches_the_engine_and_every_reply_equals_its_unbatched_one():
     report = _clover_tiny_bench("--clients", "4", "--requests", "2", "--max-tokens", "32", "--bound")
@@ -45,6 +60,9 @@ def test_bench_serve_on_clover_tiny_batches_the_engine_and_every_reply_equals_it
     assert 0 < low <= high - 32  # the served prompts' lengths, and room for the tokens asked for
     assert bound["batched_forward_ms"] > 0 and bound["one_row_forward_ms"] > 0
     assert bound["bound"] == pytest.approx(4 / bound["step_cost_vs_one_row"], rel=0.02)
+    assert [s["moment"] for s in bound["samples"]] == [  # measured between the modes it bounds
+        "before one-by-one", "after one-by-one", "after queued", "after batched"]
+    assert bound["around_batched"] == [s["bound"] for s in bound["samples"][2:]]
     for name in ("queued", "batched"):  # its short call may be written before the kill reaches the server
         killed = modes[name]["killed_client"]
         assert killed["cancelled"] or killed["finished_before_kill"], killed

@@ -21,7 +21,7 @@ def dry_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("gpucheck") / "report.json"
     env = {**os.environ, "PYTHON": sys.executable}
     done = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--device", "cpu", "--out", str(out)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     return done, json.loads(out.read_text()) if out.exists() else None
 
 
@@ -64,6 +64,32 @@ def test_the_dry_run_measures_clover_tiny_and_the_static_cache_decodes_the_same(
         ("threshold 0.9 B=16", "static")]
     assert all(r["same_tokens_as_dynamic"] and r["tokens_per_s"] > 0 for r in tiny["rows"])
     assert tiny["rows"][2]["tokens_per_forward"] > 2 * tiny["rows"][0]["tokens_per_forward"]
+
+
+def test_the_plan_only_run_prints_clovers_memory_plan_at_8_by_128k_under_120_gib():
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--device", "cpu", "--plan-only", "--model",
+                           "clover"], cwd=ROOT, env={**os.environ, "PYTHON": sys.executable}, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("memory plan for Clover-35B-A3B: 40 layers (10 full attention, 30 linear attention)")
+    assert "KV bytes per token: 20,480 (10 layers × 2 × 2 heads × 256 × 2 B)" in lines
+    assert "slots: 8 (asked 8) × 131,584 tokens = capacity 1,052,672 tokens (max context 131,072)" in lines
+    assert "weights: 65.19 GiB" in lines and "KV cache: 20.08 GiB" in lines
+    assert any(line.startswith("linear-attention state: 0.48 GiB") for line in lines)
+    assert any(line.startswith("device: 139.0 GiB free × utilisation 0.9") and "headroom" in line for line in lines)
+    assert lines[-1].startswith("planned peak GiB: ") and float(lines[-1].split(": ")[1]) <= 120
+    assert "torch" not in done.stderr  # nothing was loaded
+
+
+@pytest.mark.slow
+def test_the_dry_run_report_carries_the_plan_it_printed_first(dry_run):
+    done, report = dry_run
+    printed = done.stderr.splitlines()
+    peak = next(i for i, line in enumerate(printed) if line.startswith("planned peak GiB: "))
+    assert peak < next(i for i, line in enumerate(printed) if line.startswith("[gpu_check] environment"))
+    assert report["memory_plan"]["planned_peak_gib"] == float(printed[peak].split(": ")[1])
+    assert report["memory_plan"]["slots"] == 8 and report["memory_plan"]["fits"]
 
 
 def test_asking_for_cuda_without_a_gpu_says_so_and_points_to_the_dry_run():

@@ -53,7 +53,12 @@ class EmbeddedBackend:
     def prepare(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> tuple[list[int], DecodePlan]:
         """The prompt's tokens and the decoding plan for one request; ContextTooLong when it does not fit."""
         prompt = self.engine.encode(self._render(messages, tools, params.thinking))
-        room = self.context_window - len(prompt)
+        limit = self.engine.max_context
+        room = limit - len(prompt)
+        if room < 1 and limit < self.context_window:  # the memory plan's limit, not the model's
+            raise ContextTooLong(f"the prompt ({len(prompt)} tokens) does not fit engine.max_context = {limit} "
+                                 f"tokens (the positions one request may hold in the memory plan; the model's "
+                                 f"context window is {self.context_window})")
         if room < 1:
             raise ContextTooLong(f"the prompt ({len(prompt)} tokens) does not fit the context window of "
                              f"{self.engine.name} ({self.context_window} tokens)")
@@ -75,6 +80,19 @@ class EmbeddedBackend:
     def forget_prompts(self) -> None:
         """``serve``'s prefix-cache reset: the batch-1 path's kept prompts go (a batch session drops its own)."""
         self.engine.forget_prompts()
+
+    def batch_slots(self, max_batch: int) -> int:
+        """How many of ``max_batch`` requests the memory plan lets decode together (docs/engine.md, "The
+        memory plan"): the scheduler admits no more, the rest wait in its queue."""
+        plan = self.engine.memory_plan(max_batch)
+        return max_batch if plan is None else max(1, plan.slots)
+
+    def memory_plan_line(self, max_batch: int) -> str | None:
+        plan = self.engine.memory_plan(max_batch)
+        if plan is None:
+            return None
+        return (f"memory plan: {plan.slots} slots × {plan.slot_tokens:,} tokens, KV {plan.as_dict()['kv_gib']} GiB, "
+                f"planned peak {plan.as_dict()['planned_peak_gib']} GiB of {plan.as_dict()['usable_gib']} GiB usable")
 
     def open_batch(self, max_batch: int) -> "EmbeddedBatchSession":
         """Continuous batching for ``clovercode serve`` (backends/embedded_batch.py)."""

@@ -36,8 +36,9 @@ def make_bench_app(base_group: type, project_root: Callable[[Optional[Path]], Pa
         requests: int = typer.Option(3, "--requests", min=1, help="Requests each client sends, one after another."),
         max_tokens: int = typer.Option(48, "--max-tokens", min=1, help="Tokens each request asks for."),
         as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-        bound: bool = typer.Option(False, "--bound", help="Then load the model here and measure what batching can gain "
-                                   "at most on this machine (one forward over N rows against N one-row forwards)."),
+        bound: bool = typer.Option(False, "--bound", help="Also load the model here and measure what batching can gain "
+                                   "at most on this machine (one forward over N rows against N one-row forwards), "
+                                   "between the modes it bounds."),
         conversations: bool = typer.Option(False, "--conversations", help="Each client's requests are the turns of one "
                                            "conversation (each carries the last turn and its reply), as an agent's are."),
     ) -> None:

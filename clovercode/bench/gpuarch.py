@@ -3,8 +3,8 @@ exactness checks. Nothing is downloaded: the configs are built in code with tran
 Qwen3.5-MoE config class.
 
 Clover-35B-A3B is a block-diffusion fine-tune of Qwen3.6-35B-A3B, so its text model has that
-architecture. The sizes below are the Qwen3.6-35B-A3B text config as published with the weights
-(hidden 2048; 40 layers, every fourth full attention and the rest Gated DeltaNet; 16 query / 2 KV
+architecture. The sizes (engine/data/clover-35b-a3b.json) are the Qwen3.6-35B-A3B text config as
+published with the weights (hidden 2048; 40 layers, every fourth full attention and the rest Gated DeltaNet; 16 query / 2 KV
 heads of 256; linear attention 16 key / 32 value heads of 128, conv kernel 4; 256 experts of 512,
 8 routed per token, one shared expert of 512; vocabulary 248,320; 262,144 positions). They were read
 from a public training recipe that mirrors that config (THUDM/slime, scripts/models/qwen3.5-35B-A3B.sh,
@@ -19,13 +19,15 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
-CLOVER_SIZES: dict[str, Any] = {
-    "hidden_size": 2048, "num_hidden_layers": 40, "num_attention_heads": 16, "num_key_value_heads": 2,
-    "head_dim": 256, "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
-    "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "num_experts": 256, "num_experts_per_tok": 8,
-    "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "vocab_size": 248320,
-    "max_position_embeddings": 262144,
-}
+from clovercode.engine.memplan import clover_config
+
+# Read from the config shipped with the package (engine/data/clover-35b-a3b.json): the memory plan
+# (engine/memplan.py) and the check's random model use the same figures.
+_SIZE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+              "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+              "linear_conv_kernel_dim", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+              "shared_expert_intermediate_size", "vocab_size", "max_position_embeddings")
+CLOVER_SIZES: dict[str, Any] = {key: clover_config()["text_config"][key] for key in _SIZE_KEYS}
 FULL_ATTENTION_EVERY = 4
 # The dry run's stand-in: the same layer kinds and code paths, sizes a 2-core CPU runs in seconds.
 TINY_SIZES: dict[str, Any] = {

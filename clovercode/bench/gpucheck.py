@@ -1,12 +1,15 @@
 """The one-shot GPU check (scripts/gpu_check.sh): exactness on the device, per-pass latency on Clover's
 architecture (eager vs CUDA graphs, batch 1 vs 8), fast-kernel use, and clover-tiny tokens/s, as
-one JSON report.
+one JSON report. Before anything is allocated it prints the memory plan (engine/memplan.py) of the real
+model (``--model clover``: Clover-35B-A3B) at ``--plan-context`` tokens × ``--plan-slots`` slots; with
+``--plan-only`` that plan is all it does (no torch needed), ending with ``planned peak GiB: X``.
 
 It runs with what the GPU machine's image holds (Python 3.12, torch, transformers, triton,
 accelerate, rich) from a plain checkout: it imports the engine (torch, transformers, rich) and nothing
 of the harness. ``--device cpu`` is the dry run: the same code with tiny sizes, for the tests.
 
     python -m clovercode.bench.gpucheck --device cuda --out report.json
+    python -m clovercode.bench.gpucheck --device cpu --plan-only --model clover
 """
 
 from __future__ import annotations
@@ -45,14 +48,53 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--block", type=int, default=16, help="block size of the timed passes")
     p.add_argument("--repeats", type=int, default=None, help="timed passes per measurement (default 7; cpu 2)")
     p.add_argument("--budget-s", type=float, default=None, help="latency measurements stop starting after this "
-                   "(default 300; cpu 40)")
+                   "(default 300; cpu: none)")
     p.add_argument("--skip", default="", help="sections to leave out: exactness,latency,tiny")
+    p.add_argument("--model", default="clover", choices=("clover",), help="whose memory plan to print (its config "
+                   "ships with clovercode: engine/data/clover-35b-a3b.json)")
+    p.add_argument("--plan-only", action="store_true", help="print the memory plan and stop (nothing loaded)")
+    p.add_argument("--plan-slots", type=int, default=8, help="sequences decoded together in the plan")
+    p.add_argument("--plan-context", type=int, default=131072, help="positions per sequence in the plan")
+    p.add_argument("--plan-free-gib", type=float, default=None, help="free device memory the plan assumes "
+                   f"(default: the CUDA device's, measured; on cpu an H200's {H200_FREE_GIB} GiB)")
+    p.add_argument("--plan-block", type=int, default=32, help="block size in the plan (the engine's default for "
+                   "diffusion models)")
+    p.add_argument("--plan-utilization", type=float, default=0.9, help="share of the free memory the plan may use")
     return p.parse_args(argv)
+
+
+# An H200 has 141 GB (143,771 MiB) of HBM; about 139 GiB of it is free to a process once the CUDA
+# context exists (what torch.cuda.mem_get_info reported there): what a --device cpu plan assumes.
+H200_FREE_GIB = 139.0
+
+
+def memory_plan(args: argparse.Namespace) -> Any:
+    """The plan of ``args.model`` on this device (or an H200, for the dry run), allocating nothing but
+    the CUDA context that measuring free memory needs."""
+    from clovercode.engine.memplan import GiB, clover_shape, plan
+
+    free = args.plan_free_gib
+    if free is None:
+        free = H200_FREE_GIB if not args.device.startswith("cuda") else _cuda_free_gib(args.device)
+    return plan(clover_shape(), free_bytes=int(free * GiB), utilisation=args.plan_utilization, slots=args.plan_slots,
+                max_context=args.plan_context, block=args.plan_block)
+
+
+def _cuda_free_gib(device: str) -> float:
+    import torch
+
+    from clovercode.engine.memplan import GiB
+
+    return torch.cuda.mem_get_info(torch.device(device))[0] / GiB
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     dry = args.device == "cpu"
+    if args.plan_only and dry:
+        plan = memory_plan(args)
+        print("\n".join(plan.lines()), flush=True)
+        return 0 if plan.fits else 1
     if not dry and not _cuda_ok(args.device):
         _say(f"--device {args.device}: no CUDA device here (torch sees none); --device cpu is the dry run")
         return 2
@@ -60,6 +102,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     report: dict[str, Any] = {"schema": 1, "started": datetime.datetime.now(datetime.timezone.utc).isoformat(
         timespec="seconds"), "dry_run": dry, "errors": {}}
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    plan = memory_plan(args)  # before any allocation: what the real model would need here
+    print("\n".join(plan.lines()), file=sys.stdout if args.plan_only else sys.stderr, flush=True)
+    report["memory_plan"] = plan.as_dict()
+    if args.plan_only:
+        return 0 if plan.fits else 1
     _section(report, "environment", lambda: environment(args.device))
     if "exactness" not in skip:
         _section(report, "exactness", lambda: _exactness(args.device, dry))
@@ -153,7 +200,8 @@ def latency(args: argparse.Namespace, dry: bool) -> dict[str, Any]:
     started = time.monotonic()
     model = random_model(config, args.device, dtype)
     built_s = round(time.monotonic() - started, 1)
-    budget = Budget(args.budget_s if args.budget_s is not None else (40 if dry else 300))
+    # the dry run checks that every measurement runs: no budget, so a loaded machine skips nothing
+    budget = Budget(args.budget_s if args.budget_s is not None else (float("inf") if dry else 300))
     result = measure(model, args.device, prompts, rows, args.block, args.repeats or (2 if dry else 7), budget)
     experts = getattr(model.config, "_experts_implementation", None)
     del model

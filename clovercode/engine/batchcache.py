@@ -5,7 +5,9 @@ Layout (docs/engine.md, "Batched decoding: the slot cache"):
 * an attention layer keeps keys and values as ``(capacity, kv_heads, T, head_dim)``; sequence s lives in
   row ``phys[s]`` at time positions ``0 .. length(s)-1``. Positions past a row's length are scratch: a
   pass writes its block there (at the row's OWN offset), a denoising pass's block is simply forgotten and
-  the next pass overwrites it. ``T`` doubles when a row would run past it.
+  the next pass overwrites it. ``T`` grows by whole chunks (``CHUNK``) when a row would run past it,
+  never by doubling, and never past ``limit`` (the memory plan's slot tokens, engine/memplan.py): a
+  row that would is refused with ``CacheFull`` before anything is allocated.
 * a linear-attention layer (Gated DeltaNet) keeps its conv and recurrent states stacked per row,
   ``(capacity, ...)``: O(1) in the sequence length.
 * live sequences always occupy rows ``0 .. n-1`` (releasing one moves the last row into the hole), so a
@@ -24,11 +26,17 @@ from typing import Any
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin, DynamicLayer, DynamicSlidingWindowLayer, LinearAttentionLayer
 
-MIN_TIME = 256
+from clovercode.engine.memplan import CHUNK_TOKENS, round_up
+
+CHUNK = CHUNK_TOKENS  # positions the time axis grows by (read when a SlotCache is made)
 
 
 class UnsupportedCache(ValueError):
     """The model's cache has a layer kind the slot cache cannot batch (sliding window, remote code...)."""
+
+
+class CacheFull(ValueError):
+    """A row would need more positions than the plan gave each slot."""
 
 
 @dataclass
@@ -108,10 +116,13 @@ class LinearSlots:
 class SlotCache:
     """Per-layer batch buffers for ``capacity`` sequences; the layout is read from the first prefill."""
 
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int, limit: int | None = None):
+        """``limit``: the most positions a slot may hold (None: unbounded, for tests and tools)."""
         if capacity < 1:
             raise ValueError(f"a slot cache needs at least one slot, not {capacity}")
         self.capacity = capacity
+        self.chunk = CHUNK
+        self.limit = None if limit is None else round_up(limit, self.chunk)
         self.layers: list[SlotKV | LinearSlots] | None = None
         self.time = 0
         self.phys: dict[int, int] = {}  # slot → buffer row
@@ -213,18 +224,26 @@ class SlotCache:
             return LinearSlots(conv.new_zeros((self.capacity, *conv.shape[1:])),
                                recurrent.new_zeros((self.capacity, *recurrent.shape[1:])), int(unit.conv_kernel_size[0]))
         if isinstance(unit, DynamicLayer) and not isinstance(unit, (DynamicSlidingWindowLayer, LinearAttentionLayer)):
-            self.time = max(self.time, MIN_TIME, _next_power(length))
+            self._check(length)
+            self.time = max(self.time, round_up(max(length, 1), self.chunk))
             keys, values = unit.keys, unit.values
             return SlotKV(keys.new_zeros((self.capacity, keys.shape[1], self.time, keys.shape[3])),
                           values.new_zeros((self.capacity, values.shape[1], self.time, values.shape[3])))
         raise UnsupportedCache(f"cache layer {kind.__name__} cannot be batched (full attention and "
                                "Gated-DeltaNet layers can)")
 
+    def _check(self, needed: int) -> None:
+        if self.limit is not None and needed > self.limit:
+            raise CacheFull(f"a sequence of {needed:,} positions does not fit a slot of {self.limit:,} "
+                            "(the memory plan's slot tokens, engine.max_context)")
+
     def reserve(self, needed: int) -> None:
-        """Grow every attention buffer's time axis to hold ``needed`` positions (doubling)."""
+        """Grow every attention buffer's time axis to hold ``needed`` positions: to the next whole
+        chunk, one layer at a time (only that layer's old buffers live beside its new ones)."""
         if needed <= self.time or self.layers is None:
             return
-        time = max(_next_power(needed), 2 * self.time)
+        self._check(needed)
+        time = round_up(needed, self.chunk)
         for layer in self.layers:
             if isinstance(layer, SlotKV):
                 grown = []
@@ -272,7 +291,3 @@ def _linear_unit(layer: LinearSlots, step: Step) -> LinearAttentionLayer:
     unit.has_previous_state[0] = True  # the block continues the committed state, never a fresh prefill
     unit.device, unit.dtype = conv.device, conv.dtype
     return unit
-
-
-def _next_power(n: int) -> int:
-    return 1 << max(0, int(n) - 1).bit_length()

@@ -28,17 +28,18 @@ SHARED_MIN_SAVED = 48
 
 
 class SlotBatchDenoiser:
-    def __init__(self, model: Any, capacity: int, keep_tokens: int | None = None):
+    def __init__(self, model: Any, capacity: int, keep_tokens: int | None = None, slot_tokens: int | None = None):
         """``keep_tokens``: prompt tokens whose batch-1 prefilled caches are kept after admission, so a
         conversation's next turn (a prompt that extends a kept one) prefills only its new tokens, as
-        the batch-1 path does (CachedDenoiser); None keeps no prompt."""
+        the batch-1 path does (CachedDenoiser); None keeps no prompt. ``slot_tokens``: the most
+        positions a slot may hold (the memory plan's; None: unbounded)."""
         from clovercode.engine.batchcache import SlotCache
 
         self.model = model
         self.capacity = capacity
         # admits run the batch-1 prefill, kernels and all (and its prompt reuse)
         self.solo = CachedDenoiser(model, reuse_prompt=keep_tokens is not None, keep_tokens=keep_tokens or 0)
-        self.slots = SlotCache(capacity)
+        self.slots = SlotCache(capacity, slot_tokens)
         self.cached: dict[int, int] = {}  # slot → prompt tokens its admission took from a kept prompt
         self.device, self.dtype = self.solo.device, self.solo.dtype
         # a one-token prefill reveals the cache layout: buffers exist, and an unbatchable model fails, now

@@ -32,6 +32,9 @@ class EngineConfig:
     mask_token_id: int | None = None  # None: the model's own
     compile: str = "off"  # off | auto (static cache + CUDA graphs on CUDA) | static (also eagerly on CPU)
     prompt_cache_tokens: int = 32768  # older prompts' caches kept for reuse, in prompt tokens (the last is always kept)
+    max_context: int = 0  # most positions one request holds (0: the model's window); engine/memplan.py
+    max_batch_tokens: int = 0  # KV positions of every batched slot together (0: what memory affords)
+    memory_utilization: float = 0.9  # share of the device's free memory the plan may use
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "trust_remote_code", parse_entries(self.trust_remote_code, TRUST_SETTING))
@@ -70,6 +73,15 @@ def _problems(c: EngineConfig):
         yield f"engine.compile must be one of {', '.join(COMPILE_MODES)}, got {c.compile!r}"
     if not isinstance(c.prompt_cache_tokens, int) or c.prompt_cache_tokens < 0:
         yield f"engine.prompt_cache_tokens must be a whole number ≥ 0, got {c.prompt_cache_tokens!r}"
+    for key in ("max_context", "max_batch_tokens"):
+        value = getattr(c, key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            yield f"engine.{key} must be a whole number ≥ 0 (0 = planned from memory), got {value!r}"
+    if isinstance(c.max_context, int) and isinstance(c.max_batch_tokens, int) and 0 < c.max_batch_tokens < c.max_context:
+        yield (f"engine.max_batch_tokens ({c.max_batch_tokens}) must hold at least one request of engine.max_context "
+               f"({c.max_context}) tokens")
+    if not isinstance(c.memory_utilization, (int, float)) or not 0.0 < c.memory_utilization <= 1.0:
+        yield f"engine.memory_utilization must be in (0, 1], got {c.memory_utilization!r}"
     if c.mask_token_id is not None and c.mask_token_id < 0:
         yield f"engine.mask_token_id must be ≥ 0, got {c.mask_token_id!r}"
 
@@ -82,4 +94,6 @@ def engine_config_from(cfg: Any) -> EngineConfig:
         top_k=cfg["engine.top_k"], steps=cfg["engine.steps"], temperature=cfg["temperature"], top_p=cfg["top_p"],
         max_new_tokens=cfg["max_new_tokens"], device=cfg["engine.device"], dtype=cfg["engine.dtype"],
         trust_remote_code=cfg["engine.trust_remote_code"], mask_token_id=mask if mask >= 0 else None,
-        compile=cfg["engine.compile"], prompt_cache_tokens=cfg["engine.prompt_cache_tokens"])
+        compile=cfg["engine.compile"], prompt_cache_tokens=cfg["engine.prompt_cache_tokens"],
+        max_context=cfg["engine.max_context"], max_batch_tokens=cfg["engine.max_batch_tokens"],
+        memory_utilization=cfg["engine.memory_utilization"])

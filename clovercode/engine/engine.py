@@ -53,6 +53,25 @@ class Engine:
     def context_window(self) -> int:
         return self.info.context_window
 
+    @property
+    def max_context(self) -> int:
+        """The most positions one request may hold: engine.max_context, else (and at most) the window."""
+        window, limit = self.context_window, self.config.max_context
+        return min(limit, window) if limit and window else (limit or window)
+
+    def memory_plan(self, slots: int) -> Any:
+        """The memory plan (engine/memplan.py) for ``slots`` batched sequences; None for a model whose
+        config does not say its shape."""
+        from clovercode.engine.memory import engine_plan
+        from clovercode.engine.memplan import PlanError
+        from clovercode.errors import ConfigError
+
+        try:
+            return engine_plan(self.model, self.name, self.info.device, self.config, slots, self.block_size(),
+                               self.context_window)
+        except PlanError as exc:
+            raise ConfigError(str(exc), hint="See docs/engine.md (The memory plan).") from None
+
     def block_size(self, requested: int | None = None) -> int:
         """The block size to use: requested, else configured, else the model's own (1 for AR models)."""
         size = requested or self.config.block_size or self.info.block_size or (32 if self.info.diffusion_capable else 1)
@@ -156,8 +175,10 @@ class Engine:
             from clovercode.engine.batchdenoiser import SlotBatchDenoiser
         except ImportError:
             return SerialBatchDenoiser(self.model, capacity)
+        plan = self.memory_plan(capacity) if self.info is not None else None  # (tests build bare engines)
         try:
-            return SlotBatchDenoiser(self.model, capacity, keep_tokens=self.config.prompt_cache_tokens)
+            return SlotBatchDenoiser(self.model, capacity, keep_tokens=self.config.prompt_cache_tokens,
+                                     slot_tokens=plan.slot_tokens if plan is not None else None)
         except UnsupportedCache:
             return SerialBatchDenoiser(self.model, capacity)
 

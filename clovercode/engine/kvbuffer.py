@@ -1,8 +1,11 @@
 """A KV cache layer written by index into a preallocated buffer (imported lazily: it needs transformers).
 
 transformers' ``DynamicLayer`` appends with ``torch.cat``, copying the whole prefix on every forward:
-O(prompt) memory traffic per pass. ``BufferedLayer`` keeps spare capacity (doubling when full) and
-exposes ``keys``/``values`` as views of the used part, so a pass writes only its own rows. The rows
+O(prompt) memory traffic per pass. ``BufferedLayer`` keeps spare capacity and exposes
+``keys``/``values`` as views of the used part, so a pass writes only its own rows. Spare capacity
+comes in whole chunks (engine/memplan.py ``CHUNK_TOKENS``): a full buffer is replaced by one
+just large enough for what is needed, rounded up to a chunk, never by one twice its size (a 128K
+prompt would otherwise double to 256K positions, with both alive during the copy). The rows
 past the committed length are scratch: a denoising pass writes its block there, restoring the
 snapshot shrinks the views back, and the next write overwrites them. Committed rows are never
 written twice, so the views a snapshot keeps stay valid and bit-identical.
@@ -15,7 +18,7 @@ from typing import Any
 import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
-MIN_CAPACITY = 256
+from clovercode.engine.memplan import CHUNK_TOKENS, round_up
 
 
 class BufferedLayer(DynamicLayer):
@@ -30,7 +33,7 @@ class BufferedLayer(DynamicLayer):
         used = self.get_seq_length()
         needed = used + key_states.shape[-2]
         if self._key_buffer is None or needed > self._key_buffer.shape[-2]:
-            capacity = max(needed, MIN_CAPACITY, 2 * (self._key_buffer.shape[-2] if self._key_buffer is not None else 0))
+            capacity = round_up(needed, CHUNK_TOKENS)
             self._key_buffer = _grown(self.keys, key_states, used, capacity)
             self._value_buffer = _grown(self.values, value_states, used, capacity)
         self._key_buffer[..., used:needed, :].copy_(key_states)

@@ -83,6 +83,9 @@ def run_serve(cfg: Config, console: Console, *, print_line: Callable[[str], None
 
     scheduler = Scheduler(backend, max_batch=cfg["serve.max_batch"], max_queue=cfg["serve.max_queue"],
                           max_queue_per_client=queue_share(cfg, keys), log=log)
+    plan_line = getattr(backend, "memory_plan_line", None)
+    if scheduler.batching and plan_line is not None and (line := plan_line(scheduler.max_batch)):
+        log(line)
     window = getattr(backend, "context_window", None)
     server.app = ServeApp(scheduler, served_name(cfg), Limits(cfg["max_new_tokens"], cfg["thinking"]), "",
                           cfg["serve.max_request_bytes"], window if isinstance(window, int) else None, log,

@@ -4,8 +4,9 @@ Fairness is per client (the API key's tenant when the server has keys, else the 
 else its address): waiting requests are taken round-robin across clients, so one bot that queues
 twenty requests does not starve the other seven; with ``max_per_client`` a client may also hold at
 most that many of the queue's places, so it cannot fill the queue and have the others refused.
-A backend with ``open_batch`` decodes up to ``max_batch`` requests together and admits new ones
-between steps; any other backend runs one request at a time. Every job gets exactly one terminal
+A backend with ``open_batch`` decodes up to ``max_batch`` requests together (fewer when its
+``batch_slots`` says its memory plan holds fewer) and admits new ones between steps; the others wait
+in the queue. Any other backend runs one request at a time. Every job gets exactly one terminal
 item on its event queue (``DONE`` or ``Failed``), whether it finished, failed or was cancelled.
 """
 
@@ -132,6 +133,11 @@ class Scheduler:
         self.backend = backend
         self.batching = max_batch > 1 and isinstance(backend, BatchingBackend)
         self.max_batch = max_batch if self.batching else 1
+        slots = getattr(backend, "batch_slots", None)
+        if self.batching and slots is not None:
+            # the memory plan's slots (engine/memplan.py): a request past them waits in the queue,
+            # never runs the device out of memory
+            self.max_batch = max(1, min(self.max_batch, int(slots(self.max_batch))))
         self.queue = FairQueue(max_queue, max_queue_per_client)
         self.stats = Stats()
         self.active = 0
