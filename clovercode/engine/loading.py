@@ -103,11 +103,24 @@ def load(source: ModelSource, config: EngineConfig, console: Console, cache_root
             if "device_map" not in kwargs:
                 model.to(device)
             model.eval()
+            _grouped_attention(model, console)
         except torch.OutOfMemoryError:
             raise _memory_error(source.name, dtype, device, None, None) from None
         except _load_errors() as exc:
             raise load_failure(source.name, folder, exc) from None
     return model, tokenizer, model_info(source.name, model, tokenizer, device, dtype)
+
+
+def _grouped_attention(model: Any, console: Console) -> None:
+    """Masked grouped-query attention without repeated keys and values, where a route is exact here
+    (engine/attention.py); the choice is kept on the model, and said when a grouped model keeps the plain path."""
+    from clovercode.engine import attention
+
+    choice = attention.install(model)
+    model._clovercode_attention = choice
+    if choice.route == "plain" and "grouped" not in choice.why and "not sdpa" not in choice.why:
+        console.print(f"note: masked attention repeats keys and values per query head here ({choice.why})",
+                      highlight=False, markup=False)
 
 
 def _load_errors() -> tuple[type[BaseException], ...]:
