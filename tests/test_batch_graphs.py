@@ -148,3 +148,45 @@ def test_steps_that_are_not_fixed_shape_run_eagerly():
     slot, _ = wrapped.admit([3, 4, 5])
     wrapped.forward([Row(slot, torch.tensor([5, 6]))])  # Gated DeltaNet state: eager
     assert wrapped.replays == 0
+
+
+# -- the batch-1 static passes share the capture (engine/graphs.py) --------------------------------
+
+def test_batch_one_graphs_decode_what_the_dynamic_cache_decodes():
+    from clovercode.engine.decoder import DecodePlan, decode
+    from clovercode.engine.denoiser import CachedDenoiser
+    from clovercode.engine.graphs import StaticDenoiser
+    from clovercode.engine.stops import Stops
+    from tinymodels import EOS_ID
+
+    model = tiny_hybrid()
+    plan = DecodePlan(block_size=4, mask_id=MASK_ID, threshold=0.9, max_new_tokens=24)
+    expected = decode(CachedDenoiser(model), list(range(3, 30)), plan, str, Stops(frozenset({EOS_ID})))
+    backend = FakeGraphs()
+    static = StaticDenoiser(model, graphs=True, backend=backend)
+    got = decode(static, list(range(3, 30)), plan, str, Stops(frozenset({EOS_ID})))
+    assert got.tokens == expected.tokens and got.stats.forwards == expected.stats.forwards
+    assert static.graph_error is None and static.passes.captured == 2  # a denoise graph and a commit graph
+
+
+def test_a_failed_batch_one_capture_restores_the_static_cache_and_the_passes_go_on_eagerly():
+    from clovercode.engine import cachestate
+    from clovercode.engine.denoiser import CachedDenoiser
+    from clovercode.engine.graphs import StaticDenoiser
+
+    model = tiny_hybrid()
+    notes = []
+    static = StaticDenoiser(model, graphs=True, backend=FakeGraphs(fail_at_record=True), note=notes.append)
+    state = static.prefill(list(range(3, 30)))
+    before = [(k, t.clone()) for k, t in cachestate.state_tensors(static.passes.kv.cache)]
+    at_note = []
+    static.passes.note = lambda text: notes.append(text) or at_note.append(
+        all(torch.equal(b, a) for (_, b), (_, a) in zip(before, cachestate.state_tensors(static.passes.kv.cache))))
+    block = torch.full((4,), MASK_ID)
+    got = static.denoise(state, block)
+    reference = CachedDenoiser(model)
+    assert torch.allclose(got, reference.denoise(reference.prefill(list(range(3, 30))), block), atol=1e-10)
+    assert at_note == [True] and "CUDA graphs skipped" in notes[0] and "operation not permitted" in notes[0]
+    assert static.graph_error and static.passes.captured == 0
+    static.denoise(state, block)  # eager from now on: no second attempt, no second note
+    assert len(notes) == 1

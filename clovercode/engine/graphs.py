@@ -140,13 +140,28 @@ class StaticPasses:
             out = self.model(input_ids=io.ids, position_ids=io.positions, attention_mask=io.mask, **kwargs)
         return out.logits if kind == "denoise" or not self.slices_logits else out.logits[:, -1:]
 
+    def _save(self, io: _IO) -> tuple[Any, list[Any]]:
+        """The committed state, and the key and value rows a pass writes (scratch past the committed
+        length, but a failed capture must leave every byte as it was)."""
+        index = io.positions[0]
+        written = [(layer.keys.index_select(2, index), layer.values.index_select(2, index))
+                   for layer in self.kv.attention_layers()]
+        return cachestate.snapshot(self.kv.cache), written
+
+    def _restore(self, saved: tuple[Any, list[Any]]) -> None:
+        snap, written = saved
+        cachestate.restore(self.kv.cache, snap)
+        index = self.kv.slots.index
+        for layer, (keys, values) in zip(self.kv.attention_layers(), written):
+            layer.keys.index_copy_(2, index, keys)
+            layer.values.index_copy_(2, index, values)
+
     def _replay(self, kind: str, io: _IO) -> Any:
         if io.graph is None:
             try:
                 # warm-up passes, then the recording; the cache is put back after each and on any failure
-                io.graph, io.logits = capture.capture(lambda: self._forward(kind, io),
-                                                      lambda: cachestate.snapshot(self.kv.cache),
-                                                      lambda snap: cachestate.restore(self.kv.cache, snap), self.backend)
+                io.graph, io.logits = capture.capture(lambda: self._forward(kind, io), lambda: self._save(io),
+                                                      self._restore, self.backend)
                 self.captured += 1
             except Exception as exc:  # any capture failure: stay eager, say why once
                 self.graph_error = capture.first_line(exc)
