@@ -75,12 +75,14 @@ def install(model: Any, routes: tuple[str, ...] = ROUTES) -> Choice:
     choice = probe(parameter.device, parameter.dtype, heads, kv_heads, head_dim, routes)
     if choice.route == "plain":
         return choice
-    register()
-    _chosen[(parameter.device.type, parameter.dtype)] = choice.route
     try:
+        register()
+        _chosen[(parameter.device.type, parameter.dtype)] = choice.route
         model.set_attn_implementation(NAME)
-    except (ValueError, KeyError, AttributeError) as exc:  # a model that cannot switch keeps sdpa
-        return Choice("plain", f"the model cannot switch its attention ({exc})")
+    except Exception as exc:  # noqa: BLE001 - a transformers or model that cannot switch keeps sdpa, and says why
+        return Choice("plain", f"the model cannot switch its attention ({type(exc).__name__}: {exc})")
+    if getattr(config, "_attn_implementation", None) != NAME:
+        return Choice("plain", "the model does not switch its attention implementation")
     return choice
 
 
