@@ -230,7 +230,7 @@ def _flash_kvcache(q: Any, k: Any, v: Any, mask: Any, scaling: float | None, ker
     rows = _rows(mask)
     if rows is None:
         raise ValueError("the mask is not of the engine's shape (a prefix, then the block whole or causal)")
-    lengths, causal = rows
+    lengths, causal = (part.expand(q.shape[0]) for part in rows)  # a mask broadcast over the rows
     kernel = kernel or _flash_kernel()
     # flash-attn reads (B, T, H, D): the transposed views of the cache, no copy
     kt, vt, qt = k.transpose(1, 2), v.transpose(1, 2), q.transpose(1, 2)
