@@ -180,7 +180,7 @@ class Engine:
             return SerialBatchDenoiser(self.model, capacity)
         from clovercode.engine.graphs import wants_graphs
 
-        if wants_graphs(self.config.compile, self.info.device):
+        if self.config.compile != "off" and wants_graphs(self.config.compile, self.info.device):
             from clovercode.engine.batchgraphs import GraphedBatch
 
             return GraphedBatch(batched, graphs=self.info.device.startswith("cuda"), note=self.note)
