@@ -25,6 +25,7 @@ steps run the wrapped denoiser's eager forward, which gives the same logits.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -52,6 +53,7 @@ class GraphedBatch:
         self.captured: dict[tuple[Any, ...], _Graph] = {}
         self.graph_error: str | None = None
         self.replays = 0
+        self.buffers: Any = None  # a weak reference to the slot buffer the graphs were recorded on
 
     # the seam's other calls are the wrapped denoiser's
     def __getattr__(self, name: str) -> Any:
@@ -78,7 +80,11 @@ class GraphedBatch:
         inner.slots.reserve(step.kv_len)
         span = capture.span_for(step.kv_len, inner.slots.time)
         bucket = capture.bucket_for(count, inner.capacity)
-        key = (bucket, step.block, span, inner.slots.time, id(inner.slots.layers[0].buffers[0]))
+        buffer = inner.slots.layers[0].buffers[0]
+        if self.buffers is None or self.buffers() is not buffer:  # the buffers grew: every graph read the old ones
+            self.captured.clear()
+            self.buffers = weakref.ref(buffer)
+        key = (bucket, step.block, span)
         graph = self.captured.get(key) or self._new_graph(bucket, step.block, span)
         blocks = torch.stack([torch.as_tensor(rows[i].block).view(-1) for i in order]).to(inner.device, torch.long)
         self._fill(graph, count, blocks, step)
