@@ -137,12 +137,47 @@ def test_a_capture_that_raises_leaves_the_slots_bit_identical_and_decoding_goes_
     assert graphed.replays == 0 and not graphed.captured
 
 
+def test_kept_positions_replay_and_equal_the_eager_ones():
+    eager, graphed, _ = pair(tiny_llama(), FakeGraphs())
+    rows = [Row(s, torch.tensor([5, 6, 7]), s == 1, keep=torch.tensor([False, s != 1, True])) for s in range(3)]
+    want, got = eager.forward(rows), graphed.forward(rows)
+    assert graphed.replays == 1
+    for s in range(3):
+        kept = rows[s].keep
+        assert torch.allclose(got[s][kept], want[s][kept], rtol=0, atol=1e-10)
+
+
+def test_requests_decoded_together_over_graphed_steps_equal_each_decoded_alone():
+    from test_batch_decode import assert_same, solo, tiny_subject, together
+
+    from clovercode.engine.stops import Stops
+    from tinymodels import EOS_ID
+
+    subject = tiny_subject(tiny_llama)
+    wrappers = []
+
+    def graphed(capacity, kind):
+        wrappers.append(GraphedBatch(SlotBatchDenoiser(subject.model, capacity), graphs=True, backend=FakeGraphs()))
+        return wrappers[-1]
+
+    subject.batch_denoiser = graphed
+    stops = Stops(frozenset({EOS_ID}))
+    from dataclasses import replace
+
+    plans = [subject.plan, replace(subject.plan, strategy="topk", top_k=2), subject.plan,
+             replace(subject.plan, max_new_tokens=9)]
+    jobs = {f"r{i}": (i // 2, subject.prompts[i], plans[i], stops, None) for i in range(4)}
+    batched, widths = together(subject, jobs, 4)
+    for key, (_, prompt, plan, _, _) in jobs.items():
+        assert_same(solo(subject, prompt, plan, stops), batched[key], key)
+    assert wrappers[0].replays > 0 and wrappers[0].graph_error is None and max(widths) > 1
+
+
 def test_steps_that_are_not_fixed_shape_run_eagerly():
     backend = FakeGraphs()
     _, graphed, _ = pair(tiny_llama(), backend)
     graphed.forward([Row(0, torch.tensor([5, 6]))])  # not every live row
-    graphed.forward([Row(s, torch.tensor([5, 6]), keep=torch.tensor([True, False])) for s in range(3)])
-    assert graphed.replays == 0 and backend.warmups == 0
+    assert graphed.replays == 0 and not graphed.captured
     hybrid = SlotBatchDenoiser(tiny_hybrid(), 2)
     wrapped = GraphedBatch(hybrid, graphs=True, backend=backend)
     slot, _ = wrapped.admit([3, 4, 5])

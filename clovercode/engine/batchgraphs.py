@@ -19,8 +19,10 @@ for the bucket the step falls in:
 
 Graphs apply where the step is fixed-shape: every live row in the forward, in buffer order (the
 scheduler's normal step), attention-only caches (a Gated DeltaNet step gathers and scatters per-row
-states whose committing rows vary: eager), and no ``keep`` selection (its index list varies). Other
-steps run the wrapped denoiser's eager forward, which gives the same logits.
+states whose committing rows vary: eager). A row's ``keep`` (the positions its caller reads) is
+ignored there: the graph computes every position's logits (the eager path zeroes the others; the
+caller reads only the kept ones). Other steps run the wrapped denoiser's eager forward, which gives
+the same logits.
 """
 
 from __future__ import annotations
@@ -115,8 +117,7 @@ class GraphedBatch:
 
     def _graphable(self, rows: Sequence[Row]) -> bool:
         slots = self.inner.slots
-        return (self.graphs and self.graph_error is None and bool(rows) and not slots.has_linear
-                and slots.layers is not None and all(row.keep is None for row in rows))
+        return self.graphs and self.graph_error is None and bool(rows) and not slots.has_linear and slots.layers is not None
 
     def _new_graph(self, bucket: int, block: int, span: int) -> _Graph:
         import torch
