@@ -5,7 +5,8 @@ forward for Clover's layer layout), so on a GPU the host, not the GPU, sets the 
 records one pass's kernels once and replays them with one launch. That needs fixed shapes and
 addresses: ``staticcache`` gives the cache that, and every pass of a kind (denoise or commit) and
 length reads its inputs from the same buffers: token ids, positions, the additive mask over the
-whole capacity, and the rows the keys and values go to. The mask makes the fixed shapes exact:
+span it attends (the filled part rounded up to a power of two, at most the capacity: one graph per
+span), and the rows the keys and values go to. The mask makes the fixed shapes exact:
 denoising rows see every committed position and their whole block, committing rows see the committed
 positions and their block causally, and nobody sees the rows past that.
 
@@ -38,8 +39,8 @@ def wants_graphs(setting: str, device: str) -> bool:
 
 def capacity_for(length: int, minimum: int = MIN_CAPACITY) -> int:
     """Capacities double up to ``LARGE_STEP`` (a growing conversation recaptures its graphs rarely),
-    then grow in steps of it: every pass attends over the whole capacity, and doubling a 32k
-    prompt's would double its attention work."""
+    then grow in steps of it: doubling a 32k prompt's would double its memory (a pass attends over its
+    filled span rounded up to a power of two, which can reach the capacity)."""
     size = minimum
     while size < length and size < LARGE_STEP:
         size *= 2
@@ -54,7 +55,8 @@ class _IO:
 
     ids: Any  # (R, q) long
     positions: Any  # (R, q) long
-    mask: Any  # (R, 1, q, capacity) additive
+    mask: Any  # (R, 1, q, span) additive
+    span: int = 0  # the key positions the pass attends over (the filled part, rounded up)
     logits: Any = None  # (R, q or 1, V), the output buffer of the captured graph
     graph: Any = None
 
@@ -87,10 +89,11 @@ class StaticPasses:
         rows, q = block.shape
         if start + q > self.kv.capacity:
             raise ValueError(f"the static cache holds {self.kv.capacity} tokens; a pass needs {start + q}")
-        io = self._io(kind, q)
+        # attend over the filled part rounded up to a power of two (a graph per span), not the capacity
+        io = self._io(kind, q, capture.span_for(start + q, self.kv.capacity, min(256, self.kv.capacity)))
         io.ids.copy_(block, non_blocking=True)
         io.positions.copy_((self.keys[:q] + start).expand(rows, q))
-        self.kv.slots.index = io.positions[0]
+        self.kv.slots.index, self.kv.slots.span = io.positions[0], io.span
         if kind == "denoise" and self.snap is None:
             self.snap = cachestate.snapshot(self.kv.cache)
         try:
@@ -110,25 +113,23 @@ class StaticPasses:
         self.snap = None
 
     def _fill_mask(self, kind: str, io: _IO) -> None:
-        """Write the pass's (R, 1, q, capacity) additive mask into its buffer from the positions on the
+        """Write the pass's (R, 1, q, span) additive mask into its buffer from the positions on the
         device: causal within the block for commits, the whole block for denoising. Part of the pass
         (and of its graph), so the host builds no mask per pass; the buffer is made once per kind and
         block length."""
         positions = io.positions[:, :, None]  # (R, q, 1)
-        if kind == "commit":
-            allowed = self.keys[None, None, :] <= positions
-        else:
-            allowed = self.keys[None, None, :] <= positions[:, -1:]
+        keys = self.keys[None, None, :io.span]
+        allowed = keys <= positions if kind == "commit" else keys <= positions[:, -1:]
         zero = torch.zeros((), dtype=self.dtype, device=self.device)
         io.mask.copy_(torch.where(allowed, zero, torch.finfo(self.dtype).min)[:, None])
 
-    def _io(self, kind: str, q: int) -> _IO:
-        key = (kind, q)
+    def _io(self, kind: str, q: int, span: int) -> _IO:
+        key = (kind, q, span)
         if key not in self.io:
-            rows, size = self.kv.rows, self.kv.capacity
+            rows = self.kv.rows
             self.io[key] = _IO(torch.zeros(rows, q, dtype=torch.long, device=self.device),
                                torch.zeros(rows, q, dtype=torch.long, device=self.device),
-                               torch.zeros(rows, 1, q, size, dtype=self.dtype, device=self.device))
+                               torch.zeros(rows, 1, q, span, dtype=self.dtype, device=self.device), span=span)
         return self.io[key]
 
     def _forward(self, kind: str, io: _IO) -> Any:
