@@ -178,3 +178,21 @@ def test_batched_forwards_are_bit_identical_and_repeat_no_keys(model, monkeypatc
     (plain, plain_repeats), (grouped, grouped_repeats) = outputs["sdpa"], outputs["grouped"]
     assert plain_repeats and not grouped_repeats  # the plain path copies keys per head; the grouped one never
     assert all(torch.equal(a, b) for a, b in zip(plain, grouped))
+
+
+def test_models_loaded_by_the_engine_use_the_route_and_a_plain_fallback_is_a_note(monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from clovercode.engine.config import EngineConfig
+    from clovercode.engine.engine import Engine
+
+    engine = Engine.open("clover-tiny", EngineConfig(), Console(file=io.StringIO()))
+    assert engine.model.config._attn_implementation == attention.NAME
+    assert engine.model._clovercode_attention.route == "sdpa_gqa"
+    monkeypatch.setattr(attention, "probe", lambda *a, **k: attention.Choice("plain", "sdpa_gqa: differs"))
+    out = io.StringIO()
+    engine = Engine.open("clover-tiny", EngineConfig(), Console(file=out, width=300))
+    assert engine.model.config._attn_implementation == "sdpa"
+    assert "note: masked attention repeats keys and values per query head here (sdpa_gqa: differs)" in out.getvalue()
