@@ -20,7 +20,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
-from clovercode.engine import cachestate, masks
+from clovercode.engine import cachestate, fastpaths, masks
 
 
 class Denoiser(Protocol):
@@ -111,8 +111,9 @@ class CachedDenoiser:
         self.checkpoints: list[PromptCheckpoint] = []  # least recently used first
         self.reused_tokens = 0  # prompt tokens the last prefill took from a checkpoint
         self.scope = ""  # the namespace of the next prefills' kept prompts (enter_scope)
-        # Library models get a cache written by index; remote code may need its own cache class.
-        self.own_cache = type(model).__module__.startswith("transformers.")
+        # Library models get a cache written by index; remote code may need its own cache class, unless
+        # its class declares the engine's cache contract (engine/fastpaths.py)
+        self.own_cache = fastpaths.keeps_contract(model)
         self.device = next(model.parameters()).device
         self.dtype = model_dtype(model)
         kwargs = forward_kwargs(model)

@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from rich.console import Console
 
 from clovercode.engine.batchseam import BatchDenoiser
+from clovercode.engine import fastpaths
 from clovercode.engine.config import EngineConfig
 from clovercode.engine.constraint import Constraint, GrammarCompiler, Steering
 from clovercode.engine.decoder import DecodePlan, DecodeResult, PassEvent, decode_stream
@@ -33,6 +34,8 @@ class Engine:
     mask_checked: bool | None = field(default=None, repr=False)  # does the model honour 4D masks?
     shared: Denoiser | None = field(default=None, repr=False)  # keeps the last prompt's cache
     grammars: GrammarCompiler | None = field(default=None, repr=False)  # built at the first constrained turn
+    console: Console | None = field(default=None, repr=False)  # where notes go (stderr when None)
+    notes: list[str] = field(default_factory=list, repr=False)  # fast paths skipped, each said once
 
     @classmethod
     def open(cls, spec: str, config: EngineConfig, console: Console | None = None, base_dir: Path | None = None,
@@ -41,9 +44,19 @@ class Engine:
         env = os.environ if env is None else env
         source = resolve(spec, base_dir)
         model, tokenizer, info = load(source, config, console or Console(stderr=True), cache_root(env, cache_dir))
-        engine = cls(model, tokenizer, info, config)
+        engine = cls(model, tokenizer, info, config, console=console)
+        why = fastpaths.refusal(model)
+        if why is not None:
+            engine.note(fastpaths.skipped("index-written cache", why))
         engine.plan()  # fail now, not at the first turn, if the model cannot decode as configured
         return engine
+
+    def note(self, text: str) -> None:
+        """Say once that a fast path does not apply, and why (a slow path is never taken silently)."""
+        if text in self.notes:
+            return
+        self.notes.append(text)
+        (self.console or Console(stderr=True)).print(f"note: {text}", highlight=False, markup=False)
 
     @property
     def name(self) -> str:
@@ -140,7 +153,7 @@ class Engine:
         from clovercode.engine.graphs import StaticDenoiser, wants_graphs
 
         return StaticDenoiser(self.model, graphs=wants_graphs(self.config.compile, self.info.device), reuse_prompt=True,
-                              keep_tokens=self.config.prompt_cache_tokens)
+                              keep_tokens=self.config.prompt_cache_tokens, note=self.note)
 
     def stream(self, prompt: Sequence[int], plan: DecodePlan, stops: Stops, seed: int | None = None,
                on_pass: Callable[[PassEvent], None] | None = None, denoiser: Denoiser | None = None,
@@ -167,20 +180,32 @@ class Engine:
     def batch_denoiser(self, capacity: int) -> BatchDenoiser:
         """A denoiser for ``capacity`` sequences at once (continuous batching). The one place that
         picks it: the slot-cache denoiser (one forward for every row) when it takes this model's
-        cache, else the serial reference (correct, but no faster than one request at a time)."""
+        cache, else the serial reference (correct, but no faster than one request at a time), with a note
+        that says why. With ``engine.compile`` the slot forwards run per batch-size bucket, replayed as
+        CUDA graphs on CUDA (engine/batchgraphs.py)."""
         from clovercode.engine.serialbatch import SerialBatchDenoiser
 
         try:
             from clovercode.engine.batchcache import UnsupportedCache
             from clovercode.engine.batchdenoiser import SlotBatchDenoiser
-        except ImportError:
+        except ImportError as exc:
+            self.note(fastpaths.skipped("slot batching", f"{exc.name or 'a module'} is not importable"))
             return SerialBatchDenoiser(self.model, capacity)
         plan = self.memory_plan(capacity) if self.info is not None else None  # (tests build bare engines)
         try:
-            return SlotBatchDenoiser(self.model, capacity, keep_tokens=self.config.prompt_cache_tokens,
-                                     slot_tokens=plan.slot_tokens if plan is not None else None)
-        except UnsupportedCache:
+            batched = SlotBatchDenoiser(self.model, capacity, keep_tokens=self.config.prompt_cache_tokens,
+                                        slot_tokens=plan.slot_tokens if plan is not None else None)
+        except UnsupportedCache as exc:
+            why = fastpaths.refusal(self.model)
+            self.note(fastpaths.skipped("slot batching", str(exc) + (f"; {why}" if why else "")))
             return SerialBatchDenoiser(self.model, capacity)
+        from clovercode.engine.graphs import wants_graphs
+
+        if self.config.compile != "off" and wants_graphs(self.config.compile, self.info.device):
+            from clovercode.engine.batchgraphs import GraphedBatch
+
+            return GraphedBatch(batched, graphs=self.info.device.startswith("cuda"), note=self.note)
+        return batched
 
     def forget_prompts(self) -> None:
         """Drop the prompts kept for reuse (the next prompt of every conversation is prefilled whole)."""

@@ -5,7 +5,8 @@ forward for Clover's layer layout), so on a GPU the host, not the GPU, sets the 
 records one pass's kernels once and replays them with one launch. That needs fixed shapes and
 addresses: ``staticcache`` gives the cache that, and every pass of a kind (denoise or commit) and
 length reads its inputs from the same buffers: token ids, positions, the additive mask over the
-whole capacity, and the rows the keys and values go to. The mask makes the fixed shapes exact:
+span it attends (the filled part rounded up to a power of two, at most the capacity: one graph per
+span), and the rows the keys and values go to. The mask makes the fixed shapes exact:
 denoising rows see every committed position and their whole block, committing rows see the committed
 positions and their block causally, and nobody sees the rows past that.
 
@@ -20,11 +21,11 @@ syncs with the host, say), the passes stay eager and ``graph_error`` says why.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
-from clovercode.engine import cachestate, staticcache
+from clovercode.engine import cachestate, capture, staticcache
 from clovercode.engine.denoiser import CachedDenoiser, forward_kwargs, model_dtype
 
 MIN_CAPACITY = 1024
@@ -38,8 +39,8 @@ def wants_graphs(setting: str, device: str) -> bool:
 
 def capacity_for(length: int, minimum: int = MIN_CAPACITY) -> int:
     """Capacities double up to ``LARGE_STEP`` (a growing conversation recaptures its graphs rarely),
-    then grow in steps of it: every pass attends over the whole capacity, and doubling a 32k
-    prompt's would double its attention work."""
+    then grow in steps of it: doubling a 32k prompt's would double its memory (a pass attends over its
+    filled span rounded up to a power of two, which can reach the capacity)."""
     size = minimum
     while size < length and size < LARGE_STEP:
         size *= 2
@@ -54,7 +55,8 @@ class _IO:
 
     ids: Any  # (R, q) long
     positions: Any  # (R, q) long
-    mask: Any  # (R, 1, q, capacity) additive
+    mask: Any  # (R, 1, q, span) additive
+    span: int = 0  # the key positions the pass attends over (the filled part, rounded up)
     logits: Any = None  # (R, q or 1, V), the output buffer of the captured graph
     graph: Any = None
 
@@ -62,12 +64,16 @@ class _IO:
 class StaticPasses:
     """Denoise / commit passes of R rows over a ``StaticKV``; CUDA graphs when ``graphs``."""
 
-    def __init__(self, model: Any, kv: staticcache.StaticKV, graphs: bool):
+    def __init__(self, model: Any, kv: staticcache.StaticKV, graphs: bool, backend: Any = None,
+                 note: Callable[[str], None] | None = None):
+        """``backend``: the CUDA calls of a capture (``capture.CudaGraphs`` on CUDA; the tests pass a
+        stand-in to run the capture logic on the CPU). ``note``: told once when capturing fails."""
         self.model = model
         self.kv = kv
         self.dtype = model_dtype(model)
         self.device = next(model.parameters()).device
-        self.graphs = graphs and self.device.type == "cuda"
+        self.graphs = graphs and (self.device.type == "cuda" or backend is not None)
+        self.note = note
         kwargs = forward_kwargs(model)
         self.cache_arg, self.slices_logits = str(kwargs["cache"]), bool(kwargs["logits_to_keep"])
         self.io: dict[tuple[str, int], _IO] = {}
@@ -75,7 +81,7 @@ class StaticPasses:
         self.captured = 0
         self.snap: cachestate.Snapshot | None = None  # committed state, taken at a block's first denoise
         self.keys = torch.arange(kv.capacity, device=self.device)
-        self.pool = torch.cuda.graph_pool_handle() if self.graphs else None
+        self.backend = (backend or capture.CudaGraphs()) if self.graphs else None
 
     def run(self, kind: str, block: Any, start: int) -> Any:
         """Logits for ``block`` (R, q) at positions start..start+q-1: (R, q, V) for a denoise pass
@@ -83,11 +89,11 @@ class StaticPasses:
         rows, q = block.shape
         if start + q > self.kv.capacity:
             raise ValueError(f"the static cache holds {self.kv.capacity} tokens; a pass needs {start + q}")
-        io = self._io(kind, q)
+        # attend over the filled part rounded up to a power of two (a graph per span), not the capacity
+        io = self._io(kind, q, capture.span_for(start + q, self.kv.capacity, min(256, self.kv.capacity)))
         io.ids.copy_(block, non_blocking=True)
         io.positions.copy_((self.keys[:q] + start).expand(rows, q))
-        io.mask.copy_(self._mask(kind, start, q).expand_as(io.mask))
-        self.kv.slots.index = io.positions[0]
+        self.kv.slots.index, self.kv.slots.span = io.positions[0], io.span
         if kind == "denoise" and self.snap is None:
             self.snap = cachestate.snapshot(self.kv.cache)
         try:
@@ -106,25 +112,28 @@ class StaticPasses:
         self.kv.load(cache, length)
         self.snap = None
 
-    def _mask(self, kind: str, start: int, q: int) -> Any:
-        """(q, capacity) additive: causal within the block for commits, the whole block for denoising."""
-        if kind == "commit":
-            allowed = self.keys[None, :] <= (self.keys[:q] + start)[:, None]
-        else:
-            allowed = (self.keys < start + q)[None, :].expand(q, -1)
+    def _fill_mask(self, kind: str, io: _IO) -> None:
+        """Write the pass's (R, 1, q, span) additive mask into its buffer from the positions on the
+        device: causal within the block for commits, the whole block for denoising. Part of the pass
+        (and of its graph), so the host builds no mask per pass; the buffer is made once per kind and
+        block length."""
+        positions = io.positions[:, :, None]  # (R, q, 1)
+        keys = self.keys[None, None, :io.span]
+        allowed = keys <= positions if kind == "commit" else keys <= positions[:, -1:]
         zero = torch.zeros((), dtype=self.dtype, device=self.device)
-        return torch.where(allowed, zero, torch.finfo(self.dtype).min)
+        io.mask.copy_(torch.where(allowed, zero, torch.finfo(self.dtype).min)[:, None])
 
-    def _io(self, kind: str, q: int) -> _IO:
-        key = (kind, q)
+    def _io(self, kind: str, q: int, span: int) -> _IO:
+        key = (kind, q, span)
         if key not in self.io:
-            rows, size = self.kv.rows, self.kv.capacity
+            rows = self.kv.rows
             self.io[key] = _IO(torch.zeros(rows, q, dtype=torch.long, device=self.device),
                                torch.zeros(rows, q, dtype=torch.long, device=self.device),
-                               torch.zeros(rows, 1, q, size, dtype=self.dtype, device=self.device))
+                               torch.zeros(rows, 1, q, span, dtype=self.dtype, device=self.device), span=span)
         return self.io[key]
 
     def _forward(self, kind: str, io: _IO) -> Any:
+        self._fill_mask(kind, io)
         kwargs: dict[str, Any] = {self.cache_arg: self.kv.cache, "use_cache": True}
         if kind == "commit" and self.slices_logits:
             kwargs["logits_to_keep"] = 1
@@ -132,32 +141,37 @@ class StaticPasses:
             out = self.model(input_ids=io.ids, position_ids=io.positions, attention_mask=io.mask, **kwargs)
         return out.logits if kind == "denoise" or not self.slices_logits else out.logits[:, -1:]
 
+    def _save(self, io: _IO) -> tuple[Any, list[Any]]:
+        """The committed state, and the key and value rows a pass writes (scratch past the committed
+        length, but a failed capture must leave every byte as it was)."""
+        index = io.positions[0]
+        written = [(layer.keys.index_select(2, index), layer.values.index_select(2, index))
+                   for layer in self.kv.attention_layers()]
+        return cachestate.snapshot(self.kv.cache), written
+
+    def _restore(self, saved: tuple[Any, list[Any]]) -> None:
+        snap, written = saved
+        cachestate.restore(self.kv.cache, snap)
+        index = self.kv.slots.index
+        for layer, (keys, values) in zip(self.kv.attention_layers(), written):
+            layer.keys.index_copy_(2, index, keys)
+            layer.values.index_copy_(2, index, values)
+
     def _replay(self, kind: str, io: _IO) -> Any:
         if io.graph is None:
             try:
-                self._capture(kind, io)
+                # warm-up passes, then the recording; the cache is put back after each and on any failure
+                io.graph, io.logits = capture.capture(lambda: self._forward(kind, io), lambda: self._save(io),
+                                                      self._restore, self.backend)
+                self.captured += 1
             except Exception as exc:  # any capture failure: stay eager, say why once
-                self.graph_error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
-                torch.cuda.synchronize()
+                self.graph_error = capture.first_line(exc)
+                if self.note is not None:
+                    self.note(f"CUDA graphs skipped (the passes run eagerly): capturing a {kind} pass failed: "
+                              f"{self.graph_error}")
                 return self._forward(kind, io)
         io.graph.replay()
         return io.logits
-
-    def _capture(self, kind: str, io: _IO) -> None:
-        """Warm up on a side stream, then record; the state each run changed is put back after each."""
-        snap = cachestate.snapshot(self.kv.cache)
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            self._forward(kind, io)
-        torch.cuda.current_stream().wait_stream(stream)
-        cachestate.restore(self.kv.cache, snap)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
-            logits = self._forward(kind, io)
-        cachestate.restore(self.kv.cache, snap)
-        io.graph, io.logits = graph, logits
-        self.captured += 1
 
 
 @dataclass
@@ -171,7 +185,8 @@ class StaticDenoiser:
     prefill are ``CachedDenoiser``'s; the static cache is filled from its cache after each prefill."""
 
     def __init__(self, model: Any, graphs: bool = True, reuse_prompt: bool = False, min_capacity: int = MIN_CAPACITY,
-                 headroom: int = 256, keep_tokens: int = 0):
+                 headroom: int = 256, keep_tokens: int = 0, note: Callable[[str], None] | None = None,
+                 backend: Any = None):
         self.inner = CachedDenoiser(model, reuse_prompt=reuse_prompt, keep_tokens=keep_tokens)
         self.headroom = headroom  # room for the answer at prefill; more is made as it grows
         self.model = model
@@ -180,6 +195,8 @@ class StaticDenoiser:
         self.min_capacity = min_capacity
         self.passes: StaticPasses | None = None
         self.unsupported: str | None = None  # why this model's cache stays dynamic
+        self.note = note  # told once when a fast path is skipped
+        self.backend = backend  # the capture seam (tests); None: CUDA's own
 
     @property
     def layout(self) -> str:
@@ -213,6 +230,8 @@ class StaticDenoiser:
                 self._load(state.cache, state.length)
             except staticcache.Unsupported as exc:
                 self.unsupported = str(exc)
+                if self.note is not None:
+                    self.note(f"static cache and CUDA graphs skipped: the model's cache has {self.unsupported}")
         if self.unsupported is not None:
             return state
         return StaticState(state.length, state.last_logits)
@@ -223,7 +242,7 @@ class StaticDenoiser:
             self.passes.reload(cache, length)
             return
         kv = staticcache.build(cache, 1, capacity_for(needed, self.min_capacity))
-        self.passes = StaticPasses(self.model, kv, self.graphs)
+        self.passes = StaticPasses(self.model, kv, self.graphs, self.backend, self.note)
 
     def _block(self, block: Any) -> Any:
         return torch.as_tensor(block, dtype=torch.long).view(1, -1)
@@ -250,4 +269,4 @@ class StaticDenoiser:
         if needed <= kv.capacity:
             return
         bigger = staticcache.build(kv.cache, 1, capacity_for(max(needed, kv.capacity + 1), kv.capacity))
-        self.passes = StaticPasses(self.model, bigger, self.graphs)
+        self.passes = StaticPasses(self.model, bigger, self.graphs, self.backend, self.note)

@@ -82,7 +82,7 @@ def load(source: ModelSource, config: EngineConfig, console: Console, cache_root
         import transformers
     except ImportError:
         raise engine_missing() from None
-    native = native_class(source) if source.needs_trust else None
+    native = native_class(source) if source.needs_trust else Native(None)
     trust = _check_trust(source, config, console, native)
     device = pick_device(config.device)
     dtype = pick_dtype(config.dtype, device)
@@ -97,17 +97,32 @@ def load(source: ModelSource, config: EngineConfig, console: Console, cache_root
             check_chat_template(source.name, tokenizer)
             step(f"weights ({dtype}, {device})")
             kwargs = weights_kwargs(getattr(torch, dtype), device, trust)
+            if native.config is not None and not trust:  # a config of its own, read as transformers' architecture
+                kwargs["config"] = native.config
             model, report = _load_weights(transformers, folder, kwargs)
-            if native and not trust:
+            if native.cls and not trust:
                 _check_native_fit(source, model, report)
             if "device_map" not in kwargs:
                 model.to(device)
             model.eval()
+            _grouped_attention(model, console)
         except torch.OutOfMemoryError:
             raise _memory_error(source.name, dtype, device, None, None) from None
         except _load_errors() as exc:
             raise load_failure(source.name, folder, exc) from None
     return model, tokenizer, model_info(source.name, model, tokenizer, device, dtype)
+
+
+def _grouped_attention(model: Any, console: Console) -> None:
+    """Masked grouped-query attention without repeated keys and values, where a route is exact here
+    (engine/attention.py); the choice is kept on the model, and said when a grouped model keeps the plain path."""
+    from clovercode.engine import attention
+
+    choice = attention.install(model)
+    model._clovercode_attention = choice
+    if choice.route == "plain" and "grouped" not in choice.why and "not sdpa" not in choice.why:
+        console.print(f"note: masked attention repeats keys and values per query head here ({choice.why})",
+                      highlight=False, markup=False)
 
 
 def _load_errors() -> tuple[type[BaseException], ...]:
@@ -167,12 +182,24 @@ def check_chat_template(name: str, tokenizer: Any) -> None:
         return
 
 
-def native_class(source: ModelSource) -> str | None:
-    """The transformers class that loads this model without its own code, or None.
+@dataclass(frozen=True)
+class Native:
+    """How a model that ships code loads without it: transformers' class, and its config object when the
+    config's own ``model_type`` is unknown to transformers but its fields map onto an architecture
+    (engine/archmap.py); ``why`` says why not when ``cls`` is None."""
+
+    cls: str | None
+    config: Any = None
+    why: str = ""
+
+
+def native_class(source: ModelSource) -> Native:
+    """The transformers class that loads this model without its own code (``cls`` None: none does).
 
     Sound only where the config is all that differs: its ``model_type`` is one transformers knows for
-    causal LMs, its ``architectures`` (when given) are transformers classes, and its tokenizer needs no
-    code either. A block-diffusion fine-tune of such a model keeps its diffusion metadata (mask token,
+    causal LMs (or its fields are exactly one such architecture's: a Clover-shaped config, archmap.py),
+    its ``architectures`` (when given) are transformers classes, and its tokenizer needs no code
+    either. A block-diffusion fine-tune of such a model keeps its diffusion metadata (mask token,
     block size, logit shift) in the config, which the engine reads itself; whether the weights fit the
     class exactly is checked after loading (:func:`_check_native_fit`)."""
     import transformers
@@ -180,22 +207,29 @@ def native_class(source: ModelSource) -> str | None:
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
     from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
 
+    from clovercode.engine import archmap
+
     config = read_json_object(source.path / "config.json")
     model_type = config.get("model_type")
+    mapped = None
     if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING_NAMES:
-        return None
+        mapping = archmap.map_config(config)
+        if mapping.model_type is None:
+            return Native(None, why=f"model_type {model_type!r} is not transformers' and its fields map onto no "
+                          f"architecture of it ({mapping.why})")
+        model_type, mapped = mapping.model_type, archmap.native_config(config, mapping.model_type)
     cls = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type)
     architectures = config.get("architectures") or []
-    if not cls or not isinstance(architectures, list) or not all(
-            isinstance(a, str) and hasattr(transformers, a) for a in architectures):
-        return None
+    if not cls or (mapped is None and (not isinstance(architectures, list) or not all(
+            isinstance(a, str) and hasattr(transformers, a) for a in architectures))):
+        return Native(None, why="its config names a class transformers does not have")
     tokenizer_file = source.path / "tokenizer_config.json"
     tokenizer = read_json_object(tokenizer_file) if tokenizer_file.is_file() else {}
     if "auto_map" in tokenizer:
         name = tokenizer.get("tokenizer_class")
         if not isinstance(name, str) or not (tokenizer_class_from_name(name) or tokenizer_class_from_name(name + "Fast")):
-            return None
-    return cls
+            return Native(None, why="its tokenizer needs its own code")
+    return Native(cls, mapped)
 
 
 def _check_native_fit(source: ModelSource, model: Any, info: dict[str, Any]) -> None:
@@ -244,7 +278,7 @@ def _load_weights(transformers: Any, folder: Path, kwargs: dict[str, Any]) -> tu
     return model, info
 
 
-def _check_trust(source: ModelSource, config: EngineConfig, console: Console, native: str | None) -> bool:
+def _check_trust(source: ModelSource, config: EngineConfig, console: Console, native: Native) -> bool:
     """Whether the model's own code runs: only for a model the user named in engine.trust_remote_code.
     A model that is not named loads with transformers' own class where its config maps onto one, and is
     refused (with the line that would trust it) where it does not."""
@@ -254,11 +288,13 @@ def _check_trust(source: ModelSource, config: EngineConfig, console: Console, na
         console.print(f"[yellow]warning[/]: loading {source.name} with its own Python code (you trust it in "
                       "engine.trust_remote_code): that code runs with your permissions.", highlight=False)
         return True
-    if native is None:
+    if native.cls is None:
         raise trust_models.refusal(source.name, source.path, source.repo_id, source.revision,
-                                   "its config names code to import and no class of transformers' own fits it")
+                                   "its config names code to import and no class of transformers' own fits it: "
+                                   + native.why)
+    names = "whose architecture its config's fields are" if native.config is not None else "which its config names"
     console.print(f"note: {source.name} ships its own Python code; it was not run: the model loads with "
-                  f"transformers' own {native}, which its config names.", highlight=False)
+                  f"transformers' own {native.cls}, {names}.", highlight=False)
     return False
 
 

@@ -28,9 +28,11 @@ class Unsupported(Exception):
 
 @dataclass
 class Slots:
-    """Where the current pass writes its keys and values: (q,) long on the device."""
+    """Where the current pass writes its keys and values ((q,) long on the device), and how many
+    positions it attends over (None: the whole capacity)."""
 
     index: Any = None
+    span: int | None = None
 
 
 class StaticKVLayer(DynamicLayer):
@@ -47,7 +49,10 @@ class StaticKVLayer(DynamicLayer):
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any):
         self.keys.index_copy_(2, self.slots.index, key_states.to(self.keys.dtype))
         self.values.index_copy_(2, self.slots.index, value_states.to(self.values.dtype))
-        return self.keys, self.values
+        span = self.slots.span
+        if span is None:
+            return self.keys, self.values
+        return self.keys[:, :, :span], self.values[:, :, :span]  # views: fixed addresses for a graph
 
     def get_seq_length(self, *args: Any, **kwargs: Any) -> int:
         return self.length
