@@ -17,7 +17,7 @@ from clovercode.engine.batchdenoiser import SlotBatchDenoiser
 from clovercode.engine.batchseam import Row
 from clovercode.engine.config import EngineConfig
 from clovercode.engine.denoiser import CachedDenoiser
-from clovercode.engine.memplan import GiB, PlanError, clover_shape, plan, round_up, shape_from_config
+from clovercode.engine.memplan import CHUNK_TOKENS, KEPT_PROMPTS, GiB, PlanError, clover_shape, plan, round_up, shape_from_config
 from clovercode.errors import ConfigError
 from clovercode.messages import Message
 
@@ -149,7 +149,8 @@ def test_the_engine_plans_its_slots_from_the_token_budget():
         assert (p.slots, p.slot_tokens, p.max_context) == (2, 512, 256)  # 256 + a block of 16, in 512 chunks
         assert p.shape.kv_bytes_per_token == 4 * 2 * 2 * 64 * 4
         denoiser = engine.batch_denoiser(p.slots)
-        assert denoiser.slots.limit == 512
+        assert denoiser.slots.limit == 512 and denoiser.solo.limit == 512
+        assert engine.denoiser().limit == p.slot_tokens == 512  # the batch-1 cache holds the plan's limit too
 
         backend = EmbeddedBackend(engine)  # a request is held to max_context: refused, or its reply cut
         with pytest.raises(ContextTooLong, match=r"does not fit engine.max_context = 256 tokens .*window is 4096"):
@@ -166,3 +167,66 @@ def test_bad_memory_settings_are_config_errors():
         with pytest.raises(ConfigError, match="engine.m"):
             EngineConfig(**bad)
     assert memplan.CHUNK_TOKENS == 512
+
+
+def test_the_kept_prompts_figure_counts_each_kept_prompts_linear_state():
+    shape = clover_shape()
+    p = plan(shape, free_bytes=H200_FREE, slots=8, max_context=131072, prompt_cache_tokens=32768)
+    assert 60e6 < shape.linear_state_bytes < 65e6  # ≈ 62 MB of Gated-DeltaNet state per sequence
+    per_prompt = shape.linear_state_bytes + CHUNK_TOKENS * shape.kv_bytes_per_token
+    assert p.kept_prompts == KEPT_PROMPTS
+    assert p.kept_bytes == (32768 + 131072) * shape.kv_bytes_per_token + KEPT_PROMPTS * per_prompt
+    assert p.kept_bytes - 163840 * shape.kv_bytes_per_token >= KEPT_PROMPTS * shape.linear_state_bytes
+    assert p.peak_bytes <= 120 * GiB
+    only_last = plan(shape, free_bytes=H200_FREE, slots=8, max_context=131072, prompt_cache_tokens=0)
+    assert only_last.kept_prompts == 1 and only_last.kept_bytes == 131072 * shape.kv_bytes_per_token + per_prompt
+
+
+def test_many_short_prompts_never_keep_more_checkpoints_than_the_bound():
+    model, rng = tiny_hybrid(), random.Random(11)
+    assert CachedDenoiser(model, reuse_prompt=True, keep_tokens=4096).keep_prompts == KEPT_PROMPTS  # the default
+    bound = 4  # a small one, so that few prefills pass it (KEPT_PROMPTS is the same code path)
+    denoiser = CachedDenoiser(model, reuse_prompt=True, keep_tokens=1 << 20, keep_prompts=bound)  # tokens never bind
+    prompts = []
+    for _ in range(bound + 6):  # distinct conversations of a few tokens each
+        prompts.append([rng.randrange(3, VOCAB - 2) for _ in range(rng.randrange(2, 6))])
+        denoiser.prefill(prompts[-1])
+        assert len(denoiser.checkpoints) <= bound
+    assert [point.ids for point in denoiser.checkpoints] == prompts[-bound:]  # the oldest went first
+    states = {t.data_ptr() for point in denoiser.checkpoints for layer in point.cache.layers
+              for t in (getattr(layer, "recurrent_states", None) or {}).values() if t is not None}
+    assert len(states) >= bound  # each kept prompt holds its own linear state: what the plan counts per prompt
+    denoiser.prefill(prompts[-1] + [5, 6])  # a kept prompt is still reused, an evicted one is prefilled anew
+    assert denoiser.reused_tokens == len(prompts[-1])
+    denoiser.prefill(prompts[0] + [5, 6])
+    assert denoiser.reused_tokens == 0 and len(denoiser.checkpoints) == bound
+
+
+def _tensors(cache):
+    """Every tensor a cache holds (attention keys and values, linear layers' state dicts), copied."""
+    found = []
+    for layer in cache.layers:
+        for value in vars(layer).values():
+            found += [t for t in (value.values() if isinstance(value, dict) else [value]) if isinstance(t, torch.Tensor)]
+    return [t.clone() for t in found]
+
+
+@pytest.mark.parametrize("make", [tiny_qwen3, tiny_hybrid], ids=["qwen3", "hybrid"])
+def test_the_batch_one_cache_refuses_to_grow_past_its_limit_before_changing_anything(make, monkeypatch):
+    made = _recording(monkeypatch)
+    model, rng = make(), random.Random(13)
+    denoiser = CachedDenoiser(model, reuse_prompt=True, keep_tokens=4096, limit=40)
+    with pytest.raises(CacheFull, match="41 positions does not fit the batch-1 cache's 40"):
+        denoiser.prefill([rng.randrange(3, VOCAB - 2) for _ in range(41)])
+    state = denoiser.prefill([rng.randrange(3, VOCAB - 2) for _ in range(32)])
+    block = torch.tensor([rng.randrange(3, VOCAB - 2) for _ in range(4)])
+    denoiser.denoise(state, block)  # (its first pass also probes the model, in caches of its own)
+    denoiser.commit(state, block)
+    denoiser.commit(state, block)  # 40 positions: the limit itself fits
+    before, allocated = _tensors(state.cache), len(made)
+    for refused in (denoiser.denoise, denoiser.commit):
+        with pytest.raises(CacheFull, match="44 positions"):
+            refused(state, block)
+    assert state.length == 40 and len(made) == allocated  # nothing allocated
+    after = _tensors(state.cache)
+    assert len(after) == len(before) and all(torch.equal(a, b) for a, b in zip(after, before))  # nothing changed

@@ -26,17 +26,13 @@ from typing import Any
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin, DynamicLayer, DynamicSlidingWindowLayer, LinearAttentionLayer
 
-from clovercode.engine.memplan import CHUNK_TOKENS, round_up
+from clovercode.engine.memplan import CHUNK_TOKENS, CacheFull, round_up  # CacheFull: re-exported
 
 CHUNK = CHUNK_TOKENS  # positions the time axis grows by (read when a SlotCache is made)
 
 
 class UnsupportedCache(ValueError):
     """The model's cache has a layer kind the slot cache cannot batch (sliding window, remote code...)."""
-
-
-class CacheFull(ValueError):
-    """A row would need more positions than the plan gave each slot."""
 
 
 @dataclass

@@ -38,7 +38,8 @@ class SlotBatchDenoiser:
         self.model = model
         self.capacity = capacity
         # admits run the batch-1 prefill, kernels and all (and its prompt reuse)
-        self.solo = CachedDenoiser(model, reuse_prompt=keep_tokens is not None, keep_tokens=keep_tokens or 0)
+        self.solo = CachedDenoiser(model, reuse_prompt=keep_tokens is not None, keep_tokens=keep_tokens or 0,
+                                   limit=slot_tokens)
         self.slots = SlotCache(capacity, slot_tokens)
         self.cached: dict[int, int] = {}  # slot → prompt tokens its admission took from a kept prompt
         self.device, self.dtype = self.solo.device, self.solo.dtype

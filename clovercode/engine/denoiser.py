@@ -20,7 +20,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
-from clovercode.engine import cachestate, fastpaths, masks
+from clovercode.engine import cachestate, fastpaths, masks, memplan
 
 
 class Denoiser(Protocol):
@@ -97,17 +97,24 @@ class CachedDenoiser:
     With ``reuse_prompt`` a prefill whose prompt starts with a kept prompt restores that prompt's cache
     to where it ended and processes only the new tokens: agent turns grow the prompt, and a server
     interleaves several conversations. The last prompt is always kept; older ones while all kept
-    prompts together hold at most ``keep_tokens`` tokens (each costs its cache's memory), least
-    recently used going first. A checkpoint whose cache a later prompt extended is replaced by that
+    prompts together hold at most ``keep_tokens`` tokens and number at most ``keep_prompts`` (each
+    costs its cache's memory, and a hybrid model's prompt its whole linear-attention state however
+    short it is), least recently used going first: reuse only saves work, so evicting is always safe.
+    ``limit`` (the memory plan's positions for one sequence; None: unbounded) refuses a prefill or
+    pass that would take the cache past it with ``CacheFull``, before anything is allocated or
+    changed. A checkpoint whose cache a later prompt extended is replaced by that
     prompt's: one cache object has one owner. ``scope`` (an opaque string, set before a prefill)
     names the namespace prompts are kept and reused in: a prompt kept in one scope is invisible to
     a prefill in another (``serve`` sets one per API key, so a reply's cached tokens cannot tell one
     client what another sent)."""
 
-    def __init__(self, model: Any, reuse_prompt: bool = False, keep_tokens: int = 0):
+    def __init__(self, model: Any, reuse_prompt: bool = False, keep_tokens: int = 0,
+                 keep_prompts: int | None = None, limit: int | None = None):
         self.model = model
         self.reuse_prompt = reuse_prompt
         self.keep_tokens = keep_tokens
+        self.keep_prompts = max(1, keep_prompts if keep_prompts is not None else memplan.kept_prompts(keep_tokens))
+        self.limit = limit
         self.checkpoints: list[PromptCheckpoint] = []  # least recently used first
         self.reused_tokens = 0  # prompt tokens the last prefill took from a checkpoint
         self.scope = ""  # the namespace of the next prefills' kept prompts (enter_scope)
@@ -126,6 +133,7 @@ class CachedDenoiser:
         builds that mask itself, so prefill and commit passes run exactly the kernels ``generate`` runs."""
         import torch
 
+        self._room(start + len(ids))
         ids = torch.as_tensor(ids, dtype=torch.long, device=self.device).view(1, -1)
         positions = torch.arange(start, start + ids.shape[1], device=self.device)[None]
         kwargs: dict[str, Any] = {self.cache_arg: cache, "use_cache": True}
@@ -144,6 +152,7 @@ class CachedDenoiser:
         ids = [int(t) for t in ids]
         if not ids:
             raise ValueError("the prompt is empty: there is nothing to predict the first token from")
+        self._room(len(ids))  # before a kept prompt is taken out of the list
         point = self._extended(ids)
         self.reused_tokens = 0
         if point is not None:
@@ -166,8 +175,15 @@ class CachedDenoiser:
             return
         self.checkpoints.append(PromptCheckpoint(list(ids), cache, cachestate.snapshot(cache), last_logits, self.scope))
         kept = sum(len(point.ids) for point in self.checkpoints)
-        while len(self.checkpoints) > 1 and kept > self.keep_tokens:
+        while len(self.checkpoints) > 1 and (kept > self.keep_tokens or len(self.checkpoints) > self.keep_prompts):
             kept -= len(self.checkpoints.pop(0).ids)
+
+    def _room(self, needed: int) -> None:
+        """Refuse a forward that would hold more than ``limit`` positions (checked before the forward:
+        a hybrid's linear layers update their states in place before an attention layer could object)."""
+        if self.limit is not None and needed > self.limit:
+            raise memplan.CacheFull(f"a sequence of {needed:,} positions does not fit the batch-1 cache's "
+                                    f"{self.limit:,} (the memory plan's positions for one sequence, engine.max_context)")
 
     @property
     def checkpoint(self) -> PromptCheckpoint | None:

@@ -148,12 +148,27 @@ class Engine:
 
     def _new_denoiser(self) -> Denoiser:
         """engine.compile: a static cache with CUDA graphs (engine/graphs.py), else the dynamic cache."""
+        limit = self.sequence_tokens()
         if self.config.compile == "off" or (self.config.compile == "auto" and not self.info.device.startswith("cuda")):
-            return CachedDenoiser(self.model, reuse_prompt=True, keep_tokens=self.config.prompt_cache_tokens)
+            return CachedDenoiser(self.model, reuse_prompt=True, keep_tokens=self.config.prompt_cache_tokens, limit=limit)
         from clovercode.engine.graphs import StaticDenoiser, wants_graphs
 
         return StaticDenoiser(self.model, graphs=wants_graphs(self.config.compile, self.info.device), reuse_prompt=True,
-                              keep_tokens=self.config.prompt_cache_tokens, note=self.note)
+                              keep_tokens=self.config.prompt_cache_tokens, note=self.note, limit=limit)
+
+    def sequence_tokens(self) -> int | None:
+        """The most positions one sequence's cache may hold: the memory plan's slot tokens (max context
+        and a block, in whole chunks); None when no context limit is known. The batch-1 cache refuses to
+        grow past it (CacheFull), as a slot does; requests are held to max context before that."""
+        from clovercode.engine.memplan import round_up
+
+        if self.info is None or not self.max_context:
+            return None
+        try:
+            block = self.block_size()
+        except NotDiffusionCapable:  # decoding refuses this config itself; a token at a time meanwhile
+            block = 1
+        return round_up(self.max_context + block)
 
     def stream(self, prompt: Sequence[int], plan: DecodePlan, stops: Stops, seed: int | None = None,
                on_pass: Callable[[PassEvent], None] | None = None, denoiser: Denoiser | None = None,

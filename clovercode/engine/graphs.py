@@ -186,8 +186,9 @@ class StaticDenoiser:
 
     def __init__(self, model: Any, graphs: bool = True, reuse_prompt: bool = False, min_capacity: int = MIN_CAPACITY,
                  headroom: int = 256, keep_tokens: int = 0, note: Callable[[str], None] | None = None,
-                 backend: Any = None):
-        self.inner = CachedDenoiser(model, reuse_prompt=reuse_prompt, keep_tokens=keep_tokens)
+                 backend: Any = None, limit: int | None = None):
+        # limit: the plan's positions for one sequence, held by the prefill (the static cache has its own)
+        self.inner = CachedDenoiser(model, reuse_prompt=reuse_prompt, keep_tokens=keep_tokens, limit=limit)
         self.headroom = headroom  # room for the answer at prefill; more is made as it grows
         self.model = model
         self.device = self.inner.device

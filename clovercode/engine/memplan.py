@@ -10,7 +10,8 @@ What a plan counts (docs/engine.md, "The memory plan"):
   full-attention layer); a hybrid model's linear-attention layers (Gated DeltaNet) add a fixed state per
   sequence, whatever its length;
 * kept prompts: the checkpoints a later turn extends (``engine.prompt_cache_tokens`` older prompt tokens,
-  and the last prompt, up to ``max_context``, always kept);
+  and the last prompt, up to ``max_context``, always kept), at most ``KEPT_PROMPTS`` of them, each with
+  its own linear-attention state and up to a chunk of spare buffer;
 * the largest transient, of whichever moment needs more: admitting a prompt (its batch-1 prefill:
   activations plus its own cache before the copy into a slot) or a batched pass (attention scores,
   logits, and one layer's buffers twice while the slot cache grows by a chunk);
@@ -34,12 +35,21 @@ RUNTIME_RESERVE = GiB  # CUDA context, cuBLAS workspaces, allocator slack
 # Hidden-size vectors alive per prompt token during a prefill: the residual, norms, q/k/v, and the MoE's
 # routed copies (one per expert a token goes to, in and out); an estimate, deliberately generous.
 PREFILL_VECTORS = 8
+# The most prompts kept for reuse at once, the last included (CachedDenoiser evicts the oldest past it,
+# as well as past engine.prompt_cache_tokens). Each carries a hybrid model's whole linear-attention state
+# (Clover: ≈ 62 MB), whatever its length, so a token budget alone would not bound many short prompts.
+# A server interleaves a handful of conversations; 16 keeps them all for about 1 GB of Clover's states.
+KEPT_PROMPTS = 16
 SCORE_BYTES = 4  # attention scores and logits are float32 where they are materialised
 CLOVER_CONFIG = "clover-35b-a3b.json"
 
 
 class PlanError(ValueError):
     """A plan that cannot be made (a bad figure, or nothing fits)."""
+
+
+class CacheFull(ValueError):
+    """A sequence would need more positions than the plan gave it (a slot's, or the batch-1 cache's)."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +87,7 @@ class MemoryPlan:
     block: int
     kept_prompt_tokens: int
     requested_slots: int
+    kept_prompts: int  # how many prompts may be kept at once (KEPT_PROMPTS; 1 with no older-prompt budget)
     transients: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -93,7 +104,9 @@ class MemoryPlan:
 
     @property
     def kept_bytes(self) -> int:
-        return self.kept_prompt_tokens * self.shape.kv_bytes_per_token + self.shape.linear_state_bytes
+        # each kept prompt: its own linear state, and its buffers' spare positions (under one chunk)
+        per_prompt = self.shape.linear_state_bytes + CHUNK_TOKENS * self.shape.kv_bytes_per_token
+        return self.kept_prompt_tokens * self.shape.kv_bytes_per_token + self.kept_prompts * per_prompt
 
     @property
     def transient_bytes(self) -> int:
@@ -130,7 +143,9 @@ class MemoryPlan:
                f"weights: {_gib(s.weights_bytes)} GiB",
                f"KV cache: {_gib(self.kv_bytes)} GiB",
                f"linear-attention state: {_gib(self.linear_bytes)} GiB ({self.slots} × {s.linear_state_bytes:,} B)",
-               f"kept prompts: {_gib(self.kept_bytes)} GiB ({self.kept_prompt_tokens:,} tokens)"]
+               f"kept prompts: {_gib(self.kept_bytes)} GiB ({self.kept_prompt_tokens:,} tokens; at most "
+               f"{self.kept_prompts} prompts × ({s.linear_state_bytes:,} B linear state + a {CHUNK_TOKENS}-position "
+               "chunk))"]
         out += [f"transient, {name}: {_gib(size)} GiB" for name, size in self.transients.items()]
         out += [f"largest transient (prefill or pass, not both): {_gib(self.transient_bytes)} GiB",
                 f"runtime reserve: {_gib(RUNTIME_RESERVE)} GiB",
@@ -145,7 +160,7 @@ class MemoryPlan:
                 "slot_tokens": self.slot_tokens, "capacity_tokens": self.capacity_tokens,
                 "max_context": self.max_context, "weights_gib": _gib(self.shape.weights_bytes),
                 "kv_gib": _gib(self.kv_bytes), "linear_state_gib": _gib(self.linear_bytes),
-                "kept_prompts_gib": _gib(self.kept_bytes), "transient_gib": _gib(self.transient_bytes),
+                "kept_prompts_gib": _gib(self.kept_bytes), "kept_prompts": self.kept_prompts, "transient_gib": _gib(self.transient_bytes),
                 "usable_gib": _gib(self.usable_bytes), "headroom_gib": _gib(self.headroom_bytes),
                 "planned_peak_gib": _gib(self.peak_bytes), "fits": self.fits}
 
@@ -203,7 +218,12 @@ def _made(shape: ModelShape, slots: int, context: int, free_bytes: int, utilisat
         "pass growth by a chunk (one layer's old buffers beside its new)": layer_rectangle if shape.full_layers else 0,
     }
     return MemoryPlan(shape, slots, slot_tokens, context, free_bytes, utilisation, block,
-                      prompt_cache_tokens + context, asked, transients)
+                      prompt_cache_tokens + context, asked, kept_prompts(prompt_cache_tokens), transients)
+
+
+def kept_prompts(prompt_cache_tokens: int) -> int:
+    """How many prompts CachedDenoiser keeps at once: the last only with no budget for older ones."""
+    return KEPT_PROMPTS if prompt_cache_tokens > 0 else 1
 
 
 # ---- shapes from configs ------------------------------------------------------------------------------
