@@ -48,6 +48,16 @@ def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True).stdout
 
 
+def git_repo_with_origin(tmp_path: Path, source: Path) -> tuple[Path, Path]:
+    """A bare ``origin.git`` (default branch main) and a clone-like repository of ``source`` that pushed main to it."""
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(origin)], check=True)
+    work = make_git_repo(tmp_path / source.name, source)
+    git(work, "remote", "add", "origin", origin.as_uri())
+    git(work, "push", "-q", "origin", "main")
+    return origin, work
+
+
 def make_git_repo(path: Path, source: Path | None = None) -> Path:
     """A real git repository at ``path`` (a copy of ``source`` if given) with one commit."""
     if source is not None:

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import cli_env, git, make_git_repo, run_cli, tool_call_text, write_replay
+from conftest import cli_env, git, git_repo_with_origin, run_cli, tool_call_text, write_replay
 from fake_github import fake_github, github_api  # noqa: F401 - fixtures
 
 from clovercode.github.commentref import parse_comment_url
@@ -28,11 +28,7 @@ def bare(origin: Path, *args: str) -> str:
 @pytest.fixture
 def pr(tmp_path, fake_github):  # noqa: F811
     """A pull request whose branch `feature` still has the durations bug; the checkout is on main."""
-    origin = tmp_path / "origin.git"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(origin)], check=True)
-    work = make_git_repo(tmp_path / "durations", FIXTURES / "durations")
-    git(work, "remote", "add", "origin", origin.as_uri())
-    git(work, "push", "-q", "origin", "main")
+    origin, work = git_repo_with_origin(tmp_path, FIXTURES / "durations")
     git(work, "switch", "-q", "-c", "feature")
     (work / "NOTES.md").write_text("notes\n")
     git(work, "add", "NOTES.md")

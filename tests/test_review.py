@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import cli_env, git, make_git_repo, run_cli, tool_call_text, write_replay
+from conftest import cli_env, git, git_repo_with_origin, run_cli, tool_call_text, write_replay
 from fake_github import fake_github, github_api  # noqa: F401 - fixtures
 
 from clovercode.review.diffmap import parse_diff
@@ -23,11 +23,7 @@ ADDED = 'def total(items):\n    """Sum of durations."""\n    return sum(parse_du
 
 @pytest.fixture
 def pr(tmp_path, fake_github):  # noqa: F811
-    origin = tmp_path / "origin.git"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(origin)], check=True)
-    work = make_git_repo(tmp_path / "durations", FIXTURES / "durations")
-    git(work, "remote", "add", "origin", origin.as_uri())
-    git(work, "push", "-q", "origin", "main")
+    origin, work = git_repo_with_origin(tmp_path, FIXTURES / "durations")
     git(work, "fetch", "-q", "origin")
     git(work, "switch", "-q", "-c", "feature")
     with (work / "durations.py").open("a") as handle:
