@@ -97,3 +97,27 @@ def test_the_renderer_draws_the_checklist_instead_of_the_call_and_its_observatio
     renderer.emit("observation", id="c1", name="update_plan", ok=True, text="Plan updated", data={"plan": PLAN})
     assert "update_plan" not in out.getvalue() and "Plan updated" not in out.getvalue()
     assert "▸ Fix mean()" in out.getvalue() and renderer.screen.plan == PLAN
+
+
+def test_plan_mode_refuses_every_change_even_one_an_allow_rule_or_always_covers(tmp_path):
+    from clovercode.actions.approval import ALWAYS, ModeApprover
+    from clovercode.actions.editing import write_file
+    from clovercode.actions.commands import run_command
+
+    asked = []
+    approver = ModeApprover("plan", True, lambda r: asked.append(r) or ALWAYS, rules=["touch"])
+    approver.always.add("edit")
+    box = Toolbox(ToolContext(tmp_path, LocalExecutor(), approve=approver))
+    for name, arguments in (("write_file", {"path": "x.txt", "content": "x"}), ("run_command", {"command": "touch y"})):
+        observation = box.execute(call_named(box, name, arguments))
+        assert not observation.ok and observation.text.startswith("Error: Plan mode: nothing may change yet")
+    assert not asked and list(tmp_path.iterdir()) == []
+    assert box.execute(call_named(box, "list_files", {})).ok
+    approver.mode = "suggest"  # approved: the same approver asks again
+    assert box.execute(call_named(box, "write_file", {"path": "x.txt", "content": "x"})).ok
+
+
+def call_named(box: Toolbox, name: str, arguments: dict) -> CheckedCall:
+    checked = box.validator().check(ParsedCall(name, arguments, json.dumps(arguments), "xml"), "c1")
+    assert checked.ok, checked.error
+    return checked
