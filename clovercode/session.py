@@ -30,6 +30,8 @@ from clovercode.executors.select import make_executor
 from clovercode.hooks.hooks import Hooks
 from clovercode.mcpservers.manager import McpManager
 from clovercode.toolcalls.schemas import ToolSpec
+from clovercode.subagents.profiles import AgentProfile
+from clovercode.subagents.wiring import builtin_tools
 from clovercode.vcs.checkpoint import Checkpointer
 
 
@@ -75,6 +77,7 @@ class Session:
     next_trajectory: Path | None = None  # the next task's trajectory, when it had to be named before (an ACP session id)
     # a restricted toolbox (review: read-only tools, the tests, report_finding) instead of every built-in
     tools: "tuple[list[ToolSpec], dict[str, Handler]] | None" = None
+    agents: "dict[str, AgentProfile] | None" = None  # named subagents (user's, trusted project's); loaded on first use
 
     def allow_ci_changes(self) -> None:
         """Let commands and file tools change CI definitions and the tree's hooks (`fix --allow-ci-changes`)."""
@@ -104,10 +107,12 @@ class Session:
         writer = TrajectoryWriter(self.last_trajectory)
         events = MultiSink(SnapshotBeforeEnd(writer, self.root, self.conversation, self.session_id), sink)  # what --resume loads
         ctx.emit = events.emit
+        hooks = Hooks(self.cfg.declared.hooks, self.root, self.env, events, self.cfg["hooks.max_stop_blocks"])
+        params = generation_params(self.cfg, self.unattended and getattr(self.backend, "constrains_output", False))
+        specs, handlers = self.tools if self.tools is not None else builtin_tools(
+            self, ctx, hooks if hooks else None, self.last_trajectory, generation_params(self.cfg))
         for category, notice in self.take_categorised():
             events.emit("warning", text=notice, category=category)
-        hooks = Hooks(self.cfg.declared.hooks, self.root, self.env, events, self.cfg["hooks.max_stop_blocks"])
-        specs, handlers = self.tools if self.tools is not None else (None, None)
         toolbox = Toolbox(ctx, specs, handlers, sources=[self.mcp] if self.mcp else [], hooks=hooks if hooks else None)
         try:
             if follow_up and self.prompt is not None:  # same task: same map, same compaction state
@@ -115,9 +120,8 @@ class Session:
             else:
                 self.prompt = ContextAssembler(self.root, self.cfg, self.env, self.interactive).prompt_for(
                     self.conversation, task, toolbox.specs, self.backend, self.cfg["max_new_tokens"], events)
-            agent = Agent(self.backend, toolbox, self.prompt, Limits.from_config(self.cfg),
-                          # only a backend that can enforce it is asked to (the tiny test model refuses)
-                          generation_params(self.cfg, self.unattended and getattr(self.backend, "constrains_output", False)),
+            # only a backend that can enforce tool_choice is asked to (the tiny test model refuses)
+            agent = Agent(self.backend, toolbox, self.prompt, Limits.from_config(self.cfg), params,
                           events, interactive=self.interactive)
             return agent.run(self.conversation, task, tag="feedback" if follow_up else "goal")
         finally:

@@ -56,6 +56,20 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("sandbox_hide", list, (), "More host paths sandboxed commands cannot read (absolute or ~/, globs allowed), "
             "on top of clovercode's own state and the credential stores it always hides."),
     Setting("approval", str, "suggest", "When to ask before acting (REPL; `fix` is always full-auto).", choices=APPROVAL_MODES),
+    # subagents: the task tool (docs/subagents.md)
+    Setting("subagents.enabled", bool, True, "Offer the model the task tool: subagents with their own context and budget."),
+    Setting("subagents.max_parallel", int, 4, "Most subagents that run at once (batched on the embedded engine, "
+            "concurrent requests to an endpoint); more wait their turn.", minimum=1, maximum=16),
+    Setting("subagents.max_steps", int, 15, "Most model turns of one subagent (never more than max_steps).", minimum=1),
+    Setting("subagents.max_tokens", int, 0, "Token budget of one subagent, prompt + completion (0: an equal share of "
+            "max_tokens when that is set, else none).", minimum=0),
+    Setting("subagents.max_time", float, 600.0, "Seconds one subagent may run (never more than max_time; 0: max_time).",
+            minimum=0.0),
+    Setting("subagents.max_depth", int, 1, "How deep subagents may nest: 1, subagents cannot start their own.",
+            minimum=1, maximum=3),
+    Setting("subagents.report_chars", int, 6000, "Characters of a subagent's final report the parent reads.", minimum=200),
+    Setting("subagents.map_tokens", int, 1024, "Token budget of a subagent's repository map (never more than "
+            "context.map_tokens).", minimum=0),
     # hooks (docs/mcp-and-hooks.md); the hooks and MCP servers themselves are tables, not settings
     Setting("hooks.max_stop_blocks", int, 3, "Times stop hooks may send the model back to work in one run; then it "
             "stops anyway, with a warning.", minimum=0),

@@ -29,3 +29,8 @@ def summary(steps: list[dict[str, str]]) -> str:
     now = next((item["step"] for item in steps if item["status"] == IN_PROGRESS), None)
     text = f"Plan updated: {done} of {len(steps)} step{'' if len(steps) == 1 else 's'} completed"
     return text + (f"; in progress: {now}." if now else ".")
+
+
+def no_subagents(ctx: ToolContext, args: dict[str, Any]) -> Observation:
+    """The task tool where no subagents are wired (a bare toolbox): the model hears why."""
+    raise ToolError("Subagents are not available in this run: do the subtask yourself with the other tools.")

@@ -23,6 +23,7 @@ HANDLERS: dict[str, Handler] = {
     "apply_patch": patching.apply_patch,
     "run_command": commands.run_command,
     "update_plan": plan.update_plan,
+    "task": plan.no_subagents,  # the session wires the real one (clovercode/subagents); elsewhere it says why not
 }
 
 
@@ -108,6 +109,38 @@ class Toolbox:
         if self.hooks is not None:
             observation = self.hooks.after(call.name, call.arguments, observation)
         return observation
+
+    def group_size(self, pending: Sequence[CheckedCall]) -> int:
+        """How many of the leading ``pending`` calls one handler runs together (its ``run_group``:
+        the task tool's children run at once); 0 when the first call runs alone."""
+        handler = self.handlers.get(pending[0].name) if pending else None
+        if handler is None or not hasattr(handler, "run_group"):
+            return 0
+        count = 0
+        while count < len(pending) and pending[count].name == pending[0].name:
+            count += 1
+        return count
+
+    def execute_group(self, calls: Sequence[CheckedCall]) -> list[Observation]:
+        """``execute`` for calls of one grouping handler: the hooks see each call, the handler all at once."""
+        results: dict[str, Observation] = {}
+        ready = []
+        for call in calls:
+            reason = self.hooks.before(call.name, call.arguments) if self.hooks is not None else None
+            if reason is not None:
+                results[call.id] = Observation(False, reason, {"blocked_by": "pre_tool_use"})
+            else:
+                ready.append(call)
+        if ready:
+            try:
+                observations = self.handlers[calls[0].name].run_group(self.ctx, ready)  # type: ignore[attr-defined]
+            except ToolError as exc:
+                observations = [Observation(False, f"Error: {exc}")] * len(ready)
+            for call, observation in zip(ready, observations):
+                if self.hooks is not None:
+                    observation = self.hooks.after(call.name, call.arguments, observation)
+                results[call.id] = observation
+        return [results[call.id] for call in calls]
 
     def review_stop(self, reason: str, summary: str | None) -> str | None:
         """Feedback when a stop hook sends the model back to work, else None (stop)."""

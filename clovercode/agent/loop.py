@@ -164,6 +164,18 @@ class Agent:
                         raise _Stop(StopReason.FINISHED, "the model called finish", call.arguments.get("summary"))
                     pending.clear()
                     break
+                group = self.toolbox.group_size(pending)
+                if group:  # e.g. several task calls: their subagents run at once
+                    calls = pending[:group]
+                    for one in calls:
+                        self.sink.emit("tool_call", step=state.steps, id=one.id, name=one.name, arguments=one.arguments)
+                    running_since = self.clock()
+                    observations = self.toolbox.execute_group(calls)
+                    seconds, running_since = self.clock() - running_since, None
+                    for one, observation in zip(calls, observations):
+                        pending.pop(0)
+                        self._after_call(conversation, one, observation, repeats, seconds)
+                    continue
                 self.sink.emit("tool_call", step=state.steps, id=call.id, name=call.name, arguments=call.arguments)
                 running_since = self.clock()
                 observation = self.toolbox.execute(call)

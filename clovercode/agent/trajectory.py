@@ -20,12 +20,13 @@ from clovercode.jsonl import json_objects
 from clovercode.privatefiles import open_private, private_dir
 from clovercode.toolcalls.render import render_call
 
-SKIPPED_KINDS = {"text_delta"}
+SKIPPED_KINDS = {"text_delta", "subagent_progress"}  # a child's live line; its own trajectory has the detail
 # Every kind a trajectory may hold besides ``model_turn``: a replay skips these and refuses any other
 # kind, so a typo'd or foreign line is an error rather than a silently dropped turn. A new event kind
 # must be added here (tests/test_trajectory.py checks every kind the code emits is listed).
 NON_TURN_KINDS = frozenset({"run_start", "step_start", "tool_call", "observation", "format_error", "warning",
-                            "context", "conversation", "run_end", "test_run", "fix_result", "hook"})
+                            "context", "conversation", "run_end", "test_run", "fix_result", "hook",
+                            "subagent_started", "subagent_progress", "subagent_completed"})
 
 
 def new_trajectory_path(directory: Path, label: str) -> Path:

@@ -2,7 +2,9 @@
 
 Accepted lines (blank lines ignored):
   {"text": "<raw assistant text>", "usage": {"prompt_tokens": 0, "completion_tokens": 0}}   a replay turn
-      (usage may also carry "forwards" and "seconds", the engine figures of the recorded turn)
+      (usage may also carry "forwards" and "seconds", the engine figures of the recorded turn;
+      an optional "agent": "DESCRIPTION" gives the turn to the subagent with that task description,
+      in order: the main agent plays the turns without one, so one file scripts parent and children)
   {"kind": "model_turn", "raw": "...", ...}     a trajectory event: trajectories replay directly
 The trajectory's other events (observations, warnings, test runs …) are not model turns and are
 skipped, so ``--model replay:TRAJECTORY.jsonl`` plays exactly the recorded turns. Any other shape —
@@ -13,6 +15,7 @@ dropped or invented a turn would reproduce a different run.
 from __future__ import annotations
 
 import difflib
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -26,7 +29,7 @@ from clovercode.jsonl import json_objects
 from clovercode.toolcalls.schemas import ToolSpec
 
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "forwards", "seconds")
-TURN_KEYS = ("text", "usage")
+TURN_KEYS = ("text", "usage", "agent")
 CHUNK = 24  # characters per streamed delta, so replays exercise streaming like a real model
 
 
@@ -34,6 +37,7 @@ CHUNK = 24  # characters per streamed delta, so replays exercise streaming like 
 class ReplayTurn:
     text: str
     usage: dict[str, Any]
+    agent: str | None = None  # the subagent (its task description) this turn belongs to; None: the main agent
 
 
 def load_replay(path: Path) -> list[ReplayTurn]:
@@ -72,7 +76,10 @@ def load_replay(path: Path) -> list[ReplayTurn]:
         if not isinstance(usage, dict) or not all(
                 isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in usage.items() if k in USAGE_KEYS):
             raise ModelUnavailable(f"{path}:{number}: \"usage\" must be an object of numbers ({', '.join(USAGE_KEYS)})")
-        turns.append(ReplayTurn(text, usage))
+        agent = obj.get("agent") if "kind" not in obj else None
+        if agent is not None and not isinstance(agent, str):
+            raise ModelUnavailable(f"{where}: \"agent\" must be a string (a subagent's task description)")
+        turns.append(ReplayTurn(text, usage, agent))
     if not turns:
         raise ModelUnavailable(f"replay file {path} holds no assistant turns")
     return turns
@@ -88,17 +95,31 @@ def _suggest(word: object, choices: list[str]) -> str:
 
 
 class ReplayBackend:
-    def __init__(self, path: Path):
-        self.path = path
-        self.turns = load_replay(path)
+    def __init__(self, path: Path, turns: list[ReplayTurn] | None = None, agent: str | None = None):
+        self.path, self.agent = path, agent
+        every = load_replay(path) if turns is None else turns
+        self.turns = [turn for turn in every if turn.agent == agent]
+        self.others = [turn for turn in every if turn.agent != agent] if agent is None else []
         self.position = 0
         self.name = f"replay:{path}"
+        self._lock = threading.Lock()
+        self._children: dict[str, ReplayBackend] = {}
+
+    def for_agent(self, label: str) -> "ReplayBackend":
+        """The turns scripted for the subagent ``label`` (one queue per label, shared by its children)."""
+        with self._lock:
+            if label not in self._children:
+                self._children[label] = ReplayBackend(self.path, self.others, label)
+            return self._children[label]
 
     def generate(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> Iterator[Event]:
-        if self.position >= len(self.turns):
-            raise ModelError(f"the replay {self.path} has no more turns (all {len(self.turns)} were played)")
-        turn = self.turns[self.position]
-        self.position += 1
+        with self._lock:
+            position = self.position
+            self.position += 1
+        if position >= len(self.turns):
+            whose = f" for the subagent {self.agent!r}" if self.agent is not None else ""
+            raise ModelError(f"the replay {self.path} has no more turns{whose} (all {len(self.turns)} were played)")
+        turn = self.turns[position]
         for start in range(0, len(turn.text), CHUNK):
             yield TextDelta(turn.text[start:start + CHUNK])
         usage = turn.usage

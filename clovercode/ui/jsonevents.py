@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, ClassVar, TextIO
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SCHEMA_FILE = "exec-events.schema.json"
 NOT_STARTED = "error"  # run_completed's stop_reason when the loop never ran (usage, config, model load, …)
 
@@ -160,6 +160,20 @@ class JsonEventWriter:
 
     def _on_plan(self, steps: list[dict[str, str]], explanation: str = "", **_: Any) -> None:
         self.write({"type": "plan", "step": self.step, "steps": steps, "explanation": explanation})
+
+    def _on_subagent_started(self, parent_id: str, call_id: str, child_id: str, description: str, agent: str | None,
+                             write: bool, paths: list[str], trajectory: str, **_: Any) -> None:
+        self.write({"type": "subagent_started", "step": self.step, "parent_id": parent_id, "call_id": call_id,
+                    "child_id": child_id, "description": description, "agent": agent, "write": write,
+                    "paths": paths, "trajectory": trajectory})
+
+    def _on_subagent_completed(self, parent_id: str, call_id: str, child_id: str, stop_reason: str, detail: str | None,
+                               steps: int, usage: dict[str, Any], seconds: float, changed_files: list[str],
+                               trajectory: str, **_: Any) -> None:
+        self.write({"type": "subagent_completed", "step": self.step, "parent_id": parent_id, "call_id": call_id,
+                    "child_id": child_id, "stop_reason": stop_reason, "detail": detail, "steps": steps,
+                    "usage": _usage(usage), "seconds": seconds, "changed_files": changed_files,
+                    "trajectory": trajectory})
 
     def _on_format_error(self, step: int, text: str | None, **_: Any) -> None:
         if text and text == self.last_observation:

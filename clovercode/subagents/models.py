@@ -1,0 +1,110 @@
+"""The model seen by each child of a group: the parent's model, shared.
+
+- A backend that batches (``open_batch``: the embedded engine, the tiny test model) is driven by the
+  slot scheduler ``serve`` uses (serve/scheduler.py), on one model thread: the children's turns join
+  one batch and every decoding step is one forward for all live children.
+- Any other backend (an endpoint) is called from each child's thread, at most ``limit`` at a time.
+- A replay model plays, for each child, the turns labelled with the child's description
+  (``"agent": ...`` on the replay line, backends/replay.py), so a test scripts parent and children.
+
+Every child's stream checks its cancel flag between events: Esc or SIGTERM in the parent stops
+each child at its next token, as an interrupt of that child's run.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Iterator, Sequence
+
+from clovercode.backends.base import Event, Finish, GenerationParams, ModelBackend
+from clovercode.backends.batch import BatchingBackend
+from clovercode.messages import Message
+from clovercode.toolcalls.schemas import ToolSpec
+
+
+class ChildCancelled(KeyboardInterrupt):
+    """The parent stopped this child (Esc, Ctrl-C, SIGTERM in the parent)."""
+
+
+class ChildModel:
+    """One child's view of the shared model; unknown attributes (token counter, window) are the model's."""
+
+    def __init__(self, inner: Any, cancel: threading.Event, generate: Any, label: str):
+        self._inner, self._cancel, self._generate, self.label = inner, cancel, generate, label
+        self.name = getattr(inner, "name", "model")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def generate(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> Iterator[Event]:
+        if self._cancel.is_set():
+            raise ChildCancelled("stopped by the parent")
+        for event in self._generate(messages, tools, params):
+            if self._cancel.is_set():
+                raise ChildCancelled("stopped by the parent")
+            yield event
+
+    def close(self) -> None:
+        pass  # the parent's model outlives its children
+
+
+class SharedModel:
+    """The parent's model for one group of children; ``close`` stops the batch's model thread."""
+
+    def __init__(self, backend: ModelBackend, limit: int):
+        self.backend, self.limit = backend, max(1, limit)
+        self.scheduler: Any = None
+        self.slots = threading.BoundedSemaphore(self.limit)
+        if isinstance(backend, BatchingBackend) and self.limit > 1:
+            from clovercode.serve.scheduler import Scheduler
+
+            self.scheduler = Scheduler(backend, max_batch=self.limit, max_queue=4 * self.limit)
+            self.scheduler.start()
+
+    @property
+    def batched(self) -> bool:
+        return self.scheduler is not None
+
+    def for_child(self, label: str, cancel: threading.Event) -> ChildModel:
+        for_agent = getattr(self.backend, "for_agent", None)
+        if for_agent is not None:  # a replay: the turns scripted for this child
+            inner = for_agent(label)
+            return ChildModel(inner, cancel, inner.generate, label)
+        if self.scheduler is not None:
+            return ChildModel(self.backend, cancel, self._batched, label)
+        return ChildModel(self.backend, cancel, self._bounded, label)
+
+    def _bounded(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> Iterator[Event]:
+        with self.slots:
+            stream = self.backend.generate(messages, tools, params)
+            try:
+                yield from stream
+            finally:
+                close = getattr(stream, "close", None)
+                if close is not None:
+                    close()
+
+    def _batched(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> Iterator[Event]:
+        import secrets
+
+        from clovercode.serve.scheduler import DONE, Failed, Job
+
+        job = Job(secrets.token_hex(6), messages, tools, params, client="subagents")
+        self.scheduler.submit(job)
+        try:
+            while True:
+                item = job.events.get()
+                if item == DONE:
+                    return
+                if isinstance(item, Failed):
+                    raise item.error
+                yield item
+                if isinstance(item, Finish):
+                    return
+        finally:
+            self.scheduler.cancel(job)  # a child that stops reading frees its slot
+
+    def close(self) -> None:
+        if self.scheduler is not None:
+            self.scheduler.stop()
+            self.scheduler = None

@@ -1,0 +1,170 @@
+"""The ``task`` tool's handler: plans each call's child (agent, rights, scope, budget), refuses what
+may not run before anything starts, runs the rest at once on threads over the shared model, and
+turns each child's outcome into its observation. The events it adds to the parent's stream:
+``subagent_started``, ``subagent_progress``, ``subagent_completed`` (docs/subagents.md)."""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from clovercode.actions.context import Observation, ToolContext, ToolError
+from clovercode.agent.budget import Limits
+from clovercode.backends.base import ModelBackend
+from clovercode.subagents.child import ChildOutcome, ChildTask, Parent, child_trajectory, report, run_child
+from clovercode.subagents.models import SharedModel
+from clovercode.subagents.profiles import AgentProfile
+from clovercode.subagents.rights import (WRITE_TOOLS, child_tools, overlapping, resolve_paths, writes_allowed)
+
+STOP_WAIT = 30.0  # seconds the parent waits for its children to stop after an interrupt
+
+
+@dataclass(frozen=True)
+class _Call:
+    id: str
+    arguments: dict[str, Any]
+
+
+class TaskTool:
+    def __init__(self, parent: Parent, backend: ModelBackend, profiles: dict[str, AgentProfile], limits: Limits):
+        self.parent, self.backend, self.profiles, self.limits = parent, backend, profiles, limits
+        self._numbers = iter(range(1, 1 << 30))
+        self._emit_lock = threading.Lock()
+
+    def __call__(self, ctx: ToolContext, args: dict[str, Any]) -> Observation:
+        return self.run_group(ctx, [_Call("", args)])[0]
+
+    def nested(self, parent: Parent) -> "TaskTool":
+        return TaskTool(parent, self.backend, self.profiles, self.limits)
+
+    def run_group(self, ctx: ToolContext, calls: Sequence[Any]) -> list[Observation]:
+        """Every call's observation, in order; the children of all of them ran at once."""
+        planned: list[ChildTask | Observation] = []
+        for call in calls:
+            try:
+                planned.append(self._plan(call, len(calls)))
+            except ToolError as exc:
+                planned.append(Observation(False, f"Error: {exc}"))
+        _refuse_overlaps(planned, self.parent.root)
+        tasks = [p for p in planned if isinstance(p, ChildTask)]
+        outcomes = self._run(ctx, tasks) if tasks else {}
+        limit = self.parent.cfg["subagents.report_chars"]
+        out = []
+        for item in planned:
+            if isinstance(item, Observation):
+                out.append(item)
+            else:
+                outcome = outcomes[item.number]
+                ctx.changed.update(outcome.changed)  # the parent's change set holds its children's changes
+                out.append(report(outcome, limit))
+        return out
+
+    def _plan(self, call: Any, siblings: int) -> ChildTask:
+        args = call.arguments
+        cfg = self.parent.cfg
+        profile = None
+        if args.get("agent"):
+            profile = self.profiles.get(args["agent"])
+            if profile is None:
+                known = ", ".join(sorted(self.profiles)) or "none are configured"
+                raise ToolError(f"There is no subagent named '{args['agent']}' (available: {known}). "
+                                "Leave agent out for a general-purpose subagent.")
+        given = [str(p) for p in args.get("paths") or []]
+        scope = tuple(resolve_paths(self.parent.root, given))
+        wants_write = bool(args.get("write")) or (profile is not None and profile.tools is not None
+                                                  and any(t in WRITE_TOOLS for t in profile.tools))
+        if wants_write:
+            why = writes_allowed(self.parent.approve)
+            if why is not None:
+                raise ToolError(f"A subagent with write rights cannot run: {why}. Give it a read-only task.")
+            if not scope:
+                raise ToolError("A subagent with write rights needs paths: the files or directories it may change.")
+        depth_left = cfg["subagents.max_depth"] - self.parent.depth
+        tools = child_tools(profile.tools if profile else None, wants_write, self.parent.executor is not None, depth_left)
+        return ChildTask(next(self._numbers), call.id, args["description"].strip(), args["prompt"], profile, scope,
+                         wants_write, tuple(tools), self._limits(profile, siblings), tuple(given))
+
+    def _limits(self, profile: AgentProfile | None, siblings: int) -> Limits:
+        """A share of the parent's budget, never more: steps and time capped by the parent's, tokens split."""
+        cfg, mine = self.parent.cfg, self.limits
+        steps = min(cfg["subagents.max_steps"], mine.max_steps, *(x for x in [profile and profile.max_steps] if x))
+        times = [t for t in (cfg["subagents.max_time"], mine.max_time, profile and profile.max_time) if t]
+        tokens = [t for t in (cfg["subagents.max_tokens"], mine.max_tokens // max(1, siblings) if mine.max_tokens else 0,
+                              profile and profile.max_tokens) if t]
+        return Limits(int(steps), float(min(times)) if times else 0.0, int(min(tokens)) if tokens else 0,
+                      mine.max_format_errors, mine.max_repeats, mine.repetition_window)
+
+    def _emit(self, ctx: ToolContext) -> Callable[..., None]:
+        def emit(kind: str, **data: Any) -> None:
+            with self._emit_lock:  # the parent's sinks (its trajectory, the screen) hear one child at a time
+                ctx.emit(kind, **data)
+        return emit
+
+    def _run(self, ctx: ToolContext, tasks: list[ChildTask]) -> dict[int, ChildOutcome]:
+        emit = self._emit(ctx)
+        parallel = min(self.parent.cfg["subagents.max_parallel"], len(tasks))
+        shared = SharedModel(self.backend, parallel)
+        cancel = threading.Event()
+        outcomes: dict[int, ChildOutcome] = {}
+        pool = futures.ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="clovercode-subagent")
+        running: dict[futures.Future, ChildTask] = {}
+        try:
+            for task in tasks:  # started in call order, here; each child's later events come as they happen
+                path = child_trajectory(self.parent, task.number, task.description)
+                emit("subagent_started", parent_id=self.parent.parent_id, call_id=task.call_id, child_id=path.stem,
+                     description=task.description, agent=task.profile.name if task.profile else None,
+                     write=task.write, paths=list(task.shown_paths), tools=list(task.tools),
+                     limits=task.limits.__dict__, batched=shared.batched, trajectory=str(path))
+                running[pool.submit(self._child, task, path, shared, cancel, emit)] = task
+            pending = set(running)
+            while pending:
+                _, pending = futures.wait(pending, timeout=0.1)
+        except KeyboardInterrupt:
+            cancel.set()  # each child stops at its next token and ends as interrupted
+            futures.wait(running, timeout=STOP_WAIT)
+            raise
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+            shared.close()
+        for future, task in running.items():
+            outcomes[task.number] = future.result()
+        return outcomes
+
+    def _child(self, task: ChildTask, path: Path, shared: SharedModel, cancel: threading.Event,
+               emit: Callable[..., None]) -> ChildOutcome:
+        try:
+            outcome = run_child(self.parent, task, shared.for_child(task.label, cancel), emit, path, self.nested)
+        except Exception as exc:  # a child's bug must not take the parent's run down: it is its report
+            outcome = ChildOutcome(task, path.stem, path, error=f"{type(exc).__name__}: {exc}")
+        result = outcome.result
+        emit("subagent_completed", parent_id=self.parent.parent_id, call_id=task.call_id, child_id=outcome.child_id,
+             description=task.description, stop_reason=result.stop.value if result else "error",
+             detail=result.detail if result else outcome.error, steps=result.steps if result else 0,
+             usage={"prompt_tokens": result.prompt_tokens if result else 0,
+                    "completion_tokens": result.completion_tokens if result else 0},
+             seconds=round(result.seconds, 3) if result else 0.0, changed_files=sorted(outcome.changed),
+             trajectory=str(outcome.trajectory))
+        return outcome
+
+
+def _refuse_overlaps(planned: list[ChildTask | Observation], root: Any) -> None:
+    """Two writing children whose paths meet: both refused before either starts."""
+    writers = [(i, p) for i, p in enumerate(planned) if isinstance(p, ChildTask) and p.write]
+    clash: dict[int, tuple[str, Any]] = {}
+    for a, (i, first) in enumerate(writers):
+        for j, second in writers[a + 1:]:
+            where = overlapping(first.scope, second.scope)
+            if where is not None:
+                clash.setdefault(i, (second.description, where))
+                clash.setdefault(j, (first.description, where))
+    for index, (other, where) in clash.items():
+        try:
+            where = where.relative_to(root.resolve()).as_posix() or "."
+        except ValueError:
+            pass
+        planned[index] = Observation(False, f'Error: not started: the subagent "{other}" of this turn may also write '
+                                            f"{where}. Give writing subagents paths that do not overlap, "
+                                            "or run them one after another.")
