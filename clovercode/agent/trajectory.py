@@ -25,7 +25,7 @@ SKIPPED_KINDS = {"text_delta", "subagent_progress"}  # a child's live line; its 
 # kind, so a typo'd or foreign line is an error rather than a silently dropped turn. A new event kind
 # must be added here (tests/test_trajectory.py checks every kind the code emits is listed).
 NON_TURN_KINDS = frozenset({"run_start", "step_start", "tool_call", "observation", "format_error", "warning",
-                            "context", "conversation", "run_end", "test_run", "fix_result", "hook",
+                            "context", "conversation", "run_end", "test_run", "fix_result", "hook", "plan",
                             "subagent_started", "subagent_progress", "subagent_completed"})
 
 
