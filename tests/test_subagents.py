@@ -76,3 +76,128 @@ def test_two_children_in_one_turn_report_to_the_parent_and_the_json_contract_hol
         assert lines[0]["kind"] == "run_start" and lines[-1]["kind"] == "run_end"
         assert "view_file" in lines[0]["tools"] and "task" not in lines[0]["tools"]  # depth 1, read-only
         assert "edit_file" not in lines[0]["tools"]
+
+
+class Scripted:
+    """A model fake at the seam: the main agent's turns, and each child's (by description); a child's
+    first turn may wait at ``meet`` for every sibling, which only children that run at once pass."""
+
+    name = "scripted"
+
+    def __init__(self, main: list[str], children: dict[str, list[str]], meet: threading.Barrier | None = None,
+                 on_meet=None):
+        self.main, self.children, self.meet, self.on_meet = list(main), {k: list(v) for k, v in children.items()}, meet, on_meet
+        self.met: list[str] = []
+
+    def for_agent(self, label: str):
+        parent = self
+
+        class Child:
+            name = "scripted"
+
+            def generate(self, messages, tools, params):
+                if parent.meet is not None and label not in parent.met:
+                    parent.met.append(label)
+                    parent.meet.wait()  # BrokenBarrierError (a model error) unless every sibling runs now
+                    if parent.on_meet is not None:
+                        parent.on_meet()
+                yield from _turn(parent.children[label].pop(0))
+
+            def close(self):
+                pass
+        return Child()
+
+    def generate(self, messages, tools, params):
+        yield from _turn(self.main.pop(0))
+
+    def close(self):
+        pass
+
+
+def _turn(text: str):
+    from clovercode.backends.base import Finish, TextDelta, Usage
+
+    yield TextDelta(text)
+    yield Usage(prompt_tokens=100, completion_tokens=10)
+    yield Finish("stop")
+
+
+def session_with(root, backend, **flags):
+    from clovercode.executors.local import LocalExecutor
+    from clovercode.session import Session
+
+    cfg = load_config(root, flags={"sandbox": "none", "approval": "full-auto", **flags})
+    return Session(root, cfg, backend, LocalExecutor(), False, {"HOME": str(root.parent / "home")})
+
+
+def run_session(session, text="do it"):
+    from clovercode.agent.events import RecordingSink
+
+    sink = RecordingSink()
+    return session.run_task(text, sink), sink
+
+
+def test_children_of_one_turn_run_at_the_same_time(project):
+    """Each child's first model call waits until its sibling has made its own: one after another they
+    would never meet (the barrier breaks after 5 s and the children fail)."""
+    backend = Scripted([task("one", "x") + task("two", "y"), tool_call_text("finish", summary="ok")],
+                       {"one": ["one done"], "two": ["two done"]}, meet=threading.Barrier(2, timeout=5))
+    result, sink = run_session(session_with(project, backend))
+    done = sink.of("subagent_completed")
+    assert result.stop.value == "finished" and sorted(backend.met) == ["one", "two"]
+    assert {d["stop_reason"] for d in done} == {"answered"}, done
+    texts = [o["text"] for o in sink.of("observation") if o["name"] == "task"]
+    assert "one done" in texts[0] and "two done" in texts[1]
+
+
+def test_a_child_budget_is_a_share_of_the_parents_and_enforced(project):
+    looks = [tool_call_text("view_file", path="src/a.py")] * 3
+    backend = Scripted([task("one", "x") + task("two", "y"), tool_call_text("finish", summary="ok")],
+                       {"one": looks, "two": ["fine"]})
+    result, sink = run_session(session_with(project, backend, max_tokens=100000, **{"subagents.max_steps": 2}))
+    started = {s["description"]: s for s in sink.of("subagent_started")}
+    assert started["one"]["limits"]["max_steps"] == 2 and started["one"]["limits"]["max_tokens"] == 50000
+    done = {d["description"]: d for d in sink.of("subagent_completed")}
+    assert done["one"]["stop_reason"] == "max_steps" and done["one"]["steps"] == 2
+    report = [o for o in sink.of("observation") if o["name"] == "task"][0]
+    assert not report["ok"] and "stopped: reached the step limit (2 steps)" in report["text"]
+
+
+def test_a_writing_child_changes_only_inside_its_paths_and_the_parent_sees_the_change(project):
+    view = tool_call_text("view_file", path="src/a.py")
+    edit_a = tool_call_text("edit_file", path="src/a.py", old_text="return 1", new_text="return 10")
+    backend = Scripted([task("fix a", "make a() return 10", paths='["src/a.py"]', write="true"),
+                        tool_call_text("finish", summary="ok")],
+                       {"fix a": [tool_call_text("view_file", path="src/b.py"),
+                                  tool_call_text("write_file", path="src/b.py", content="x = 1\n"), view, edit_a,
+                                  "a() returns 10 now"]})
+    result, sink = run_session(session_with(project, backend))
+    assert (project / "src" / "b.py").read_text() == "def b():\n    return 2\n"
+    assert (project / "src" / "a.py").read_text() == "def a():\n    return 10\n"
+    child = [json.loads(x) for x in open(sink.of("subagent_started")[0]["trajectory"])]
+    write = [e for e in child if e["kind"] == "observation" and e["name"] == "write_file"][0]
+    assert not write["ok"] and "outside this subagent's paths (src/a.py)" in write["text"]
+    assert result.changed == ["src/a.py"] and sink.of("subagent_completed")[0]["changed_files"] == ["src/a.py"]
+
+
+def test_writing_children_whose_paths_meet_are_refused_before_either_starts(project):
+    backend = Scripted([task("one", "x", paths='["src"]', write="true") +
+                        task("two", "y", paths='["src/a.py"]', write="true") + task("three", "z"),
+                        tool_call_text("finish", summary="ok")], {"three": ["read only is fine"]})
+    result, sink = run_session(session_with(project, backend))
+    reports = [o for o in sink.of("observation") if o["name"] == "task"]
+    assert [s["description"] for s in sink.of("subagent_started")] == ["three"]
+    assert "may also write src/a.py" in reports[0]["text"] and "may also write src/a.py" in reports[1]["text"]
+    assert reports[2]["ok"]
+
+
+def test_writes_are_refused_where_the_parent_may_not_write_and_outside_the_project(project):
+    from clovercode.actions.approval import ModeApprover
+
+    backend = Scripted([task("one", "x", paths='["src"]', write="true") + task("two", "y", paths='["../x"]'),
+                        tool_call_text("finish", summary="ok")], {})
+    session = session_with(project, backend)
+    session.approve = ModeApprover("plan", False, lambda request: "no")
+    result, sink = run_session(session)
+    reports = [o["text"] for o in sink.of("observation") if o["name"] == "task"]
+    assert "plan mode" in reports[0] and "not inside the project" in reports[1] and not sink.of("subagent_started")
