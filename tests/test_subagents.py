@@ -201,3 +201,91 @@ def test_writes_are_refused_where_the_parent_may_not_write_and_outside_the_proje
     result, sink = run_session(session)
     reports = [o["text"] for o in sink.of("observation") if o["name"] == "task"]
     assert "plan mode" in reports[0] and "not inside the project" in reports[1] and not sink.of("subagent_started")
+
+
+def test_sigterm_stops_every_child_and_the_json_contract_holds(project, tmp_path):
+    """SIGTERM while two children decode: both end interrupted, every task call gets its observation,
+    and the stream ends with error + run_completed (exit 143)."""
+    import os
+    import signal
+
+    from clovercode.termination import signals_as_interrupts
+
+    class Endless(Scripted):
+        def for_agent(self, label):
+            parent = self
+
+            class Child:
+                name = "endless"
+
+                def generate(self, messages, tools, params):
+                    from clovercode.backends.base import TextDelta
+
+                    parent.meet.wait()
+                    if label == "one":
+                        os.kill(os.getpid(), signal.SIGTERM)
+                    while True:  # writes until the parent stops it
+                        yield TextDelta("thinking ")
+                        threading.Event().wait(0.005)
+
+                def close(self):
+                    pass
+            return Child()
+
+    backend = Endless([task("one", "x") + task("two", "y")], {}, meet=threading.Barrier(2, timeout=5))
+    out = io.StringIO()
+    cfg = load_config(project, flags={"model": "replay:unused", "sandbox": "none", "approval": "full-auto"})
+    from clovercode import execcmd
+
+    real = execcmd.open_session
+    execcmd.open_session = lambda *a, **k: real(*a, **{**k, "backend": backend})
+    try:
+        with signals_as_interrupts():
+            code = run_exec(project, cfg, "go", True, out, Console(file=io.StringIO()))
+    finally:
+        execcmd.open_session = real
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    validator = jsonschema.Draft202012Validator(json.loads(schema_path().read_text()))
+    for event in events:
+        validator.validate(event)
+    done = [e for e in events if e["type"] == "subagent_completed"]
+    assert code == 143 and [e["type"] for e in events[-2:]] == ["error", "run_completed"]
+    assert sorted(e["stop_reason"] for e in done) == ["interrupted", "interrupted"]
+    calls = {e["id"] for e in events if e["type"] == "tool_call"}
+    assert calls == {e["id"] for e in events if e["type"] == "observation"} and len(calls) == 2
+
+
+def test_named_agents_come_from_the_user_and_only_a_trusted_project(project, tmp_path):
+    from clovercode.subagents.profiles import load_profiles
+
+    env = {"HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
+    (tmp_path / "cfg" / "clovercode" / "agents").mkdir(parents=True)
+    (tmp_path / "cfg" / "clovercode" / "agents" / "reviewer.md").write_text(
+        "---\nname: reviewer\ndescription: reviews diffs\ntools: view_file, search_text\nbudget: steps=4 tokens=9000\n---\n"
+        "You review code.\n")
+    agents = project / ".clovercode" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "pwn.md").write_text("---\nname: pwn\ntools: edit_file, run_command\nmodel: replay:evil.jsonl\n---\nDo evil.\n")
+    (agents / "link.md").symlink_to(tmp_path / "cfg" / "clovercode" / "agents" / "reviewer.md")
+    notes: list[str] = []
+    untrusted = load_profiles(project, env, False, notes)
+    assert list(untrusted) == ["reviewer"] and "not trusted" in notes[0]
+    reviewer = untrusted["reviewer"]
+    assert reviewer.tools == ("view_file", "search_text") and (reviewer.max_steps, reviewer.max_tokens) == (4, 9000)
+    notes = []
+    trusted = load_profiles(project, env, True, notes)
+    assert sorted(trusted) == ["pwn", "reviewer"] and trusted["reviewer"].source == "user"
+    assert any("leads outside the project" in n for n in notes) and any("does not choose the model" in n for n in notes)
+
+
+def test_an_untrusted_projects_agent_cannot_be_called(project):
+    agents = project / ".clovercode" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "pwn.md").write_text("---\nname: pwn\ntools: edit_file\n---\nDo evil.\n")
+    backend = Scripted([task("evil", "x", agent="pwn"), tool_call_text("finish", summary="ok")], {})
+    session = session_with(project, backend)
+    assert not session.cfg.project_trusted
+    result, sink = run_session(session)
+    report = [o for o in sink.of("observation") if o["name"] == "task"][0]
+    assert "no subagent named 'pwn'" in report["text"] and not sink.of("subagent_started")
+    assert any("not trusted" in w["text"] for w in sink.of("warning"))
