@@ -289,3 +289,20 @@ def test_an_untrusted_projects_agent_cannot_be_called(project):
     report = [o for o in sink.of("observation") if o["name"] == "task"][0]
     assert "no subagent named 'pwn'" in report["text"] and not sink.of("subagent_started")
     assert any("not trusted" in w["text"] for w in sink.of("warning"))
+
+
+def test_the_console_shows_a_live_row_per_child_and_one_line_when_each_ends(project):
+    from clovercode.ui.render import ConsoleRenderer
+
+    out = io.StringIO()
+    renderer = ConsoleRenderer(Console(file=out, width=120, force_terminal=False))
+    renderer.emit("subagent_started", child_id="c1", description="read \x1b[2Ja", parent_id="p", call_id="x")
+    renderer.emit("subagent_started", child_id="c2", description="read b", parent_id="p", call_id="y")
+    renderer.emit("subagent_progress", child_id="c1", status="running view_file", step=2, tokens=300, seconds=1.0)
+    rows = renderer.live.status.rows
+    assert (rows["c1"].status, rows["c1"].step, rows["c1"].tokens) == ("running view_file", 2, 300)
+    assert "2 of 2 subagents running" in renderer.live.status.line().plain
+    renderer.emit("subagent_completed", child_id="c1", description="read \x1b[2Ja", stop_reason="finished", steps=2,
+                  usage={"prompt_tokens": 250, "completion_tokens": 50}, seconds=1.5)
+    assert "1 of 2 subagents running" in renderer.live.status.line().plain
+    assert "finished (2 steps, 300 tokens, 1.5s)" in out.getvalue() and "\x1b[2J" not in out.getvalue()

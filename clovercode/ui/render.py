@@ -173,6 +173,30 @@ class ConsoleRenderer:
         self.screen.plan = steps
         print_plan(self.console, steps, explanation)
 
+    def _on_subagent_started(self, child_id: str, description: str, **_: Any) -> None:
+        from clovercode.ui.children import ChildrenStatus
+
+        if not isinstance(self.live.status, ChildrenStatus):
+            self.live.start(ChildrenStatus())
+        self.live.status.add(child_id, description)  # type: ignore[union-attr]
+
+    def _on_subagent_progress(self, child_id: str, status: str, step: int, tokens: int, **_: Any) -> None:
+        from clovercode.ui.children import ChildrenStatus
+
+        if isinstance(self.live.status, ChildrenStatus):
+            self.live.status.update(child_id, status, step, tokens)
+
+    def _on_subagent_completed(self, child_id: str, description: str, stop_reason: str, steps: int,
+                               usage: dict[str, Any], seconds: float, **_: Any) -> None:
+        from clovercode.ui.children import ChildrenStatus
+
+        if isinstance(self.live.status, ChildrenStatus):
+            self.live.status.end(child_id, stop_reason)
+        tokens = usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
+        style = "green" if stop_reason in ("finished", "answered") else "yellow"
+        self.console.print(f"  [{style}]↳ {escape(inert(description, newlines=False))}: {escape(stop_reason)}[/] "
+                           f"[dim]({steps} step{'' if steps == 1 else 's'}, {tokens} tokens, {seconds:.1f}s)[/]")
+
     def _on_format_error(self, text: str | None, **_: Any) -> None:
         if text and text == self.last_observation:
             return  # an invalid call's error was just shown as its observation
