@@ -55,6 +55,27 @@ def _tools(repl: "Repl", _: str) -> bool:
     return True
 
 
+def _agents(repl: "Repl", _: str) -> bool:
+    from clovercode.subagents.wiring import session_agents
+    from clovercode.trust.terminal import inert
+
+    session = repl.session
+    if not session.cfg["subagents.enabled"]:
+        repl.console.print("subagents are off (subagents.enabled = false)", highlight=False, markup=False)
+        return True
+    notes: list[tuple[str, str]] = []
+    session.agents = session_agents(session.root, session.cfg, session.env, notes)  # re-read: files may have changed
+    repl.console.print("  [bold cyan]general[/] [dim](built in)[/] reads, searches and runs read-only commands; "
+                       "the model starts it with the task tool", highlight=False)
+    for profile in session.agents.values():
+        tools = ", ".join(profile.tools) if profile.tools is not None else "read-only tools"
+        repl.console.print(f"  [bold cyan]{escape(inert(profile.name))}[/] [dim]({profile.source}: {escape(str(profile.path))})[/] "
+                           f"{escape(inert(profile.description))} [dim]· {escape(inert(tools))}[/]", highlight=False, soft_wrap=True)
+    for _, note in notes:
+        repl.console.print(f"  [yellow]⚠ {escape(inert(note))}[/]", highlight=False)
+    return True
+
+
 def _model(repl: "Repl", arg: str) -> bool:
     if not arg:
         repl.console.print(f"model: {repl.session.backend.name}", highlight=False, markup=False)
@@ -154,6 +175,7 @@ def default_commands() -> list[SlashCommand]:
     return [
         SlashCommand("help", "show these commands", _help),
         SlashCommand("tools", "list the tools the model can call", _tools),
+        SlashCommand("agents", "the subagents the model can start (yours, and a trusted project's)", _agents),
         SlashCommand("model", "show the model, or switch to SPEC", _model, "[SPEC]"),
         SlashCommand("clear", "forget the conversation so far", _clear),
         SlashCommand("show", "show observation N in full (default: the last)", _show, "[N]"),
