@@ -324,3 +324,18 @@ def test_slash_agents_lists_the_users_agents_and_says_why_a_projects_are_left_ou
     text = out.getvalue()
     assert "general" in text and "scout" in text and "maps a directory" in text
     assert "pwn" not in text.replace("pwn.md", "") and "not trusted" in text
+
+
+def test_acp_shows_each_child_as_its_task_call_with_progress_then_the_report(project):
+    from clovercode.acp.updates import UpdateMapper
+
+    posted: list[dict] = []
+    mapper = UpdateMapper(project, posted.append, prefix="t1-")
+    mapper.emit("tool_call", step=1, id="c1", name="task", arguments={"description": "read a", "prompt": "x"})
+    mapper.emit("subagent_started", call_id="c1", child_id="kid", parent_id="p", description="read a")
+    mapper.emit("subagent_progress", child_id="kid", step=2, status="running view_file", tokens=120, seconds=0.5)
+    mapper.emit("observation", id="c1", name="task", ok=True, text='Subagent "read a" finished.', data={})
+    assert posted[0]["title"] == "subagent: read a" and posted[0]["kind"] == "think"
+    assert posted[0]["status"] == "in_progress"
+    assert [p["status"] for p in posted[1:] if "status" in p] == ["in_progress", "completed"]
+    assert posted[2]["toolCallId"] == "t1-c1" and "step 2 · running view_file" in posted[2]["content"][0]["content"]["text"]

@@ -5,6 +5,8 @@
 - a tool call is a ``tool_call`` (kind, title, locations), ``pending`` while it may still be asked
   about, ``in_progress`` once it runs, then ``completed`` or ``failed`` with the observation the model
   read, and for file edits a diff (old and new text, from clientfs.WriteLog);
+- a ``task`` call is a tool call for its subagent: ``in_progress`` when the child starts, its progress
+  (step, what it is doing, tokens) streamed as the call's content, then its report;
 - warnings and a stop that is not the model's own choice are said in the message, and ``finish``'s
   summary is the turn's last words.
 
@@ -23,7 +25,7 @@ from clovercode.trust.paths import inside_project
 from clovercode.ui.stream import StreamFilter
 
 KINDS = {"view_file": "read", "list_files": "search", "search_text": "search", "edit_file": "edit",
-         "write_file": "edit", "apply_patch": "edit", "run_command": "execute"}
+         "write_file": "edit", "apply_patch": "edit", "run_command": "execute", "task": "think"}
 ASKED_KINDS = ("edit", "execute", "other")  # may wait for a permission answer before they run
 TITLE_CHARS = 200
 QUIET_STOPS = ("finished", "answered", "interrupted")  # the turn's end says itself (or was asked for)
@@ -42,6 +44,8 @@ def title_of(name: str, arguments: dict[str, Any]) -> str:
         files = [line.split(":", 1)[1].strip() for line in str(arguments.get("patch", "")).splitlines()
                  if line.startswith(("*** Update File:", "*** Add File:", "*** Delete File:"))]
         text = "patch " + ", ".join(files) if files else "patch"
+    elif name == "task":
+        text = f"subagent: {arguments.get('description') or 'task'}"
     elif name in ("list_files", "search_text"):
         text = f"{name} {arguments.get('pattern') or ''} {arguments.get('path') or ''}".strip()
     elif "path" in arguments:
@@ -79,6 +83,7 @@ class UpdateMapper:
         self.lock = threading.Lock()
         self.current: tuple[str, str] | None = None  # the call being run (permission questions name it)
         self.last_format_error = ""  # an invalid call's error comes as its observation and as a format_error
+        self.children: dict[str, str] = {}  # a subagent's id -> the task call that runs it
 
     def emit(self, kind: str, **data: Any) -> None:
         handler = getattr(self, f"_on_{kind}", None)
@@ -134,6 +139,18 @@ class UpdateMapper:
             content.append({"type": "content", "content": {"type": "text", "text": text}})
         self.post({"sessionUpdate": "tool_call_update", "toolCallId": id, "status": "completed" if ok else "failed",
                    "content": content, **({"rawOutput": {"exit_code": data["exit_code"]}} if "exit_code" in data else {})})
+
+    def _on_subagent_started(self, call_id: str, child_id: str, **_: Any) -> None:
+        self.children[child_id] = self.prefix + call_id
+        self.post({"sessionUpdate": "tool_call_update", "toolCallId": self.prefix + call_id, "status": "in_progress",
+                   "rawOutput": {"subagent": child_id}})
+
+    def _on_subagent_progress(self, child_id: str, step: int, status: str, tokens: int, **_: Any) -> None:
+        call = self.children.get(child_id)
+        if call is not None:
+            line = f"step {step} · {status} · {tokens} tokens"
+            self.post({"sessionUpdate": "tool_call_update", "toolCallId": call,
+                       "content": [{"type": "content", "content": {"type": "text", "text": line}}]})
 
     def _on_format_error(self, text: str | None = None, **_: Any) -> None:
         """A call that could not run (malformed, unknown tool): the model is told why; the person sees
