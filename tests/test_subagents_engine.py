@@ -48,8 +48,9 @@ def test_batched_children_write_what_each_writes_alone(clover_tiny):
     threads = [threading.Thread(target=child, args=(i,)) for i in range(len(conversations))]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join(60)
+    finished = threading.Event()
+    threading.Thread(target=lambda: ([t.join(60) for t in threads], finished.set())).start()
+    shared.drive(finished)  # the model loop on this thread, as the task tool runs it
     stats = shared.scheduler.snapshot()
     shared.close()
     assert [together[i] for i in range(len(conversations))] == alone and all(alone)

@@ -1,8 +1,9 @@
 """The model seen by each child of a group: the parent's model, shared.
 
 - A backend that batches (``open_batch``: the embedded engine, the tiny test model) is driven by the
-  slot scheduler ``serve`` uses (serve/scheduler.py), on one model thread: the children's turns join
-  one batch and every decoding step is one forward for all live children.
+  slot scheduler ``serve`` uses (serve/scheduler.py), on the parent's thread (the one that loaded the
+  model: on CPU a second thread gets an OpenMP pool of its own, docs/endpoint.md "One model thread"):
+  the children's turns join one batch and every decoding step is one forward for all live children.
 - Any other backend (an endpoint) is called from each child's thread, at most ``limit`` at a time.
 - A replay model plays, for each child, the turns labelled with the child's description
   (``"agent": ...`` on the replay line, backends/replay.py), so a test scripts parent and children.
@@ -59,7 +60,18 @@ class SharedModel:
             from clovercode.serve.scheduler import Scheduler
 
             self.scheduler = Scheduler(backend, max_batch=self.limit, max_queue=4 * self.limit)
-            self.scheduler.start()
+
+    def drive(self, finished: threading.Event) -> None:
+        """Run the batch's model loop on this thread until ``finished`` is set; without a batch, wait
+        for it (in short waits, so Ctrl-C and SIGTERM reach this thread at once)."""
+        scheduler = self.scheduler
+        if scheduler is None:
+            while not finished.wait(0.1):
+                pass
+            return
+        threading.Thread(target=lambda: (finished.wait(), scheduler.request_stop()), daemon=True,
+                         name="clovercode-subagents-done").start()
+        scheduler.run()
 
     @property
     def batched(self) -> bool:
@@ -89,14 +101,21 @@ class SharedModel:
 
         from clovercode.serve.scheduler import DONE, Failed, Job
 
+        from clovercode.serve.scheduler import ServerStopping
+
         job = Job(secrets.token_hex(6), messages, tools, params, client="subagents")
-        self.scheduler.submit(job)
+        try:
+            self.scheduler.submit(job)
+        except ServerStopping:  # the model loop only stops when the parent stops its children
+            raise ChildCancelled("stopped by the parent") from None
         try:
             while True:
                 item = job.events.get()
                 if item == DONE:
                     return
                 if isinstance(item, Failed):
+                    if isinstance(item.error, ServerStopping):
+                        raise ChildCancelled("stopped by the parent")
                     raise item.error
                 yield item
                 if isinstance(item, Finish):
@@ -105,6 +124,6 @@ class SharedModel:
             self.scheduler.cancel(job)  # a child that stops reading frees its slot
 
     def close(self) -> None:
+        """Stop the model loop; a child still waiting for a turn wakes up stopped."""
         if self.scheduler is not None:
-            self.scheduler.stop()
-            self.scheduler = None
+            self.scheduler.stop()  # not started on a thread of its own: this drains its queue

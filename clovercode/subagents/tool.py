@@ -111,6 +111,13 @@ class TaskTool:
         outcomes: dict[int, ChildOutcome] = {}
         pool = futures.ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="clovercode-subagent")
         running: dict[futures.Future, ChildTask] = {}
+        finished, left = threading.Event(), [len(tasks)]
+
+        def ended(_: futures.Future) -> None:
+            with self._emit_lock:
+                left[0] -= 1
+                if not left[0]:
+                    finished.set()
         try:
             for task in tasks:  # started in call order, here; each child's later events come as they happen
                 path = child_trajectory(self.parent, task.number, task.description)
@@ -118,12 +125,13 @@ class TaskTool:
                      description=task.description, agent=task.profile.name if task.profile else None,
                      write=task.write, paths=list(task.shown_paths), tools=list(task.tools),
                      limits=task.limits.__dict__, batched=shared.batched, trajectory=str(path))
-                running[pool.submit(self._child, task, path, shared, cancel, emit)] = task
-            pending = set(running)
-            while pending:
-                _, pending = futures.wait(pending, timeout=0.1)
+                future = pool.submit(self._child, task, path, shared, cancel, emit)
+                running[future] = task
+                future.add_done_callback(ended)
+            shared.drive(finished)  # the batched model runs here, on the thread that loaded it
         except KeyboardInterrupt:
             cancel.set()  # each child stops at its next token and ends as interrupted
+            shared.close()
             futures.wait(running, timeout=STOP_WAIT)
             raise
         finally:
