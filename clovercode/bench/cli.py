@@ -52,6 +52,43 @@ def make_bench_app(base_group: type, project_root: Callable[[Optional[Path]], Pa
             print_report(report, make_console())
         raise typer.Exit(0 if report["ok"] else 1)
 
+    @bench_app.command("subagents")
+    def bench_subagents(
+        model: str = typer.Option("clover-tiny", "--model", "-m", help="Model the children share."),
+        sizes: str = typer.Option("1,2,4,8", "--sizes", help="Numbers of children to measure, comma-separated."),
+        repeats: int = typer.Option(2, "--repeats", min=1, help="Runs per size and mode (interleaved); the median counts."),
+        max_steps: int = typer.Option(2, "--max-steps", min=1, help="Steps each child may take."),
+        max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1, help="Tokens per turn."),
+        as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    ) -> None:
+        """Read-only subagents one after another vs batched in one turn: wall time, forwards per token."""
+        from clovercode.backends.registry import open_backend
+        from clovercode.bench.subagents import HEADER, final_line, run_bench
+
+        try:
+            counts = tuple(int(x) for x in sizes.split(",") if x.strip())
+        except ValueError:
+            raise UsageError(f"--sizes: whole numbers separated by commas, not {sizes!r}") from None
+        if not counts or min(counts) < 1 or max(counts) > 8:
+            raise UsageError("--sizes: between 1 and 8 children (the bench has 8 subtasks)")
+        root = project_root(None)
+        cfg = effective_config(root).with_overrides({"model": model, "endpoint": "", "max_new_tokens": max_new_tokens,
+                                                     "context.map_tokens": 0, "subagents.max_parallel": max(counts)})
+        backend = open_backend(cfg, base_dir=root)
+        try:
+            say = (lambda line: None) if as_json else typer.echo
+            say(f"subagents bench: model {backend.name}, {max_steps} steps × {max_new_tokens} tokens per child, "
+                f"{repeats} runs per size, sequential and batched interleaved")
+            say(HEADER)
+            report = run_bench(backend, cfg, counts, repeats, max_steps, say)
+        finally:
+            backend.close()
+        if as_json:
+            typer.echo(json.dumps(report, indent=2))
+        else:
+            typer.echo(final_line(report))
+        raise typer.Exit(0 if report["ok"] else 1)
+
     @bench_app.command("map")
     def bench_map(path: Optional[Path] = typer.Argument(None, help="Tree to map (default: a git copy of this Python's standard library)."),
                   tokens: int = typer.Option(2048, "--tokens", help="Map budget in tokens."),
