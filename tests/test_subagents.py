@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import threading
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -339,3 +340,24 @@ def test_acp_shows_each_child_as_its_task_call_with_progress_then_the_report(pro
     assert posted[0]["status"] == "in_progress"
     assert [p["status"] for p in posted[1:] if "status" in p] == ["in_progress", "completed"]
     assert posted[2]["toolCallId"] == "t1-c1" and "step 2 · running view_file" in posted[2]["content"][0]["content"]["text"]
+
+
+def test_the_parents_record_names_each_childs_trajectory_and_resume_restores_the_parent(project):
+    from clovercode.context.resume import find_saved, load_saved
+
+    backend = Scripted([task("one", "x") + task("two", "y"), tool_call_text("finish", summary="both done")],
+                       {"one": ["first"], "two": ["second"]})
+    session = session_with(project, backend)
+    result, sink = run_session(session, "split the work")
+    parent = session.last_trajectory
+    started = [json.loads(x) for x in open(parent) if '"subagent_started"' in x]
+    assert [s["description"] for s in started] == ["one", "two"]
+    children = [Path(s["trajectory"]) for s in started]
+    assert all(c.is_file() and c.parent == parent.parent / "subagents" for c in children)
+    assert all(c.name.startswith(parent.stem + ".") for c in children)
+    assert find_saved(parent.parent, None, project) == parent  # never a child's record
+    saved = load_saved(parent)
+    assert saved.messages[0].content == "split the work"
+    reports = [m.content for m in saved.messages if m.role == "tool"]
+    assert "first" in reports[0] and "second" in reports[1]
+

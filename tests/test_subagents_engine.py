@@ -55,3 +55,18 @@ def test_batched_children_write_what_each_writes_alone(clover_tiny):
     shared.close()
     assert [together[i] for i in range(len(conversations))] == alone and all(alone)
     assert stats["mean_batch"] > 1  # the children were decoded in shared forwards, not one by one
+
+
+def test_the_bench_measures_both_ways_and_ends_with_the_ratio_line(tmp_path):
+    from clovercode.backends.tiny import TinyBackend, TinyConfig
+    from clovercode.bench.subagents import final_line, run_bench
+
+    from clovercode.config import load_config
+
+    cfg = load_config(tmp_path, flags={"max_new_tokens": 8, "context.map_tokens": 0, "sandbox": "none",
+                                       "subagents.max_parallel": 2})
+    lines: list[str] = []
+    report = run_bench(TinyBackend(TinyConfig(dim=16, layers=1, heads=2)), cfg, (1, 2), 1, 1, lines.append)
+    assert report["ok"] and [r["n"] for r in report["rows"]] == [1, 2] and len(lines) == 2
+    assert all(r["tokens"] > 0 and r["same_outputs"] for r in report["rows"])
+    assert final_line(report, 4).startswith("batched vs sequential (N=2): ") and final_line(report).endswith("×")
