@@ -2,10 +2,11 @@
 # The one-shot GPU check (issue 13): the engine's exactness on CUDA (fp32 and bf16), per-pass latency
 # on a random-weight model with Clover's architecture (B = 1/16/32 rows at 2k and 32k prompt tokens,
 # eager vs CUDA graphs, batch 1 vs 8), whether the fast Gated DeltaNet kernels are in use, and
-# clover-tiny tokens/s, as one JSON report. About 3-6 minutes on one H200 (docs/engine.md, GPU plan).
+# clover-tiny tokens/s, and subagents on clover-tiny batched vs sequential (N = 1, 2, 4, 8), as one JSON
+# report. About 3-6 minutes on one H200 (docs/engine.md, GPU plan).
 #
 #   scripts/gpu_check.sh [--out FILE] [--wheels DIR] [--device cuda|cpu] [--layers N] [--prompts 2048,32768]
-#                        [--rows 1,16,32] [--budget-s S] [--skip exactness,latency,tiny]
+#                        [--rows 1,16,32] [--budget-s S] [--skip exactness,latency,tiny,subagents]
 #
 # It needs only Python with torch, transformers and rich (what the GPU machine's image has), run from
 # this checkout: no install, no network. --wheels DIR installs pure-Python wheels carried in DIR

@@ -31,6 +31,9 @@ def test_the_dry_run_writes_a_complete_report_and_its_exactness_checks_pass(dry_
     assert done.returncode == 0, done.stderr[-3000:]
     assert report["dry_run"] and report["errors"] == {} and report["passed"]
     assert report["foreign_imports"] == []  # nothing the GPU image lacks (jsonschema, llguidance, ...)
+    subagents = report["subagents"]  # children batched vs one after another: the same text, fewer forwards
+    assert subagents["same_outputs"] and [r["n"] for r in subagents["rows"]] == [1, 2]
+    assert subagents["line"].startswith("batched vs sequential (N=2): ")
     env = report["environment"]
     assert env["device"] == "cpu" and set(env["fast_kernels"]) == {"fla", "causal_conv1d", "in_use"}
 

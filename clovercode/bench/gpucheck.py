@@ -49,7 +49,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=None, help="timed passes per measurement (default 7; cpu 2)")
     p.add_argument("--budget-s", type=float, default=None, help="latency measurements stop starting after this "
                    "(default 300; cpu: none)")
-    p.add_argument("--skip", default="", help="sections to leave out: exactness,latency,tiny")
+    p.add_argument("--skip", default="", help="sections to leave out: exactness,latency,tiny,subagents")
     p.add_argument("--model", default="clover", choices=("clover",), help="whose memory plan to print (its config "
                    "ships with clovercode: engine/data/clover-35b-a3b.json)")
     p.add_argument("--plan-only", action="store_true", help="print the memory plan and stop (nothing loaded)")
@@ -114,6 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _section(report, "latency", lambda: latency(args, dry))
     if "tiny" not in skip:
         _section(report, "clover_tiny", lambda: tiny_speed(args.device, dry))
+    if "subagents" not in skip:
+        _section(report, "subagents", lambda: subagents_speed(args.device, dry))
     report["foreign_imports"] = sorted({m.split(".")[0] for m in sys.modules} & set(NOT_ON_DEVICE))
     report["passed"] = bool(report.get("exactness", {}).get("passed")) and not report["errors"]
     report["seconds"] = round(time.monotonic() - started, 1)
@@ -263,6 +265,22 @@ def tiny_speed(device: str, dry: bool) -> dict[str, Any]:
             "rows": rows, "graph_errors": graph_errors}
     engine.close()
     return info
+
+
+def subagents_speed(device: str, dry: bool) -> dict[str, Any]:
+    """Subagents on clover-tiny: N children's turns one after another vs batched (bench/subagentdecode.py)."""
+    from clovercode.backends.embedded import EmbeddedBackend
+    from clovercode.bench.subagentdecode import decode_bench
+    from clovercode.engine.config import EngineConfig
+    from clovercode.engine.engine import Engine
+
+    backend = EmbeddedBackend(Engine.open("clover-tiny", EngineConfig(device=device)))
+    try:
+        report = decode_bench(backend, (1, 2) if dry else (1, 2, 4, 8), 1 if dry else 2, 16 if dry else 64)
+    finally:
+        backend.close()
+    _say(report["line"])
+    return report
 
 
 if __name__ == "__main__":

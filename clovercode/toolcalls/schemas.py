@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from jsonschema import Draft202012Validator
-
 from clovercode.resources import data_dir
 
 
@@ -29,6 +27,8 @@ class ToolSpec:
 
 def load_tool_specs(directory: Path | None = None, names: Iterable[str] | None = None) -> list[ToolSpec]:
     """Every ``*.json`` in the tools directory, sorted by name, optionally restricted to ``names``."""
+    from jsonschema import Draft202012Validator  # here: the engine imports ToolSpec on machines without it
+
     directory = directory or data_dir("tools")
     wanted = set(names) if names is not None else None
     specs = []
