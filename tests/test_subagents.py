@@ -307,6 +307,8 @@ def test_the_console_shows_a_live_row_per_child_and_one_line_when_each_ends(proj
                   usage={"prompt_tokens": 250, "completion_tokens": 50}, seconds=1.5)
     assert "1 of 2 subagents running" in renderer.live.status.line().plain
     assert "finished (2 steps, 300 tokens, 1.5s)" in out.getvalue() and "\x1b[2J" not in out.getvalue()
+    renderer.emit("observation", id="x", name="task", ok=True, text="report", data={})  # the live rows end with the call
+    assert renderer.live.status is None
 
 
 def test_slash_agents_lists_the_users_agents_and_says_why_a_projects_are_left_out(project, tmp_path):
@@ -361,3 +363,28 @@ def test_the_parents_record_names_each_childs_trajectory_and_resume_restores_the
     reports = [m.content for m in saved.messages if m.role == "tool"]
     assert "first" in reports[0] and "second" in reports[1]
 
+
+
+def test_children_start_children_only_when_configured(project):
+    backend = Scripted([task("outer", "x"), tool_call_text("finish", summary="ok")],
+                       {"outer": [task("inner", "y"), "outer done"], "inner": ["inner done"]})
+    result, sink = run_session(session_with(project, backend, **{"subagents.max_depth": 2}))
+    outer = sink.of("subagent_started")[0]
+    lines = [json.loads(x) for x in open(outer["trajectory"])]
+    inner = [e for e in lines if e["kind"] == "subagent_started"]
+    assert "task" in lines[0]["tools"] and [e["description"] for e in inner] == ["inner"]
+    assert inner[0]["parent_id"] == outer["child_id"]
+    inner_lines = [json.loads(x) for x in open(inner[0]["trajectory"])]
+    assert "task" not in inner_lines[0]["tools"]  # depth 2 is the last
+    report = [o for o in sink.of("observation") if o["name"] == "task"][0]
+    assert "outer done" in report["text"] and result.stop.value == "finished"
+
+
+def test_a_read_only_child_cannot_start_a_writing_one(project):
+    backend = Scripted([task("outer", "x"), tool_call_text("finish", summary="ok")],
+                       {"outer": [task("inner", "y", paths='["src/a.py"]', write="true"), "could not"]})
+    result, sink = run_session(session_with(project, backend, **{"subagents.max_depth": 2}))
+    lines = [json.loads(x) for x in open(sink.of("subagent_started")[0]["trajectory"])]
+    refused = [e for e in lines if e["kind"] == "observation" and e["name"] == "task"][0]
+    assert not refused["ok"] and "the subagent starting it may only read" in refused["text"]
+    assert not [e for e in lines if e["kind"] == "subagent_started"]

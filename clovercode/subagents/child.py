@@ -143,7 +143,9 @@ def run_child(parent: Parent, task: ChildTask, model: Any, emit: Callable[..., N
                           files=parent.files, emit=sink.emit)
         handlers: dict[str, Handler] = {name: HANDLERS[name] for name in task.tools if name in HANDLERS}
         if TASK_TOOL in task.tools and nested is not None:
+            # its children inherit this child's rights (its guard, its scope), its approver and lock
             handlers[TASK_TOOL] = nested(dataclasses.replace(parent, depth=parent.depth + 1, parent_id=outcome.child_id,
+                                                             guard=guard, approve=ctx.approve, checkpoint=ctx.checkpoint,
                                                              lock=threading.Lock()))
         specs = load_tool_specs(names=(*task.tools, FINISH))
         toolbox = Toolbox(ctx, specs, handlers, hooks=parent.hooks)

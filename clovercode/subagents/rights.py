@@ -78,7 +78,7 @@ def overlapping(a: Sequence[Path], b: Sequence[Path]) -> Path | None:
 def child_tools(requested: Sequence[str] | None, write: bool, can_run: bool, depth_left: int) -> list[str]:
     """The tool names a child gets: its profile's list (or the read-only set), narrowed to what
     its rights allow; unknown names (another server's tools) are left out."""
-    wanted = list(requested) if requested is not None else [*READ_TOOLS, COMMAND_TOOL]
+    wanted = list(requested) if requested is not None else [*READ_TOOLS, COMMAND_TOOL, TASK_TOOL]
     if write:
         wanted += [t for t in WRITE_TOOLS if requested is None or t in requested]
     out = []
@@ -103,8 +103,15 @@ def read_only_executor(executor: Executor) -> Executor | None:
     return with_policy(dataclasses.replace(policy, project_writable=False, name=f"{policy.name}, project read-only"))
 
 
-def writes_allowed(approve: Any) -> str | None:
-    """Why the parent's approval mode allows no writes at all (plan mode), else None."""
+def writes_allowed(approve: Any, guard: FileGuard, scope: Sequence[Path]) -> str | None:
+    """Why a child may not write ``scope``: the parent's approval mode allows no writes (plan mode), or
+    the parent is itself a subagent that may write none or only less; else None."""
     if getattr(approve, "mode", None) == "plan":
         return "plan mode: nothing may change yet, so no subagent may write"
+    if isinstance(guard, ScopedGuard):  # a nested child: never more than the subagent that starts it
+        outer = [Path(entry) for entry in guard.scope]
+        beyond = [p for p in scope if not any(p == o or o in p.parents for o in outer)]
+        if not outer or beyond:
+            return ("the subagent starting it may not write there" if outer
+                    else "the subagent starting it may only read")
     return None

@@ -77,7 +77,7 @@ class TaskTool:
         wants_write = bool(args.get("write")) or (profile is not None and profile.tools is not None
                                                   and any(t in WRITE_TOOLS for t in profile.tools))
         if wants_write:
-            why = writes_allowed(self.parent.approve)
+            why = writes_allowed(self.parent.approve, self.parent.guard, scope)
             if why is not None:
                 raise ToolError(f"A subagent with write rights cannot run: {why}. Give it a read-only task.")
             if not scope:
