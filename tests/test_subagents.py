@@ -388,3 +388,20 @@ def test_a_read_only_child_cannot_start_a_writing_one(project):
     refused = [e for e in lines if e["kind"] == "observation" and e["name"] == "task"][0]
     assert not refused["ok"] and "the subagent starting it may only read" in refused["text"]
     assert not [e for e in lines if e["kind"] == "subagent_started"]
+
+
+def test_cancelling_at_a_childs_question_cancels_the_whole_run(project):
+    from clovercode.actions.approval import CANCEL, ModeApprover
+
+    asked = []
+    backend = Scripted([task("fix a", "x", paths='["src/a.py"]', write="true"), tool_call_text("finish", summary="no")],
+                       {"fix a": [tool_call_text("view_file", path="src/a.py"),
+                                  tool_call_text("edit_file", path="src/a.py", old_text="return 1", new_text="return 3"),
+                                  "done"]})
+    session = session_with(project, backend)
+    session.approve = ModeApprover("suggest", False, lambda request: asked.append(request.title) or CANCEL)
+    result, sink = run_session(session)
+    assert asked == ["edit src/a.py"] and result.stop.value == "interrupted"
+    assert "cancelled by the user at an approval prompt" in result.detail
+    assert (project / "src" / "a.py").read_text() == "def a():\n    return 1\n"
+    assert sink.of("subagent_completed")[0]["stop_reason"] == "interrupted"

@@ -6,11 +6,13 @@ turns each child's outcome into its observation. The events it adds to the paren
 from __future__ import annotations
 
 import concurrent.futures as futures
+import dataclasses
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from clovercode.actions.approval import RunCancelled
 from clovercode.actions.context import Observation, ToolContext, ToolError
 from clovercode.agent.budget import Limits
 from clovercode.backends.base import ModelBackend
@@ -26,6 +28,23 @@ STOP_WAIT = 30.0  # seconds the parent waits for its children to stop after an i
 class _Call:
     id: str
     arguments: dict[str, Any]
+
+
+class _CancelAll:
+    """The parent's approver for a group: a person who cancels at a child's question cancels the run,
+    every child with it, as Esc at the parent's own question does."""
+
+    def __init__(self, inner: Callable[..., bool], cancel: threading.Event):
+        self.inner, self.cancel, self.cancelled = inner, cancel, False
+        self.mode = getattr(inner, "mode", None)
+
+    def __call__(self, request: Any) -> bool:
+        try:
+            return self.inner(request)
+        except RunCancelled:
+            self.cancelled = True
+            self.cancel.set()
+            raise
 
 
 class TaskTool:
@@ -108,6 +127,8 @@ class TaskTool:
         parallel = min(self.parent.cfg["subagents.max_parallel"], len(tasks))
         shared = SharedModel(self.backend, parallel)
         cancel = threading.Event()
+        approver = _CancelAll(self.parent.approve, cancel)
+        parent = dataclasses.replace(self.parent, approve=approver)
         outcomes: dict[int, ChildOutcome] = {}
         pool = futures.ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="clovercode-subagent")
         running: dict[futures.Future, ChildTask] = {}
@@ -125,7 +146,7 @@ class TaskTool:
                      description=task.description, agent=task.profile.name if task.profile else None,
                      write=task.write, paths=list(task.shown_paths), tools=list(task.tools),
                      limits=task.limits.__dict__, batched=shared.batched, trajectory=str(path))
-                future = pool.submit(self._child, task, path, shared, cancel, emit)
+                future = pool.submit(self._child, parent, task, path, shared, cancel, emit)
                 running[future] = task
                 future.add_done_callback(ended)
             shared.drive(finished)  # the batched model runs here, on the thread that loaded it
@@ -137,14 +158,16 @@ class TaskTool:
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
             shared.close()
+        if approver.cancelled:
+            raise RunCancelled("cancelled by the user at an approval prompt")
         for future, task in running.items():
             outcomes[task.number] = future.result()
         return outcomes
 
-    def _child(self, task: ChildTask, path: Path, shared: SharedModel, cancel: threading.Event,
+    def _child(self, parent: Parent, task: ChildTask, path: Path, shared: SharedModel, cancel: threading.Event,
                emit: Callable[..., None]) -> ChildOutcome:
         try:
-            outcome = run_child(self.parent, task, shared.for_child(task.label, cancel), emit, path, self.nested)
+            outcome = run_child(parent, task, shared.for_child(task.label, cancel), emit, path, self.nested)
         except Exception as exc:  # a child's bug must not take the parent's run down: it is its report
             outcome = ChildOutcome(task, path.stem, path, error=f"{type(exc).__name__}: {exc}")
         result = outcome.result
