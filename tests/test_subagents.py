@@ -374,6 +374,7 @@ def test_children_start_children_only_when_configured(project):
     inner = [e for e in lines if e["kind"] == "subagent_started"]
     assert "task" in lines[0]["tools"] and [e["description"] for e in inner] == ["inner"]
     assert inner[0]["parent_id"] == outer["child_id"]
+    assert inner[0]["limits"]["max_steps"] <= outer["limits"]["max_steps"] == 15
     inner_lines = [json.loads(x) for x in open(inner[0]["trajectory"])]
     assert "task" not in inner_lines[0]["tools"]  # depth 2 is the last
     report = [o for o in sink.of("observation") if o["name"] == "task"][0]

@@ -125,7 +125,7 @@ class Progress:
 
 
 def run_child(parent: Parent, task: ChildTask, model: Any, emit: Callable[..., None], path: Path,
-              nested: Callable[[Parent], Handler] | None = None) -> ChildOutcome:
+              nested: Callable[[Parent, Limits], Handler] | None = None) -> ChildOutcome:
     """Run ``task`` to a stop reason, its events written to ``path``."""
     outcome = ChildOutcome(task, path.stem, path)
     started = time.monotonic()
@@ -146,7 +146,7 @@ def run_child(parent: Parent, task: ChildTask, model: Any, emit: Callable[..., N
             # its children inherit this child's rights (its guard, its scope), its approver and lock
             handlers[TASK_TOOL] = nested(dataclasses.replace(parent, depth=parent.depth + 1, parent_id=outcome.child_id,
                                                              guard=guard, approve=ctx.approve, checkpoint=ctx.checkpoint,
-                                                             lock=threading.Lock()))
+                                                             lock=threading.Lock()), task.limits)
         specs = load_tool_specs(names=(*task.tools, FINISH))
         toolbox = Toolbox(ctx, specs, handlers, hooks=parent.hooks)
         conversation = Conversation()

@@ -56,8 +56,9 @@ class TaskTool:
     def __call__(self, ctx: ToolContext, args: dict[str, Any]) -> Observation:
         return self.run_group(ctx, [_Call("", args)])[0]
 
-    def nested(self, parent: Parent) -> "TaskTool":
-        return TaskTool(parent, self.backend, self.profiles, self.limits)
+    def nested(self, parent: Parent, limits: Limits) -> "TaskTool":
+        """The task tool of a child (when subagents.max_depth allows): its budget is the child's."""
+        return TaskTool(parent, self.backend, self.profiles, limits)
 
     def run_group(self, ctx: ToolContext, calls: Sequence[Any]) -> list[Observation]:
         """Every call's observation, in order; the children of all of them ran at once."""
