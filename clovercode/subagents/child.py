@@ -103,6 +103,25 @@ class _Locked:
             return self.inner(*args)
 
 
+class _LockedHooks:
+    """The parent's hooks for a child: they run (and tell the parent's stream) one child at a time."""
+
+    def __init__(self, hooks: ToolHooks, lock: threading.Lock):
+        self.hooks, self.lock = hooks, lock
+
+    def before(self, tool: str, arguments: dict[str, Any]) -> str | None:
+        with self.lock:
+            return self.hooks.before(tool, arguments)
+
+    def after(self, tool: str, arguments: dict[str, Any], observation: Observation) -> Observation:
+        with self.lock:
+            return self.hooks.after(tool, arguments, observation)
+
+    def review_stop(self, reason: str, summary: str | None, changed: Any) -> str | None:
+        with self.lock:
+            return self.hooks.review_stop(reason, summary, changed)
+
+
 class Progress:
     """The child's loop events, told to the parent as one live line's worth (step, tokens, status)."""
 
@@ -148,7 +167,7 @@ def run_child(parent: Parent, task: ChildTask, model: Any, emit: Callable[..., N
                                                              guard=guard, approve=ctx.approve, checkpoint=ctx.checkpoint,
                                                              lock=threading.Lock()), task.limits)
         specs = load_tool_specs(names=(*task.tools, FINISH))
-        toolbox = Toolbox(ctx, specs, handlers, hooks=parent.hooks)
+        toolbox = Toolbox(ctx, specs, handlers, hooks=_LockedHooks(parent.hooks, parent.lock) if parent.hooks else None)
         conversation = Conversation()
         text = framed(task)
         cfg = parent.cfg.with_overrides({"context.map_tokens": min(parent.cfg["context.map_tokens"],
