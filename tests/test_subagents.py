@@ -406,3 +406,16 @@ def test_cancelling_at_a_childs_question_cancels_the_whole_run(project):
     assert "cancelled by the user at an approval prompt" in result.detail
     assert (project / "src" / "a.py").read_text() == "def a():\n    return 1\n"
     assert sink.of("subagent_completed")[0]["stop_reason"] == "interrupted"
+
+
+def test_the_parents_hooks_see_a_childs_calls(project):
+    from mcp_helpers import write_user_config
+
+    write_user_config('[[hooks.pre_tool_use]]\ncommand = "echo children may not look >&2; exit 2"\nmatcher = "view_file"\n')
+    backend = Scripted([task("look", "x"), tool_call_text("finish", summary="ok")],
+                       {"look": [tool_call_text("view_file", path="src/a.py"), "blocked"]})
+    result, sink = run_session(session_with(project, backend))
+    lines = [json.loads(x) for x in open(sink.of("subagent_started")[0]["trajectory"])]
+    seen = [e for e in lines if e["kind"] == "observation" and e["name"] == "view_file"][0]
+    assert not seen["ok"] and "children may not look" in seen["text"]
+    assert [h["event"] for h in sink.of("hook")] == ["pre_tool_use"]  # told in the parent's stream
