@@ -36,6 +36,8 @@ SAMPLE = {  # arguments that satisfy each built-in schema, every optional parame
     "list_files": {"path": "src", "pattern": "*.py", "max_depth": 3},
     "run_command": {"command": "python -m pytest -q", "timeout": 12.5},
     "search_text": {"pattern": r"def \w+\(", "path": ".", "glob": "*.py", "case_sensitive": False, "max_results": 20},
+    "task": {"description": "find the parser", "prompt": "Where is parse_config defined?\nReport file:line.",
+             "agent": "scout", "paths": ["src", "docs/usage.md"], "write": False},
     "update_plan": {"plan": [{"step": "Read calc.py", "status": "completed"}, {"step": "Fix mean()", "status": "in_progress"}],
                     "explanation": "the bug is in mean()"},
     "view_file": {"path": "pkg/mod.py", "start_line": 1, "end_line": 40},
