@@ -67,14 +67,14 @@ class Outbox:
                 continue
 
     async def flush(self) -> None:
-        """On the event loop: wait until everything queued so far is sent (before a prompt's answer)."""
-        marker = asyncio.get_running_loop().create_future()
+        """On the event loop: wait until everything posted so far is sent (before a prompt's or a
+        load's answer). The marker is posted as the updates are, through the loop's callbacks (in
+        order): put on the queue directly, it would overtake those posted from this very thread."""
 
         async def reached() -> None:
-            marker.set_result(None)
+            return None
 
-        self.queue.put_nowait((reached, concurrent.futures.Future(), False))
-        await marker
+        await asyncio.wrap_future(self.post(reached))
 
     async def close(self) -> None:
         self.queue.put_nowait(None)

@@ -19,9 +19,12 @@ from clovercode import __version__
 from clovercode.acp.clientfs import ClientFiles, WriteLog
 from clovercode.acp.content import prompt_text
 from clovercode.acp.history import history_updates
+from clovercode.acp import saved as saved_sessions
 from clovercode.acp.mcp import join_client_servers
+from clovercode.acp.modes import BY_ID, READ_ONLY, mode_for_approval, mode_state, refuse_in_read_only
 from clovercode.acp.outbox import Outbox
 from clovercode.acp.permissions import ClientAsk
+from clovercode.acp.transport import CheckedTransport
 from clovercode.acp.turns import Turn, stop_reason
 from clovercode.acp.updates import UpdateMapper
 from clovercode.actions.approval import ModeApprover
@@ -36,9 +39,11 @@ from clovercode.executors.select import NO_SANDBOX_WARNING
 from clovercode.session import Session, open_session, trajectory_dir
 from clovercode.taskinput import check_task
 
-from acp import PROTOCOL_VERSION, RequestError, run_agent, stdio_streams
-from acp.schema import (AgentCapabilities, Implementation, InitializeResponse, LoadSessionResponse, McpCapabilities,
-                        NewSessionResponse, PromptCapabilities, PromptResponse, SessionNotification)
+from acp import PROTOCOL_VERSION, AgentSideConnection, RequestError, stdio_streams
+from acp.schema import (AgentCapabilities, CloseSessionResponse, Implementation, InitializeResponse, ListSessionsResponse,
+                        LoadSessionResponse, McpCapabilities, NewSessionResponse, PromptCapabilities, PromptResponse,
+                        ResumeSessionResponse, SessionCapabilities, SessionModeState, SessionNotification,
+                        SetSessionModeResponse)
 
 STDIO_LIMIT = 50 * 1024 * 1024  # one JSON-RPC line may carry a whole file
 STOP_WAIT = 10.0  # seconds a running turn gets to stop (kill its command, close its trajectory) at exit
@@ -46,7 +51,9 @@ STOP_WAIT = 10.0  # seconds a running turn gets to stop (kill its command, close
 
 def _error(exc: CloverError) -> RequestError:
     """A person's error (bad cwd, a config mistake, no sandbox) as the JSON-RPC error a client shows."""
-    return RequestError(-32602 if isinstance(exc, UsageError) else -32603, exc.message,
+    # The hint is in the message too: editors show the message, not the data.
+    message = f"{exc.message}. {exc.hint}" if exc.hint else exc.message
+    return RequestError(-32602 if isinstance(exc, UsageError) else -32603, message,
                         {"hint": exc.hint} if exc.hint else None)
 
 
@@ -62,10 +69,13 @@ class LiveSession:
     turn: Turn | None = None
     turns: int = 0
     post_update: Any = None  # set by the agent: queue one update for this session's client
+    mode: str = "ask"  # the ACP mode (modes.py)
 
     def approve(self, request: ApprovalRequest) -> bool:
         """The session's approver; a call allowed (asked or not) is running from now on."""
         assert self.approver is not None
+        if self.mode == READ_ONLY:
+            refuse_in_read_only(request)
         allowed = self.approver(request)
         if allowed and self.mapper is not None:
             self.mapper.running()
@@ -96,22 +106,94 @@ class CloverAgent:
         capabilities = AgentCapabilities(
             load_session=True,  # a saved session (its trajectory) is replayed and continued
             prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
-            mcp_capabilities=McpCapabilities(http=True, sse=False))
-        return InitializeResponse(protocol_version=min(protocol_version, PROTOCOL_VERSION),
+            mcp_capabilities=McpCapabilities(http=True, sse=False),
+            session_capabilities=SessionCapabilities.model_validate({"list": {}, "resume": {}, "close": {}, "delete": {}}))
+        # The one version clovercode speaks: the same when asked for it, else the latest it supports
+        # (the spec's rule; 0 was the pre-release protocol, not an older version of this one).
+        return InitializeResponse(protocol_version=PROTOCOL_VERSION,
                                   agent_capabilities=capabilities, auth_methods=[],
                                   agent_info=Implementation(name="clovercode", title="clovercode", version=__version__))
 
     async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **_: Any) -> NewSessionResponse:
         live = await self._open(cwd, mcp_servers or [], None)
-        return NewSessionResponse(session_id=live.id)
+        return NewSessionResponse(session_id=live.id, modes=self._modes(live))
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
                            **_: Any) -> LoadSessionResponse:
         live = await self._open(cwd, mcp_servers or [], session_id)
         for update in history_updates(live.session.conversation.messages, live.root):
             live.post_update(update)
+        await live.outbox.flush()  # the spec: answer once every entry of the conversation has been sent
+        return LoadSessionResponse(modes=self._modes(live))
+
+    async def resume_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
+                             **_: Any) -> ResumeSessionResponse:
+        """session/load without the replay: the editor keeps its own copy of the conversation."""
+        live = await self._open(cwd, mcp_servers or [], session_id)
+        return ResumeSessionResponse(modes=self._modes(live))
+
+    async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **_: Any) -> ListSessionsResponse:
+        def listing() -> saved_sessions.Page:
+            root = _project(cwd) if cwd is not None else None
+            cfg = load_config(root, self.env, self.flags, self.trust_project)
+            return saved_sessions.page(trajectory_dir(cfg, self.env), root, cursor)
+
+        try:
+            found = await asyncio.to_thread(listing)
+        except CloverError as exc:
+            raise _error(exc) from None
+        return ListSessionsResponse.model_validate({"sessions": found.sessions, "nextCursor": found.next_cursor})
+
+    async def close_session(self, session_id: str, **_: Any) -> CloseSessionResponse:
+        """Cancel what runs (as session/cancel), then let go of the session's servers and queue."""
+        live = self._live(session_id)
+        await self._close(live)
+        return CloseSessionResponse()
+
+    async def delete_session(self, params: dict[str, Any]) -> dict[str, Any]:
+        """session/delete (the SDK does not route it; transport.py does): the session's trajectories
+        are removed, so neither session/list nor --resume offers it again. An open one is closed first."""
+        ident = params.get("sessionId")
+        if not isinstance(ident, str):
+            raise RequestError(-32602, "Invalid params: sessionId must be a string")
+        live = self.sessions.get(ident)
+        if live is not None:
+            await self._close(live)
+
+        def deleting() -> None:
+            cfg = load_config(None, self.env, self.flags, self.trust_project)
+            saved_sessions.delete(trajectory_dir(cfg, self.env), ident)
+
+        try:
+            await asyncio.to_thread(deleting)
+        except CloverError as exc:
+            raise _error(exc) from None
+        return {}
+
+    async def set_session_mode(self, mode_id: str, session_id: str, **_: Any) -> SetSessionModeResponse:
+        live = self._live(session_id)
+        mode = BY_ID.get(mode_id)
+        if mode is None:
+            raise RequestError(-32602, f"no mode {mode_id!r}; the modes are {', '.join(BY_ID)}")
+        live.mode = mode.id
+        if live.approver is not None and mode.approval is not None:
+            live.approver.mode = mode.approval
+        live.post_update({"sessionUpdate": "current_mode_update", "currentModeId": mode.id})
         await live.outbox.flush()
-        return LoadSessionResponse()
+        return SetSessionModeResponse()
+
+    def _modes(self, live: LiveSession) -> SessionModeState:
+        return SessionModeState.model_validate(mode_state(live.mode))
+
+    async def _close(self, live: LiveSession) -> None:
+        if live.turn is not None:
+            live.turn.cancel()
+            live.outbox.drop_question()
+            await asyncio.to_thread(live.turn.stop, STOP_WAIT)
+        self.sessions.pop(live.id, None)
+        if live.session.mcp is not None:
+            await asyncio.to_thread(live.session.mcp.close)
+        await live.outbox.close()
 
     async def prompt(self, prompt: list[Any], session_id: str, **_: Any) -> PromptResponse:
         live = self._live(session_id)
@@ -137,6 +219,10 @@ class CloverAgent:
         if reason is None:
             raise RequestError(-32603, result.detail)
         return PromptResponse(stop_reason=reason)
+
+    async def cancel_prompt(self, session_id: str) -> None:
+        """``$/cancel_request`` for a running session/prompt (transport.py): the same as session/cancel."""
+        await self.cancel(session_id)
 
     async def cancel(self, session_id: str, **_: Any) -> None:
         live = self.sessions.get(session_id)
@@ -196,7 +282,7 @@ class CloverAgent:
 
         both = self.fs_read and self.fs_write  # one without the other would see stale text after its own edits
         writes = WriteLog(ClientFiles(call, sid) if both else DiskFiles())
-        live = LiveSession(sid, root, session, outbox, writes)
+        live = LiveSession(sid, root, session, outbox, writes, mode=mode_for_approval(cfg["approval"]))
 
         def post_update(update: dict[str, Any]) -> None:
             model = SessionNotification.model_validate({"sessionId": sid, "update": update}).update
@@ -234,24 +320,19 @@ class CloverAgent:
 
 def _project(cwd: str) -> Path:
     path = Path(cwd)
-    if not path.is_absolute():
-        raise UsageError(f"cwd must be an absolute path, not {cwd!r}")
+    if "\x00" in cwd or not path.is_absolute():
+        raise UsageError(f"cwd must be an absolute path, not {cwd[:200]!r}")
     if not path.is_dir():
-        raise UsageError(f"project directory not found: {cwd}")
-    return path.resolve()
+        raise UsageError(f"project directory not found: {cwd[:200]}")
+    resolved = path.resolve()
+    if resolved == Path(resolved.anchor):
+        raise UsageError(f"{cwd} is the root of the filesystem, not a project",
+                         hint="Open a project folder in the editor; clovercode works inside the folder it is given.")
+    return resolved
 
 
 def _load_into(session: Session, cfg: Config, root: Path, ident: str, env: Mapping[str, str]) -> None:
-    from clovercode.context.resume import find_saved, load_saved
-    from clovercode.sessions import check_project, newest_of_session
-
-    directory = trajectory_dir(cfg, env)
-    saved = newest_of_session(directory, load_saved(find_saved(directory, ident, root)))
-    if saved.session_id != ident:  # find_saved also takes part of an id; a client names one exactly
-        raise UsageError(f"no saved session {ident} in {directory}")
-    check_project(saved, root, any_project=False)
-    if not saved.messages:
-        raise UsageError(f"saved session {ident} holds no conversation to continue")
+    saved = saved_sessions.find(trajectory_dir(cfg, env), ident, root)
     session.conversation.messages[:] = saved.messages
     session.session_id = saved.session_id
 
@@ -274,7 +355,11 @@ async def serve(agent: CloverAgent, protocol_out: Any) -> None:
         reader, writer = await stdio_streams(limit=STDIO_LIMIT)
     finally:
         sys.stdout = shown
+    transport = CheckedTransport(reader, writer, agent.cancel_prompt, {"session/delete": agent.delete_session})
+    # close, resume are "unstable" to SDK 0.12.1 but stable in the schema it was made from (v1.19)
+    conn = AgentSideConnection(agent, transport, listening=False, use_unstable_protocol=True)
     try:
-        await run_agent(agent, writer, reader)
+        await conn.listen()
     finally:
+        await asyncio.shield(conn.close())
         await asyncio.to_thread(agent.close)

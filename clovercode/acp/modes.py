@@ -1,0 +1,49 @@
+"""The approval modes as ACP session modes, switched with ``session/set_mode``.
+
+``ask``, ``auto-edit`` and ``full-auto`` are the approval modes of actions/approval.py (``ask`` is
+its ``suggest``); ``read-only`` lets the model read and search and refuses every edit, command and
+MCP tool call without asking, saying so to the model. A switch takes effect at the next action,
+also in a running turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clovercode.actions.context import ApprovalRequest, ToolError
+
+READ_ONLY = "read-only"
+
+
+@dataclass(frozen=True)
+class Mode:
+    id: str
+    name: str
+    description: str
+    approval: str | None  # the approval mode it runs with; None: nothing that changes anything runs
+
+
+MODES = (
+    Mode(READ_ONLY, "Read only", "Reads and searches the project; edits, commands and MCP tools are refused", None),
+    Mode("ask", "Ask", "Asks before every edit, command and MCP tool call", "suggest"),
+    Mode("auto-edit", "Auto-edit", "Applies edits; asks before commands and MCP tool calls", "auto-edit"),
+    Mode("full-auto", "Full auto", "Applies edits and runs commands in the sandbox without asking", "full-auto"),
+)
+BY_ID = {mode.id: mode for mode in MODES}
+
+
+def mode_for_approval(approval: str) -> str:
+    """The mode a session starts in: the one running the configured approval mode."""
+    return next((mode.id for mode in MODES if mode.approval == approval), "ask")
+
+
+def mode_state(current: str) -> dict[str, object]:
+    """The SessionModeState of a session/new, load or resume answer."""
+    return {"currentModeId": current,
+            "availableModes": [{"id": m.id, "name": m.name, "description": m.description} for m in MODES]}
+
+
+def refuse_in_read_only(request: ApprovalRequest) -> None:
+    what = {"command": "run commands", "mcp": "call MCP tools"}.get(request.kind, "change files")
+    raise ToolError(f"This session is in read-only mode: it cannot {what}. Read and search the project, then say "
+                    "what you would change; the person can switch modes in the editor.")
