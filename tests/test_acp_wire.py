@@ -4,8 +4,12 @@ JSON-RPC message) are sent raw and must each get the error JSON-RPC names, with 
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from pathlib import Path
+
+import pytest
 
 from acp_raw import RawClient
 from conftest import tool_call_text, write_replay
@@ -87,3 +91,120 @@ def test_bad_lines_are_answered_and_the_agent_and_its_turn_go_on(tmp_path: Path)
     finally:
         assert client.close() == 0
     assert client.checker.problems() == []
+
+
+def allow_once(request: dict) -> dict:
+    if request["method"] == "session/request_permission":
+        return {"outcome": {"outcome": "selected", "optionId": "allow-once"}}
+    return {}
+
+
+def test_modes_change_what_is_asked_and_sessions_are_listed_loaded_resumed_closed_deleted(tmp_path: Path,
+                                                                                          monkeypatch) -> None:
+    project, other = tmp_path / "project", tmp_path / "other"
+    project.mkdir()
+    other.mkdir()
+    replay = write_replay(
+        tmp_path / "r.jsonl",
+        tool_call_text("write_file", path="new.txt", content="one"), "Refused in read-only.",
+        tool_call_text("write_file", path="new.txt", content="one"), "Written.",
+        "The other project's answer.",
+        "Continued.")
+    client = RawClient(project, replay, tmp_path / "log", "--approval", "auto-edit", answer=allow_once)
+    try:
+        init(client)
+        new = client.request("session/new", {"cwd": str(project), "mcpServers": []})["result"]
+        sid = new["sessionId"]
+        assert new["modes"]["currentModeId"] == "auto-edit"  # the configured approval mode
+        assert [m["id"] for m in new["modes"]["availableModes"]] == ["read-only", "ask", "auto-edit", "full-auto"]
+
+        def prompt(session: str, text: str) -> dict:
+            return client.request("session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": text}]})
+
+        # read-only: the write is refused without a question, and the model is told why
+        assert client.request("session/set_mode", {"sessionId": sid, "modeId": "read-only"})["result"] == {}
+        assert client.updates(sid)[-1] == {"sessionUpdate": "current_mode_update", "currentModeId": "read-only"}
+        assert prompt(sid, "tidy hello\nsecond line")["result"]["stopReason"] == "end_turn"
+        asked = [m for m in client.received if m.get("method") == "session/request_permission"]
+        failed = [u for u in client.updates(sid) if u.get("status") == "failed"]
+        assert asked == [] and "read-only mode" in failed[-1]["content"][-1]["content"]["text"]
+        assert not (project / "new.txt").exists()
+        # ask: the same write is asked about, and runs once allowed
+        client.request("session/set_mode", {"sessionId": sid, "modeId": "ask"})
+        assert prompt(sid, "tidy again")["result"]["stopReason"] == "end_turn"
+        asked = [m for m in client.received if m.get("method") == "session/request_permission"]
+        assert len(asked) == 1 and (project / "new.txt").read_text() == "one"
+        assert error_of(client.request("session/set_mode", {"sessionId": sid, "modeId": "yolo"}))[0] == -32602
+
+        other_sid = client.request("session/new", {"cwd": str(other), "mcpServers": []})["result"]["sessionId"]
+        prompt(other_sid, "other project task")
+
+        # list: this project's sessions, titled by the first task; every project's without a cwd
+        listed = client.request("session/list", {"cwd": str(project)})["result"]
+        assert [(s["sessionId"], s["cwd"], s["title"]) for s in listed["sessions"]] == [(sid, str(project), "tidy hello")]  # its first line
+        assert "nextCursor" not in listed and listed["sessions"][0]["updatedAt"].endswith("Z")
+        everyone = client.request("session/list", {})["result"]["sessions"]
+        assert [s["sessionId"] for s in everyone] == [other_sid, sid]  # newest first
+        assert error_of(client.request("session/list", {"cursor": "page 2"}))[0] == -32602
+
+        # load: the answer comes after the last replayed update
+        load = client.start("session/load", {"sessionId": sid, "cwd": str(project), "mcpServers": []})
+        sent = len(client.received)
+        answer = client.wait(lambda m: m.get("id") == load)
+        position = next(i for i, m in enumerate(client.received) if m is answer)
+        replayed = [i for i, m in enumerate(client.received) if i >= sent and m.get("method") == "session/update"]
+        assert answer["result"]["modes"]["currentModeId"] == "auto-edit" and len(replayed) >= 6
+        assert max(replayed) < position
+        # another project's session: a message an editor user can act on; an id that is a path: refused
+        refused = error_of(client.request("session/load", {"sessionId": other_sid, "cwd": str(project), "mcpServers": []}))
+        assert refused == (-32602, f"session {other_sid} belongs to another project, {other}. "
+                                   f"Open {other} in the editor to continue it there.")
+        for bad in ("../../etc/passwd", str(tmp_path / "r.jsonl"), "x" * 300):
+            code, text = error_of(client.request("session/resume", {"sessionId": bad, "cwd": str(project)}))
+            assert code == -32602 and "not a clovercode session id" in text
+
+        # resume → prompt → close: the conversation goes on, and a closed session takes no prompt
+        resumed = client.request("session/resume", {"sessionId": sid, "cwd": str(project)})
+        assert resumed["result"]["modes"]["currentModeId"] == "auto-edit"
+        assert prompt(sid, "continue")["result"]["stopReason"] == "end_turn"
+        assert client.request("session/close", {"sessionId": sid})["result"] == {}
+        assert error_of(prompt(sid, "after the close"))[0] == -32602
+
+        # delete: gone from the list (and from --resume: the trajectories are removed)
+        assert client.request("session/delete", {"sessionId": other_sid})["result"] == {}
+        assert [s["sessionId"] for s in client.request("session/list", {})["result"]["sessions"]] == [sid]
+        assert error_of(client.request("session/delete", {"sessionId": other_sid}))[0] == -32602
+    finally:
+        assert client.close() == 0
+    assert client.checker.problems() == []
+
+    # the same sessions --resume lists
+    from clovercode.config import state_dir
+    from clovercode.sessions import list_sessions
+
+    directory = state_dir(dict(os.environ)) / "trajectories"
+    assert [info.id for info in list_sessions(directory, project)] == [sid]
+
+
+def saved_session(directory: Path, ident: str, root: Path, task: str, age: float) -> None:
+    path = directory / f"{ident}.jsonl"
+    messages = [{"role": "user", "content": task, "tags": ["goal"]}, {"role": "assistant", "content": "ok"}]
+    path.write_text(json.dumps({"kind": "conversation", "root": str(root), "session": ident, "messages": messages}) + "\n")
+    os.utime(path, (time.time() - age, time.time() - age))
+
+
+def test_session_list_pages_through_a_cursor_newest_first(tmp_path: Path, monkeypatch) -> None:
+    from clovercode.acp import saved
+    from clovercode.errors import UsageError
+
+    for number in range(3):
+        saved_session(tmp_path, f"20260101-00000{number}-repl-aaaaa{number}", tmp_path / "p", f"task {number}", 100 - number)
+    saved_session(tmp_path, "20260101-000009-repl-bbbbbb", tmp_path / "elsewhere", "not ours", 0)
+    monkeypatch.setattr(saved, "PAGE_SIZE", 2)
+    first = saved.page(tmp_path, tmp_path / "p", None)
+    assert [s["title"] for s in first.sessions] == ["task 2", "task 1"] and first.next_cursor
+    second = saved.page(tmp_path, tmp_path / "p", first.next_cursor)
+    assert [s["title"] for s in second.sessions] == ["task 0"] and second.next_cursor is None
+    for cursor in ("after:x", "after:1234567", "../etc"):
+        with pytest.raises(UsageError):
+            saved.page(tmp_path, None, cursor)
