@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from acp_raw import RawClient
-from conftest import tool_call_text, write_replay
+from conftest import cli_env, tool_call_text, write_replay
+from npm_fixtures import NpmUnavailable, acp_sdk_dir
 from test_acp import SLEEP, sleeping
 
 CAPS = {"fs": {"readTextFile": False, "writeTextFile": False}}
@@ -168,12 +172,12 @@ def test_modes_change_what_is_asked_and_sessions_are_listed_loaded_resumed_close
         assert resumed["result"]["modes"]["currentModeId"] == "auto-edit"
         assert prompt(sid, "continue")["result"]["stopReason"] == "end_turn"
         assert client.request("session/close", {"sessionId": sid})["result"] == {}
-        assert error_of(prompt(sid, "after the close"))[0] == -32602
+        assert error_of(prompt(sid, "after the close"))[0] == -32002
 
         # delete: gone from the list (and from --resume: the trajectories are removed)
         assert client.request("session/delete", {"sessionId": other_sid})["result"] == {}
         assert [s["sessionId"] for s in client.request("session/list", {})["result"]["sessions"]] == [sid]
-        assert error_of(client.request("session/delete", {"sessionId": other_sid}))[0] == -32602
+        assert error_of(client.request("session/delete", {"sessionId": other_sid}))[0] == -32002
     finally:
         assert client.close() == 0
     assert client.checker.problems() == []
@@ -184,6 +188,30 @@ def test_modes_change_what_is_asked_and_sessions_are_listed_loaded_resumed_close
 
     directory = state_dir(dict(os.environ)) / "trajectories"
     assert [info.id for info in list_sessions(directory, project)] == [sid]
+
+    # the npm SDK's client: list → load (the answer after the replay) → set_mode → prompt → close
+    second = write_replay(tmp_path / "npm.jsonl", tool_call_text("write_file", path="npm.txt", content="two"), "Done.")
+    result = npm_client("acp_npm_sessions.mjs", project, "ask", "write npm.txt", replay=second)
+    assert result["sessionId"] == sid and result["titles"] == ["tidy hello"]
+    assert result["beforeLoadAnswer"] >= 6 and result["stopReason"] == "end_turn"
+    assert "current_mode_update" in result["updates"] and len(result["asked"]) == 1
+    assert (project / "npm.txt").read_text() == "two"
+
+
+def npm_client(script: str, project: Path, *args: str, replay: Path) -> dict:
+    """Run a client script of the npm ACP SDK against `clovercode acp`; its last line of JSON."""
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed (scripts/setup.sh --tests installs Node.js and npm)")
+    try:
+        prefix = acp_sdk_dir()
+    except NpmUnavailable as exc:
+        pytest.skip(f"the npm ACP SDK could not be installed: {exc}")
+    proc = subprocess.run(["node", str(Path(__file__).parent / script), str(project), *args, "--", sys.executable,
+                           "-m", "clovercode", "acp", "--model", f"replay:{replay}"],
+                          cwd=project, env={**cli_env(), "NODE_PATH": str(prefix / "node_modules")},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def saved_session(directory: Path, ident: str, root: Path, task: str, age: float) -> None:

@@ -23,6 +23,11 @@ SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
 CURSOR = re.compile(r"^after:(\d{1,6})$")
 
 
+class SessionNotFound(UsageError):
+    """No saved session by that id: ACP's "resource not found" (-32002), which clients treat as
+    done for session/close and session/delete."""
+
+
 @dataclass(frozen=True)
 class Page:
     sessions: list[dict[str, str]]
@@ -70,7 +75,7 @@ def find(directory: Path, ident: str, root: Path) -> SavedSession:
     if saved is None:
         path = directory / f"{ident}.jsonl"
         if not path.is_file():
-            raise UsageError(f"no saved session {ident}", hint=f"The sessions are kept in {directory}; "
+            raise SessionNotFound(f"no saved session {ident}", hint=f"The sessions are kept in {directory}; "
                              "session/list shows those of this project.")
         saved = load_saved(path)
         if saved.session_id != ident:
@@ -99,5 +104,5 @@ def delete(directory: Path, ident: str) -> int:
         path.unlink()
         removed += 1
     if not removed:
-        raise UsageError(f"no saved session {ident} to delete")
+        raise SessionNotFound(f"no saved session {ident} to delete")
     return removed

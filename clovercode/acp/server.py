@@ -46,6 +46,7 @@ from acp.schema import (AgentCapabilities, CloseSessionResponse, Implementation,
                         SetSessionModeResponse)
 
 STDIO_LIMIT = 50 * 1024 * 1024  # one JSON-RPC line may carry a whole file
+NOT_FOUND = -32002  # ACP's "resource not found": an unknown session
 STOP_WAIT = 10.0  # seconds a running turn gets to stop (kill its command, close its trajectory) at exit
 
 
@@ -53,7 +54,8 @@ def _error(exc: CloverError) -> RequestError:
     """A person's error (bad cwd, a config mistake, no sandbox) as the JSON-RPC error a client shows."""
     # The hint is in the message too: editors show the message, not the data.
     message = f"{exc.message}. {exc.hint}" if exc.hint else exc.message
-    return RequestError(-32602 if isinstance(exc, UsageError) else -32603, message,
+    code = NOT_FOUND if isinstance(exc, saved_sessions.SessionNotFound) else -32602 if isinstance(exc, UsageError) else -32603
+    return RequestError(code, message,
                         {"hint": exc.hint} if exc.hint else None)
 
 
@@ -233,7 +235,8 @@ class CloverAgent:
     def _live(self, session_id: str) -> LiveSession:
         live = self.sessions.get(session_id)
         if live is None:
-            raise RequestError(-32602, f"no session {session_id} in this clovercode process (session/load continues a saved one)")
+            raise RequestError(NOT_FOUND, f"no session {session_id} in this clovercode process "
+                               "(session/load or session/resume continues a saved one)")
         return live
 
     async def _open(self, cwd: str, mcp_servers: list[Any], load: str | None) -> LiveSession:
