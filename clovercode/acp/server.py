@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -24,6 +25,7 @@ from clovercode.acp.mcp import join_client_servers
 from clovercode.acp.modes import BY_ID, READ_ONLY, mode_for_approval, mode_state, refuse_in_read_only
 from clovercode.acp.outbox import Outbox
 from clovercode.acp.permissions import ClientAsk
+from clovercode.acp.slash import BUILTIN, available, custom_commands, parse, run_builtin, usage
 from clovercode.acp.transport import CheckedTransport
 from clovercode.acp.turns import Turn, stop_reason
 from clovercode.acp.updates import UpdateMapper
@@ -72,6 +74,7 @@ class LiveSession:
     turns: int = 0
     post_update: Any = None  # set by the agent: queue one update for this session's client
     mode: str = "ask"  # the ACP mode (modes.py)
+    custom: dict[str, Any] = field(default_factory=dict)  # custom slash commands offered (slash.py)
 
     def approve(self, request: ApprovalRequest) -> bool:
         """The session's approver; a call allowed (asked or not) is running from now on."""
@@ -205,6 +208,11 @@ class CloverAgent:
             task = check_task(prompt_text(prompt)).strip("\n")  # the REPL's and exec's one rule (taskinput.py)
         except CloverError as exc:
             raise _error(exc) from None
+        slash = parse(task)
+        if slash is not None and slash.name in BUILTIN:
+            return await self._builtin(live, slash)
+        if slash is not None and slash.name in live.custom:
+            task = live.custom[slash.name].task(slash.argument)
         live.turns += 1
         live.mapper = UpdateMapper(live.root, live.post_update, live.writes, prefix=f"t{live.turns}-")
         live.turn = Turn()
@@ -213,6 +221,7 @@ class CloverAgent:
         except CloverError as exc:  # e.g. the sandbox stopped working: this turn fails, the session stays
             raise _error(exc) from None
         finally:
+            self._after_turn(live)
             await live.outbox.flush()  # every update of the turn reaches the client before its answer
             live.turn = live.mapper = None
         if result is None:  # cancelled before the loop could report it (while the prompt was being built)
@@ -221,6 +230,37 @@ class CloverAgent:
         if reason is None:
             raise RequestError(-32603, result.detail)
         return PromptResponse(stop_reason=reason)
+
+    async def _builtin(self, live: LiveSession, slash: Any) -> PromptResponse:
+        live.turn = Turn()  # a second prompt meanwhile is refused as during a task
+        try:
+            text = await asyncio.to_thread(run_builtin, slash, live.session, live.mode == READ_ONLY)
+        except CloverError as exc:
+            text = f"/{slash.name} failed: {exc.message}"
+        finally:
+            live.turn = None
+        live.post_update({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+        self._after_turn(live)
+        await live.outbox.flush()
+        return PromptResponse(stop_reason="end_turn")
+
+    def _after_turn(self, live: LiveSession) -> None:
+        """How full the window is, and the session's title (its first task) with the time of this turn."""
+        window = usage(live.session)
+        if window is not None:
+            live.post_update(window)
+        live.post_update({"sessionUpdate": "session_info_update", "title": live_title(live),
+                          "updatedAt": saved_sessions.updated_at(time.time())})
+
+    def answered(self, method: str, params: Any, message: dict[str, Any]) -> None:
+        """After a session's opening answer is written (transport.py): its commands, which a client
+        could not place before it knew the session."""
+        if method not in ("session/new", "session/load", "session/resume") or "result" not in message:
+            return
+        ident = message["result"].get("sessionId") or (params or {}).get("sessionId")
+        live = self.sessions.get(ident) if isinstance(ident, str) else None
+        if live is not None:
+            live.post_update({"sessionUpdate": "available_commands_update", "availableCommands": available(live.custom)})
 
     async def cancel_prompt(self, session_id: str) -> None:
         """``$/cancel_request`` for a running session/prompt (transport.py): the same as session/cancel."""
@@ -285,7 +325,8 @@ class CloverAgent:
 
         both = self.fs_read and self.fs_write  # one without the other would see stale text after its own edits
         writes = WriteLog(ClientFiles(call, sid) if both else DiskFiles())
-        live = LiveSession(sid, root, session, outbox, writes, mode=mode_for_approval(cfg["approval"]))
+        live = LiveSession(sid, root, session, outbox, writes, mode=mode_for_approval(cfg["approval"]),
+                           custom=custom_commands(session))
 
         def post_update(update: dict[str, Any]) -> None:
             model = SessionNotification.model_validate({"sessionId": sid, "update": update}).update
@@ -340,6 +381,12 @@ def _load_into(session: Session, cfg: Config, root: Path, ident: str, env: Mappi
     session.session_id = saved.session_id
 
 
+def live_title(live: LiveSession) -> str:
+    goals = [m.content for m in live.session.conversation.messages if m.role == "user" and "goal" in m.tags]
+    first = " ".join(goals[0].split("\n")[0].split()) if goals else ""
+    return first[:saved_sessions.TITLE_CHARS] or live.id
+
+
 def _remember(prefix: str, env: Mapping[str, str], session: Session) -> None:
     """An "always" for a command: the REPL's rule in the user's config, so it holds in every front end."""
     from clovercode.repl.permissions import add_rule
@@ -358,7 +405,8 @@ async def serve(agent: CloverAgent, protocol_out: Any) -> None:
         reader, writer = await stdio_streams(limit=STDIO_LIMIT)
     finally:
         sys.stdout = shown
-    transport = CheckedTransport(reader, writer, agent.cancel_prompt, {"session/delete": agent.delete_session})
+    transport = CheckedTransport(reader, writer, agent.cancel_prompt, {"session/delete": agent.delete_session},
+                                 agent.answered)
     # close, resume are "unstable" to SDK 0.12.1 but stable in the schema it was made from (v1.19)
     conn = AgentSideConnection(agent, transport, listening=False, use_unstable_protocol=True)
     try:

@@ -26,6 +26,7 @@ MAX_PROTOCOL_VERSION = 65535  # ProtocolVersion is a uint16
 NOT_INITIALIZED = "send initialize first: the connection is not initialized"
 
 Extra = Callable[[dict[str, Any]], Awaitable[Any]]
+Answered = Callable[[str, Any, dict[str, Any]], None]  # (method, params, the answer) once it is written
 
 
 def _usable_id(message: dict[str, Any]) -> tuple[bool, Any]:
@@ -71,10 +72,13 @@ class CheckedTransport:
     """The SDK's Transport (acp._transport.Transport): ``receive`` hands on only well-formed messages."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 cancel_prompt: Callable[[str], Awaitable[None]], extra: dict[str, Extra] | None = None):
+                 cancel_prompt: Callable[[str], Awaitable[None]], extra: dict[str, Extra] | None = None,
+                 answered: Answered | None = None):
         self.reader, self.writer = reader, writer
         self.cancel_prompt = cancel_prompt
         self.extra = dict(extra or {})
+        self.answered = answered
+        self.open_requests: dict[Any, tuple[str, Any]] = {}  # the client's requests not answered yet
         self.write_lock = asyncio.Lock()
         self.initialized = False
         self.initialize_ids: set[Any] = set()
@@ -85,12 +89,16 @@ class CheckedTransport:
         if "method" not in message and message.get("id") in self.initialize_ids:
             self.initialize_ids.discard(message["id"])
             self.initialized = self.initialized or "result" in message
+        request = None
         if "method" not in message:
             self.prompts.pop(message.get("id"), None)
+            request = self.open_requests.pop(message.get("id"), None)
         data = (json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
         async with self.write_lock:
             self.writer.write(data)
             await self.writer.drain()
+        if request is not None and self.answered is not None:
+            self.answered(request[0], request[1], message)
 
     async def receive(self) -> dict[str, Any] | None:
         while True:
@@ -167,6 +175,7 @@ class CheckedTransport:
             self.initialize_ids.add(ident)
         elif method == "session/prompt" and isinstance(params, dict) and isinstance(params.get("sessionId"), str):
             self.prompts[ident] = params["sessionId"]
+        self.open_requests[ident] = (method, params)
         if method in self.extra:
             self._spawn(self._run_extra(ident, method, params or {}))
             return None
