@@ -33,14 +33,24 @@ def test_every_stop_reason_has_an_honest_acp_answer() -> None:
     assert set(STOP_REASONS.values()) <= {"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"}
 
 
-def test_prompt_blocks_become_the_task() -> None:
+def test_prompt_blocks_become_the_task(tmp_path: Path) -> None:
+    project = tmp_path / "my project"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "a b.py").write_text("x = 1\n")
     blocks = [TextContentBlock(type="text", text="explain this"),
-              SimpleNamespace(type="resource_link", uri="file:///p/a.py"),
+              SimpleNamespace(type="resource_link", uri=(project / "src" / "a b.py").as_uri()),
+              SimpleNamespace(type="resource_link", uri="https://example.com/spec"),
               SimpleNamespace(type="resource", resource=SimpleNamespace(uri="file:///p/b.py", text="x = 1"))]
-    assert prompt_text(blocks) == ("explain this\n\n(attached: file:///p/a.py)\n\n"
-                                   "<attached uri='file:///p/b.py'>\nx = 1\n</attached>")
+    assert prompt_text(blocks, project) == ("explain this\n\n(attached: src/a b.py)\n\n(attached: https://example.com/spec)"
+                                            "\n\n<attached uri='file:///p/b.py'>\nx = 1\n</attached>")
     with pytest.raises(UsageError, match="image"):
-        prompt_text([SimpleNamespace(type="image")])
+        prompt_text([SimpleNamespace(type="image")], project)
+    # the attacks: a link out of the project, directly, by .. or through a symlink inside it
+    (project / "out").symlink_to(tmp_path)
+    for uri in ((tmp_path / "secret").as_uri(), project.as_uri() + "/../secret", (project / "out" / "x").as_uri(),
+                "file://evil.example/etc/passwd"):
+        with pytest.raises(UsageError, match="outside the project|not a local file"):
+            prompt_text([SimpleNamespace(type="resource_link", uri=uri)], project)
 
 
 def test_permission_answers_map_onto_the_repls() -> None:

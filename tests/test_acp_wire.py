@@ -37,7 +37,7 @@ def test_bad_lines_are_answered_and_the_agent_and_its_turn_go_on(tmp_path: Path)
     project.mkdir()
     replay = write_replay(
         tmp_path / "r.jsonl",
-        tool_call_text("run_command", command="echo started > started.txt; sleep 1.5; echo late > late.txt"),
+        tool_call_text("run_command", command="echo '# first-line'; echo started > started.txt; sleep 3; echo late > late.txt"),
         "The first command ran.",
         tool_call_text("run_command", command=f"echo going > going.txt; sleep {SLEEP}"),
         "never reached")
@@ -61,6 +61,12 @@ def test_bad_lines_are_answered_and_the_agent_and_its_turn_go_on(tmp_path: Path)
             if (project / "started.txt").exists():
                 break
             time.sleep(0.02)
+        # its output so far is in the tool call's content before it ends, fenced (no Markdown heading)
+        streamed = client.wait(lambda m: m.get("method") == "session/update"
+                               and m["params"]["update"].get("status") == "in_progress"
+                               and "first-line" in str(m["params"]["update"].get("content")), timeout=10)
+        assert not (project / "late.txt").exists()
+        assert streamed["params"]["update"]["content"][0]["content"]["text"] == "```\n# first-line\n```"
         attacks = [(b"[]", None, -32600), (b"42", None, -32600), (b'"hello"', None, -32600), (b"null", None, -32600),
                    (b"{not json", None, -32700), (b'\xff\xfe{"jsonrpc":"2.0"}', None, -32700),
                    (b'{"jsonrpc":"1.0","id":7,"method":"session/list","params":{}}', 7, -32600),
@@ -117,7 +123,8 @@ def test_modes_change_what_is_asked_and_sessions_are_listed_loaded_resumed_close
     replay = write_replay(
         tmp_path / "r.jsonl",
         tool_call_text("write_file", path="new.txt", content="one"), "Refused in read-only.",
-        tool_call_text("write_file", path="new.txt", content="one"), "Written.",
+        tool_call_text("write_file", path="new.txt", content="one"),
+        tool_call_text("run_command", command="echo a\necho '- b ```'"), "Written.",
         "The other project's answer.",
         "Continued.")
     client = RawClient(project, replay, tmp_path / "log", "--approval", "auto-edit", answer=allow_once)
@@ -156,8 +163,13 @@ def test_modes_change_what_is_asked_and_sessions_are_listed_loaded_resumed_close
         # ask: the same write is asked about, and runs once allowed
         client.request("session/set_mode", {"sessionId": sid, "modeId": "ask"})
         assert prompt(sid, "tidy again")["result"]["stopReason"] == "end_turn"
-        asked = [m for m in client.received if m.get("method") == "session/request_permission"]
-        assert len(asked) == 1 and (project / "new.txt").read_text() == "one"
+        asked = [m["params"]["toolCall"] for m in client.received if m.get("method") == "session/request_permission"]
+        assert len(asked) == 2 and (project / "new.txt").read_text() == "one"
+        # what the person answers about: the new file as a diff the editor draws, the whole command fenced
+        assert asked[0]["content"] == [{"type": "diff", "path": str(project / "new.txt"), "newText": "one"}]
+        assert asked[1]["content"][0]["content"]["text"] == "````sh\necho a\necho '- b ```'\n````"
+        ran = [u for u in client.updates(sid) if u.get("toolCallId") == asked[1]["toolCallId"] and u.get("status") == "completed"]
+        assert ran[0]["content"][0]["content"]["text"].startswith("````\nExit code: 0\na\n- b ```\n")
         assert error_of(client.request("session/set_mode", {"sessionId": sid, "modeId": "yolo"}))[0] == -32602
 
         other_sid = client.request("session/new", {"cwd": str(other), "mcpServers": []})["result"]["sessionId"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
+from clovercode.acp.markdown import text_block
 from clovercode.acp.updates import kind_of, locations, title_of
 from clovercode.messages import Message
 
@@ -37,7 +38,7 @@ def history_updates(messages: list[Message], root: Path) -> Iterator[dict[str, A
             failed = message.content.startswith(FAILED_PREFIXES)
             yield {"sessionUpdate": "tool_call_update", "toolCallId": ids.pop(message.tool_call_id),
                    "status": "failed" if failed else "completed",
-                   "content": [{"type": "content", "content": {"type": "text", "text": message.content}}]}
+                   "content": [text_block(message.content)]}
 
 
 def _chunk(kind: str, text: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable
 
+from clovercode.acp.markdown import fenced
 from clovercode.actions.approval import ALWAYS, CANCEL, NO, YES, Reply
 from clovercode.actions.context import ApprovalRequest
 
@@ -24,6 +25,24 @@ def options(request: ApprovalRequest) -> list[dict[str, str]]:
     return [{"optionId": ALLOW_ONCE, "name": "Allow", "kind": "allow_once"},
             {"optionId": ALLOW_ALWAYS, "name": always, "kind": "allow_always"},
             {"optionId": REJECT_ONCE, "name": "Reject", "kind": "reject_once"}]
+
+
+def content(request: ApprovalRequest) -> list[dict[str, Any]]:
+    """Everything the person must see to answer, as ToolCallContent: the whole command (every line,
+    fenced), an edit's files as ``diff`` blocks the editor draws (the unified diff when it has none),
+    an MCP call's arguments. The one place ACP turns a pending action into what is shown."""
+    if request.kind == "command":
+        blocks = [{"type": "content", "content": {"type": "text", "text": fenced(request.title, "sh")}}]
+        if request.detail:
+            blocks.append({"type": "content", "content": {"type": "text", "text": request.detail}})
+        return blocks
+    if request.kind == "edit" and request.changes:
+        return [{"type": "diff", "path": path, "newText": new or "", **({"oldText": old} if old is not None else {})}
+                for path, old, new in request.changes]
+    if request.detail:
+        return [{"type": "content", "content": {"type": "text",
+                                                "text": fenced(request.detail, "diff" if request.kind == "edit" else "")}}]
+    return []
 
 
 def answer(outcome: Any) -> Reply:
@@ -46,10 +65,9 @@ class ClientAsk:
 
         running = self.current()
         call_id, title = running if running else ("approval", request.title)
-        detail = [{"type": "content", "content": {"type": "text", "text": request.detail}}] if request.detail else None
         tool_call = ToolCallUpdate.model_validate({
             "toolCallId": call_id, "title": title.splitlines()[0][:200] if title else request.kind,
-            "kind": KIND.get(request.kind, "other"), "status": "pending", "content": detail})
+            "kind": KIND.get(request.kind, "other"), "status": "pending", "content": content(request) or None})
         try:
             response = self.call("request_permission", session_id=self.session_id, tool_call=tool_call,
                                  options=[PermissionOption.model_validate(o) for o in options(request)], question=True)

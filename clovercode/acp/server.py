@@ -76,6 +76,11 @@ class LiveSession:
     mode: str = "ask"  # the ACP mode (modes.py)
     custom: dict[str, Any] = field(default_factory=dict)  # custom slash commands offered (slash.py)
 
+    def command_output(self, chunk: bytes) -> None:
+        mapper = self.mapper
+        if mapper is not None:
+            mapper.command_output(chunk)
+
     def approve(self, request: ApprovalRequest) -> bool:
         """The session's approver; a call allowed (asked or not) is running from now on."""
         assert self.approver is not None
@@ -205,7 +210,7 @@ class CloverAgent:
         if live.turn is not None:
             raise RequestError(-32600, "this session is already running a prompt; cancel it or wait for its answer")
         try:
-            task = check_task(prompt_text(prompt)).strip("\n")  # the REPL's and exec's one rule (taskinput.py)
+            task = check_task(prompt_text(prompt, live.root)).strip("\n")  # the REPL's and exec's one rule (taskinput.py)
         except CloverError as exc:
             raise _error(exc) from None
         slash = parse(task)
@@ -337,6 +342,7 @@ class CloverAgent:
         live.approver = ModeApprover(cfg["approval"], cfg["sandbox"] != "none", ask, cfg["permissions.allow"],
                                      lambda prefix: _remember(prefix, self.env, session))
         session.approve = live.approve
+        session.command_output = live.command_output
         session.files = writes
         if cfg["sandbox"] == "none":
             session.notices.insert(0, NO_SANDBOX_WARNING)

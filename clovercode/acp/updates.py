@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from clovercode.acp.clientfs import WriteLog
+from clovercode.acp.markdown import text_block
+from clovercode.acp.output import LiveOutput
 from clovercode.mcpservers.config import SEPARATOR
 from clovercode.trust.paths import inside_project
 from clovercode.ui.stream import StreamFilter
@@ -79,6 +81,7 @@ class UpdateMapper:
         self.lock = threading.Lock()
         self.current: tuple[str, str] | None = None  # the call being run (permission questions name it)
         self.last_format_error = ""  # an invalid call's error comes as its observation and as a format_error
+        self.live_output = LiveOutput(post)
 
     def emit(self, kind: str, **data: Any) -> None:
         handler = getattr(self, f"_on_{kind}", None)
@@ -89,6 +92,12 @@ class UpdateMapper:
         """The current call was allowed: it runs now."""
         if self.current is not None:
             self.post({"sessionUpdate": "tool_call_update", "toolCallId": self.current[0], "status": "in_progress"})
+
+    def command_output(self, chunk: bytes) -> None:
+        """A chunk of the running command's output (from the executor, on the worker thread)."""
+        current = self.current
+        if current is not None:
+            self.live_output.feed(current[0], chunk)
 
     def _say(self, text: str, thought: bool = False) -> None:
         if text:
@@ -124,6 +133,7 @@ class UpdateMapper:
             self._on_format_error(text)  # an invalid call never started: said once, among the reasoning
             return
         self.current = None
+        self.live_output.end()  # before the final update: a late partial one must not replace it
         content: list[dict[str, Any]] = []
         for written in (self.writes.take() if self.writes is not None else []):
             diff: dict[str, Any] = {"type": "diff", "path": str(written.path), "newText": written.new_text}
@@ -131,7 +141,7 @@ class UpdateMapper:
                 diff["oldText"] = written.old_text
             content.append(diff)
         if text:
-            content.append({"type": "content", "content": {"type": "text", "text": text}})
+            content.append(text_block(text))
         self.post({"sessionUpdate": "tool_call_update", "toolCallId": id, "status": "completed" if ok else "failed",
                    "content": content, **({"rawOutput": {"exit_code": data["exit_code"]}} if "exit_code" in data else {})})
 

@@ -31,6 +31,9 @@ class ApprovalRequest:
     title: str  # e.g. "edit src/app.py", the command line, or "SERVER: TOOL"
     detail: str = ""  # the diff, the sandbox the command runs in, or an MCP call's arguments
     rule: str = ""  # what "always" remembers, when narrower than the kind (an MCP call: that one tool)
+    # an edit's files as (absolute path, text before or None if created, text after or None if deleted):
+    # for front ends that draw a diff of their own (an editor's diff view), not only ``detail``
+    changes: tuple[tuple[str, "str | None", "str | None"], ...] = ()
 
 
 Approver = Callable[[ApprovalRequest], bool]
@@ -78,6 +81,7 @@ class ToolContext:
     guard: "FileGuard" = field(default_factory=_default_guard)
     bytecode: "BytecodeGuard | None" = None  # the user's __pycache__ for changed sources (made from root)
     files: "FileAccess" = field(default_factory=_disk_files)  # disk, or an editor's buffers (ACP)
+    output: "Callable[[bytes], None] | None" = None  # a command's output as it comes (an editor shows it live)
 
     def __post_init__(self) -> None:
         if self.bytecode is None:

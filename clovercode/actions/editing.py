@@ -74,7 +74,8 @@ def commit_changes(ctx: ToolContext, changes: Sequence[Change], notes: Sequence[
     diff = "\n".join(filter(None, (unified_diff(c) for c in changes)))
     labels = ", ".join(_label(c) for c in changes if not c.quiet)
     title = "edit " + labels
-    if not ctx.approve(ApprovalRequest("edit", title, diff)):
+    files = tuple((str(c.path), c.before.text if c.before else None, c.after) for c in changes if not c.quiet)
+    if not ctx.approve(ApprovalRequest("edit", title, diff, changes=files)):
         raise ToolError(f"The user declined the change ({title}). Ask what they want instead, or try another approach.")
     warning = ctx.checkpoint()
     done: list[tuple[Change, bytes | None]] = []

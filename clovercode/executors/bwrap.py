@@ -17,7 +17,7 @@ from typing import Mapping, Sequence
 
 from clovercode.errors import SandboxUnavailable
 from clovercode.executors.base import CommandResult
-from clovercode.executors.capture import run_captured
+from clovercode.executors.capture import OnOutput, run_captured
 from clovercode.executors.local import shell_argv
 from clovercode.sandboxing.argv import Layout, bwrap_argv, sandbox_env
 from clovercode.sandboxing.diagnose import INSTALL_HINT, diagnose, host_facts
@@ -67,7 +67,7 @@ class BwrapExecutor:
         return sandbox_env(self.policy, {**self.host_env, **(extra or {})})
 
     def run(self, command: str | Sequence[str], cwd: Path, timeout: float,
-            env: Mapping[str, str] | None = None) -> CommandResult:
+            env: Mapping[str, str] | None = None, on_output: OnOutput | None = None) -> CommandResult:
         layout = self.layout(cwd)
         read_fd, write_fd = os.pipe()
         status: dict = {}
@@ -75,7 +75,7 @@ class BwrapExecutor:
             try:
                 code, out, timed_out, omitted, seconds = run_captured(
                     self.argv(command, layout, write_fd), Path(layout.cwd), timeout, self.env(env),
-                    self.output_limit, pass_fds=(write_fd,))
+                    self.output_limit, pass_fds=(write_fd,), on_output=on_output)
             finally:  # also on Ctrl-C: the namespace ends and planted protected paths go
                 os.close(write_fd)
                 status = _read_status(read_fd)
