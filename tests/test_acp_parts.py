@@ -174,3 +174,41 @@ def test_without_the_acp_extra_the_command_says_what_to_install(monkeypatch) -> 
     with pytest.raises(UsageError) as caught:
         run_acp({}, False)
     assert "clovercode[acp]" in str(caught.value)
+
+
+def test_text_is_fenced_past_any_backticks_inside_it() -> None:
+    from clovercode.acp.markdown import fenced
+
+    assert fenced("- removed\n# heading") == "```\n- removed\n# heading\n```"
+    assert fenced("a ```` b\n", "sh") == "`````sh\na ```` b\n`````"
+
+
+def test_live_output_is_throttled_and_stops_with_the_call() -> None:
+    import time
+
+    from clovercode.acp.output import LiveOutput
+
+    posted: list[dict] = []
+    live = LiveOutput(posted.append, interval=0.05)
+    live.feed("c1", b"one\n")  # the first chunk goes at once
+    live.feed("c1", b"two \xc3")  # the rest waits for the interval; a character split across chunks
+    live.feed("c1", b"\xa9\n")
+    assert [p["content"][0]["content"]["text"] for p in posted] == ["```\none\n```"]
+    time.sleep(0.15)
+    assert posted[-1]["content"][0]["content"]["text"] == "```\none\ntwo é\n```" and len(posted) == 2
+    live.feed("c1", b"three\n")
+    live.feed("c1", b"four\n")
+    live.end()  # the observation follows: no late partial update may replace it
+    time.sleep(0.1)
+    assert len(posted) == 3 and {p["toolCallId"] for p in posted} == {"c1"}
+
+
+def test_permission_content_shows_the_whole_command_and_the_files() -> None:
+    from clovercode.acp.permissions import content
+    from clovercode.actions.context import ApprovalRequest
+
+    command = content(ApprovalRequest("command", "make\nrm -rf build", "runs in sandbox: workspace-write"))
+    assert [c["content"]["text"] for c in command] == ["```sh\nmake\nrm -rf build\n```", "runs in sandbox: workspace-write"]
+    edit = content(ApprovalRequest("edit", "edit a.py, b.py", "diff", changes=(("/p/a.py", "x\n", "y\n"), ("/p/b.py", None, "z"))))
+    assert edit == [{"type": "diff", "path": "/p/a.py", "oldText": "x\n", "newText": "y\n"},
+                    {"type": "diff", "path": "/p/b.py", "newText": "z"}]
