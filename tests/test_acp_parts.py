@@ -212,3 +212,34 @@ def test_permission_content_shows_the_whole_command_and_the_files() -> None:
     edit = content(ApprovalRequest("edit", "edit a.py, b.py", "diff", changes=(("/p/a.py", "x\n", "y\n"), ("/p/b.py", None, "z"))))
     assert edit == [{"type": "diff", "path": "/p/a.py", "oldText": "x\n", "newText": "y\n"},
                     {"type": "diff", "path": "/p/b.py", "newText": "z"}]
+
+
+def test_the_editor_configurations_in_the_docs_parse_and_name_real_options() -> None:
+    import json
+    import re
+
+    import typer
+
+    from clovercode.cli import app
+
+    docs = (Path(__file__).parent.parent / "docs" / "editors.md").read_text(encoding="utf-8")
+    command = typer.main.get_command(app).commands["acp"]  # type: ignore[attr-defined]
+    options = {opt for param in command.params for opt in param.opts}
+
+    def check(argv: list[str]) -> None:
+        assert argv[0].endswith("/clovercode") and argv[1] == "acp", argv
+        flags = [a for a in argv[2:] if a.startswith("--")]
+        assert flags and set(flags) <= options, (flags, options)
+
+    sections = dict(re.findall(r"\n## ([^\n]+)\n(.*?)(?=\n## |\Z)", docs, re.S))
+    for name in ("Zed", "JetBrains IDEs"):
+        block = re.search(r"```json\n(.*?)```", sections[name], re.S)
+        assert block is not None, name
+        server = json.loads(block.group(1))["agent_servers"]["clovercode"]
+        check([server["command"], *server["args"]])
+        assert server.get("type", "custom") == "custom" and server["env"] == {}
+    lua = re.search(r"```lua\n(.*?)```", sections["Neovim (CodeCompanion)"], re.S)
+    assert lua is not None
+    default = re.search(r"default = \{([^}]*)\}", lua.group(1))
+    assert default is not None
+    check(re.findall(r'"([^"]*)"', default.group(1)))
