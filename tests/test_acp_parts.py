@@ -243,3 +243,30 @@ def test_the_editor_configurations_in_the_docs_parse_and_name_real_options() -> 
     default = re.search(r"default = \{([^}]*)\}", lua.group(1))
     assert default is not None
     check(re.findall(r'"([^"]*)"', default.group(1)))
+
+
+def test_a_session_without_a_sandbox_says_so_and_runs(tmp_path: Path) -> None:
+    """The notices ACP adds are (category, text) as every front end's: a bare string broke the first task."""
+    import asyncio
+
+    from clovercode.acp.outbox import Outbox
+    from clovercode.acp.server import CloverAgent
+
+    from conftest import write_replay
+
+    replay = write_replay(tmp_path / "r.jsonl", "Hello.")
+    (tmp_path / "p").mkdir()
+    agent = CloverAgent({"model": f"replay:{replay}", "sandbox": "none", "approval": "full-auto"})
+    loop = asyncio.new_event_loop()
+    try:
+        live = agent._open_blocking(str(tmp_path / "p"), [], None, Outbox(loop))
+        assert [category for category, _ in live.session.notices] == ["sandbox", "approval"]
+        events: list[tuple[str, dict]] = []
+        sink = type("Sink", (), {"emit": lambda self, kind, **data: events.append((kind, data))})()
+        result = live.session.run_task("say hello", sink)
+    finally:
+        agent.close()
+        loop.close()
+    assert result.stop.value == "answered"
+    warned = [data["text"] for kind, data in events if kind == "warning"]
+    assert warned[0].startswith("WARNING: --sandbox none") and "still asked" in warned[1]

@@ -41,7 +41,7 @@ from clovercode.executors.select import NO_SANDBOX_WARNING
 from clovercode.session import Session, open_session, trajectory_dir
 from clovercode.taskinput import check_task
 
-from acp import PROTOCOL_VERSION, AgentSideConnection, RequestError, stdio_streams
+from acp import PROTOCOL_VERSION, RequestError, run_agent, stdio_streams
 from acp.schema import (AgentCapabilities, CloseSessionResponse, Implementation, InitializeResponse, ListSessionsResponse,
                         LoadSessionResponse, McpCapabilities, NewSessionResponse, PromptCapabilities, PromptResponse,
                         ResumeSessionResponse, SessionCapabilities, SessionModeState, SessionNotification,
@@ -345,9 +345,9 @@ class CloverAgent:
         session.command_output = live.command_output
         session.files = writes
         if cfg["sandbox"] == "none":
-            session.notices.insert(0, NO_SANDBOX_WARNING)
+            session.notices.insert(0, ("sandbox", NO_SANDBOX_WARNING))
         if live.approver.notice():
-            session.notices.append(live.approver.notice() or "")
+            session.notices.append(("approval", live.approver.notice() or ""))
         return live
 
     def _backend(self, cfg: Config) -> ModelBackend:
@@ -400,7 +400,7 @@ def _remember(prefix: str, env: Mapping[str, str], session: Session) -> None:
     try:
         add_rule(env, prefix)
     except CloverError as exc:
-        session.notices.append(f"the rule `{prefix}` holds for this session only: {exc}")
+        session.notices.append(("permissions", f"the rule `{prefix}` holds for this session only: {exc}"))
 
 
 async def serve(agent: CloverAgent, protocol_out: Any) -> None:
@@ -413,10 +413,8 @@ async def serve(agent: CloverAgent, protocol_out: Any) -> None:
         sys.stdout = shown
     transport = CheckedTransport(reader, writer, agent.cancel_prompt, {"session/delete": agent.delete_session},
                                  agent.answered)
-    # close, resume are "unstable" to SDK 0.12.1 but stable in the schema it was made from (v1.19)
-    conn = AgentSideConnection(agent, transport, listening=False, use_unstable_protocol=True)
     try:
-        await conn.listen()
+        # close and resume are "unstable" to SDK 0.12.1 but stable in the schema it was made from (v1.19)
+        await run_agent(agent, transport, use_unstable_protocol=True)
     finally:
-        await asyncio.shield(conn.close())
         await asyncio.to_thread(agent.close)
