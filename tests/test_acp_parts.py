@@ -270,3 +270,29 @@ def test_a_session_without_a_sandbox_says_so_and_runs(tmp_path: Path) -> None:
     assert result.stop.value == "answered"
     warned = [data["text"] for kind, data in events if kind == "warning"]
     assert warned[0].startswith("WARNING: --sandbox none") and "still asked" in warned[1]
+
+
+def test_a_closed_outbox_fails_what_is_posted_and_flush_returns() -> None:
+    """session/close while a turn runs: its last updates and its flush must not wait forever."""
+    import asyncio
+
+    from clovercode.acp.outbox import Outbox
+
+    async def run() -> None:
+        outbox = Outbox(asyncio.get_running_loop())
+        outbox.start()
+        sent: list[int] = []
+
+        async def one() -> None:
+            sent.append(1)
+
+        outbox.post(one)
+        await outbox.flush()
+        await outbox.close()
+        late = outbox.post(one)
+        await asyncio.wait_for(outbox.flush(), 1)
+        with pytest.raises(ConnectionError):
+            late.result(timeout=1)
+        assert sent == [1]
+
+    asyncio.run(run())

@@ -7,7 +7,7 @@ not UTF-8 JSON, ``-32600`` for JSON that is not a request, notification or respo
 the request's id when it has a usable one and ``null`` otherwise. The connection stays open.
 
 Three things the SDK (0.12.1) does not do are done here too: requests other than ``initialize`` are
-refused until ``initialize`` has been answered; ``$/cancel_request`` for a running ``session/prompt``
+refused until an ``initialize`` has come; ``$/cancel_request`` for a running ``session/prompt``
 cancels it (the prompt then answers ``cancelled``); methods the SDK does not route (``extra``) are
 answered by the agent's own coroutines.
 """
@@ -80,15 +80,11 @@ class CheckedTransport:
         self.answered = answered
         self.open_requests: dict[Any, tuple[str, Any]] = {}  # the client's requests not answered yet
         self.write_lock = asyncio.Lock()
-        self.initialized = False
-        self.initialize_ids: set[Any] = set()
+        self.initialized = False  # an initialize request with good params has come
         self.prompts: dict[Any, str] = {}  # a running session/prompt's request id -> its session
         self.tasks: set[asyncio.Task[None]] = set()
 
     async def send(self, message: dict[str, Any]) -> None:
-        if "method" not in message and message.get("id") in self.initialize_ids:
-            self.initialize_ids.discard(message["id"])
-            self.initialized = self.initialized or "result" in message
         request = None
         if "method" not in message:
             self.prompts.pop(message.get("id"), None)
@@ -172,7 +168,7 @@ class CheckedTransport:
             await self._error(ident, INVALID_PARAMS, found_params)
             return None
         if method == "initialize":
-            self.initialize_ids.add(ident)
+            self.initialized = True  # a client may send its next request before this one's answer
         elif method == "session/prompt" and isinstance(params, dict) and isinstance(params.get("sessionId"), str):
             self.prompts[ident] = params["sessionId"]
         self.open_requests[ident] = (method, params)
