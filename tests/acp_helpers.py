@@ -33,6 +33,7 @@ METHODS = {
     "session/close": ("CloseSessionRequest", "CloseSessionResponse"),
     "session/delete": ("DeleteSessionRequest", "DeleteSessionResponse"),
     "session/set_mode": ("SetSessionModeRequest", "SetSessionModeResponse"),
+    "session/set_config_option": ("SetSessionConfigOptionRequest", "SetSessionConfigOptionResponse"),
     "$/cancel_request": ("CancelRequestNotification", None),
 }
 

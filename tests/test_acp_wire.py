@@ -134,6 +134,8 @@ def test_modes_change_what_is_asked_and_sessions_are_listed_loaded_resumed_close
         sid = new["sessionId"]
         assert new["modes"]["currentModeId"] == "auto-edit"  # the configured approval mode
         assert [m["id"] for m in new["modes"]["availableModes"]] == ["read-only", "ask", "auto-edit", "full-auto"]
+        assert [(o["id"], o["category"], o["currentValue"]) for o in new["configOptions"]] == [
+            ("mode", "mode", "auto-edit"), ("reasoning", "thought_level", "on")]
         commands = client.wait(lambda m: m.get("method") == "session/update"
                                and m["params"]["update"]["sessionUpdate"] == "available_commands_update")
         assert commands["params"]["sessionId"] == sid
@@ -147,7 +149,8 @@ def test_modes_change_what_is_asked_and_sessions_are_listed_loaded_resumed_close
 
         # read-only: the write is refused without a question, and the model is told why
         assert client.request("session/set_mode", {"sessionId": sid, "modeId": "read-only"})["result"] == {}
-        assert client.updates(sid)[-1] == {"sessionUpdate": "current_mode_update", "currentModeId": "read-only"}
+        assert client.updates(sid)[-2] == {"sessionUpdate": "current_mode_update", "currentModeId": "read-only"}
+        assert client.updates(sid)[-1]["configOptions"][0]["currentValue"] == "read-only"  # the same, as an option
         assert prompt(sid, "tidy hello\nsecond line")["result"]["stopReason"] == "end_turn"
         asked = [m for m in client.received if m.get("method") == "session/request_permission"]
         failed = [u for u in client.updates(sid) if u.get("status") == "failed"]
@@ -160,8 +163,14 @@ def test_modes_change_what_is_asked_and_sessions_are_listed_loaded_resumed_close
         assert window["sessionUpdate"] == "usage_update" and 0 < window["used"] < window["size"]
         assert client.updates(sid)[-1]["sessionUpdate"] == "session_info_update"
         assert client.updates(sid)[-1]["title"] == "tidy hello"
-        # ask: the same write is asked about, and runs once allowed
-        client.request("session/set_mode", {"sessionId": sid, "modeId": "ask"})
+        # ask (chosen as a config option this time): the same write is asked about, and runs once allowed
+        options = client.request("session/set_config_option", {"sessionId": sid, "configId": "mode", "value": "ask"})
+        assert [o["currentValue"] for o in options["result"]["configOptions"]] == ["ask", "on"]
+        assert client.updates(sid)[-1] == {"sessionUpdate": "current_mode_update", "currentModeId": "ask"}
+        options = client.request("session/set_config_option", {"sessionId": sid, "configId": "reasoning", "value": "off"})
+        assert [o["currentValue"] for o in options["result"]["configOptions"]] == ["ask", "off"]
+        bad = client.request("session/set_config_option", {"sessionId": sid, "configId": "model", "value": "gpt"})
+        assert error_of(bad)[0] == -32602
         assert prompt(sid, "tidy again")["result"]["stopReason"] == "end_turn"
         asked = [m["params"]["toolCall"] for m in client.received if m.get("method") == "session/request_permission"]
         assert len(asked) == 2 and (project / "new.txt").read_text() == "one"

@@ -1,4 +1,8 @@
-"""The approval modes as ACP session modes, switched with ``session/set_mode``.
+"""The approval modes as ACP session modes, switched with ``session/set_mode``, and the session's
+config options (``session/set_config_option``): the same mode (category ``mode``, for clients that
+show config options instead of modes; the two are kept in step) and reasoning on or off (the
+``thinking`` setting, which the embedded engine and endpoints honour). There is no model option: one
+process serves one model, so there is nothing to choose between.
 
 ``ask``, ``auto-edit`` and ``full-auto`` are the approval modes of actions/approval.py (``ask`` is
 its ``suggest``); ``read-only`` lets the model read and search and refuses every edit, command and
@@ -47,3 +51,19 @@ def refuse_in_read_only(request: ApprovalRequest) -> None:
     what = {"command": "run commands", "mcp": "call MCP tools"}.get(request.kind, "change files")
     raise ToolError(f"This session is in read-only mode: it cannot {what}. Read and search the project, then say "
                     "what you would change; the person can switch modes in the editor.")
+
+
+MODE_OPTION, REASONING_OPTION = "mode", "reasoning"
+REASONING = {"on": True, "off": False}
+
+
+def config_options(mode: str, thinking: bool) -> list[dict[str, object]]:
+    """The SessionConfigOption list of a session, with its current values."""
+    return [
+        {"type": "select", "id": MODE_OPTION, "name": "Mode", "category": "mode", "currentValue": mode,
+         "description": "What runs without asking", "options": [{"value": m.id, "name": m.name, "description": m.description}
+                                                                 for m in MODES]},
+        {"type": "select", "id": REASONING_OPTION, "name": "Reasoning", "category": "thought_level",
+         "currentValue": "on" if thinking else "off", "description": "Let the model think before it acts",
+         "options": [{"value": "on", "name": "On"}, {"value": "off", "name": "Off"}]},
+    ]

@@ -22,7 +22,8 @@ from clovercode.acp.content import prompt_text
 from clovercode.acp.history import history_updates
 from clovercode.acp import saved as saved_sessions
 from clovercode.acp.mcp import join_client_servers
-from clovercode.acp.modes import BY_ID, READ_ONLY, mode_for_approval, mode_state, refuse_in_read_only
+from clovercode.acp.modes import (BY_ID, MODE_OPTION, READ_ONLY, REASONING, REASONING_OPTION, config_options,
+                                  mode_for_approval, mode_state, refuse_in_read_only)
 from clovercode.acp.outbox import Outbox
 from clovercode.acp.permissions import ClientAsk
 from clovercode.acp.slash import BUILTIN, available, custom_commands, parse, run_builtin, usage
@@ -45,7 +46,7 @@ from acp import PROTOCOL_VERSION, RequestError, run_agent, stdio_streams
 from acp.schema import (AgentCapabilities, CloseSessionResponse, Implementation, InitializeResponse, ListSessionsResponse,
                         LoadSessionResponse, McpCapabilities, NewSessionResponse, PromptCapabilities, PromptResponse,
                         ResumeSessionResponse, SessionCapabilities, SessionModeState, SessionNotification,
-                        SetSessionModeResponse)
+                        SetSessionConfigOptionResponse, SetSessionModeResponse)
 
 STDIO_LIMIT = 50 * 1024 * 1024  # one JSON-RPC line may carry a whole file
 NOT_FOUND = -32002  # ACP's "resource not found": an unknown session
@@ -126,7 +127,7 @@ class CloverAgent:
 
     async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **_: Any) -> NewSessionResponse:
         live = await self._open(cwd, mcp_servers or [], None)
-        return NewSessionResponse(session_id=live.id, modes=self._modes(live))
+        return NewSessionResponse(session_id=live.id, modes=self._modes(live), config_options=self._options(live))
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
                            **_: Any) -> LoadSessionResponse:
@@ -134,13 +135,13 @@ class CloverAgent:
         for update in history_updates(live.session.conversation.messages, live.root):
             live.post_update(update)
         await live.outbox.flush()  # the spec: answer once every entry of the conversation has been sent
-        return LoadSessionResponse(modes=self._modes(live))
+        return LoadSessionResponse(modes=self._modes(live), config_options=self._options(live))
 
     async def resume_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
                              **_: Any) -> ResumeSessionResponse:
         """session/load without the replay: the editor keeps its own copy of the conversation."""
         live = await self._open(cwd, mcp_servers or [], session_id)
-        return ResumeSessionResponse(modes=self._modes(live))
+        return ResumeSessionResponse(modes=self._modes(live), config_options=self._options(live))
 
     async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **_: Any) -> ListSessionsResponse:
         def listing() -> saved_sessions.Page:
@@ -182,6 +183,25 @@ class CloverAgent:
 
     async def set_session_mode(self, mode_id: str, session_id: str, **_: Any) -> SetSessionModeResponse:
         live = self._live(session_id)
+        self._switch_mode(live, mode_id)
+        live.post_update({"sessionUpdate": "config_option_update", "configOptions": self._option_list(live)})
+        await live.outbox.flush()
+        return SetSessionModeResponse()
+
+    async def set_config_option(self, config_id: str, session_id: str, value: Any, **_: Any) -> SetSessionConfigOptionResponse:
+        live = self._live(session_id)
+        if config_id == MODE_OPTION and isinstance(value, str):
+            self._switch_mode(live, value)
+        elif config_id == REASONING_OPTION and value in REASONING:
+            # read at the next task (session.generation_params), as a flag would set it
+            live.session.cfg = live.session.cfg.with_overrides({"thinking": REASONING[value]}, "the editor")
+        else:
+            raise RequestError(-32602, f"no value {value!r} for option {config_id!r}; "
+                               f"the options are {', '.join(o['id'] for o in self._option_list(live))}")
+        await live.outbox.flush()
+        return SetSessionConfigOptionResponse(config_options=self._options(live))
+
+    def _switch_mode(self, live: LiveSession, mode_id: str) -> None:
         mode = BY_ID.get(mode_id)
         if mode is None:
             raise RequestError(-32602, f"no mode {mode_id!r}; the modes are {', '.join(BY_ID)}")
@@ -189,11 +209,15 @@ class CloverAgent:
         if live.approver is not None and mode.approval is not None:
             live.approver.mode = mode.approval
         live.post_update({"sessionUpdate": "current_mode_update", "currentModeId": mode.id})
-        await live.outbox.flush()
-        return SetSessionModeResponse()
 
     def _modes(self, live: LiveSession) -> SessionModeState:
         return SessionModeState.model_validate(mode_state(live.mode))
+
+    def _option_list(self, live: LiveSession) -> list[dict[str, Any]]:
+        return config_options(live.mode, bool(live.session.cfg["thinking"]))
+
+    def _options(self, live: LiveSession) -> Any:
+        return SetSessionConfigOptionResponse.model_validate({"configOptions": self._option_list(live)}).config_options
 
     async def _close(self, live: LiveSession) -> None:
         if live.turn is not None:
