@@ -75,7 +75,9 @@ def test_bad_lines_are_answered_and_the_agent_and_its_turn_go_on(tmp_path: Path)
                    (b'{"jsonrpc":"2.0","id":true,"method":"session/list","params":{}}', None, -32600),
                    (b'{"jsonrpc":"2.0","method":5}', None, -32600),
                    (b'{"jsonrpc":"2.0","id":9,"method":"session/list","params":[1]}', 9, -32600),
-                   (b'{"jsonrpc":"2.0","id":10}', None, -32600)]
+                   (b'{"jsonrpc":"2.0","id":10}', None, -32600),
+                   (b"[" * 100000 + b"]" * 100000, None, -32700),  # deeper than any parser's recursion
+                   (b'{"jsonrpc":"2.0","id":"\\ud800","method":"session/nonexistent"}', "\ud800", -32601)]
         for line, ident, code in attacks:
             start = len(client.received)
             client.send_raw(line, answered_as=ident)

@@ -89,7 +89,9 @@ class CheckedTransport:
         if "method" not in message:
             self.prompts.pop(message.get("id"), None)
             request = self.open_requests.pop(message.get("id"), None)
-        data = (json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
+        # A lone surrogate (JSON's "\ud800", echoed in an id, or in a file's text) cannot be UTF-8; it
+        # can only sit inside a JSON string, where backslashreplace writes it as the same escape.
+        data = (json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
         async with self.write_lock:
             self.writer.write(data)
             await self.writer.drain()
@@ -148,6 +150,9 @@ class CheckedTransport:
             return None
         except ValueError as exc:
             await self._error(None, PARSE_ERROR, f"Parse error: {exc}")
+            return None
+        except RecursionError:  # valid JSON nested deeper than the parser recurses: the attack, not a message
+            await self._error(None, PARSE_ERROR, "Parse error: the JSON is nested too deeply")
             return None
         found = problem(message)
         if found is not None:  # answered even without an id: it is no valid notification either
