@@ -296,3 +296,38 @@ def test_a_closed_outbox_fails_what_is_posted_and_flush_returns() -> None:
         assert sent == [1]
 
     asyncio.run(run())
+
+
+def test_a_line_over_the_read_limit_is_skipped_and_answered() -> None:
+    import asyncio
+    import json
+
+    from clovercode.acp.transport import CheckedTransport
+
+    class Written:
+        def __init__(self) -> None:
+            self.lines: list[dict] = []
+
+        def write(self, data: bytes) -> None:
+            self.lines += [json.loads(line) for line in data.splitlines()]
+
+        async def drain(self) -> None:
+            return None
+
+    async def run() -> tuple[list[dict], dict | None, dict | None]:
+        reader = asyncio.StreamReader(limit=100)
+        writer = Written()
+
+        async def cancel(_: str) -> None:
+            return None
+
+        transport = CheckedTransport(reader, writer, cancel)  # type: ignore[arg-type]
+        reader.feed_data(b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"pad":"' + b"a" * 500 + b'"}}\n')
+        reader.feed_data(b'{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":1}}\n')
+        reader.feed_eof()
+        first = await transport.receive()
+        return writer.lines, first, await transport.receive()
+
+    written, first, end = asyncio.run(run())
+    assert [(m["id"], m["error"]["code"]) for m in written] == [(None, -32700)]
+    assert first is not None and first["id"] == 2 and end is None
