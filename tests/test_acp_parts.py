@@ -331,3 +331,27 @@ def test_a_line_over_the_read_limit_is_skipped_and_answered() -> None:
     written, first, end = asyncio.run(run())
     assert [(m["id"], m["error"]["code"]) for m in written] == [(None, -32700)]
     assert first is not None and first["id"] == 2 and end is None
+
+
+def test_the_plan_tool_is_the_editors_plan_live_and_replayed(tmp_path: Path) -> None:
+    from clovercode.acp.history import history_updates
+    from clovercode.acp.updates import UpdateMapper
+    from clovercode.messages import CallRecord, Message
+
+    steps = [{"step": "read the code", "status": "completed"}, {"step": "fix it", "status": "in_progress"}]
+    entries = [{"content": "read the code", "priority": "medium", "status": "completed"},
+               {"content": "fix it", "priority": "medium", "status": "in_progress"}]
+    posted: list[dict] = []
+    mapper = UpdateMapper(tmp_path, posted.append)
+    mapper.emit("tool_call", id="c1", name="update_plan", arguments={"plan": steps})
+    mapper.emit("plan", steps=steps)
+    mapper.emit("observation", id="c1", ok=True, text="Plan: 1/2 done", data={})
+    mapper.emit("tool_call", id="c2", name="update_plan", arguments={"plan": []})
+    mapper.emit("observation", id="c2", ok=False, text="Error: a plan needs a step", data={})
+    mapper.emit("plan", steps=[{"step": "x", "status": "maybe"}])  # not a plan ACP can show: nothing sent
+    assert posted[0] == {"sessionUpdate": "plan", "entries": entries}
+    assert [p["sessionUpdate"] for p in posted] == ["plan", "agent_thought_chunk"]  # no tool call for the plan
+    saved = [Message("user", "do it", tags=frozenset({"goal"})),
+             Message("assistant", "", tool_calls=(CallRecord("c1", "update_plan", {"plan": steps}),)),
+             Message("tool", "Plan: 1/2 done", tool_call_id="c1")]
+    assert list(history_updates(saved, tmp_path))[1] == {"sessionUpdate": "plan", "entries": entries}

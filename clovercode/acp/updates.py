@@ -28,7 +28,20 @@ KINDS = {"view_file": "read", "list_files": "search", "search_text": "search", "
          "write_file": "edit", "apply_patch": "edit", "run_command": "execute"}
 ASKED_KINDS = ("edit", "execute", "other")  # may wait for a permission answer before they run
 TITLE_CHARS = 200
+PLAN_TOOL = "update_plan"  # shown as the editor's plan (a ``plan`` update), not as a tool call
+PLAN_STATUSES = ("pending", "in_progress", "completed")
 QUIET_STOPS = ("finished", "answered", "interrupted")  # the turn's end says itself (or was asked for)
+
+
+def plan_update(steps: Any) -> dict[str, Any] | None:
+    """The ACP ``plan`` update of the plan tool's steps; None when they are not a plan."""
+    if not isinstance(steps, list) or not steps:
+        return None
+    entries = [{"content": str(item.get("step", "")), "priority": "medium", "status": item.get("status")}
+               for item in steps if isinstance(item, dict)]
+    if len(entries) != len(steps) or any(e["status"] not in PLAN_STATUSES or not e["content"] for e in entries):
+        return None
+    return {"sessionUpdate": "plan", "entries": entries}
 
 
 def kind_of(name: str) -> str:
@@ -81,6 +94,7 @@ class UpdateMapper:
         self.lock = threading.Lock()
         self.current: tuple[str, str] | None = None  # the call being run (permission questions name it)
         self.last_format_error = ""  # an invalid call's error comes as its observation and as a format_error
+        self.hidden: set[str] = set()  # plan tool calls: their plan is the update, not a tool call
         self.live_output = LiveOutput(post)
 
     def emit(self, kind: str, **data: Any) -> None:
@@ -116,8 +130,16 @@ class UpdateMapper:
         for kind, part in self.stream.flush():
             self._say(part, thought=kind == "reasoning")
 
+    def _on_plan(self, steps: Any = None, **_: Any) -> None:
+        update = plan_update(steps)
+        if update is not None:
+            self.post(update)
+
     def _on_tool_call(self, id: str, name: str, arguments: dict[str, Any], **_: Any) -> None:
         id = self.prefix + id
+        if name == PLAN_TOOL:
+            self.hidden.add(id)
+            return
         kind, title = kind_of(name), title_of(name, arguments)
         self.started[id] = title
         self.current = (id, title)
@@ -129,6 +151,11 @@ class UpdateMapper:
 
     def _on_observation(self, id: str, ok: bool, text: str, data: dict[str, Any], **_: Any) -> None:
         id = self.prefix + id
+        if id in self.hidden:
+            self.hidden.discard(id)
+            if not ok:
+                self._on_format_error(text)  # a plan the tool refused: said among the reasoning
+            return
         if id not in self.started:
             self._on_format_error(text)  # an invalid call never started: said once, among the reasoning
             return
