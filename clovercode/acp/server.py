@@ -21,9 +21,10 @@ from clovercode.acp.clientfs import ClientFiles, WriteLog
 from clovercode.acp.content import prompt_text
 from clovercode.acp.history import history_updates
 from clovercode.acp import saved as saved_sessions
+from clovercode.acp.live import LiveSession, live_title, project_of
 from clovercode.acp.mcp import join_client_servers
 from clovercode.acp.modes import (BY_ID, MODE_OPTION, READ_ONLY, REASONING, REASONING_OPTION, config_options,
-                                  mode_for_approval, mode_state, refuse_in_read_only)
+                                  mode_for_approval, mode_state)
 from clovercode.acp.outbox import Outbox
 from clovercode.acp.permissions import ClientAsk
 from clovercode.acp.slash import BUILTIN, available, custom_commands, parse, run_builtin, usage
@@ -31,7 +32,6 @@ from clovercode.acp.transport import CheckedTransport
 from clovercode.acp.turns import Turn, stop_reason
 from clovercode.acp.updates import UpdateMapper
 from clovercode.actions.approval import ModeApprover
-from clovercode.actions.context import ApprovalRequest
 from clovercode.actions.fileio import DiskFiles
 from clovercode.agent.trajectory import new_trajectory_path
 from clovercode.backends.base import ModelBackend
@@ -60,37 +60,6 @@ def _error(exc: CloverError) -> RequestError:
     code = NOT_FOUND if isinstance(exc, saved_sessions.SessionNotFound) else -32602 if isinstance(exc, UsageError) else -32603
     return RequestError(code, message,
                         {"hint": exc.hint} if exc.hint else None)
-
-
-@dataclass
-class LiveSession:
-    id: str
-    root: Path
-    session: Session
-    outbox: Outbox
-    writes: WriteLog
-    approver: ModeApprover | None = None
-    mapper: UpdateMapper | None = None
-    turn: Turn | None = None
-    turns: int = 0
-    post_update: Any = None  # set by the agent: queue one update for this session's client
-    mode: str = "ask"  # the ACP mode (modes.py)
-    custom: dict[str, Any] = field(default_factory=dict)  # custom slash commands offered (slash.py)
-
-    def command_output(self, chunk: bytes) -> None:
-        mapper = self.mapper
-        if mapper is not None:
-            mapper.command_output(chunk)
-
-    def approve(self, request: ApprovalRequest) -> bool:
-        """The session's approver; a call allowed (asked or not) is running from now on."""
-        assert self.approver is not None
-        if self.mode == READ_ONLY:
-            refuse_in_read_only(request)
-        allowed = self.approver(request)
-        if allowed and self.mapper is not None:
-            self.mapper.running()
-        return allowed
 
 
 @dataclass
@@ -145,7 +114,7 @@ class CloverAgent:
 
     async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **_: Any) -> ListSessionsResponse:
         def listing() -> saved_sessions.Page:
-            root = _project(cwd) if cwd is not None else None
+            root = project_of(cwd) if cwd is not None else None
             cfg = load_config(root, self.env, self.flags, self.trust_project)
             return saved_sessions.page(trajectory_dir(cfg, self.env), root, cursor)
 
@@ -328,7 +297,7 @@ class CloverAgent:
         return live
 
     def _open_blocking(self, cwd: str, mcp_servers: list[Any], load: str | None, outbox: Outbox) -> LiveSession:
-        root = _project(cwd)
+        root = project_of(cwd)
         cfg = join_client_servers(load_config(root, self.env, self.flags, self.trust_project), mcp_servers, root, self.env)
         backend = self._backend(cfg)
         session = open_session(root, cfg, interactive=True, backend=backend, env=self.env)
@@ -392,29 +361,10 @@ class CloverAgent:
             backend.close()
 
 
-def _project(cwd: str) -> Path:
-    path = Path(cwd)
-    if "\x00" in cwd or not path.is_absolute():
-        raise UsageError(f"cwd must be an absolute path, not {cwd[:200]!r}")
-    if not path.is_dir():
-        raise UsageError(f"project directory not found: {cwd[:200]}")
-    resolved = path.resolve()
-    if resolved == Path(resolved.anchor):
-        raise UsageError(f"{cwd} is the root of the filesystem, not a project",
-                         hint="Open a project folder in the editor; clovercode works inside the folder it is given.")
-    return resolved
-
-
 def _load_into(session: Session, cfg: Config, root: Path, ident: str, env: Mapping[str, str]) -> None:
     saved = saved_sessions.find(trajectory_dir(cfg, env), ident, root)
     session.conversation.messages[:] = saved.messages
     session.session_id = saved.session_id
-
-
-def live_title(live: LiveSession) -> str:
-    goals = [m.content for m in live.session.conversation.messages if m.role == "user" and "goal" in m.tags]
-    first = " ".join(goals[0].split("\n")[0].split()) if goals else ""
-    return first[:saved_sessions.TITLE_CHARS] or live.id
 
 
 def _remember(prefix: str, env: Mapping[str, str], session: Session) -> None:
