@@ -2,21 +2,14 @@
 
 Command output, file contents and diffs are not Markdown: a removed line (``- x``) would become a
 bullet and ``# x`` a heading. So they go in a code fence longer than any run of backticks inside
-them (CommonMark: a fence closes only on at least as many backticks), which no text can close early.
+them (trust/markdown.py), which no text can close early.
 """
 
 from __future__ import annotations
 
-import re
+from clovercode.trust.markdown import code_fence as fenced
 
-BACKTICKS = re.compile(r"`{3,}")
-
-
-def fenced(text: str, info: str = "") -> str:
-    longest = max((len(run) for run in BACKTICKS.findall(text)), default=2)
-    fence = "`" * max(3, longest + 1)
-    body = text if text.endswith("\n") or not text else text + "\n"
-    return f"{fence}{info}\n{body}{fence}"
+__all__ = ["fenced", "text_block"]
 
 
 def text_block(text: str) -> dict[str, object]:
