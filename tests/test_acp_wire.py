@@ -168,7 +168,7 @@ def test_modes_change_what_is_asked_and_sessions_are_listed_loaded_resumed_close
         # ask (chosen as a config option this time): the same write is asked about, and runs once allowed
         options = client.request("session/set_config_option", {"sessionId": sid, "configId": "mode", "value": "ask"})
         assert [o["currentValue"] for o in options["result"]["configOptions"]] == ["ask", "on"]
-        assert client.updates(sid)[-1] == {"sessionUpdate": "current_mode_update", "currentModeId": "ask"}
+        assert client.updates(sid)[-2] == {"sessionUpdate": "current_mode_update", "currentModeId": "ask"}
         options = client.request("session/set_config_option", {"sessionId": sid, "configId": "reasoning", "value": "off"})
         assert [o["currentValue"] for o in options["result"]["configOptions"]] == ["ask", "off"]
         bad = client.request("session/set_config_option", {"sessionId": sid, "configId": "model", "value": "gpt"})

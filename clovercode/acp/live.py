@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from clovercode.acp.clientfs import WriteLog
-from clovercode.acp.modes import READ_ONLY, refuse_in_read_only
+from clovercode.acp.modes import BY_ID, READ_ONLY, config_options, refuse_in_read_only
 from clovercode.acp.outbox import Outbox
 from clovercode.acp.saved import TITLE_CHARS
 from clovercode.acp.turns import Turn
@@ -33,6 +33,20 @@ class LiveSession:
     post_update: Any = None  # set by the agent: queue one update for this session's client
     mode: str = "ask"  # the ACP mode (modes.py)
     custom: dict[str, Any] = field(default_factory=dict)  # custom slash commands offered (slash.py)
+    call: Any = None  # call(method, question=False, **params): one request to the client, answered
+
+    def switch_mode(self, mode_id: str) -> None:
+        """Into mode ``mode_id`` (KeyError for no such mode), said to the client as the mode and as
+        the option; from any thread."""
+        mode = BY_ID[mode_id]
+        self.mode = mode.id
+        if self.approver is not None and mode.approval is not None:
+            self.approver.mode = mode.approval
+        self.post_update({"sessionUpdate": "current_mode_update", "currentModeId": mode.id})
+        self.post_update({"sessionUpdate": "config_option_update", "configOptions": self.options()})
+
+    def options(self) -> list[dict[str, Any]]:
+        return config_options(self.mode, bool(self.session.cfg["thinking"]))
 
     def command_output(self, chunk: bytes) -> None:
         mapper = self.mapper

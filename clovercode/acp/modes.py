@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from clovercode.actions.context import ApprovalRequest, ToolError
+from clovercode.settings import APPROVAL_MODES
 
 READ_ONLY = "read-only"
 
@@ -32,7 +33,8 @@ MODES = (
     Mode("ask", "Ask", "Asks before every edit, command and MCP tool call", "suggest"),
     Mode("auto-edit", "Auto-edit", "Applies edits; asks before commands and MCP tool calls", "auto-edit"),
     Mode("full-auto", "Full auto", "Applies edits and runs commands in the sandbox without asking", "full-auto"),
-)
+) + ((Mode("plan", "Plan", "Reads and writes a plan; nothing changes until you approve it", "plan"),)
+     if "plan" in APPROVAL_MODES else ())  # the approval mode the plan tool's branch (i38) adds
 BY_ID = {mode.id: mode for mode in MODES}
 
 

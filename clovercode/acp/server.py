@@ -23,10 +23,11 @@ from clovercode.acp.history import history_updates
 from clovercode.acp import saved as saved_sessions
 from clovercode.acp.live import LiveSession, live_title, project_of
 from clovercode.acp.mcp import join_client_servers
-from clovercode.acp.modes import (BY_ID, MODE_OPTION, READ_ONLY, REASONING, REASONING_OPTION, config_options,
+from clovercode.acp.modes import (BY_ID, MODE_OPTION, READ_ONLY, REASONING, REASONING_OPTION,
                                   mode_for_approval, mode_state)
 from clovercode.acp.outbox import Outbox
 from clovercode.acp.permissions import ClientAsk
+from clovercode.acp.planflow import PLAN, run_planned
 from clovercode.acp.slash import BUILTIN, available, custom_commands, parse, run_builtin, usage
 from clovercode.acp.transport import CheckedTransport
 from clovercode.acp.turns import Turn, stop_reason
@@ -153,7 +154,6 @@ class CloverAgent:
     async def set_session_mode(self, mode_id: str, session_id: str, **_: Any) -> SetSessionModeResponse:
         live = self._live(session_id)
         self._switch_mode(live, mode_id)
-        live.post_update({"sessionUpdate": "config_option_update", "configOptions": self._option_list(live)})
         await live.outbox.flush()
         return SetSessionModeResponse()
 
@@ -166,27 +166,20 @@ class CloverAgent:
             live.session.cfg = live.session.cfg.with_overrides({"thinking": REASONING[value]}, "the editor")
         else:
             raise RequestError(-32602, f"no value {value!r} for option {config_id!r}; "
-                               f"the options are {', '.join(o['id'] for o in self._option_list(live))}")
+                               f"the options are {', '.join(str(o['id']) for o in live.options())}")
         await live.outbox.flush()
         return SetSessionConfigOptionResponse(config_options=self._options(live))
 
     def _switch_mode(self, live: LiveSession, mode_id: str) -> None:
-        mode = BY_ID.get(mode_id)
-        if mode is None:
+        if mode_id not in BY_ID:
             raise RequestError(-32602, f"no mode {mode_id!r}; the modes are {', '.join(BY_ID)}")
-        live.mode = mode.id
-        if live.approver is not None and mode.approval is not None:
-            live.approver.mode = mode.approval
-        live.post_update({"sessionUpdate": "current_mode_update", "currentModeId": mode.id})
+        live.switch_mode(mode_id)
 
     def _modes(self, live: LiveSession) -> SessionModeState:
         return SessionModeState.model_validate(mode_state(live.mode))
 
-    def _option_list(self, live: LiveSession) -> list[dict[str, Any]]:
-        return config_options(live.mode, bool(live.session.cfg["thinking"]))
-
     def _options(self, live: LiveSession) -> Any:
-        return SetSessionConfigOptionResponse.model_validate({"configOptions": self._option_list(live)}).config_options
+        return SetSessionConfigOptionResponse.model_validate({"configOptions": live.options()}).config_options
 
     async def _close(self, live: LiveSession) -> None:
         if live.turn is not None:
@@ -215,7 +208,8 @@ class CloverAgent:
         live.mapper = UpdateMapper(live.root, live.post_update, live.writes, prefix=f"t{live.turns}-")
         live.turn = Turn()
         try:
-            result = await live.turn.run(lambda: live.session.run_task(task, live.mapper))
+            work = (lambda: run_planned(live, task)) if live.mode == PLAN else (lambda: live.session.run_task(task, live.mapper))
+            result = await live.turn.run(work)
         except CloverError as exc:  # e.g. the sandbox stopped working: this turn fails, the session stays
             raise _error(exc) from None
         finally:
@@ -324,7 +318,7 @@ class CloverAgent:
         both = self.fs_read and self.fs_write  # one without the other would see stale text after its own edits
         writes = WriteLog(ClientFiles(call, sid) if both else DiskFiles())
         live = LiveSession(sid, root, session, outbox, writes, mode=mode_for_approval(cfg["approval"]),
-                           custom=custom_commands(session))
+                           custom=custom_commands(session), call=call)
 
         def post_update(update: dict[str, Any]) -> None:
             model = SessionNotification.model_validate({"sessionId": sid, "update": update}).update

@@ -95,6 +95,7 @@ class UpdateMapper:
         self.current: tuple[str, str] | None = None  # the call being run (permission questions name it)
         self.last_format_error = ""  # an invalid call's error comes as its observation and as a format_error
         self.hidden: set[str] = set()  # plan tool calls: their plan is the update, not a tool call
+        self.planned = False  # the model wrote a plan in this task (plan mode then asks to start on it)
         self.live_output = LiveOutput(post)
 
     def emit(self, kind: str, **data: Any) -> None:
@@ -133,6 +134,7 @@ class UpdateMapper:
     def _on_plan(self, steps: Any = None, **_: Any) -> None:
         update = plan_update(steps)
         if update is not None:
+            self.planned = True
             self.post(update)
 
     def _on_tool_call(self, id: str, name: str, arguments: dict[str, Any], **_: Any) -> None:
