@@ -46,6 +46,10 @@ def approve_all(request: ApprovalRequest) -> bool:
     return True
 
 
+def no_events(kind: str, **data: Any) -> None:
+    return None
+
+
 def no_checkpoint() -> str | None:
     return None
 
@@ -82,6 +86,8 @@ class ToolContext:
     bytecode: "BytecodeGuard | None" = None  # the user's __pycache__ for changed sources (made from root)
     files: "FileAccess" = field(default_factory=_disk_files)  # disk, or an editor's buffers (ACP)
     output: "Callable[[bytes], None] | None" = None  # a command's output as it comes (an editor shows it live)
+    # The run's event stream, for what a tool has to show besides its observation (update_plan's plan).
+    emit: Callable[..., None] = no_events
 
     def __post_init__(self) -> None:
         if self.bytecode is None:
