@@ -106,9 +106,14 @@ def test_bad_lines_are_answered_and_the_agent_and_its_turn_go_on(tmp_path: Path)
 
 
 def allow_once(request: dict) -> dict:
+    """The person's answer: the allow_once option of every question (the plan's: start, asking first)."""
     if request["method"] == "session/request_permission":
-        return {"outcome": {"outcome": "selected", "optionId": "allow-once"}}
+        chosen = next(o["optionId"] for o in request["params"]["options"] if o["kind"] == "allow_once")
+        return {"outcome": {"outcome": "selected", "optionId": chosen}}
     return {}
+
+
+PLAN = [{"step": "Read the code", "status": "completed"}, {"step": "Fix it", "status": "pending"}]
 
 
 def test_modes_change_what_is_asked_and_sessions_are_listed_loaded_resumed_closed_deleted(tmp_path: Path,
@@ -127,6 +132,10 @@ def test_modes_change_what_is_asked_and_sessions_are_listed_loaded_resumed_close
         tool_call_text("write_file", path="new.txt", content="one"), "Refused in read-only.",
         tool_call_text("write_file", path="new.txt", content="one"),
         tool_call_text("run_command", command="echo a\necho '- b ```'"), "Written.",
+        # plan mode: a change is refused unasked, the plan is the editor's, then approved and carried out
+        tool_call_text("write_file", path="early.txt", content="too soon"),
+        tool_call_text("update_plan", plan=json.dumps(PLAN)), "Here is the plan.",
+        tool_call_text("write_file", path="planned.txt", content="done"), "Carried out.",
         "The other project's answer.",
         "Continued.")
     client = RawClient(project, replay, tmp_path / "log", "--approval", "auto-edit", answer=allow_once)
@@ -135,7 +144,7 @@ def test_modes_change_what_is_asked_and_sessions_are_listed_loaded_resumed_close
         new = client.request("session/new", {"cwd": str(project), "mcpServers": []})["result"]
         sid = new["sessionId"]
         assert new["modes"]["currentModeId"] == "auto-edit"  # the configured approval mode
-        assert [m["id"] for m in new["modes"]["availableModes"]] == ["read-only", "ask", "auto-edit", "full-auto"]
+        assert [m["id"] for m in new["modes"]["availableModes"]] == ["read-only", "ask", "auto-edit", "full-auto", "plan"]
         assert [(o["id"], o["category"], o["currentValue"]) for o in new["configOptions"]] == [
             ("mode", "mode", "auto-edit"), ("reasoning", "thought_level", "on")]
         commands = client.wait(lambda m: m.get("method") == "session/update"
@@ -173,6 +182,7 @@ def test_modes_change_what_is_asked_and_sessions_are_listed_loaded_resumed_close
         assert [o["currentValue"] for o in options["result"]["configOptions"]] == ["ask", "off"]
         bad = client.request("session/set_config_option", {"sessionId": sid, "configId": "model", "value": "gpt"})
         assert error_of(bad)[0] == -32602
+
         assert prompt(sid, "tidy again")["result"]["stopReason"] == "end_turn"
         asked = [m["params"]["toolCall"] for m in client.received if m.get("method") == "session/request_permission"]
         assert len(asked) == 2 and (project / "new.txt").read_text() == "one"
@@ -181,6 +191,21 @@ def test_modes_change_what_is_asked_and_sessions_are_listed_loaded_resumed_close
         assert asked[1]["content"][0]["content"]["text"] == "````sh\necho a\necho '- b ```'\n````"
         ran = [u for u in client.updates(sid) if u.get("toolCallId") == asked[1]["toolCallId"] and u.get("status") == "completed"]
         assert ran[0]["content"][0]["content"]["text"].startswith("````\nExit code: 0\na\n- b ```\n")
+
+        client.request("session/set_mode", {"sessionId": sid, "modeId": "plan"})
+        before = len(client.received)
+        assert prompt(sid, "plan the change")["result"]["stopReason"] == "end_turn"
+        during = client.received[before:]
+        kinds = [m["params"]["update"]["sessionUpdate"] if m.get("method") == "session/update" else m.get("method")
+                 for m in during]
+        plans = [m["params"]["update"] for m in during if kinds[during.index(m)] == "plan"]
+        assert plans[0]["entries"][1] == {"content": "Fix it", "priority": "medium", "status": "pending"}
+        questions = [m["params"] for m in during if m.get("method") == "session/request_permission"]
+        assert [q["toolCall"]["kind"] for q in questions] == ["switch_mode", "edit"]  # the early write was not asked
+        assert kinds.index("plan") < kinds.index("session/request_permission")
+        assert not (project / "early.txt").exists() and (project / "planned.txt").read_text() == "done"
+        modes = [m["params"]["update"]["currentModeId"] for m in during if kinds[during.index(m)] == "current_mode_update"]
+        assert modes == ["ask"]  # approved, asking first: the plan's question chose the mode
         assert error_of(client.request("session/set_mode", {"sessionId": sid, "modeId": "yolo"}))[0] == -32602
 
         other_sid = client.request("session/new", {"cwd": str(other), "mcpServers": []})["result"]["sessionId"]
