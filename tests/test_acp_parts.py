@@ -205,11 +205,12 @@ def test_live_output_is_throttled_and_stops_with_the_call() -> None:
 
 def test_permission_content_shows_the_whole_command_and_the_files() -> None:
     from clovercode.acp.permissions import content
-    from clovercode.actions.context import ApprovalRequest
+    from clovercode.actions.context import ApprovalRequest, FileChange
 
-    command = content(ApprovalRequest("command", "make\nrm -rf build", "runs in sandbox: workspace-write"))
+    command = content(ApprovalRequest("command", "make\nrm -rf build", "runs in sandbox: workspace-write"), Path("/p"))
     assert [c["content"]["text"] for c in command] == ["```sh\nmake\nrm -rf build\n```", "runs in sandbox: workspace-write"]
-    edit = content(ApprovalRequest("edit", "edit a.py, b.py", "diff", changes=(("/p/a.py", "x\n", "y\n"), ("/p/b.py", None, "z"))))
+    changes = (FileChange("a.py", "x\n", "y\n"), FileChange("b.py", None, "z"))
+    edit = content(ApprovalRequest("edit", "edit a.py, b.py", "diff", changes=changes), Path("/p"))
     assert edit == [{"type": "diff", "path": "/p/a.py", "oldText": "x\n", "newText": "y\n"},
                     {"type": "diff", "path": "/p/b.py", "newText": "z"}]
 

@@ -7,6 +7,7 @@ the turn) stops the run as Ctrl-C at the REPL's prompt does."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any, Callable
 
 from clovercode.acp.markdown import fenced
@@ -27,7 +28,7 @@ def options(request: ApprovalRequest) -> list[dict[str, str]]:
             {"optionId": REJECT_ONCE, "name": "Reject", "kind": "reject_once"}]
 
 
-def content(request: ApprovalRequest) -> list[dict[str, Any]]:
+def content(request: ApprovalRequest, root: Path) -> list[dict[str, Any]]:
     """Everything the person must see to answer, as ToolCallContent: the whole command (every line,
     fenced), an edit's files as ``diff`` blocks the editor draws (the unified diff when it has none),
     an MCP call's arguments. The one place ACP turns a pending action into what is shown."""
@@ -36,9 +37,9 @@ def content(request: ApprovalRequest) -> list[dict[str, Any]]:
         if request.detail:
             blocks.append({"type": "content", "content": {"type": "text", "text": request.detail}})
         return blocks
-    if request.kind == "edit" and request.changes:
-        return [{"type": "diff", "path": path, "newText": new or "", **({"oldText": old} if old is not None else {})}
-                for path, old, new in request.changes]
+    if request.kind == "edit" and request.changes:  # the editor wants absolute paths; the request's are the project's
+        return [{"type": "diff", "path": str(root / c.path), "newText": c.new or "",
+                 **({"oldText": c.old} if c.old is not None else {})} for c in request.changes]
     if request.detail:
         return [{"type": "content", "content": {"type": "text",
                                                 "text": fenced(request.detail, "diff" if request.kind == "edit" else "")}}]
@@ -57,8 +58,9 @@ class ClientAsk:
     (its id and title), so the client shows the question on that call; ``call`` sends the request
     and waits for the answer (outbox.Outbox.call)."""
 
-    def __init__(self, session_id: str, call: Callable[..., Any], current: Callable[[], "tuple[str, str] | None"]):
-        self.session_id, self.call, self.current = session_id, call, current
+    def __init__(self, session_id: str, call: Callable[..., Any], current: Callable[[], "tuple[str, str] | None"],
+                 root: Path):
+        self.session_id, self.call, self.current, self.root = session_id, call, current, root
 
     def __call__(self, request: ApprovalRequest) -> Reply:
         from acp.schema import PermissionOption, ToolCallUpdate
@@ -67,7 +69,7 @@ class ClientAsk:
         call_id, title = running if running else ("approval", request.title)
         tool_call = ToolCallUpdate.model_validate({
             "toolCallId": call_id, "title": title.splitlines()[0][:200] if title else request.kind,
-            "kind": KIND.get(request.kind, "other"), "status": "pending", "content": content(request) or None})
+            "kind": KIND.get(request.kind, "other"), "status": "pending", "content": content(request, self.root) or None})
         try:
             response = self.call("request_permission", session_id=self.session_id, tool_call=tool_call,
                                  options=[PermissionOption.model_validate(o) for o in options(request)], question=True)

@@ -325,7 +325,7 @@ class CloverAgent:
             outbox.post(lambda: conn.session_update(session_id=sid, update=model))
 
         live.post_update = post_update
-        ask = ClientAsk(sid, call, lambda: live.mapper.current if live.mapper is not None else None)
+        ask = ClientAsk(sid, call, lambda: live.mapper.current if live.mapper is not None else None, root)
         live.approver = ModeApprover(cfg["approval"], cfg["sandbox"] != "none", ask, cfg["permissions.allow"],
                                      lambda prefix: _remember(prefix, self.env, session))
         session.approve = live.approve
