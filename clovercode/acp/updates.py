@@ -63,8 +63,10 @@ def title_of(name: str, arguments: dict[str, Any]) -> str:
         text = f"{name} {arguments['path']}"
     else:
         text = name
-    first = text.splitlines()[0] if text.strip() else name
-    return first[:TITLE_CHARS] + ("…" if len(first) > TITLE_CHARS else "")
+    lines = text.splitlines() if text.strip() else [name]
+    first = lines[0][:TITLE_CHARS] + ("…" if len(lines[0]) > TITLE_CHARS else "")
+    # a title never passes for the whole command: the lines after the first are counted
+    return first + (f" (+{len(lines) - 1} more lines)" if len(lines) > 1 else "")
 
 
 def locations(root: Path, arguments: dict[str, Any]) -> list[dict[str, Any]]:
