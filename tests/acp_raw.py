@@ -83,6 +83,11 @@ class RawClient:
             if done(message):
                 return message
 
+    def answer_to(self, ident: int, timeout: float = 60) -> dict[str, Any]:
+        """The answer to request ``ident``, also when an earlier wait read past it."""
+        found = [m for m in list(self.received) if "method" not in m and m.get("id") == ident]
+        return found[0] if found else self.wait(lambda m: "method" not in m and m.get("id") == ident, timeout)
+
     def updates(self, session: str | None = None) -> list[dict[str, Any]]:
         return [m["params"]["update"] for m in self.received if m.get("method") == "session/update"
                 and (session is None or m["params"]["sessionId"] == session)]

@@ -40,6 +40,7 @@ def test_bad_lines_are_answered_and_the_agent_and_its_turn_go_on(tmp_path: Path)
         tool_call_text("run_command", command="echo '# first-line'; echo started > started.txt; sleep 3; echo late > late.txt"),
         "The first command ran.",
         tool_call_text("run_command", command=f"echo going > going.txt; sleep {SLEEP}"),
+        tool_call_text("run_command", command=f"echo closing > closing.txt; sleep {SLEEP}"),
         "never reached")
     client = RawClient(project, replay, tmp_path / "log", "--approval", "full-auto")
     try:
@@ -100,6 +101,17 @@ def test_bad_lines_are_answered_and_the_agent_and_its_turn_go_on(tmp_path: Path)
         answer = client.wait(lambda m: m.get("id") == prompt, timeout=20)
         assert answer["result"]["stopReason"] == "cancelled"
         assert sleeping() == []
+
+        # session/close mid-turn: the turn is cancelled and answered, the session gone
+        prompt = client.start("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "third"}]})
+        for _ in range(300):
+            if (project / "closing.txt").exists():
+                break
+            time.sleep(0.02)
+        assert client.request("session/close", {"sessionId": sid}, timeout=20)["result"] == {}
+        answer = client.answer_to(prompt, timeout=20)
+        assert answer["result"]["stopReason"] == "cancelled" and sleeping() == []
+        assert error_of(client.request("session/cancel_me", {}, bad=True))[0] == -32601  # still answering
     finally:
         assert client.close() == 0
     assert client.checker.problems() == []
