@@ -6,16 +6,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from clovercode.actions.toolerror import ToolError  # noqa: F401  (its callers import it from here)
 from clovercode.executors.base import Executor
 
 if TYPE_CHECKING:
     from clovercode.actions.bytecode import BytecodeGuard
     from clovercode.actions.fileio import FileAccess
     from clovercode.actions.guards import FileGuard, FileStamps
-
-
-class ToolError(Exception):
-    """A tool could not do what was asked; the message is written for the model."""
 
 
 @dataclass(frozen=True)

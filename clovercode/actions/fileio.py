@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from clovercode.actions.context import ToolError
+from clovercode.actions.toolerror import ToolError
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 TEMP_SUFFIX = ".clovercode-tmp"

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from clovercode.actions.context import ToolError
+from clovercode.actions.toolerror import ToolError
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -189,6 +190,23 @@ class _LazyDefinitions:
             return Definition(*self.rows[index])
         except TypeError:  # a damaged row
             return Definition("?", "?", 0, "?")
+
+
+# Runs a module in a fresh interpreter that imports this very clovercode: isolated mode (-I) keeps
+# PYTHONPATH, the user site and the current directory out of sys.path, and the package's parent is
+# put first only when the interpreter would not find it anyway (a checkout, not an installation;
+# putting site-packages first would shadow the standard library).
+_BOOT = ("import runpy, sys\n"
+         "parent = sys.argv.pop(1)\n"
+         "parent in sys.path or sys.path.insert(0, parent)\n"
+         "del sys.argv[0]\n"
+         "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n")
+
+
+def python_argv(module: str, *args: str) -> list[str]:
+    """argv that runs ``python -m module args`` with this process's clovercode."""
+    parent = str(Path(__file__).resolve().parents[2])
+    return [sys.executable, "-I", "-c", _BOOT, parent, module, *args]
 
 
 def tree_fingerprint(selection: Selection, options: IndexOptions) -> str:
@@ -424,8 +442,6 @@ def parse_in_worker(items: list[tuple[str, str, str]], keep_generated: bool = Fa
 def _worker_columns(items: list[tuple[str, str, str]], keep_generated: bool) -> dict[str, Columns]:
     """JSON lines both ways, so any file name survives; the worker sends the cache's columns, which
     the parent stores as they are."""
-    from clovercode.context.worker import python_argv
-
     argv = python_argv("clovercode.context.worker", *(["--keep-generated"] if keep_generated else []))
     try:
         proc = subprocess.run(argv, capture_output=True, text=True,

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from clovercode.agent.events import EventSink
+from clovercode.events import EventSink
 from clovercode.messages import Message
-from clovercode.agent.prompts import Conversation
+from clovercode.conversation import Conversation
 from clovercode.context.compaction import (GOAL, KEEP_TAGS, CompactionBudget, compact, head_tail, shorten_observations)
 from clovercode.context.instructions import InstructionFile, outside_note, read_instructions, render_instructions
 from clovercode.context.tokens import MESSAGE_OVERHEAD, TokenCounter
