@@ -1,0 +1,362 @@
+"""The project view: the one place that opens, lists, walks, writes, renames or deletes a project
+path on the host.
+
+A repository names its own files and a sandboxed command can make links, so a path "in the project"
+by name may lead anywhere: ``docs/notes.md -> ../../.ssh/id_rsa``, ``__pycache__ -> ~/other/__pycache__``.
+Every path is resolved beneath the root the way Linux ``openat2(RESOLVE_BENEATH)`` does: one component
+at a time, a link followed only while every step stays beneath the root, ``..`` never above it. The
+result is then opened through a chain of directory descriptors with ``O_NOFOLLOW`` on every
+component, so a link swapped in after the check is refused instead of followed. The host's secret
+rules (sandbox/secrets.toml, as absolute patterns) apply to the resolved target, not the link's
+name. Listings and walks leave out whatever leads outside; direct access to it raises
+:class:`OutsideProject`. Callers get data (bytes, names, kinds), never a path to open themselves.
+docs/security.md, "The project view".
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import os
+import secrets as _secrets
+import stat as statmod
+from pathlib import Path
+from typing import Iterable, Iterator
+
+MAX_LINKS = 40  # as the kernel's own limit on links in one lookup
+TEMP_SUFFIX = ".clovercode-tmp"
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class OutsideProject(OSError):
+    """A path that is not beneath the project root once its links are followed."""
+
+    def __init__(self, given: str, why: str = "leads outside the project"):
+        super().__init__(errno.EXDEV, why, given)
+
+
+class SecretPath(OSError):
+    """A path whose resolved target matches the host's secret rules."""
+
+    def __init__(self, given: str):
+        super().__init__(errno.EACCES, "holds credentials or other secrets", given)
+
+
+class ProjectView:
+    """Reads and writes beneath ``root``; ``secrets``: absolute glob patterns of host secrets."""
+
+    def __init__(self, root: Path | str, secrets: Iterable[str] = ()):
+        self.given_root = os.path.abspath(os.fspath(root))
+        self.root = Path(os.path.realpath(self.given_root))
+        self.secrets = tuple(secrets)
+
+    # -- resolution ---------------------------------------------------------------------------------
+
+    def parts(self, given: Path | str, *, follow_last: bool = True) -> list[str]:
+        """The components beneath the root ``given`` resolves to (links inside followed), or
+        :class:`OutsideProject`. Missing components are kept as named (a file to be created)."""
+        text = os.fspath(given)
+        if "\x00" in text:
+            raise OutsideProject(text, "contains a NUL byte")
+        todo = self._below_root(text, text)
+        todo.reverse()
+        done: list[str] = []
+        links = 0
+        while todo:
+            name = todo.pop()
+            if name in ("", "."):
+                continue
+            if name == "..":
+                if not done:
+                    raise OutsideProject(text)
+                done.pop()
+                continue
+            if not todo and not follow_last:
+                done.append(name)
+                break
+            try:
+                st = os.lstat(os.path.join(self.root, *done, name))
+            except (OSError, ValueError):
+                done.append(name)  # absent (or not a directory): nothing below it can be a link
+                continue
+            if not statmod.S_ISLNK(st.st_mode):
+                done.append(name)
+                continue
+            links += 1
+            if links > MAX_LINKS:
+                raise OutsideProject(text, "has too many levels of links")
+            target = os.readlink(os.path.join(self.root, *done, name))
+            if target.startswith("/"):
+                done = []  # an absolute link is followed only when it names a place beneath the root
+            todo.extend(reversed(self._below_root(target, text) if target.startswith("/") else target.split("/")))
+        return done
+
+    def _below_root(self, text: str, given: str) -> list[str]:
+        if not os.path.isabs(text):
+            return text.split("/")
+        normal = os.path.normpath(text)
+        for base in dict.fromkeys((str(self.root), self.given_root)):
+            if normal == base or normal.startswith(base.rstrip("/") + "/"):
+                return normal[len(base):].split("/")
+        raise OutsideProject(given)
+
+    def resolve(self, given: Path | str) -> Path:
+        """The absolute path beneath the root that ``given`` leads to (for identity and messages)."""
+        return self.root.joinpath(*self.parts(given))
+
+    def find(self, given: Path | str) -> Path | None:
+        """:meth:`resolve`, or None when ``given`` leads outside."""
+        try:
+            return self.resolve(given)
+        except OutsideProject:
+            return None
+
+    def rel(self, given: Path | str) -> str:
+        """The resolved project-relative path (posix), '.' for the root."""
+        return "/".join(self.parts(given)) or "."
+
+    def is_secret(self, path: Path | str) -> bool:
+        text = os.fspath(path)
+        candidates = [text, *(str(p) for p in Path(text).parents)]
+        return any(fnmatch.fnmatchcase(c, pattern) for pattern in self.secrets for c in candidates)
+
+    def kind(self, given: Path | str) -> str | None:
+        """'file', 'dir' or 'other' for what ``given`` resolves to; None when it is absent or leads
+        outside. Secret or not: that a file exists is no secret, its bytes are."""
+        try:
+            st = self._stat(self.parts(given))
+        except OSError:
+            return None
+        if statmod.S_ISREG(st.st_mode):
+            return "file"
+        return "dir" if statmod.S_ISDIR(st.st_mode) else "other"
+
+    # -- descriptors --------------------------------------------------------------------------------
+
+    def _open_dir(self, parts: list[str], *, create: bool = False) -> int:
+        """A descriptor of the directory ``parts``, reached without following any link."""
+        fd = os.open(self.root, _DIR)
+        try:
+            for name in parts:
+                if create:
+                    try:
+                        os.mkdir(name, 0o777, dir_fd=fd)
+                    except FileExistsError:
+                        pass
+                try:
+                    nfd = os.open(name, _DIR, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno == errno.ELOOP:  # a link swapped in after the lookup
+                        raise OutsideProject(os.path.join(*parts), "became a link") from None
+                    raise
+                os.close(fd)
+                fd = nfd
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _checked(self, given: Path | str, follow_last: bool = True) -> list[str]:
+        parts = self.parts(given, follow_last=follow_last)
+        if self.secrets and self.is_secret(self.root.joinpath(*parts)):
+            raise SecretPath(os.fspath(given))
+        return parts
+
+    # -- reading ------------------------------------------------------------------------------------
+
+    def stat(self, given: Path | str) -> os.stat_result:
+        return self._stat(self._checked(given))
+
+    def _stat(self, parts: list[str]) -> os.stat_result:
+        if not parts:
+            return os.stat(self.root)
+        fd = self._open_dir(parts[:-1])
+        try:
+            return os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+        finally:
+            os.close(fd)
+
+    def read_bytes(self, given: Path | str, limit: int | None = None) -> bytes:
+        """The file's bytes; with ``limit``, at most ``limit + 1`` of them (the caller sees it is too big)."""
+        parts = self._checked(given)
+        if not parts:
+            raise IsADirectoryError(errno.EISDIR, "is a directory", os.fspath(given))
+        dfd = self._open_dir(parts[:-1])
+        try:
+            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise OutsideProject(os.fspath(given), "became a link") from None
+            raise
+        finally:
+            os.close(dfd)
+        with os.fdopen(fd, "rb") as handle:
+            st = os.fstat(fd)
+            if statmod.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(errno.EISDIR, "is a directory", os.fspath(given))
+            if not statmod.S_ISREG(st.st_mode):  # a FIFO or device would block or never end
+                raise OSError(errno.EINVAL, "is not a regular file", os.fspath(given))
+            return handle.read() if limit is None else handle.read(limit + 1)
+
+    def read_text(self, given: Path | str, limit: int | None = None) -> str:
+        return self.read_bytes(given, limit).decode("utf-8", errors="replace")
+
+    def listdir(self, given: Path | str = ".") -> list[tuple[str, str]]:
+        """(name, kind) of each entry of a directory, sorted; entries leading outside (or secret) left out.
+        A link inside the project is listed as what it leads to."""
+        parts = self._checked(given)
+        fd = self._open_dir(parts)
+        try:
+            names = sorted(os.listdir(fd))
+            out = []
+            for name in names:
+                try:
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except OSError:
+                    continue
+                if statmod.S_ISLNK(st.st_mode):
+                    kind = self.kind("/".join([*parts, name]))
+                    if kind is None:
+                        continue  # leads outside, or dangling
+                    if self.secrets and self.is_secret(self.resolve("/".join([*parts, name]))):
+                        continue
+                elif self.secrets and self.is_secret(self.root.joinpath(*parts, name)):
+                    continue
+                else:
+                    kind = "file" if statmod.S_ISREG(st.st_mode) else "dir" if statmod.S_ISDIR(st.st_mode) else "other"
+                out.append((name, kind))
+            return out
+        finally:
+            os.close(fd)
+
+    def walk(self, given: Path | str = ".", skip_dirs: Iterable[str] = (), max_dirs: int | None = None) -> Iterator[str]:
+        """Project-relative paths of the files below ``given``, depth first, sorted per directory.
+        Directory links are not descended (a loop, or another view of the same files); links to
+        files are given when they stay inside; ``skip_dirs``: directory names not entered."""
+        skip = frozenset(skip_dirs)
+        try:
+            start = self._checked(given)
+        except OSError:
+            return
+        stack = [start]
+        seen = 0
+        while stack:
+            parts = stack.pop()
+            seen += 1
+            if max_dirs is not None and seen > max_dirs:
+                return
+            try:
+                entries = self.listdir("/".join(parts) or ".")
+            except OSError:
+                continue
+            below = []
+            for name, kind in entries:
+                rel_parts = [*parts, name]
+                if kind == "file":
+                    yield "/".join(rel_parts)
+                elif kind == "dir" and name not in skip and not self._is_link(rel_parts):
+                    below.append(rel_parts)
+            stack.extend(reversed(below))
+
+    def _is_link(self, parts: list[str]) -> bool:
+        return os.path.islink(os.path.join(self.root, *parts))
+
+    # -- writing ------------------------------------------------------------------------------------
+
+    def write_bytes(self, given: Path | str, data: bytes, mode: int | None = None) -> None:
+        """Replace the file atomically (a temp file in the same directory renamed over it): a crash
+        leaves the old file or the new one. Keeps the file's mode (or takes ``mode``) and, when it
+        can, its owner. Missing directories are made."""
+        parts = self._checked(given)
+        if not parts:
+            raise IsADirectoryError(errno.EISDIR, "is a directory", os.fspath(given))
+        name = parts[-1]
+        dfd = self._open_dir(parts[:-1], create=True)
+        try:
+            try:
+                info: os.stat_result | None = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
+                info = None
+            if info is not None and not statmod.S_ISREG(info.st_mode):
+                raise OSError(errno.EINVAL, "is not a regular file", os.fspath(given))
+            _remove_stale_temps(dfd, name)
+            # The pid in the name lets a later write tell a dead writer's leftover from a live one's file.
+            tmp = f".{name}.{os.getpid()}.{_secrets.token_hex(3)}.{TEMP_SUFFIX.lstrip('.')}"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dfd)
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                    if mode is None:
+                        mode = info.st_mode & 0o7777 if info else 0o666 & ~_umask()
+                    os.fchmod(handle.fileno(), mode)
+                    if info is not None and (info.st_uid, info.st_gid) != (os.geteuid(), os.getegid()):
+                        try:
+                            os.fchown(handle.fileno(), info.st_uid, info.st_gid)
+                        except PermissionError:
+                            pass  # not ours to give away: the file becomes ours, as any editor's save would
+                os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except BaseException:
+                try:
+                    os.unlink(tmp, dir_fd=dfd)
+                except FileNotFoundError:
+                    pass
+                raise
+        finally:
+            os.close(dfd)
+
+    def delete(self, given: Path | str) -> None:
+        """Remove a file (a link inside the project: the link itself)."""
+        parts = self._checked(given, follow_last=False)
+        if not parts:
+            raise IsADirectoryError(errno.EISDIR, "is a directory", os.fspath(given))
+        dfd = self._open_dir(parts[:-1])
+        try:
+            os.unlink(parts[-1], dir_fd=dfd)
+        finally:
+            os.close(dfd)
+
+    def rename(self, source: Path | str, target: Path | str) -> None:
+        src, dst = self._checked(source, follow_last=False), self._checked(target, follow_last=False)
+        if not src or not dst:
+            raise IsADirectoryError(errno.EISDIR, "is a directory", os.fspath(source))
+        sfd = self._open_dir(src[:-1])
+        try:
+            tfd = self._open_dir(dst[:-1], create=True)
+            try:
+                os.replace(src[-1], dst[-1], src_dir_fd=sfd, dst_dir_fd=tfd)
+            finally:
+                os.close(tfd)
+        finally:
+            os.close(sfd)
+
+
+def _remove_stale_temps(dfd: int, name: str) -> None:
+    """Delete temp files of ``name`` left by a writer that was killed mid-write."""
+    prefix = f".{name}."
+    for leftover in os.listdir(dfd):
+        if not (leftover.startswith(prefix) and leftover.endswith(TEMP_SUFFIX)):
+            continue
+        pid = leftover[len(prefix):].split(".")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            try:
+                os.unlink(leftover, dir_fd=dfd)
+            except OSError:
+                pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
