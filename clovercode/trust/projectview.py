@@ -146,7 +146,7 @@ class ProjectView:
                 try:
                     nfd = os.open(name, _DIR, dir_fd=fd)
                 except OSError as exc:
-                    if exc.errno == errno.ELOOP:  # a link swapped in after the lookup
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(name, fd):  # swapped in after the lookup
                         raise OutsideProject(os.path.join(*parts), "became a link") from None
                     raise
                 os.close(fd)
@@ -330,6 +330,13 @@ class ProjectView:
                 os.close(tfd)
         finally:
             os.close(sfd)
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return statmod.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def _remove_stale_temps(dfd: int, name: str) -> None:
