@@ -201,9 +201,10 @@ class ProjectView:
     def read_text(self, given: Path | str, limit: int | None = None) -> str:
         return self.read_bytes(given, limit).decode("utf-8", errors="replace")
 
-    def listdir(self, given: Path | str = ".") -> list[tuple[str, str]]:
-        """(name, kind) of each entry of a directory, sorted; entries leading outside (or secret) left out.
-        A link inside the project is listed as what it leads to."""
+    def listdir(self, given: Path | str = ".", *, outside: bool = False) -> list[tuple[str, str]]:
+        """(name, kind) of each entry of a directory, sorted; entries leading outside (or secret) left
+        out, or with ``outside`` listed as kind 'outside' (for a note to the person). A link inside the
+        project is listed as what it leads to."""
         parts = self._checked(given)
         fd = self._open_dir(parts)
         try:
@@ -216,8 +217,10 @@ class ProjectView:
                     continue
                 if statmod.S_ISLNK(st.st_mode):
                     kind = self.kind("/".join([*parts, name]))
-                    if kind is None:
-                        continue  # leads outside, or dangling
+                    if kind is None:  # leads outside, or dangling
+                        if outside and self.find("/".join([*parts, name])) is None:
+                            out.append((name, "outside"))
+                        continue
                     if self.secrets and self.is_secret(self.resolve("/".join([*parts, name]))):
                         continue
                 elif self.secrets and self.is_secret(self.root.joinpath(*parts, name)):
