@@ -208,29 +208,25 @@ class ProjectView:
         parts = self._checked(given)
         fd = self._open_dir(parts)
         try:
-            names = sorted(os.listdir(fd))
-            out = []
-            for name in names:
-                try:
-                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                except OSError:
-                    continue
-                if statmod.S_ISLNK(st.st_mode):
-                    kind = self.kind("/".join([*parts, name]))
-                    if kind is None:  # leads outside, or dangling
-                        if outside and self.find("/".join([*parts, name])) is None:
-                            out.append((name, "outside"))
-                        continue
-                    if self.secrets and self.is_secret(self.resolve("/".join([*parts, name]))):
-                        continue
-                elif self.secrets and self.is_secret(self.root.joinpath(*parts, name)):
-                    continue
-                else:
-                    kind = "file" if statmod.S_ISREG(st.st_mode) else "dir" if statmod.S_ISDIR(st.st_mode) else "other"
-                out.append((name, kind))
-            return out
+            with os.scandir(fd) as found:
+                entries = sorted(((e.name, _entry_kind(e)) for e in found), key=lambda e: e[0])
         finally:
             os.close(fd)
+        out = []
+        for name, kind in entries:
+            if kind == "link":
+                rel = "/".join([*parts, name])
+                kind = self.kind(rel)
+                if kind is None:  # leads outside, or dangling
+                    if outside and self.find(rel) is None:
+                        out.append((name, "outside"))
+                    continue
+                if self.secrets and self.is_secret(self.resolve(rel)):
+                    continue
+            elif self.secrets and self.is_secret(self.root.joinpath(*parts, name)):
+                continue
+            out.append((name, kind))
+        return out
 
     def walk(self, given: Path | str = ".", skip_dirs: Iterable[str] = (), max_dirs: int | None = None) -> Iterator[str]:
         """Project-relative paths of the files below ``given``, depth first, sorted per directory.
@@ -257,7 +253,7 @@ class ProjectView:
                 rel_parts = [*parts, name]
                 if kind == "file":
                     yield "/".join(rel_parts)
-                elif kind == "dir" and name not in skip and not self._is_link(rel_parts):
+                elif kind == "dir" and name not in skip and not self._is_link(rel_parts):  # a link to a directory is not entered
                     below.append(rel_parts)
             stack.extend(reversed(below))
 
@@ -333,6 +329,17 @@ class ProjectView:
                 os.close(tfd)
         finally:
             os.close(sfd)
+
+
+def _entry_kind(entry: os.DirEntry) -> str:
+    try:
+        if entry.is_symlink():
+            return "link"
+        if entry.is_file(follow_symlinks=False):
+            return "file"
+        return "dir" if entry.is_dir(follow_symlinks=False) else "other"
+    except OSError:
+        return "other"
 
 
 def _is_link(name: str, dir_fd: int) -> bool:
