@@ -12,9 +12,11 @@ import pytest
 from conftest import git, make_git_repo, tool_call_text, write_replay
 from rich.console import Console
 
+from clovercode.acp.clientfs import ClientFiles
 from clovercode.actions.bytecode import BytecodeGuard
 from clovercode.actions.context import ToolContext, ToolError
 from clovercode.actions.editing import edit_file
+from clovercode.actions.fileio import DiskFiles
 from clovercode.actions.files import list_files, search_text, view_file
 from clovercode.config import load_config
 from clovercode.executors.local import LocalExecutor
@@ -164,3 +166,21 @@ def run_review(repo: Path, model: Path, console: Console):
     """`clovercode review --base main` in-process, with a replay model and no tests."""
     cfg = load_config(repo, dict(os.environ), {"sandbox": "none", "model": f"replay:{model}", "fix.test_command": "none"})
     return run_review_command(repo, cfg, ReviewRequest(base="main"), console)
+
+
+def test_the_editor_is_never_sent_a_path_that_leads_out(cloned):
+    """ACP: the editor opens what it is told, links included; a link out never reaches it."""
+    repo, _ = cloned
+    asked: list[str] = []
+
+    def call(method, **params):
+        asked.append(params["path"])
+        return type("R", (), {"content": "guide"})()
+
+    files = ClientFiles(call, "s1", DiskFiles(ProjectView(repo)))
+    with pytest.raises(ToolError, match="outside the project"):
+        files.read(repo / "docs" / "dev-notes.md", "docs/dev-notes.md")
+    with pytest.raises(OSError):
+        files.write(repo / "docs" / "dev-notes.md", b"x", None)
+    assert files.read(repo / "docs" / "guide.md", "docs/guide.md").text == "guide"
+    assert asked == [str(repo / "docs" / "guide.md")]
