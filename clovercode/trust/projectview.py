@@ -262,11 +262,12 @@ class ProjectView:
 
     # -- writing ------------------------------------------------------------------------------------
 
-    def write_bytes(self, given: Path | str, data: bytes, mode: int | None = None) -> None:
+    def write_bytes(self, given: Path | str, data: bytes, mode: int | None = None, *, follow_last: bool = True) -> None:
         """Replace the file atomically (a temp file in the same directory renamed over it): a crash
         leaves the old file or the new one. Keeps the file's mode (or takes ``mode``) and, when it
-        can, its owner. Missing directories are made."""
-        parts = self._checked(given)
+        can, its owner. Missing directories are made. ``follow_last=False``: a link in the file's
+        place is replaced itself (a checkpoint's restore), never written through."""
+        parts = self._checked(given, follow_last)
         if not parts:
             raise IsADirectoryError(errno.EISDIR, "is a directory", os.fspath(given))
         name = parts[-1]
@@ -276,6 +277,8 @@ class ProjectView:
                 info: os.stat_result | None = os.stat(name, dir_fd=dfd, follow_symlinks=False)
             except FileNotFoundError:
                 info = None
+            if info is not None and statmod.S_ISLNK(info.st_mode) and not follow_last:
+                info = None  # the link goes; the new file gets a new file's mode
             if info is not None and not statmod.S_ISREG(info.st_mode):
                 raise OSError(errno.EINVAL, "is not a regular file", os.fspath(given))
             _remove_stale_temps(dfd, name)
@@ -313,6 +316,45 @@ class ProjectView:
         dfd = self._open_dir(parts[:-1])
         try:
             os.unlink(parts[-1], dir_fd=dfd)
+        finally:
+            os.close(dfd)
+
+    def chmod(self, given: Path | str, mode: int) -> None:
+        parts = self._checked(given)
+        if not parts:
+            raise OSError(errno.EPERM, "is the project root", os.fspath(given))
+        dfd = self._open_dir(parts[:-1])
+        try:
+            if _is_link(parts[-1], dfd):
+                raise OutsideProject(os.fspath(given), "became a link")
+            os.chmod(parts[-1], mode, dir_fd=dfd)
+        finally:
+            os.close(dfd)
+
+    def rmdir(self, given: Path | str) -> None:
+        """Remove an empty directory (never a link's target)."""
+        parts = self.parts(given, follow_last=False)
+        if not parts:
+            raise OSError(errno.EBUSY, "is the project root", os.fspath(given))
+        dfd = self._open_dir(parts[:-1])
+        try:
+            os.rmdir(parts[-1], dir_fd=dfd)
+        finally:
+            os.close(dfd)
+
+    def symlink(self, target: str, given: Path | str) -> None:
+        """Make ``given`` a link to ``target`` (replacing a file or link there): a checkpoint's link
+        restored as it was. What it leads to is the view's business only when someone follows it."""
+        parts = self.parts(given, follow_last=False)
+        if not parts:
+            raise OSError(errno.EEXIST, "is the project root", os.fspath(given))
+        dfd = self._open_dir(parts[:-1], create=True)
+        try:
+            try:
+                os.unlink(parts[-1], dir_fd=dfd)
+            except FileNotFoundError:
+                pass
+            os.symlink(target, parts[-1], dir_fd=dfd)
         finally:
             os.close(dfd)
 

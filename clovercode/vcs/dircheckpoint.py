@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from clovercode.privatefiles import private_dir, write_private
+from clovercode.trust.projectview import ProjectView
 from clovercode.vcs.checkpoint import (MAX_FILE_BYTES, CheckpointError, Snapshot, make_parent, new_stamp,
                                       write_file_atomic)
 
@@ -63,11 +64,11 @@ class DirStore:
 
     def restore(self, snap: Snapshot) -> list[str]:
         target, current = self._files(snap), self.scan(store=False)
+        view = ProjectView(self.root)  # every write and delete beneath the root, never through a link out
         changed = []
         for rel in sorted(set(current) - set(target)):
-            path = self.root / rel
-            os.unlink(path)
-            _prune_empty(path.parent, self.root)
+            view.delete(rel)
+            _prune_empty(view, Path(rel).parent)
             changed.append(rel)
         for rel, entry in sorted(target.items()):
             if _comparable({rel: entry}) == _comparable({rel: current[rel]} if rel in current else {}):
@@ -75,17 +76,16 @@ class DirStore:
             path = self.root / rel
             if path.is_dir() and not path.is_symlink():
                 try:
-                    path.rmdir()
+                    view.rmdir(rel)
                 except OSError:
                     raise CheckpointError(f"cannot restore {rel}: a non-empty directory is in its place") from None
             make_parent(path, self.root)
             if "link" in entry:
-                if os.path.lexists(path):
-                    os.unlink(path)
-                os.symlink(entry["link"], path)
+                view.symlink(entry["link"], rel)
             else:
-                write_file_atomic(path, (self.objects / entry["sha"]).read_bytes(), bool(entry["mode"] & 0o111))
-                os.chmod(path, entry["mode"])
+                write_file_atomic(path, (self.objects / entry["sha"]).read_bytes(), bool(entry["mode"] & 0o111),
+                                  root=self.root)
+                view.chmod(rel, entry["mode"])
             changed.append(rel)
         return sorted(set(changed))
 
@@ -168,10 +168,11 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _prune_empty(directory: Path, root: Path) -> None:
-    while directory != root and root in directory.parents:
+def _prune_empty(view: ProjectView, directory: Path) -> None:
+    """Remove ``directory`` (project-relative) and its parents while they are empty."""
+    while directory.parts:
         try:
-            directory.rmdir()
+            view.rmdir(directory)
         except OSError:
             return
         directory = directory.parent
