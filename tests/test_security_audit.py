@@ -28,7 +28,9 @@ from clovercode.config import load_config
 from clovercode.context.index import build_index
 from clovercode.context.instructions import read_instructions, render_instructions
 from clovercode.context.repomap import index_options, make_repo_map
+from clovercode.context.starter import starter_text
 from clovercode.executors.local import LocalExecutor
+from clovercode.fixflow.testrun import detect_test_command
 from clovercode.repl.attach import expand_mentions
 from clovercode.repl.custom import load_custom_commands
 from clovercode.respond.command import RespondRequest, run_respond
@@ -115,7 +117,8 @@ def tree(tmp_path_factory):
     outside = base / "outside"
     for rel, text in {"id_rsa": f"{MARKER} key\n", "dir/a.txt": f"{MARKER} a\n", "dir/AGENTS.md": f"{MARKER} rules\n",
                       "agents.md": f"{MARKER} follow me\n", "cmd.md": f"{MARKER} command\n",
-                      "commands/y.md": f"{MARKER} y\n", "calc.py": f"# {MARKER}\n"}.items():
+                      "commands/y.md": f"{MARKER} y\n", "calc.py": f"# {MARKER}\n",
+                      "package.json": '{"scripts": {"test": "%s"}}' % MARKER}.items():
         (outside / rel).parent.mkdir(parents=True, exist_ok=True)
         (outside / rel).write_text(text)
     (outside / "__pycache__").mkdir()
@@ -134,7 +137,8 @@ def tree(tmp_path_factory):
     links = {"docs/notes.md": "../../../../outside/id_rsa", "linked": "../../../outside/dir",
              "__pycache__": "../../../outside/__pycache__", "AGENTS.md": "../../../outside/agents.md",
              "sub/AGENTS.md": "../../../../outside/dir/AGENTS.md", ".clovercode/commands/x.md": "../../../../../outside/cmd.md",
-             "abs.py": str(outside / "calc.py"), "sub/up": "../..", "loop": "loop"}
+             "abs.py": str(outside / "calc.py"), "sub/up": "../..", "loop": "loop",
+             "package.json": "../../../outside/package.json"}
     for rel, target in links.items():
         (project / rel).symlink_to(target)
     assert (project / "docs" / "notes.md").read_text().startswith(MARKER)  # the links do lead out
@@ -211,8 +215,11 @@ def test_the_map_instructions_commands_and_attachments_stay_inside(tree):
         instructions = render_instructions(read_instructions(project, ["sub/x.py", "linked/a.txt"]))
         commands = load_custom_commands(project, env, {"help"}, notes)
         attached = expand_mentions("see @docs/notes.md @linked/a.txt @abs.py @calc.py", project, 10_000)
+        tests = detect_test_command(project, lambda: True)
+        starter = starter_text(project)
     assert seen.bad == []
-    everything = "\n".join([str(repo_map), instructions, *(c.template for c in commands.values()), attached.text, *notes])
+    everything = "\n".join([str(repo_map), instructions, *(c.template for c in commands.values()), attached.text, *notes,
+                            str(tests), starter])
     assert MARKER not in everything
     assert sorted(commands) == ["ok"] and "mean" in str(repo_map)
     assert len(attached.problems) == 3 and [a.shown for a in attached.attached] == ["calc.py"]
