@@ -112,6 +112,8 @@ def test_the_view_resolves_beneath_the_root_like_openat2(tmp_path):
         view.delete("away/f")
     assert (outside / "f").read_text() == "out" and not (outside / "new").exists()
     assert sorted(view.walk()) == ["a/f", "absolute"]
+    assert view.files_among(["inner/f", "away/f", "a/f", "absolute", "a", "missing", "back/f", "loop"]) == \
+        ["inner/f", "a/f", "absolute"]  # what `git ls-files` lists, kept only where it stays inside
 
 
 def test_a_directory_swapped_for_a_link_after_the_lookup_is_refused(tmp_path, monkeypatch):

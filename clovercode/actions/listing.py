@@ -26,7 +26,8 @@ def project_files(root: Path | ProjectView, under: Path | None = None, *,
     listed = _git_files(view)
     if listed is None:
         listed = [top / rel for rel in view.walk(".", skip_dirs)]
-    return sorted(p for p in listed if p == under or under in p.parents)
+    prefix = str(under).rstrip("/") + "/"
+    return sorted(p for p in listed if p == under or str(p).startswith(prefix))
 
 
 def _git_files(view: ProjectView) -> list[Path] | None:
@@ -35,8 +36,6 @@ def _git_files(view: ProjectView) -> list[Path] | None:
                           capture_output=True, timeout=30, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    files = []
-    for name in out.decode("utf-8", errors="surrogateescape").split("\0"):
-        if name and view.kind(name) == "file":  # absent, a directory, or a link leading out: not listed
-            files.append(view.root / name)
-    return files
+    names = [name for name in out.decode("utf-8", errors="surrogateescape").split("\0") if name]
+    # absent, a directory, or a link leading out: not listed
+    return [view.root / name for name in view.files_among(names)]

@@ -123,13 +123,39 @@ class ProjectView:
     def kind(self, given: Path | str) -> str | None:
         """'file', 'dir' or 'other' for what ``given`` resolves to; None when it is absent or leads
         outside. Secret or not: that a file exists is no secret, its bytes are."""
-        try:
-            st = self._stat(self.parts(given))
-        except OSError:
+        try:  # the parts hold no link as resolved: a plain lstat answers (reads still walk descriptors)
+            st = os.lstat(os.path.join(self.root, *self.parts(given)))
+        except (OSError, ValueError):
             return None
         if statmod.S_ISREG(st.st_mode):
             return "file"
         return "dir" if statmod.S_ISDIR(st.st_mode) else "other"
+
+    def files_among(self, rels: Iterable[str]) -> list[str]:
+        """Those of ``rels`` (project-relative, e.g. from ``git ls-files``) that are files beneath the
+        root once resolved: each directory is resolved once, then one lstat per name."""
+        dirs: dict[str, str | None] = {}
+        out = []
+        for rel in rels:
+            head, _, name = rel.rpartition("/")
+            if head not in dirs:
+                try:
+                    dirs[head] = os.path.join(self.root, *self.parts(head)) if head else str(self.root)
+                except OSError:
+                    dirs[head] = None
+            base = dirs[head]
+            if base is None or name in ("", ".", ".."):
+                continue
+            try:
+                st = os.lstat(os.path.join(base, name))
+            except (OSError, ValueError):
+                continue
+            if statmod.S_ISLNK(st.st_mode):
+                if self.kind(rel) == "file":
+                    out.append(rel)
+            elif statmod.S_ISREG(st.st_mode):
+                out.append(rel)
+        return out
 
     # -- descriptors --------------------------------------------------------------------------------
 
