@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -94,6 +93,8 @@ class DirStore:
         previous = self._latest_files()
         files: dict[str, Entry] = {}
         total = 0
+        view = ProjectView(self.root)  # contents are read beneath the root, a link never followed
+        # os.walk enters no directory link; links are recorded as links, never read through
         for dirpath, dirnames, filenames in os.walk(self.root):
             dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
             for name in sorted(filenames):
@@ -110,24 +111,26 @@ class DirStore:
                     raise CheckpointError(f"the project holds more than {MAX_TOTAL_BYTES >> 20} MiB of files; "
                                           "put it under git to get checkpoints")
                 old = previous.get(rel)
+                data = None
                 if old and "sha" in old and (old["size"], old["mtime_ns"]) == (info.st_size, info.st_mtime_ns) \
                         and (self.objects / old["sha"]).exists():
                     sha = old["sha"]
                 else:
-                    sha = _sha256(path)
-                if store:
-                    self._keep(path, sha)
+                    data = view.read_bytes(rel, MAX_FILE_BYTES)
+                    sha = hashlib.sha256(data).hexdigest()
+                if store and not (self.objects / sha).exists():
+                    self._keep(view.read_bytes(rel, MAX_FILE_BYTES) if data is None else data, sha)
                 files[rel] = {"sha": sha, "mode": info.st_mode & 0o7777, "size": info.st_size, "mtime_ns": info.st_mtime_ns}
         return files
 
-    def _keep(self, path: Path, sha: str) -> None:
+    def _keep(self, data: bytes, sha: str) -> None:
         target = self.objects / sha
         if target.exists():
             return
         private_dir(self.objects)
-        fd, tmp = tempfile.mkstemp(dir=self.objects)  # 0600, kept by copyfile
-        os.close(fd)
-        shutil.copyfile(path, tmp)
+        fd, tmp = tempfile.mkstemp(dir=self.objects)  # 0600
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         os.replace(tmp, target)
 
     def _files(self, snap: Snapshot) -> dict[str, Entry]:
@@ -158,14 +161,6 @@ class DirStore:
 
 def _comparable(files: dict[str, Entry]) -> dict[str, tuple]:
     return {rel: (e.get("link"), e.get("sha"), e.get("mode")) for rel, e in files.items()}
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _prune_empty(view: ProjectView, directory: Path) -> None:
