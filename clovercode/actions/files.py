@@ -45,7 +45,7 @@ def list_files(ctx: ToolContext, args: dict[str, Any]) -> Observation:
     depth, pattern = args.get("max_depth", 3), args.get("pattern")
     entries: list[str] = []
     for path in project_files(ctx.view, base):
-        if ctx.guard.is_secret(ctx.view.resolve(path)):  # where a link inside the project leads
+        if ctx.view.is_secret(ctx.view.resolve(path)):  # where a link inside the project leads
             continue
         rel = path.relative_to(base)
         if len(rel.parts) > depth or (pattern and not fnmatch.fnmatch(path.name, pattern)):
@@ -69,7 +69,7 @@ def search_text(ctx: ToolContext, args: dict[str, Any]) -> Observation:
     hits: list[str] = []
     files = [base] if ctx.view.kind(base) == "file" else project_files(ctx.view, base)
     for path in files:
-        if (glob and not fnmatch.fnmatch(path.name, glob)) or ctx.guard.is_secret(ctx.view.resolve(path)):
+        if (glob and not fnmatch.fnmatch(path.name, glob)) or ctx.view.is_secret(ctx.view.resolve(path)):
             continue
         try:
             text = read_text(ctx.view, path, display(ctx.root, path)).text

@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import fnmatch
 import os
+import re
 import secrets as _secrets
 import stat as statmod
 from pathlib import Path
@@ -49,6 +50,7 @@ class ProjectView:
         self.given_root = os.path.abspath(os.fspath(root))
         self.root = Path(os.path.realpath(self.given_root))
         self.secrets = tuple(secrets)
+        self._secret = _relevant(self.secrets, str(self.root))
 
     # -- resolution ---------------------------------------------------------------------------------
 
@@ -116,9 +118,11 @@ class ProjectView:
         return "/".join(self.parts(given)) or "."
 
     def is_secret(self, path: Path | str) -> bool:
+        """Whether ``path`` (absolute, resolved) or a directory above it matches a secret pattern."""
+        if self._secret is None:
+            return False
         text = os.fspath(path)
-        candidates = [text, *(str(p) for p in Path(text).parents)]
-        return any(fnmatch.fnmatchcase(c, pattern) for pattern in self.secrets for c in candidates)
+        return any(self._secret.match(c) for c in (text, *(str(p) for p in Path(text).parents)))
 
     def kind(self, given: Path | str) -> str | None:
         """'file', 'dir' or 'other' for what ``given`` resolves to; None when it is absent or leads
@@ -397,6 +401,20 @@ class ProjectView:
                 os.close(tfd)
         finally:
             os.close(sfd)
+
+
+def _relevant(patterns: tuple[str, ...], root: str) -> "re.Pattern[str] | None":
+    """One regular expression of the patterns that can match the root, a directory above it, or a
+    path beneath it (judged by each pattern's part before its first wildcard); None when none can:
+    a project under ~/src is then never slowed by the ~/.ssh rules while walking."""
+    kept = []
+    for pattern in patterns:
+        cut = min((i for i, ch in enumerate(pattern) if ch in "*?["), default=len(pattern))
+        literal = pattern[:cut]
+        if root.startswith(literal) or literal.startswith(root.rstrip("/") + "/") or \
+                (root + "/").startswith(literal):
+            kept.append(fnmatch.translate(pattern))
+    return re.compile("|".join(f"(?:{k})" for k in kept)) if kept else None
 
 
 def _entry_kind(entry: os.DirEntry) -> str:
