@@ -262,33 +262,49 @@ class ProjectView:
         """Project-relative paths of the files below ``given``, depth first, sorted per directory.
         Directory links are not descended (a loop, or another view of the same files); links to
         files are given when they stay inside; ``skip_dirs``: directory names not entered."""
-        skip = frozenset(skip_dirs)
         try:
             start = self._checked(given)
+            fd = self._open_dir(start)
         except OSError:
             return
-        stack = [start]
-        seen = 0
-        while stack:
-            parts = stack.pop()
-            seen += 1
-            if max_dirs is not None and seen > max_dirs:
-                return
+        budget = [max_dirs if max_dirs is not None else -1]
+        try:
+            yield from self._walk_fd(fd, start, frozenset(skip_dirs), budget)
+        finally:
+            os.close(fd)
+
+    def _walk_fd(self, fd: int, parts: list[str], skip: frozenset[str], budget: list[int]) -> Iterator[str]:
+        if budget[0] == 0:
+            return
+        budget[0] -= 1
+        try:
+            with os.scandir(fd) as found:
+                entries = sorted((e.name, _entry_kind(e)) for e in found)
+        except OSError:
+            return
+        below = []
+        for name, kind in entries:
+            rel = "/".join([*parts, name])
+            if kind == "link":  # followed only to a file beneath the root; a directory link is not entered
+                if self.kind(rel) == "file" and not self.is_secret(self.resolve(rel)):
+                    yield rel
+            elif self._secret is not None and self.is_secret(self.root.joinpath(*parts, name)):
+                continue
+            elif kind == "file":
+                yield rel
+            elif kind == "dir" and name not in skip:
+                below.append(name)
+        for name in below:
             try:
-                entries = self.listdir("/".join(parts) or ".")
+                child = os.open(name, _DIR, dir_fd=fd)  # O_NOFOLLOW: swapped for a link meanwhile, it is skipped
             except OSError:
                 continue
-            below = []
-            for name, kind in entries:
-                rel_parts = [*parts, name]
-                if kind == "file":
-                    yield "/".join(rel_parts)
-                elif kind == "dir" and name not in skip and not self._is_link(rel_parts):  # a link to a directory is not entered
-                    below.append(rel_parts)
-            stack.extend(reversed(below))
-
-    def _is_link(self, parts: list[str]) -> bool:
-        return os.path.islink(os.path.join(self.root, *parts))
+            try:
+                yield from self._walk_fd(child, [*parts, name], skip, budget)
+            finally:
+                os.close(child)
+            if budget[0] == 0:
+                return
 
     # -- writing ------------------------------------------------------------------------------------
 
