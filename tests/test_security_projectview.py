@@ -186,3 +186,28 @@ def test_the_editor_is_never_sent_a_path_that_leads_out(cloned):
         files.write(repo / "docs" / "dev-notes.md", b"x", None)
     assert files.read(repo / "docs" / "guide.md", "docs/guide.md").text == "guide"
     assert asked == [str(repo / "docs" / "guide.md")]
+
+
+def test_writes_and_deletes_never_reach_through_a_link(tmp_path):
+    root, outside = tmp_path / "p", tmp_path / "o"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "f").write_text("out")
+    (root / "t.txt").write_text("target")
+    (root / "inner").symlink_to("t.txt")
+    view = ProjectView(root)
+    view.write_bytes("inner", b"through")  # a link inside: the file tools write its target, as before
+    assert (root / "t.txt").read_text() == "through" and (root / "inner").is_symlink()
+    view.write_bytes("inner", b"replaced", follow_last=False)  # a checkpoint's restore: the link itself goes
+    assert not (root / "inner").is_symlink() and (root / "t.txt").read_text() == "through"
+    (root / "gone").symlink_to(outside / "f")
+    view.delete("gone")
+    assert not os.path.lexists(root / "gone") and (outside / "f").read_text() == "out"
+    view.symlink("../o/f", "made")  # restored as recorded; following it later is refused
+    with pytest.raises(OutsideProject):
+        view.read_bytes("made")
+    (root / "d").mkdir()
+    (root / "d" / "x").write_text("x")
+    with pytest.raises(OSError):
+        view.rmdir("d")
+    assert sorted(os.listdir(root)) == ["d", "inner", "made", "t.txt"]  # no temp file left behind
