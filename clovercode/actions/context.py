@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from clovercode.actions.bytecode import BytecodeGuard
     from clovercode.actions.fileio import FileAccess
     from clovercode.actions.guards import FileGuard, FileStamps
+    from clovercode.trust.projectview import ProjectView
 
 
 @dataclass(frozen=True)
@@ -82,8 +83,17 @@ class ToolContext:
     # The run's event stream, for what a tool has to show besides its observation (update_plan's plan).
     emit: Callable[..., None] = no_events
 
+    view: "ProjectView" = None  # type: ignore[assignment]  # the one way to the project's files (made from root and guard)
+
     def __post_init__(self) -> None:
+        if self.view is None:
+            from clovercode.trust.projectview import ProjectView
+
+            self.view = ProjectView(self.root, self.guard.secrets)
+        bind = getattr(self.files, "bind", None)
+        if bind is not None:
+            bind(self.view)  # a DiskFiles made without a root reaches the disk through this view
         if self.bytecode is None:
             from clovercode.actions.bytecode import BytecodeGuard
 
-            self.bytecode = BytecodeGuard(self.root)
+            self.bytecode = BytecodeGuard(self.root, self.view)

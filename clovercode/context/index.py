@@ -28,6 +28,7 @@ from clovercode.context.grammars import ContextUnavailable, Grammars, queries_fi
 from clovercode.context.graph import Graph
 from clovercode.context.selection import Selection, SourceFile, select_files
 from clovercode.context.tags import Definition, FileTags, decode_details, extract
+from clovercode.trust.projectview import ProjectView
 
 PARALLEL_FROM = 64  # below this many files to parse, worker start-up costs more than it saves
 MAX_JOBS = 32
@@ -382,10 +383,10 @@ def _digests(sources: list[SourceFile]) -> dict[str, str]:
     """Content digest (with the language: a header reads differently as C and C++) of each file; ''
     when unreadable (the parser then records why)."""
     out = {}
+    views: dict[str, ProjectView] = {}
     for source in sources:
         try:
-            with open(source.full, "rb") as handle:
-                data = handle.read()
+            data = read_source(source.rel, source.full, views)
         except OSError:
             out[source.rel] = ""
             continue
@@ -461,13 +462,25 @@ def _worker_columns(items: list[tuple[str, str, str]], keep_generated: bool) -> 
     return out
 
 
+def read_source(rel: str, full: str, views: dict[str, ProjectView]) -> bytes:
+    """The bytes of the map source ``rel`` (``full`` is the project's root joined with it), read
+    through the project view: a file swapped for a link out after the listing is refused."""
+    if rel and full.replace(os.sep, "/").endswith("/" + rel):
+        root, name = full[:len(full) - len(rel)], rel
+    else:  # a caller's own (rel, path) pair: the file's directory is all that is known
+        root, name = os.path.dirname(full), os.path.basename(full)
+    view = views.get(root) or views.setdefault(root, ProjectView(root))
+    return view.read_bytes(name)
+
+
 def parse_batch(items: list[tuple[str, str, str]], keep_generated: bool = False) -> list[tuple[str, FileTags]]:
     """Tags of each (relative path, absolute path, language); runs in worker processes too."""
     grammars = Grammars()
     out = []
+    views: dict[str, ProjectView] = {}
     for rel, path, language in items:
         try:
-            source = Path(path).read_bytes()
+            source = read_source(rel, path, views)
         except OSError:
             out.append((rel, FileTags(language, skipped="unreadable")))
             continue
