@@ -336,3 +336,46 @@ def _shadow_config(top: Path, base: Mapping[str, str]) -> str:
         raise VcsError(f"unknown object format {fmt!r} in the repository's config")
     head = "[core]\n\trepositoryformatversion = {}\n\tbare = true\n".format(1 if fmt else 0)
     return head + (f"[extensions]\n\tobjectformat = {fmt}\n" if fmt else "")
+
+
+# -- config files shown to sandboxed commands ----------------------------------------------------------
+
+_SECTION = re.compile(r'\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"(?:[^"\\]|\\.)*")?\s*\]\s*(.*)', re.S)
+_VARIABLE = re.compile(r"\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*))?", re.S)
+
+
+def scrub_config_text(text: str) -> str:
+    """``text`` (a git config file) without the credentials a checkout or a user keeps there:
+    ``credential.*``, ``http.*.extraheader``, and URL variables holding a password (pure). What git
+    reads otherwise is kept line for line, so git in the sandbox works as before."""
+    out: list[str] = []
+    section = ""
+    dropping = False  # inside a dropped value continued with a trailing backslash
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        if dropping:
+            dropping = body.endswith("\\")
+            continue
+        rest = body
+        header = _SECTION.fullmatch(body) if body.lstrip().startswith("[") else None
+        if header:
+            section = header.group(1).split(".")[0].lower()
+            rest = header.group(2)
+            if not rest.strip() or rest.lstrip().startswith(("#", ";")):
+                out.append(line)
+                continue
+            line = body[: len(body) - len(rest)].rstrip() + "\n"  # keep the header, judge the rest
+            out.append(line)
+            line = rest + "\n"
+        variable = _VARIABLE.match(rest)
+        if variable and _secret(section, variable.group(1).lower(), variable.group(2) or ""):
+            dropping = rest.endswith("\\")
+            continue
+        out.append(line)
+    return "".join(out)
+
+
+def _secret(section: str, name: str, value: str) -> bool:
+    if section == "credential" or (section == "http" and name == "extraheader"):
+        return True
+    return name in ("url", "pushurl", "proxy") and _has_password(value.strip().strip('"'))

@@ -293,7 +293,7 @@ class Checkout:
                            if line.startswith("!")]
                 if refused:
                     detail += " (" + "; ".join(refused) + ")"
-                raise VcsError(f"git {command} to {url} failed: {detail}")
+                raise VcsError(f"git {command} failed: {detail}")
             if then:
                 proc = subprocess.run(["git", *then], env=full, cwd=base["GIT_CEILING_DIRECTORIES"],
                                       capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
