@@ -90,7 +90,7 @@ def test_symlink_inside_the_project_edits_its_target(project):
                                   "clovercode.toml", ".gitconfig"])
 def test_protected_paths_are_refused(project, path):
     ctx = make_ctx(project)
-    with pytest.raises(ToolError, match="is protected"):
+    with pytest.raises(ToolError, match="is protected|secrets"):  # a .git/config is both
         write_file(ctx, {"path": path, "content": "x\n"})
     assert not (project / path).exists()
 
@@ -98,7 +98,7 @@ def test_protected_paths_are_refused(project, path):
 def test_git_reached_through_a_symlink_is_still_protected(project):
     (project / ".git").mkdir()
     (project / "g").symlink_to(project / ".git")
-    with pytest.raises(ToolError, match="is protected"):
+    with pytest.raises(ToolError, match="is protected|secrets"):
         write_file(make_ctx(project), {"path": "g/config", "content": "x\n"})
 
 
@@ -112,6 +112,17 @@ def test_secrets_are_neither_read_nor_listed_nor_searched(project):
     assert ".ssh" not in list_files(ctx, {}).text
     hits = search_text(ctx, {"pattern": "canary"}).text
     assert "notes.txt" in hits and "id_ed25519" not in hits
+
+
+def test_git_config_where_a_checkout_leaves_its_token_is_not_read(project):
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    subprocess.run(["git", "-C", str(project), "config", "http.https://github.com/.extraheader",
+                    "AUTHORIZATION: basic canary"], check=True)
+    ctx = make_ctx(project, guard=FileGuard.from_policy_data({"HOME": "/nonexistent"}))
+    for path in (".git/config", str(project / ".git" / "config")):
+        with pytest.raises(ToolError, match="secrets"):
+            view(ctx, path)
+    assert "basic canary" not in search_text(ctx, {"pattern": "basic", "path": ".git"}).text
 
 
 # --- content rules -----------------------------------------------------------------------------

@@ -11,6 +11,10 @@ from typing import Mapping
 
 from clovercode.actions.context import ToolError
 
+# A repository's config is where a checkout leaves a token (http.*.extraheader, a password in a URL);
+# sandboxed commands see it scrubbed (sandboxing/scrub.py), the file tools not at all.
+GIT_CONFIG_FILES = ("*/.git/config", "*/.git/worktrees/*/config.worktree", "*/.git/modules/*config")
+
 
 @dataclass(frozen=True)
 class FileGuard:
@@ -34,7 +38,7 @@ class FileGuard:
 
             top, found = runs_outside(root, load_runs_outside())
             outside = tuple(os.path.realpath(os.path.join(top, rel)) for rel in found.all)
-        return cls(load_tool_refused(), expand_patterns((*load_hidden(), *extra), homes), outside)
+        return cls(load_tool_refused(), (*expand_patterns((*load_hidden(), *extra), homes), *GIT_CONFIG_FILES), outside)
 
     def check_read(self, path: Path, shown: str) -> None:
         if self.is_secret(path):
