@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
+from clovercode.engine.template import chat_variables, render
 from clovercode.messages import Message
 from clovercode.toolcalls.render import render_call
 from clovercode.toolcalls.schemas import ToolSpec
@@ -84,15 +85,14 @@ def call_format(tokenizer: Any, with_tools: bool = True) -> str:
 
 
 def render_prompt(tokenizer: Any, messages: Sequence[Message], tools: Sequence[ToolSpec], thinking: bool) -> str:
-    """The full prompt text, ending where the assistant's reply begins."""
+    """The full prompt text, ending where the assistant's reply begins. The template comes with the
+    model files, so it runs with limits (engine/template.py), not through ``apply_chat_template``."""
     if tools and supports_tools(tokenizer):
-        return tokenizer.apply_chat_template(
-            [m.to_template() for m in messages], tools=[s.openai_tool() for s in tools], add_generation_prompt=True,
-            tokenize=False, enable_thinking=thinking)
+        return render(template_source(tokenizer, True) or "", chat_variables(
+            tokenizer, [m.to_template() for m in messages], [s.openai_tool() for s in tools], enable_thinking=thinking))
     plain = plain_messages(messages, tools, thinking)
     template = template_source(tokenizer, False) or CHATML
-    return tokenizer.apply_chat_template(plain, chat_template=template, add_generation_prompt=True, tokenize=False,
-                                         enable_thinking=thinking)
+    return render(template, chat_variables(tokenizer, plain, None, enable_thinking=thinking))
 
 
 def plain_messages(messages: Sequence[Message], tools: Sequence[ToolSpec], thinking: bool) -> list[dict[str, str]]:
