@@ -39,11 +39,11 @@ def test_a_hostile_template_stops_fast_and_small(source):
     started = time.monotonic()
     try:
         with pytest.raises(TemplateLimit):
-            render(source, {"messages": CONVERSATION}, Limits(chars=10_000_000, seconds=1.0))
+            render(source, {"messages": CONVERSATION}, Limits(chars=1_000_000, seconds=0.3))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 2
     assert peak < 64 * 2**20
 
 
