@@ -103,3 +103,24 @@ def test_exec_with_a_hostile_model_file_exits_5_naming_it(tmp_path, kind):
                    env=cli_env(CLOVERCODE_ENGINE_DEVICE="cpu"), timeout=300)
     assert proc.returncode == ExitCode.MODEL_UNAVAILABLE, proc.stderr
     assert reason in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_prompt_that_cannot_fit_is_refused_before_it_is_tokenized():
+    from clovercode.backends.base import ContextTooLong, GenerationParams
+    from clovercode.backends.embedded import EmbeddedBackend
+    from clovercode.engine.config import EngineConfig
+    from clovercode.engine.engine import Engine
+    from clovercode.engine.sources import tiny_model_dir
+    from clovercode.messages import Message
+    from rich.console import Console
+
+    backend = EmbeddedBackend(Engine.open(str(tiny_model_dir()), EngineConfig(device="cpu"), Console(quiet=True)))
+    encoded = []
+    real = backend.engine.encode
+    backend.engine.encode = lambda text: encoded.append(len(text)) or real(text)  # a spy, not a fake
+    huge = "x" * (2 * backend.engine.max_context * backend._max_token_chars() + 1)
+    with pytest.raises(ContextTooLong, match="cannot fit"):
+        backend.prepare([Message("user", huge)], [], GenerationParams(max_new_tokens=4, thinking=False))
+    assert encoded == []
+    backend.prepare([Message("user", "hi")], [], GenerationParams(max_new_tokens=4, thinking=False))
+    assert encoded
