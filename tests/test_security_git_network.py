@@ -200,3 +200,9 @@ def test_the_remote_url_is_the_first_configured_one_and_never_an_option():
     assert [gitsafe.is_local(u) for u in ("/srv/r.git", "file:///srv/r.git", "../r.git", "r.git",
                                          "https://github.com/o/r.git", "git@github.com:o/r.git",
                                          "ssh://git@h/r.git")] == [True, True, True, True, False, False, False]
+
+
+def test_a_password_in_a_url_is_never_shown():
+    assert gitsafe.shown_url("https://x:pw@github.com/o/r.git") == "https://x:***@github.com/o/r.git"
+    assert gitsafe.shown_url("https://github.com/o/r.git") == "https://github.com/o/r.git"
+    assert gitsafe.shown_url("/srv/r.git") == "/srv/r.git"

@@ -379,3 +379,14 @@ def _secret(section: str, name: str, value: str) -> bool:
     if section == "credential" or (section == "http" and name == "extraheader"):
         return True
     return name in ("url", "pushurl", "proxy") and _has_password(value.strip().strip('"'))
+
+
+def shown_url(url: str) -> str:
+    """``url`` fit for a screen or a log: a password in it is replaced by ``***`` (pure)."""
+    if not _has_password(url):
+        return url
+    parts = urlsplit(url)
+    user = parts.username or ""
+    host = parts.hostname or ""
+    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return parts._replace(netloc=netloc).geturl()
