@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from clovercode.engine.template import chat_variables, render
 from clovercode.messages import Message
 from clovercode.toolcalls.render import render_call
 from clovercode.toolcalls.schemas import ToolSpec
@@ -87,6 +86,8 @@ def call_format(tokenizer: Any, with_tools: bool = True) -> str:
 def render_prompt(tokenizer: Any, messages: Sequence[Message], tools: Sequence[ToolSpec], thinking: bool) -> str:
     """The full prompt text, ending where the assistant's reply begins. The template comes with the
     model files, so it runs with limits (engine/template.py), not through ``apply_chat_template``."""
+    from clovercode.engine.template import chat_variables, render  # jinja2 comes with the engine extra
+
     if tools and supports_tools(tokenizer):
         return render(template_source(tokenizer, True) or "", chat_variables(
             tokenizer, [m.to_template() for m in messages], [s.openai_tool() for s in tools], enable_thinking=thinking))
