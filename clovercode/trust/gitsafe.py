@@ -86,7 +86,7 @@ _NETWORK_KEYS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), v
 # CA files git has no "none" for: the user's, else the environment's (GIT_SSL_CAINFO beats config)
 _CA_KEYS = re.compile(r"http\.(.+\.)?(sslcainfo|sslcapath)")
 # Things a checkout persists that are secrets: a token header (actions/checkout), a password in a URL
-_PERSISTED = re.compile(r"http\.(.+\.)?extraheader|credential\..*|.+\.(url|pushurl)")
+_PERSISTED = re.compile(r"http\.(.+\.)?extraheader|.+\.(url|pushurl)")
 _CREDENTIAL_HELPER = re.compile(r"credential\.(.+\.)?helper")
 _GIT_PROXY = "core.gitproxy"  # multi-valued, first match wins: only the environment overrides it
 
@@ -270,15 +270,13 @@ def transport_flags(url: str, command: str) -> tuple[str, ...]:
 
 def persisted_credentials(entries: Iterable[ConfigEntry]) -> list[str]:
     """Keys of the repository's config that hold a secret a checkout left there: an extra HTTP
-    header, a credential setting, a URL with a password (pure; the values are never shown)."""
+    header, a URL with a password (pure; the values are never shown)."""
     found = []
     for entry in entries:
         key = entry.key.lower()
         if entry.scope in USER_SCOPES or not _PERSISTED.fullmatch(key) or entry.key in found:
             continue
         if key.endswith("url") and not _has_password(entry.value):
-            continue
-        if key.startswith("credential.") and not key.endswith(("helper", "username")):
             continue
         found.append(entry.key)
     return found
