@@ -133,3 +133,19 @@ def test_sandbox_show_is_the_users_alone(tmp_path):
     assert "~/.ssh" not in policy_for("workspace-write", cfg, os.environ, project).home_visible
     with pytest.raises(ConfigError, match="not a path under ~/"):
         user_shown({"sandbox_show": ["/etc"]})  # type: ignore[arg-type]
+
+
+def test_the_interpreter_a_project_venv_was_made_from_comes_back(tmp_path):
+    from clovercode.sandboxing.survey import survey
+
+    home = Path(tempfile.mkdtemp(prefix="clovercode-home-", dir="/var/tmp"))
+    try:
+        python = home / "tools" / "py312" / "bin"
+        python.mkdir(parents=True)
+        project = tmp_path / "proj"
+        (project / ".venv").mkdir(parents=True)
+        (project / ".venv" / "pyvenv.cfg").write_text(f"home = {python}\ninclude-system-site-packages = false\n")
+        layout = survey(load_policy("workspace-write"), project, project, {"HOME": str(home), "PATH": "/usr/bin"})
+        assert str(home) in layout.homes and str(home / "tools") in layout.home_visible
+    finally:
+        shutil.rmtree(home, ignore_errors=True)

@@ -74,7 +74,7 @@ def _home(policy: Policy, root: str, masked: list[str], env: Mapping[str, str]) 
         # a link is not followed: its target would show without the hidden list applied to it
         if real == os.path.abspath(path) and any(_within(real, h) for h in homes):
             shown.append(real)
-    for path in _toolchain(env):  # the home's directory that holds a PATH entry: ~/.pyenv, ~/.cargo, ~/.nvm
+    for path in [*_toolchain(env), *_venv_bases(root, env)]:  # the home's directory that holds one: ~/.pyenv, ~/.cargo
         for home in homes:
             if _within(path, home) and path != home and not _within(path, root):
                 shown.append(os.path.join(home, os.path.relpath(path, home).split(os.sep)[0]))
@@ -82,6 +82,22 @@ def _home(policy: Policy, root: str, masked: list[str], env: Mapping[str, str]) 
     scrub = [os.path.realpath(p) for p in _existing(expand_patterns(policy.home_scrubbed, tuple(homes)))
              if os.path.isfile(p)]
     return tuple(homes), tuple(shown), [p for p in scrub if any(_within(p, h) for h in homes)]
+
+
+def _venv_bases(root: str, env: Mapping[str, str]) -> list[str]:
+    """The interpreters the project's virtualenv (or the active one) was made from (pyvenv.cfg ``home``)."""
+    found = []
+    for venv in (os.path.join(root, ".venv"), os.path.join(root, "venv"), env.get("VIRTUAL_ENV", "")):
+        try:
+            with open(os.path.join(venv, "pyvenv.cfg"), encoding="utf-8") as handle:
+                lines = handle.read(4096).splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in lines:
+            key, _, value = line.partition("=")
+            if key.strip() == "home" and os.path.isabs(value.strip()):
+                found.append(os.path.realpath(value.strip()))
+    return found
 
 
 def _git_config(root: str) -> list[str]:
