@@ -90,7 +90,7 @@ def test_symlink_inside_the_project_edits_its_target(project):
                                   "clovercode.toml", ".gitconfig"])
 def test_protected_paths_are_refused(project, path):
     ctx = make_ctx(project)
-    with pytest.raises(ToolError, match="is protected|secrets"):  # a .git/config is both
+    with pytest.raises(ToolError, match="is protected"):
         write_file(ctx, {"path": path, "content": "x\n"})
     assert not (project / path).exists()
 
@@ -98,7 +98,7 @@ def test_protected_paths_are_refused(project, path):
 def test_git_reached_through_a_symlink_is_still_protected(project):
     (project / ".git").mkdir()
     (project / "g").symlink_to(project / ".git")
-    with pytest.raises(ToolError, match="is protected|secrets"):
+    with pytest.raises(ToolError, match="is protected"):
         write_file(make_ctx(project), {"path": "g/config", "content": "x\n"})
 
 

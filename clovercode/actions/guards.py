@@ -45,13 +45,13 @@ class FileGuard:
             raise ToolError(f"'{shown}' holds credentials or other secrets; clovercode does not read it.")
 
     def check_write(self, root: Path, path: Path, shown: str) -> None:
-        self.check_read(path, shown)
         rel = path.relative_to(root.resolve()).as_posix() if path != root.resolve() else ""
         for entry in self.refused:
             hit = (entry in rel.split("/")) if "/" not in entry else (rel == entry or rel.startswith(entry + "/"))
             if hit:
                 raise ToolError(f"'{shown}' is protected ({entry}): clovercode does not change it, because it can run "
                                 "code or change settings outside the sandbox. Ask the user to make this change.")
+        self.check_read(path, shown)
         text = str(path)
         for entry in self.runs_outside:
             if text == entry or text.startswith(entry.rstrip("/") + "/"):
