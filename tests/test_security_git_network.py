@@ -206,3 +206,17 @@ def test_a_password_in_a_url_is_never_shown():
     assert gitsafe.shown_url("https://x:pw@github.com/o/r.git") == "https://x:***@github.com/o/r.git"
     assert gitsafe.shown_url("https://github.com/o/r.git") == "https://github.com/o/r.git"
     assert gitsafe.shown_url("/srv/r.git") == "/srv/r.git"
+
+
+def test_a_repository_ca_file_gives_way_to_the_users_or_the_systems():
+    theirs = [gitsafe.ConfigEntry("local", "http.sslCAInfo", "/repo/evil-ca.pem"),
+              gitsafe.ConfigEntry("local", "http.https://github.com/.sslCAPath", "/repo/certs")]
+    env = gitsafe.safe_env(theirs, {})
+    pairs = gitsafe.config_pairs(env)
+    assert ("http.sslverify", "true") in pairs
+    system = gitsafe._SYSTEM_CA
+    assert env.get("GIT_SSL_CAINFO") == (system.cafile or None) and env.get("GIT_SSL_CAPATH") == (system.capath or None)
+    mine = [*theirs, gitsafe.ConfigEntry("global", "http.sslCAInfo", "/etc/my-ca.pem")]
+    assert "GIT_SSL_CAINFO" not in gitsafe.safe_env(mine, {})  # the user's own CA file stays theirs
+    assert ("http.sslCAInfo", "/etc/my-ca.pem") in gitsafe.overrides(mine)
+    assert gitsafe.safe_env(theirs, {"GIT_SSL_CAINFO": "/x"}).get("GIT_SSL_CAINFO") is None  # already set: kept

@@ -122,8 +122,9 @@ def overrides(entries: Iterable[ConfigEntry]) -> tuple[Pair, ...]:
             # lists (extraheader, curloptResolve) are reset by "" and refilled with the user's values
             value = next(v for pattern, v in _NETWORK_KEYS if pattern.fullmatch(key))
             result += [(entry.key, value)] + [(entry.key, v) for v in mine]
-        elif _CA_KEYS.fullmatch(key) and not mine:
-            result.append(("http.sslverify", "true"))  # and GIT_SSL_CAINFO/CAPATH from :func:`safe_env`
+        elif _CA_KEYS.fullmatch(key):
+            # yours again, else verification on against the system's (GIT_SSL_CAINFO/CAPATH from safe_env)
+            result.append((entry.key, mine[-1]) if mine else ("http.sslverify", "true"))
     return tuple(result)
 
 
