@@ -217,6 +217,6 @@ def test_a_repository_ca_file_gives_way_to_the_users_or_the_systems():
     system = gitsafe._SYSTEM_CA
     assert env.get("GIT_SSL_CAINFO") == (system.cafile or None) and env.get("GIT_SSL_CAPATH") == (system.capath or None)
     mine = [*theirs, gitsafe.ConfigEntry("global", "http.sslCAInfo", "/etc/my-ca.pem")]
-    assert "GIT_SSL_CAINFO" not in gitsafe.safe_env(mine, {})  # the user's own CA file stays theirs
+    assert gitsafe.safe_env(mine, {})["GIT_SSL_CAINFO"] == "/etc/my-ca.pem"  # yours beats their URL-specific one
     assert ("http.sslCAInfo", "/etc/my-ca.pem") in gitsafe.overrides(mine)
     assert gitsafe.safe_env(theirs, {"GIT_SSL_CAINFO": "/x"}).get("GIT_SSL_CAINFO") is None  # already set: kept

@@ -190,12 +190,15 @@ def safe_env(entries: Iterable[ConfigEntry], base: Mapping[str, str]) -> dict[st
     if any(e.scope not in USER_SCOPES and e.key.lower() == _GIT_PROXY for e in entries) \
             and "GIT_PROXY_COMMAND" not in base:
         env["GIT_PROXY_COMMAND"] = ""  # the environment wins over every core.gitProxy; empty means none
+    # GIT_SSL_CAINFO/CAPATH beat every http.*.sslCAInfo: a repository's, however specific its URL,
+    # gives way to your general value, else to the system's
     theirs_ca = {m.group(2) for e in entries if e.scope not in USER_SCOPES and (m := _CA_KEYS.fullmatch(e.key.lower()))}
-    mine_ca = {m.group(2) for e in entries if e.scope in USER_SCOPES and (m := _CA_KEYS.fullmatch(e.key.lower()))}
     for name, var, default in (("sslcainfo", "GIT_SSL_CAINFO", _SYSTEM_CA.cafile),
                                ("sslcapath", "GIT_SSL_CAPATH", _SYSTEM_CA.capath)):
-        if name in theirs_ca and name not in mine_ca and var not in base and default:
-            env[var] = default
+        mine = [e.value for e in entries if e.scope in USER_SCOPES and e.key.lower() == f"http.{name}"]
+        value = mine[-1] if mine else default
+        if name in theirs_ca and var not in base and value:
+            env[var] = value
     return env
 
 
