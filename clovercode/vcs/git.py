@@ -250,6 +250,9 @@ class Checkout:
             raise VcsError(f"there is no local branch {branch} to push")
         self._network("push", self.remote_url(remote), ["--porcelain", *options], [f"{tip}:refs/heads/{branch}"],
                       env=env)
+        # The push ran detached from this repository, so git did not move the remote-tracking ref as a
+        # plain `git push` does; users (and `git status`) expect origin/BRANCH to show what was pushed.
+        self._run("update-ref", f"refs/remotes/{remote}/{branch}", tip, capture_output=True)
 
     def is_ancestor(self, older: str, newer: str) -> bool:
         return self._run("merge-base", "--is-ancestor", older, newer).returncode == 0
