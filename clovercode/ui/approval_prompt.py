@@ -8,13 +8,13 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING, Callable
 
 from rich.console import Console
-from rich.markup import escape
-from rich.syntax import Syntax
 
-from clovercode.actions.approval import ALWAYS, CANCEL, NO, Ask, Reply, parse_answer
+from clovercode.actions.approval import ALWAYS, CANCEL, NO, VIEW, Ask, Reply, parse_answer
+from clovercode.actions.approval_view import render_approval
 from clovercode.actions.context import ApprovalRequest
 from clovercode.actions.permissions import command_prefix
 from clovercode.trust.terminal import discard_pending_input, inert
+from clovercode.ui.approval_draw import draw_contents, draw_view
 
 if TYPE_CHECKING:
     from clovercode.ui.render import Screen
@@ -77,38 +77,33 @@ def make_ask(console: Console, read_line: ReadLine, screen: "Screen | None" = No
         if screen is not None:
             screen.suspend()
         console.print()
-        always = True
+        view = render_approval(request)
+        draw_view(console, view)
+        always, prefix = True, None
+        more = " / [v]iew every line" if view.hidden else ""
         if request.kind == "edit":
-            console.print(f"[bold yellow]clovercode wants to {escape(inert(request.title, newlines=False))}[/]",
-                          highlight=False)
-            if request.detail:
-                console.print(Syntax(inert(request.detail), "diff", theme="ansi_dark", background_color="default"))
-            question = f"Apply this change? [y]es / [n]o / [a]lways for edits this session · {CANCEL_HINT}: "
+            more = " / [v]iew the new file" if view.changes else more
+            question = f"Apply this change? [y]es / [n]o / [a]lways for edits this session{more} · {CANCEL_HINT}: "
         elif request.kind == "mcp":
-            server, _, tool = request.title.partition(": ")
-            tool, server = (escape(inert(name, newlines=False)) for name in (tool, server))
-            console.print(f"[bold yellow]clovercode wants to call the MCP tool[/] [bold]{tool}[/] "
-                          f"[bold yellow]of the server[/] [bold]{server}[/] [dim](outside the sandbox)[/]", highlight=False)
-            console.print(inert(request.detail), highlight=False, markup=False, soft_wrap=True)
-            question = f"Call it? [y]es / [n]o / [a]lways for this tool this session · {CANCEL_HINT}: "
+            question = f"Call it? [y]es / [n]o / [a]lways for this tool this session{more} · {CANCEL_HINT}: "
         else:
-            console.print(f"[bold yellow]clovercode wants to run a command[/] [dim]({escape(inert(request.detail))})[/]",
-                          highlight=False)
-            console.print(f"  [bold]$ {escape(inert(request.title))}[/]", highlight=False, soft_wrap=True)
-            lines = request.title.count("\n") + 1
-            if lines > 1:  # blank lines must not push the command's start off the screen unseen
-                console.print(f"[yellow]  ↑ one command of {lines} lines[/]", highlight=False)
             prefix = command_prefix(request.title)
             always = prefix is not None
             where = f" (a rule in {rules_file})" if rules_file else ""
-            offer = f" / [a]lways allow `{inert(prefix, newlines=False)} …`{where}" if prefix else ""
-            question = f"Run it? [y]es / [n]o{offer} · {CANCEL_HINT}: "
+            offer = f" / [a]lways allow commands starting `{inert(prefix, newlines=False)}`{where}" if prefix else ""
+            question = f"Run it? [y]es / [n]o{offer}{more} · {CANCEL_HINT}: "
         while True:
             line = read_line(question, fresh=True)
             if line is None:
                 console.print("[yellow]cancelled[/]", highlight=False)
                 return Reply(CANCEL)
             answer = parse_answer(line)
+            if answer == VIEW:
+                if request.kind == "edit" and view.changes:
+                    draw_contents(console, view)
+                else:
+                    draw_view(console, view, everything=True)
+                continue
             if answer == ALWAYS and not always:
                 console.print("No rule can cover a compound command (;, &&, pipes, redirections): answer y or n.",
                               highlight=False)
