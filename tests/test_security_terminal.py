@@ -85,7 +85,7 @@ def test_a_spoofed_command_shows_as_it_runs_at_the_approval_prompt(calc_repo, tm
         child.expect_exact("Run it?")
         wait_screen(child, "Run it?")
         screen = screen_text(child)
-        child.sendline("n")
+        child.send("n")  # one key, no Enter
         child.expect_exact("Tell the model why")
         child.send("\x1b")  # Esc: stop the run
         child.expect_exact(PROMPT)

@@ -6,12 +6,13 @@ import os
 import sys
 from contextlib import nullcontext
 from pathlib import Path
-from typing import ContextManager
+from typing import Callable, ContextManager
 
 from rich.console import Console
 from rich.markup import escape
 
-from clovercode.actions.approval import NO, ModeApprover
+from clovercode.actions.approval import NO, PLAN, ModeApprover
+from clovercode.agent.planmode import plan_task
 from clovercode.agent.events import MultiSink
 from clovercode.config import Config
 from clovercode.errors import CloverError
@@ -48,6 +49,12 @@ class Repl:
         if self.screen.live is None:
             self.screen.live = LiveStatus(console)
         self.screen.observation_count = self.transcript.observation_count
+        from clovercode.repl.modes import Modes
+
+        self.modes = Modes(self.approver)
+        # One answer among letters (None: Esc), and a line: the terminal's or piped input (run_repl sets them).
+        self.choose: Callable[[str, str], str | None] = lambda question, keys: None
+        self.read_line: Callable[..., str | None] = lambda prompt, fresh=False: None
 
     def handle(self, line: str) -> bool:
         """Process one input; return False when the REPL should exit."""
@@ -115,6 +122,9 @@ class Repl:
             return
         self.transcript.add_user(typed)
         task = self.with_attachments(typed)
+        planning = self.modes.mode == PLAN
+        if planning:
+            task = plan_task(task)
         renderer = ConsoleRenderer(self.console, screen=self.screen, context=self.context_share)
         try:
             with self.turn():
@@ -130,6 +140,10 @@ class Repl:
         if result.summary and result.stop.value == "finished":  # a plain answer was shown as the model wrote it
             print_markdown(self.console, result.summary)
         self.print_context_line()
+        if planning and self.modes.mode == PLAN and result.stop.value in ("finished", "answered"):
+            from clovercode.repl.modes import settle_plan
+
+            settle_plan(self, self.choose, self.read_line)
 
     def turn(self) -> ContextManager[None]:
         """While a task or a !command runs: Esc interrupts as Ctrl-C does, typed keys do not echo."""
@@ -165,7 +179,7 @@ class Repl:
 def make_approver(cfg: Config, console: Console, screen: Screen, tty: bool) -> ModeApprover:
     from clovercode.config import user_config_path
     from clovercode.repl.permissions import add_rule
-    from clovercode.ui.approval_prompt import make_ask, plain_read_line, tty_read_line
+    from clovercode.ui.approval_prompt import make_ask, plain_read_line, tty_read_key, tty_read_line
 
     def remember(prefix: str) -> None:
         try:
@@ -177,7 +191,8 @@ def make_approver(cfg: Config, console: Console, screen: Screen, tty: bool) -> M
         console.print(f"[dim]commands starting `{escape(prefix)}` now run without asking (rule saved in {path}; "
                       "/permissions lists and removes rules)[/]", highlight=False)
 
-    ask = make_ask(console, tty_read_line if tty else plain_read_line, screen, str(user_config_path(os.environ)))
+    ask = make_ask(console, tty_read_line if tty else plain_read_line, screen, str(user_config_path(os.environ)),
+                   read_key=tty_read_key if tty else None)
     return ModeApprover(cfg["approval"], cfg["sandbox"] != "none", ask, cfg["permissions.allow"], remember)
 
 
@@ -220,11 +235,17 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
             session.close()
             raise
     repl = Repl(root, cfg, console, session, screen, approver)
+    from clovercode.ui.approval_prompt import choose, plain_read_line, tty_read_key, tty_read_line
+
+    read_line = tty_read_line if tty else plain_read_line
+    read_key = tty_read_key if tty else None
+    repl.read_line = read_line
+    repl.choose = lambda question, keys: choose(read_line, read_key, question, keys)
     if tty:
         from clovercode.repl.completion import FileLister, ReplCompleter
 
         lines = tty_lines(cfg, ReplCompleter(lambda: [*repl.commands, *repl.custom], FileLister(session.root)),
-                          typed_ahead=repl.typed_ahead)
+                          typed_ahead=repl.typed_ahead, modes=repl.modes)
     else:
         lines = plain_lines()
     try:

@@ -20,7 +20,7 @@ def draw_view(console: Console, view: ApprovalView, *, everything: bool = False,
     heading = Text(view.heading, style="bold yellow")
     if view.note:
         heading.append(f" ({view.note})", style="dim")
-    console.print(heading, soft_wrap=True)
+    console.print(heading)
     shown = view.lines if everything or not view.hidden else view.lines[:view.preview]
     for index, line in enumerate(shown):
         gutter = ("  $ " if index == 0 else "  > ") if line.kind == "command" else GUTTERS.get(line.kind, "")
@@ -28,7 +28,7 @@ def draw_view(console: Console, view: ApprovalView, *, everything: bool = False,
     if view.hidden and not everything:
         console.print(f"  … {view.hidden} more lines · {more_key} shows every line", style="yellow", highlight=False)
     for warning in view.warnings:
-        console.print(Text(f"  ! {warning}", style="yellow"), soft_wrap=True)
+        console.print(Text(f"  ! {warning}", style="yellow"))  # wrapped at words by rich
 
 
 def draw_line(console: Console, line: ViewLine, gutter: str) -> None:
