@@ -73,8 +73,9 @@ def refused_what(request: ApprovalRequest, title: str | None = None) -> str:
 
 
 def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err: Console, *,
-             deltas: bool = False) -> int:
-    """``deltas``: with ``as_json``, also write the model's text as it comes (model_text_delta)."""
+             deltas: bool = False, resume: str | None = None) -> int:
+    """``deltas``: with ``as_json``, also write the model's text as it comes (model_text_delta);
+    ``resume``: a saved session to continue (its id, or "@latest": this project's newest)."""
     ask = RefusingAsk(cfg["approval"])
     approver = ModeApprover(cfg["approval"], cfg["sandbox"] != "none", ask, cfg["permissions.allow"])
     writer = None
@@ -87,6 +88,14 @@ def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err
         # turn, as headless peers do; a slower server joins when ready instead of holding up the run.
         session = open_session(root, cfg, interactive=True, approve=approver, unattended=True,
                                mcp_wait=cfg["mcp.startup_wait"])
+        if resume is not None:
+            from clovercode.context.commands import resume_into
+
+            try:
+                resume_into(session, resume, err)  # the conversation so far; what it says goes to stderr
+            except BaseException:
+                session.close()
+                raise
     except CloverError as exc:
         if writer is None:
             raise

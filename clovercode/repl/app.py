@@ -6,7 +6,7 @@ import os
 import sys
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Callable, ContextManager
+from typing import Callable, ContextManager, Iterator
 
 from rich.console import Console
 from rich.markup import escape
@@ -176,6 +176,18 @@ class Repl:
             self.console.print(status, style="dim", highlight=False, markup=False, soft_wrap=True)
 
 
+def _first_then(first: str | None, lines: Iterator[str], console: Console) -> Iterator[str]:
+    """The task from the command line as the first input, shown as if typed at the prompt."""
+    if first is not None and first.strip():
+        from rich.text import Text
+
+        from clovercode.repl.inputs import PROMPT
+
+        console.print(Text(PROMPT + inert(first)), soft_wrap=True)
+        yield first
+    yield from lines
+
+
 def make_approver(cfg: Config, console: Console, screen: Screen, tty: bool) -> ModeApprover:
     from clovercode.config import user_config_path
     from clovercode.repl.permissions import add_rule
@@ -196,7 +208,10 @@ def make_approver(cfg: Config, console: Console, screen: Screen, tty: bool) -> M
     return ModeApprover(cfg["approval"], cfg["sandbox"] != "none", ask, cfg["permissions.allow"], remember)
 
 
-def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = None, any_project: bool = False) -> int:
+def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = None, any_project: bool = False,
+             first_task: str | None = None) -> int:
+    """``resume``: a session id, "@latest" (a picker on a terminal) or "@last" (the newest, no picker);
+    ``first_task``: the first message, sent before the prompt shows (`clovercode "task"`)."""
     from clovercode.repl.inputs import plain_lines, tty_lines
 
     tty = sys.stdin.isatty() and sys.stdout.isatty()
@@ -221,10 +236,12 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
         console.print(f"[dim]MCP servers starting in the background: {escape(', '.join(session.mcp.starting))} "
                       "(/mcp)[/]", highlight=False, soft_wrap=True)
     if resume is not None:
-        from clovercode.context.commands import resume_into
+        from clovercode.context.commands import RESUME_LATEST, resume_into
 
         pick = None
-        if tty:
+        if resume == "@last":  # --continue
+            resume = RESUME_LATEST
+        elif tty:
             from clovercode.sessions import pick_session
             from clovercode.ui.approval_prompt import tty_read_line
 
@@ -249,7 +266,7 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
     else:
         lines = plain_lines()
     try:
-        for line in lines:
+        for line in _first_then(first_task, lines, console):
             try:
                 if not repl.handle(line):
                     break
