@@ -24,11 +24,21 @@ class Observation:
 
 
 @dataclass(frozen=True)
+class FileChange:
+    """One file of an edit awaiting approval, whole: what a person may read before answering."""
+
+    path: str  # project-relative, as shown
+    old: str | None  # None: the file is created
+    new: str | None  # None: the file is deleted
+
+
+@dataclass(frozen=True)
 class ApprovalRequest:
     kind: str  # "edit" | "command" | "mcp"
     title: str  # e.g. "edit src/app.py", the command line, or "SERVER: TOOL"
     detail: str = ""  # the diff, the sandbox the command runs in, or an MCP call's arguments
     rule: str = ""  # what "always" remembers, when narrower than the kind (an MCP call: that one tool)
+    changes: tuple[FileChange, ...] = ()  # an edit's files, old and new text in full
 
 
 Approver = Callable[[ApprovalRequest], bool]
