@@ -22,6 +22,8 @@ from clovercode.jsonexit import exit_interrupted_early, silent_interrupt
 from clovercode.termination import signals_as_interrupts
 from clovercode.ui.console import make_console
 
+LAST_SESSION = "@last"  # --continue: the newest session of this project, no picker
+
 
 @app.callback(invoke_without_command=True)
 def main_callback(
@@ -38,12 +40,15 @@ def main_callback(
     resume: Optional[str] = typer.Option(None, "--resume", metavar="[ID]",
                                          help="Continue a saved session of this project: a picker (piped: the newest), or the one with this ID."),
     any_project: bool = typer.Option(False, "--any-project", help="With --resume ID: allow another project's session."),
+    last: bool = typer.Option(False, "--continue", "-c", help="Continue this project's last session."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Most model turns per task."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Wall-clock budget of each task in seconds."),
+    task: Optional[str] = typer.Option(None, "--task", hidden=True),  # `clovercode "task"` (startargs.py)
 ) -> None:
-    """Without a command: open the interactive REPL in the project directory."""
+    """Without a command: open the interactive REPL in the project directory; `clovercode "TASK"` opens
+    it with TASK as the first message."""
     if ctx.invoked_subcommand is not None:
-        if resume is not None or any_project:
+        if resume is not None or any_project or last:
             raise UsageError("--resume continues a session in the REPL; use it without a command")
         # These belong to the REPL; before a command they would be silently ignored.
         given = [f"--{name.replace('_', '-')}" for name, value in (("repo", repo), ("model", model), ("sandbox", sandbox),
@@ -58,6 +63,8 @@ def main_callback(
 
     if any_project and resume is None:
         raise UsageError("--any-project goes with --resume ID")
+    if last and resume is not None:
+        raise UsageError("--continue and --resume both pick a session: give one")
     with signals_as_interrupts():  # SIGTERM/SIGHUP end the REPL as Ctrl-D would, without a traceback
         from clovercode.repl.trustask import trust_on_start
 
@@ -68,7 +75,8 @@ def main_callback(
             endpoint_stream=endpoint_stream, max_steps=max_steps, max_time=max_time))
         if moved:
             console.print(f"[yellow]note:[/] {escape(moved)}", highlight=False, soft_wrap=True)
-        code = run_repl(root, cfg, console, resume=resume, any_project=any_project)
+        code = run_repl(root, cfg, console, resume=LAST_SESSION if last else resume, any_project=any_project,
+                        first_task=task)
     raise typer.Exit(code)
 
 
@@ -153,6 +161,8 @@ def exec_command(
     api_key: Optional[str] = ApiKeyOpt,
     endpoint_stream: Optional[str] = EndpointStreamOpt,
     trust_project: bool = TrustOpt,
+    resume: Optional[str] = typer.Option(None, "--resume", metavar="ID", help="Continue the saved session ID headless."),
+    last: bool = typer.Option(False, "--last", help="Continue this project's last session headless."),
 ) -> None:
     """Run one task headless: no questions, no git needed, nothing committed; prints the final answer.
 
@@ -161,12 +171,15 @@ def exec_command(
 
     if deltas and not as_json:
         raise UsageError("--include-deltas needs --json", hint="The deltas are JSON events: clovercode exec --json --include-deltas TASK")
+    if last and resume is not None:
+        raise UsageError("--last and --resume both pick a session: give one")
     root = project_root(repo)
     text = read_task(task, sys.stdin)
     cfg = exec_config(effective_config(root, trust_project, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
                                        endpoint=endpoint, api_key=api_key, endpoint_stream=endpoint_stream), approval)
     with signals_as_interrupts():  # a cancelled CI job (SIGTERM) ends like Ctrl-C: run_completed, exit 143
-        code = run_exec(root, cfg, text, as_json, sys.stdout, make_console(stderr=True), deltas=deltas)
+        code = run_exec(root, cfg, text, as_json, sys.stdout, make_console(stderr=True), deltas=deltas,
+                        resume="@latest" if last else resume)
     raise typer.Exit(code)
 
 

@@ -24,6 +24,11 @@ from clovercode.ui.console import make_console
 class CloverGroup(TyperGroup):
     """Turns CloverError into a clear message + its exit code, Ctrl-C into 130, bugs into 70."""
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        from clovercode.startargs import lift_task
+
+        return super().parse_args(ctx, lift_task(self, args))  # `clovercode "task"`: the REPL's first message
+
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)

@@ -11,6 +11,10 @@ from typing import Mapping
 
 from clovercode.actions.toolerror import ToolError
 
+# A repository's config is where a checkout leaves a token (http.*.extraheader, a password in a URL);
+# sandboxed commands see it scrubbed (sandboxing/scrub.py), the file tools not at all.
+GIT_CONFIG_FILES = ("*/.git/config", "*/.git/worktrees/*/config.worktree", "*/.git/modules/*config")
+
 
 @dataclass(frozen=True)
 class FileGuard:
@@ -37,20 +41,20 @@ class FileGuard:
             top, found = runs_outside(root, load_runs_outside())
             outside = tuple(os.path.realpath(os.path.join(top, rel)) for rel in found.all)
             why = tuple((os.path.realpath(os.path.join(top, rel)), reason) for rel, reason in load_runs_commands().items())
-        return cls(load_tool_refused(), expand_patterns((*load_hidden(), *extra), homes), outside, why)
+        return cls(load_tool_refused(), (*expand_patterns((*load_hidden(), *extra), homes), *GIT_CONFIG_FILES), outside, why)
 
     def check_read(self, path: Path, shown: str) -> None:
         if self.is_secret(path):
             raise ToolError(f"'{shown}' holds credentials or other secrets; clovercode does not read it.")
 
     def check_write(self, root: Path, path: Path, shown: str) -> None:
-        self.check_read(path, shown)
         rel = path.relative_to(root.resolve()).as_posix() if path != root.resolve() else ""
         for entry in self.refused:
             hit = (entry in rel.split("/")) if "/" not in entry else (rel == entry or rel.startswith(entry + "/"))
             if hit:
                 raise ToolError(f"'{shown}' is protected ({entry}): clovercode does not change it, because it can run "
                                 "code or change settings outside the sandbox. Ask the user to make this change.")
+        self.check_read(path, shown)
         text = str(path)
         for entry, reason in self.why:
             if text == entry or text.startswith(entry.rstrip("/") + "/") or entry.startswith(text.rstrip("/") + "/"):

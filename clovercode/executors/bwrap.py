@@ -22,6 +22,7 @@ from clovercode.executors.local import shell_argv
 from clovercode.sandboxing.argv import Layout, bwrap_argv, sandbox_env
 from clovercode.sandboxing.diagnose import INSTALL_HINT, diagnose, host_facts
 from clovercode.sandboxing.policy import Policy
+from clovercode.sandboxing.scrub import covered
 from clovercode.sandboxing.survey import remove_created, survey
 
 
@@ -73,9 +74,10 @@ class BwrapExecutor:
         status: dict = {}
         try:
             try:
-                code, out, timed_out, omitted, seconds = run_captured(
-                    self.argv(command, layout, write_fd), Path(layout.cwd), timeout, self.env(env),
-                    self.output_limit, pass_fds=(write_fd,), on_output=on_output)
+                with covered(layout) as shown:
+                    code, out, timed_out, omitted, seconds = run_captured(
+                        self.argv(command, shown, write_fd), Path(layout.cwd), timeout, self.env(env),
+                        self.output_limit, pass_fds=(write_fd,), on_output=on_output)
             finally:  # also on Ctrl-C: the namespace ends and planted protected paths go
                 os.close(write_fd)
                 status = _read_status(read_fd)

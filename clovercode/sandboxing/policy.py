@@ -33,6 +33,8 @@ class Policy:
     # with them the tree's core.hooksPath directory; empty for `fix --allow-ci-changes`
     runs_outside: tuple[str, ...] = ()
     hidden: tuple[str, ...] = ()  # host path patterns ("~" = home) commands may not read
+    home_visible: tuple[str, ...] = ()  # "~/" patterns bound back, read-only, into the hidden home
+    home_scrubbed: tuple[str, ...] = ()  # git config files bound back as copies without credentials
     masked: tuple[str, ...] = ()  # host directories replaced by an empty tmpfs
     env_allow: tuple[str, ...] = ()
     env_deny: tuple[str, ...] = ()
@@ -45,7 +47,8 @@ def load_policy(name: str, directory: Path | None = None) -> Policy:
         raise SandboxUnavailable(f"unknown sandbox policy '{name}'", hint=f"Choose one of: {', '.join(PROFILES)}.")
     where = directory or data_dir("sandbox")
     profile = _load(where / f"{name}.toml")
-    protected, secrets, environment = (_load(where / f) for f in ("protected.toml", "secrets.toml", "environment.toml"))
+    protected, secrets, environment, home = (_load(where / f) for f in ("protected.toml", "secrets.toml",
+                                                                        "environment.toml", "home.toml"))
     env_set = environment.get("set", {})
     if not isinstance(env_set, dict) or not all(isinstance(v, str) for v in env_set.values()):
         raise _broken(where / "environment.toml", "'set' must be a table of strings")
@@ -60,6 +63,8 @@ def load_policy(name: str, directory: Path | None = None) -> Policy:
                       *_reasons(protected, "runs_commands", where / "protected.toml")),
         hidden=_strings(secrets, "hidden", where / "secrets.toml"),
         masked=_strings(secrets, "masked", where / "secrets.toml"),
+        home_visible=_strings(home, "visible", where / "home.toml"),
+        home_scrubbed=_strings(home, "scrubbed", where / "home.toml"),
         env_allow=_strings(environment, "allow", where / "environment.toml"),
         env_deny=_strings(environment, "deny", where / "environment.toml"),
         env_set=tuple(sorted(env_set.items())),
