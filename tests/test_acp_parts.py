@@ -198,10 +198,13 @@ def test_permission_content_shows_the_whole_command_and_the_files() -> None:
     from clovercode.acp.permissions import content
     from clovercode.actions.context import ApprovalRequest, FileChange
 
-    command = content(ApprovalRequest("command", "make\nrm -rf build", "runs in sandbox: workspace-write"), Path("/p"))
-    assert [c["content"]["text"] for c in command] == ["```sh\nmake\nrm -rf build\n```", "runs in sandbox: workspace-write"]
+    command = content(ApprovalRequest("command", "make\nrm -rf build\u202e", "runs in sandbox: workspace-write"), Path("/p"))
+    assert [c["content"]["text"] for c in command] == [
+        "```\nclovercode wants to run a command (runs in sandbox: workspace-write)\n$ make\n$ rm -rf build\\u202e\n"
+        "! one command of 2 lines: every line runs\n! it holds characters a terminal would not show (control, "
+        "zero-width or bidi): they are written out as \\x.., \\u....\n```"]
     changes = (FileChange("a.py", "x\n", "y\n"), FileChange("b.py", None, "z"))
-    edit = content(ApprovalRequest("edit", "edit a.py, b.py", "diff", changes=changes), Path("/p"))
+    edit = content(ApprovalRequest("edit", "edit a.py, b.py", "+y\n-x", changes=changes), Path("/p"))
     assert edit == [{"type": "diff", "path": "/p/a.py", "oldText": "x\n", "newText": "y\n"},
                     {"type": "diff", "path": "/p/b.py", "newText": "z"}]
 

@@ -200,7 +200,8 @@ def test_modes_change_what_is_asked_and_sessions_are_listed_loaded_resumed_close
         assert len(asked) == 2 and (project / "new.txt").read_text() == "one"
         # what the person answers about: the new file as a diff the editor draws, the whole command fenced
         assert asked[0]["content"] == [{"type": "diff", "path": str(project / "new.txt"), "newText": "one"}]
-        assert asked[1]["content"][0]["content"]["text"] == "````sh\necho a\necho '- b ```'\n````"
+        shown = asked[1]["content"][0]["content"]["text"]  # the approval renderer's text, fenced
+        assert shown.startswith("````\n") and "\n$ echo a\n$ echo '- b ```'\n! one command of 2 lines" in shown
         ran = [u for u in client.updates(sid) if u.get("toolCallId") == asked[1]["toolCallId"] and u.get("status") == "completed"]
         assert ran[0]["content"][0]["content"]["text"].startswith("````\nExit code: 0\na\n- b ```\n")
 

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from clovercode.acp.markdown import fenced
 from clovercode.actions.approval import ALWAYS, CANCEL, NO, YES, Reply
+from clovercode.actions.approval_view import render_approval
 from clovercode.actions.context import ApprovalRequest
 
 ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE = "allow-once", "allow-always", "reject-once"
@@ -29,21 +30,23 @@ def options(request: ApprovalRequest) -> list[dict[str, str]]:
 
 
 def content(request: ApprovalRequest, root: Path) -> list[dict[str, Any]]:
-    """Everything the person must see to answer, as ToolCallContent: the whole command (every line,
-    fenced), an edit's files as ``diff`` blocks the editor draws (the unified diff when it has none),
-    an MCP call's arguments. The one place ACP turns a pending action into what is shown."""
-    if request.kind == "command":
-        blocks = [{"type": "content", "content": {"type": "text", "text": fenced(request.title, "sh")}}]
-        if request.detail:
-            blocks.append({"type": "content", "content": {"type": "text", "text": request.detail}})
+    """Everything the person must see to answer, as ToolCallContent, from the one approval renderer
+    (actions/approval_view.py) the REPL and exec draw too: an edit's files as ``diff`` blocks the
+    editor draws, with what the renderer warns about; a command or MCP call as the renderer's whole
+    text (every line, hidden characters written out) in a code fence."""
+    view = render_approval(request)
+    if view.changes:  # the editor wants absolute paths; the request's are the project's
+        blocks: list[dict[str, Any]] = [
+            {"type": "diff", "path": str(root / c.path), "newText": c.new or "", **({"oldText": c.old} if c.old is not None else {})}
+            for c in view.changes]
+        if view.warnings:
+            blocks.append(_text("\n".join(f"⚠ {warning}" for warning in view.warnings)))
         return blocks
-    if request.kind == "edit" and request.changes:  # the editor wants absolute paths; the request's are the project's
-        return [{"type": "diff", "path": str(root / c.path), "newText": c.new or "",
-                 **({"oldText": c.old} if c.old is not None else {})} for c in request.changes]
-    if request.detail:
-        return [{"type": "content", "content": {"type": "text",
-                                                "text": fenced(request.detail, "diff" if request.kind == "edit" else "")}}]
-    return []
+    return [_text(fenced(view.plain()))]
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "content", "content": {"type": "text", "text": text}}
 
 
 def answer(outcome: Any) -> Reply:
@@ -66,7 +69,7 @@ class ClientAsk:
         from acp.schema import PermissionOption, ToolCallUpdate
 
         running = self.current()
-        call_id, title = running if running else ("approval", request.title)
+        call_id, title = running if running else ("approval", render_approval(request).title)
         tool_call = ToolCallUpdate.model_validate({
             "toolCallId": call_id, "title": title.splitlines()[0][:200] if title else request.kind,
             "kind": KIND.get(request.kind, "other"), "status": "pending", "content": content(request, self.root) or None})
