@@ -226,7 +226,7 @@ class CloverAgent:
     async def _builtin(self, live: LiveSession, slash: Any) -> PromptResponse:
         live.turn = Turn()  # a second prompt meanwhile is refused as during a task
         try:
-            text = await asyncio.to_thread(run_builtin, slash, live.session, live.mode == READ_ONLY)
+            text = await asyncio.to_thread(run_builtin, slash, live.session, live.mode, live.mode in (READ_ONLY, PLAN))
         except CloverError as exc:
             text = f"/{slash.name} failed: {exc.message}"
         finally:

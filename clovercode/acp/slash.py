@@ -20,7 +20,7 @@ BUILTIN = {
     "context": ("show how full the context window is", None),
     "init": ("write a starter AGENTS.md for this project", "--force to replace an existing one"),
 }
-EDITS = ("init",)  # built-ins that write a file: refused in read-only mode
+EDITS = ("init",)  # built-ins that write a file: refused in the modes that change nothing
 
 
 @dataclass(frozen=True)
@@ -57,12 +57,12 @@ def available(custom: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def run_builtin(slash: Slash, session: Any, read_only: bool) -> str:
+def run_builtin(slash: Slash, session: Any, mode: str, changes_nothing: bool) -> str:
     """A built-in's answer (Markdown text for the editor). Runs off the event loop, between turns."""
     from clovercode.context.commands import context_line, ensure_prompt
 
-    if read_only and slash.name in EDITS:
-        return f"/{slash.name} writes a file, and this session is in read-only mode: switch modes to run it."
+    if changes_nothing and slash.name in EDITS:
+        return f"/{slash.name} writes a file, and this session is in {mode} mode: switch modes to run it."
     if slash.name == "init":
         from clovercode.context.starter import write_starter
 
