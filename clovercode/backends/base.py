@@ -101,4 +101,11 @@ class ModelError(CloverError):
 
 
 class ContextTooLong(ModelError):
-    """The prompt does not fit the model's context window (compaction or a shorter task may help)."""
+    """The prompt does not fit the model's context window (compaction or a shorter task may help).
+    ``prompt_tokens`` and ``window``, when the backend knows them, let a server word the error the
+    way OpenAI clients recognise it."""
+
+    def __init__(self, message: str, *, hint: str | None = None, prompt_tokens: int | None = None,
+                 window: int | None = None):
+        super().__init__(message, hint=hint)
+        self.prompt_tokens, self.window = prompt_tokens, window

@@ -58,10 +58,11 @@ class EmbeddedBackend:
         if room < 1 and limit < self.context_window:  # the memory plan's limit, not the model's
             raise ContextTooLong(f"the prompt ({len(prompt)} tokens) does not fit engine.max_context = {limit} "
                                  f"tokens (the positions one request may hold in the memory plan; the model's "
-                                 f"context window is {self.context_window})")
+                                 f"context window is {self.context_window})", prompt_tokens=len(prompt), window=limit)
         if room < 1:
             raise ContextTooLong(f"the prompt ({len(prompt)} tokens) does not fit the context window of "
-                             f"{self.engine.name} ({self.context_window} tokens)")
+                             f"{self.engine.name} ({self.context_window} tokens)", prompt_tokens=len(prompt),
+                                 window=self.context_window)
         plan = self.engine.plan(temperature=params.temperature, top_p=params.top_p,
                                 max_new_tokens=max(1, min(params.max_new_tokens, room)))
         return prompt, replace(plan, cache_scope=params.cache_scope)
@@ -77,9 +78,10 @@ class EmbeddedBackend:
             failure = template_failure(self.engine.name, exc)
             raise ModelError(failure.message, hint=failure.hint) from None
 
-    def forget_prompts(self) -> None:
-        """``serve``'s prefix-cache reset: the batch-1 path's kept prompts go (a batch session drops its own)."""
-        self.engine.forget_prompts()
+    def forget_prompts(self, scope: str | None = None) -> None:
+        """``serve``'s prefix-cache reset: the batch-1 path's kept prompts go (a batch session drops its
+        own); with ``scope``, only those of the cache scopes starting with it."""
+        self.engine.forget_prompts(scope)
 
     def batch_slots(self, max_batch: int) -> int:
         """How many of ``max_batch`` requests the memory plan lets decode together (docs/engine.md, "The

@@ -222,11 +222,12 @@ class Engine:
             return GraphedBatch(batched, graphs=self.info.device.startswith("cuda"), note=self.note)
         return batched
 
-    def forget_prompts(self) -> None:
-        """Drop the prompts kept for reuse (the next prompt of every conversation is prefilled whole)."""
+    def forget_prompts(self, scope: str | None = None) -> None:
+        """Drop the prompts kept for reuse (the next prompt of every conversation is prefilled whole):
+        all, or those of the cache scopes starting with ``scope``."""
         forget = getattr(self.shared, "forget_prompts", None)
         if forget is not None:
-            forget()
+            forget(scope)
 
     def generate(self, prompt: Sequence[int], plan: DecodePlan, stops: Stops, **kwargs: Any) -> DecodeResult:
         result = None
