@@ -125,6 +125,9 @@ if command -v npm >/dev/null 2>&1; then
   phase "fetching the npm test data (@agentclientprotocol/sdk) into .cache/npm"
   .venv/bin/python -c "import sys; sys.path.insert(0, 'tests'); from npm_fixtures import acp_sdk_dir; acp_sdk_dir()" \
     || echo "fetching the npm test data failed; tests/test_acp.py fetches it again when it runs" >&2
+  phase "fetching the Codex CLI (@openai/codex, about 420 MB unpacked) into .cache/npm"
+  .venv/bin/python -c "import sys; sys.path.insert(0, 'tests'); from npm_fixtures import codex_cli; codex_cli()" \
+    || echo "fetching the Codex CLI failed; tests/test_serve_codex.py fetches it again when it runs" >&2
 fi
 
 # llama.cpp's server, for the endpoint tests against a real server (tests/test_endpoint_llama_cpp.py).

@@ -182,12 +182,18 @@ class _EventWriter:
         if self.open is not None and self.open["kind"] != kind:
             self.close_open()
         if self.open is None:
-            if kind == "content":
-                text = text.lstrip()
-                if not text:
-                    return
+            text = text.lstrip()
+            if not text:
+                return
             self._open(kind)
         assert self.open is not None
+        # Trailing whitespace waits for more text: an item's text ends stripped, as the whole answer's.
+        text = self.open["ws"] + text
+        body = text.rstrip()
+        self.open["ws"] = text[len(body):]
+        if not body:
+            return
+        text = body
         self.open["text"] += text
         where = {"item_id": self.open["id"], "output_index": len(self.output), "content_index": 0}
         if kind == "reasoning":
@@ -197,7 +203,7 @@ class _EventWriter:
 
     def _open(self, kind: str) -> None:
         item_id = _item_id("rs" if kind == "reasoning" else "msg")
-        self.open = {"kind": kind, "id": item_id, "text": ""}
+        self.open = {"kind": kind, "id": item_id, "text": "", "ws": ""}
         index = len(self.output)
         if kind == "reasoning":
             self.send("response.output_item.added", output_index=index, item=reasoning_item("", item_id))
