@@ -53,7 +53,8 @@ class EchoBackend:
     def generate(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> Iterator[Event]:
         text = reply_for(messages)
         if "HUGE" in text:
-            raise ContextTooLong("the prompt is 9999 tokens; this model's context window is 4096 tokens")
+            raise ContextTooLong("the prompt is 9999 tokens; this model's context window is 4096 tokens",
+                                 prompt_tokens=9999, window=4096)
         with self.lock:
             self.started += 1
         finished = False
@@ -86,7 +87,8 @@ class EchoBatchSession:
     def add(self, key: str, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> None:
         text = reply_for(messages)
         if "HUGE" in text:
-            raise ContextTooLong("the prompt is 9999 tokens; this model's context window is 4096 tokens")
+            raise ContextTooLong("the prompt is 9999 tokens; this model's context window is 4096 tokens",
+                                 prompt_tokens=9999, window=4096)
         assert len(self.rows) < self.max_batch, "admitted beyond max_batch"
         self.rows[key] = [text, 0]
 
