@@ -33,7 +33,7 @@ def answer_whole(h: Answering, job: Job, request: ChatRequest) -> str:
         collect(events.take(item), reply)
     segments, calls = events.finish()
     collect(segments, reply)
-    tool_calls = tool_call_objects(calls, request.tools) + events.backend_calls
+    tool_calls = _calls(tool_call_objects(calls, request.tools) + events.backend_calls, request)
     body = completion_object(job.id, h.app.model_name, int(time.time()), reply.content.strip(),
                              reply.reasoning.strip(), tool_calls, finish_reason(events.reason, bool(tool_calls)),
                              events.usage)
@@ -82,7 +82,7 @@ def answer_stream(h: Answering, job: Job, request: ChatRequest) -> str:
     if failure is not None:  # mid-stream: the status is already 200, so the error is an event
         send(failure.body())
     else:
-        tool_calls = tool_call_objects(calls, request.tools) + events.backend_calls
+        tool_calls = _calls(tool_call_objects(calls, request.tools) + events.backend_calls, request)
         if tool_calls:
             send(chunk_object(job.id, model, created, {"tool_calls": [dict(call, index=i) for i, call in enumerate(tool_calls)]},
                               with_usage_field=with_usage))
@@ -94,6 +94,11 @@ def answer_stream(h: Answering, job: Job, request: ChatRequest) -> str:
     flush()
     h.write_chunk(b"")
     return f"200 stream {usage.completion_tokens} tokens" if failure is None else f"stream failed: {failure.message}"
+
+
+def _calls(calls: list[dict[str, Any]], request: ChatRequest) -> list[dict[str, Any]]:
+    """parallel_tool_calls false: one call a reply, the first the model wrote."""
+    return calls if request.parallel_tool_calls else calls[:1]
 
 
 def stream_error_event(error: ApiError) -> bytes:

@@ -9,10 +9,11 @@ overflow says exactly what OpenAI and vLLM say, with the same ``code``.
 from __future__ import annotations
 
 import traceback
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from clovercode.backends.base import ContextTooLong
 from clovercode.errors import CloverError, UsageError
+from clovercode.messages import Message
 from clovercode.serve.protocol import ApiError
 from clovercode.serve.scheduler import ServerStopping
 
@@ -23,6 +24,25 @@ def context_overflow(window: int, prompt_tokens: int, completion_tokens: int, de
             f"{prompt_tokens + completion_tokens} tokens ({prompt_tokens} in the messages, {completion_tokens} "
             "in the completion). Please reduce the length of the messages or completion.")
     return ApiError(400, f"{text} ({detail})" if detail else text, code="context_length_exceeded", param="messages")
+
+
+def refuse_overlong(backend: Any, messages: Sequence[Message], max_new_tokens: int) -> None:
+    """Refuse at once, before the queue, a request whose messages alone overflow the context window:
+    counted with the backend's own tokenizer (the rendered prompt holds every message, plus its
+    template). A margin per message absorbs merges across message boundaries, so a prompt that fits
+    is never refused here; one near the edge is refused by the backend, after its turn in the queue."""
+    count, window = getattr(backend, "count_tokens", None), getattr(backend, "context_window", None)
+    if count is None or not isinstance(window, int) or window <= 0:
+        return
+    text = "\n".join(part for m in messages for part in (m.content, m.reasoning) if part)
+    if len(text.encode("utf-8")) <= window:  # a token is at least one byte: it cannot overflow
+        return
+    try:
+        tokens = int(count(text))
+    except Exception:  # a tokenizer busy on the model thread, say: the backend's own check still runs
+        return
+    if tokens > window + 4 * len(messages):
+        raise context_overflow(window, tokens, max_new_tokens, "the messages alone, counted before queueing")
 
 
 def api_error(error: BaseException, log: Callable[[str], None], job: Any = None) -> ApiError:

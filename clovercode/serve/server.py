@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from clovercode.serve.chat import answer_stream, answer_whole, stream_error_event
 from clovercode.serve.connections import ConnectionCaps, ServeHTTPServer
-from clovercode.serve.errors import api_error
+from clovercode.serve.errors import api_error, refuse_overlong
 from clovercode.serve.protocol import ApiError, Limits, model_list, new_completion_id, parse_chat_request
 from clovercode.serve.responses import RESPONSES_PATH, ResponseStore, parse_responses_request
 from clovercode.serve.responses_answer import answer_responses
@@ -210,6 +210,7 @@ class Handler(BaseHTTPRequestHandler):
                                f"'{self.app.model_name}'.", code="model_not_found", param="model")
             # With keys each key is a tenant: its own lane in the queue, its own prompt cache.
             params = replace(request.params, cache_scope=cache_scope(self.tenant, request.cache_key))
+            refuse_overlong(self.app.scheduler.backend, request.messages, params.max_new_tokens)
             job = Job(new_completion_id(), request.messages, request.tools, params,
                       self.tenant or request.user or self.client_address[0])
             try:
