@@ -18,7 +18,8 @@ from clovercode.messages import Message
 from clovercode.backends.base import ContextTooLong, Event, Finish, GenerationParams, ModelError, TextDelta, Usage
 from clovercode.engine.chat import call_format, render_prompt
 from clovercode.engine.constraint import Constraint, Steering
-from clovercode.engine.grammar import CALL_OPENING, REASONING_END, GrammarError, json_grammar, tool_call_grammar
+from clovercode.engine.grammar import (CALL_CLOSINGS, CALL_OPENING, REASONING_END, GrammarError, json_grammar,
+                                      shortest_call, tool_call_grammar)
 from clovercode.engine.config import EngineConfig, engine_config_from
 from clovercode.engine.decoder import DecodePlan, DecodeResult
 from clovercode.engine.linerepeats import MAX_REPEATS
@@ -143,18 +144,28 @@ class EmbeddedBackend:
             except GrammarError as exc:
                 raise UsageError(str(exc)) from None
             if params.tool_choice not in ("auto", "none"):
-                steering = self._steering(params, limit)
+                steering = self._steering(params, limit, tools)
         try:
             return self.engine.constraint(grammar, steering)
         except GrammarError as exc:
             raise UsageError(f"the requested output format cannot be enforced: {exc}") from None
 
-    def _steering(self, params: GenerationParams, limit: int) -> Steering:
+    def _steering(self, params: GenerationParams, limit: int, tools: Sequence[ToolSpec]) -> Steering:
         """A turn that must call: prose for at most an eighth of the token limit (the call needs the
-        rest). A call still open at the limit is left cut: the harness refuses it, never runs a part of it."""
+        rest), and an open call closed just before the limit where the grammar lets it close (a
+        string value ends). A call that cannot close there is left cut: the harness refuses it. A
+        limit too small for the shortest call is refused up front."""
+        offered = [t for t in tools if params.tool_choice in ("required", t.name)]
+        shortest = min((len(self.engine.encode(shortest_call({"name": t.name, "parameters": t.parameters}))), t.name)
+                       for t in offered)
+        if limit < shortest[0]:
+            raise UsageError(f"max_tokens {limit} cannot hold a call: the shortest, to {shortest[1]}, takes "
+                             f"{shortest[0]} tokens", hint="Ask for more tokens, or for tool_choice auto.")
         budget = max(1, min(params.max_prose or DEFAULT_MAX_PROSE, limit // PROSE_SHARE))
+        closings = [self.engine.encode(text) for text in CALL_CLOSINGS]
         return Steering(budget, self.engine.encode(CALL_OPENING), (self.engine.encode(REASONING_END + CALL_OPENING),),
-                        MAX_REPEATS, params.loop_window)
+                        MAX_REPEATS, params.loop_window, close_at=max(0, limit - max(map(len, closings))),
+                        closings=closings)
 
     def close(self) -> None:
         self.engine.close()

@@ -62,7 +62,9 @@ class Steering:
     ``prose_budget`` final tokens without an opened call, the next tokens are ``opening`` (the ids of
     the call opener), one by one. Steered tokens still pass the grammar: a token it forbids is never
     forced. A call is never closed for the model: one still open at the token limit is cut, and the
-    harness refuses to run it (docs/tool-calls.md)."""
+    harness refuses to run it (docs/tool-calls.md), unless ``close_at`` is set: from that many final
+    tokens on, an open call is closed with the first of ``closings`` the grammar takes whole (none
+    fits, as while a required parameter is still missing: the call is left to the model)."""
 
     prose_budget: int = 0
     opening: Sequence[int] = ()
@@ -74,6 +76,8 @@ class Steering:
     # No this many bytes that repeat one unit of at most a quarter of them (0: no brake): the loop
     # guard's rule (agent/repetition.py), kept token by token instead of cutting the reply.
     loop_window: int = 0
+    close_at: int = 0  # 0: never closed for the model
+    closings: Sequence[Sequence[int]] = ()
 
 
 class Constraint:
@@ -89,6 +93,7 @@ class Constraint:
         self.lltokenizer = lltokenizer
         self.consumed = 0  # final tokens so far
         self.opened = False  # a call has opened (the prose budget no longer applies)
+        self.closed = False  # an open call was closed for the model (close_at)
         self._forced: list[int] = []  # tokens being steered in, and how many of them are taken
         self._taken = 0
         # The end of the final text: to see the opener, and the lines the brake compares. It starts with a
@@ -161,7 +166,9 @@ class Constraint:
             return False
         if self._taken < len(self._forced):
             return True
-        return not self.opened and bool(rule.prose_budget) and self.consumed + count > rule.prose_budget
+        if self.opened:
+            return bool(rule.close_at) and not self.closed and self.consumed + count > rule.close_at
+        return bool(rule.prose_budget) and self.consumed + count > rule.prose_budget
 
     def _accept_plain(self, tokens: list[int]) -> int:
         end = next((i for i, t in enumerate(tokens) if t in self._eos), len(tokens))
@@ -194,6 +201,13 @@ class Constraint:
         if rule is None:
             return None
         if self._taken >= len(self._forced):
+            if self.opened and rule.close_at and not self.closed and self.consumed >= rule.close_at:
+                closing = next(([int(t) for t in c] for c in rule.closings
+                                if c and self.matcher.validate_tokens([int(t) for t in c]) == len(c)), None)
+                if closing is None:
+                    return None
+                self._forced, self._taken, self.closed = closing, 0, True
+                return self._forced[0]
             if self.opened or not rule.prose_budget or self.consumed < rule.prose_budget:
                 return None
             openings = [[int(t) for t in tokens] for tokens in (rule.opening, *rule.alternatives)]
