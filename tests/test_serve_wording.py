@@ -62,3 +62,12 @@ def test_text_that_may_begin_a_stop_sequence_is_held_back_until_it_cannot():
     assert trimmer.stopped and trimmer.finish() == ""
     trimmer = StopTrimmer(("xyz",))
     assert (trimmer.feed("ax"), trimmer.finish()) == ("a", "x")  # the end of the reply releases it
+
+
+def test_litellm_classifies_the_overflow_as_a_context_window_error(app):
+    """litellm's own exception mapping, where litellm is installed (it is no dependency of the test
+    extra: 356 MB with its own; litellm 1.110.2 raised ContextWindowExceededError here)."""
+    litellm = pytest.importorskip("litellm")
+    with pytest.raises(litellm.ContextWindowExceededError):
+        litellm.completion(model="openai/test-model", api_base=f"http://127.0.0.1:{app.port}/v1", api_key="x",
+                           messages=[{"role": "user", "content": "HUGE"}], max_tokens=100, num_retries=0)
