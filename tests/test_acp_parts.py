@@ -19,9 +19,11 @@ from clovercode.acp.turns import STOP_REASONS, Turn, stop_reason
 from clovercode.acp.updates import UpdateMapper
 from clovercode.actions.approval import ALWAYS, CANCEL, NO, YES, Reply
 from clovercode.actions.context import ToolError
+from clovercode.actions.fileio import DiskFiles
 from clovercode.agent.budget import StopReason
 from clovercode.errors import UsageError
 from clovercode.messages import CallRecord, Message
+from clovercode.trust.projectview import ProjectView
 from conftest import run_cli, tool_call_text
 
 
@@ -51,7 +53,7 @@ def test_permission_answers_map_onto_the_repls() -> None:
 
 def test_stream_markup_is_hidden_and_a_call_becomes_a_tool_call_with_its_diff(tmp_path: Path) -> None:
     sent: list[dict] = []
-    writes = WriteLog(_Disk())
+    writes = WriteLog(DiskFiles(ProjectView(tmp_path)))
     mapper = UpdateMapper(tmp_path, sent.append, writes, prefix="t1-")
     mapper.emit("step_start", step=1)
     for piece in ("<think>plan</think>I will edit. ", tool_call_text("edit_file", path="a.txt")[:30], "…"):
@@ -89,17 +91,6 @@ def test_a_saved_conversation_is_told_again(tmp_path: Path) -> None:
     assert updates[4]["status"] == "completed" and updates[-1]["content"]["text"] == "Done."
 
 
-class _Disk:
-    def read(self, path, shown):
-        from clovercode.actions.fileio import read_text
-        return read_text(path, shown)
-
-    def write(self, path, data, mode):
-        path.write_bytes(data)
-
-    def delete(self, path):
-        path.unlink()
-
 
 def test_editor_buffers_are_read_and_written_through_the_client(tmp_path: Path) -> None:
     target = tmp_path / "a.txt"
@@ -115,7 +106,7 @@ def test_editor_buffers_are_read_and_written_through_the_client(tmp_path: Path) 
             return SimpleNamespace(content=buffers[params["path"]])
         buffers[params["path"]] = params["content"]
 
-    files = ClientFiles(call, "s1")
+    files = ClientFiles(call, "s1", DiskFiles(ProjectView(tmp_path)))
     seen = files.read(target, "a.txt")
     assert (seen.text, seen.newline) == ("unsaved\nbuffer\n", "\r\n")
     files.write(target, seen.encode("changed\n", "a.txt"), None)

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from clovercode.messages import Message
 from clovercode.backends.base import ContextTooLong, Event, Finish, GenerationParams, ModelError, TextDelta, Usage
+from clovercode.backends.engineusage import final_usage
 from clovercode.engine.chat import call_format, render_prompt
 from clovercode.engine.constraint import Constraint, Steering
 from clovercode.engine.grammar import (CALL_CLOSINGS, CALL_OPENING, REASONING_END, GrammarError, json_grammar,
@@ -169,16 +170,6 @@ class EmbeddedBackend:
 
     def close(self) -> None:
         self.engine.close()
-
-
-def final_usage(result: DecodeResult, plan: DecodePlan, seconds: float, extra: dict[str, Any]) -> Usage:
-    """The turn's total usage, with the engine's counters."""
-    stats = result.stats
-    return Usage(prompt_tokens=stats.prompt_tokens, completion_tokens=stats.new_tokens, forwards=stats.forwards,
-                 seconds=seconds, cached_tokens=stats.cached_tokens,
-                 extra={"tokens_per_forward": round(stats.tokens_per_forward, 3), "block_size": plan.block_size,
-                        "prefill_s": round(stats.prefill_s, 4), "first_block_s": round(stats.first_block_s or 0.0, 4),
-                        **extra})
 
 
 def open_embedded(spec: str, cfg: Any, base_dir: Path | None = None, console: Console | None = None) -> EmbeddedBackend:
