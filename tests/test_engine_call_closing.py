@@ -87,3 +87,15 @@ def test_a_string_value_cannot_hold_a_closers_start(setup):
 def test_the_shortest_call_has_its_required_parameters():
     assert shortest_call(WEATHER) == ("<tool_call>\n<function=get_weather>\n<parameter=city>\nx\n</parameter>\n"
                                       "</function>\n</tool_call>")
+
+
+def test_no_new_call_opens_after_a_complete_one_when_even_the_shortest_would_not_fit(setup):
+    tok, compiler = setup
+    done = encode(tok, "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n"
+                       "</tool_call>\n")
+    grammar = tool_call_grammar([WEATHER], "required", "xml", compiler.special)
+    early = compiler.constraint(grammar, Steering(0, (), end_at=len(done) + 5))
+    assert early.accept(done) == len(done) and early._steer() is None  # room left: the model may go on
+    late = compiler.constraint(grammar, Steering(0, (), end_at=len(done)))
+    assert late.accept(done) == len(done) and late._steer() == tok.eos_token_id
+    assert not late.permits(encode(tok, "<tool_call>")[0])

@@ -78,6 +78,9 @@ class Steering:
     loop_window: int = 0
     close_at: int = 0  # 0: never closed for the model
     closings: Sequence[Sequence[int]] = ()
+    # From this many final tokens on, a turn whose calls are complete ends there (0: never): a new
+    # call opened so near the limit would be cut.
+    end_at: int = 0
 
 
 class Constraint:
@@ -167,6 +170,8 @@ class Constraint:
         if self._taken < len(self._forced):
             return True
         if self.opened:
+            if rule.end_at and self.consumed + count > rule.end_at:
+                return True
             return bool(rule.close_at) and not self.closed and self.consumed + count > rule.close_at
         return bool(rule.prose_budget) and self.consumed + count > rule.prose_budget
 
@@ -201,6 +206,9 @@ class Constraint:
         if rule is None:
             return None
         if self._taken >= len(self._forced):
+            if (self.opened and rule.end_at and self.consumed >= rule.end_at and self._eos
+                    and self.matcher.is_accepting()):
+                return min(self._eos)
             if self.opened and rule.close_at and not self.closed and self.consumed >= rule.close_at:
                 closing = next(([int(t) for t in c] for c in rule.closings
                                 if c and self.matcher.validate_tokens([int(t) for t in c]) == len(c)), None)
