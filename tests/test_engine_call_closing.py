@@ -99,3 +99,20 @@ def test_no_new_call_opens_after_a_complete_one_when_even_the_shortest_would_not
     late = compiler.constraint(grammar, Steering(0, (), end_at=len(done)))
     assert late.accept(done) == len(done) and late._steer() == tok.eos_token_id
     assert not late.permits(encode(tok, "<tool_call>")[0])
+
+
+def test_the_loop_brake_yields_in_accept_where_the_grammar_leaves_nothing_else(setup):
+    """SmolLM2 wrote three identical calls and opened a fourth: the brake refused the one line break
+    the grammar allowed; `allowed` offered it anyway (the brake yields there) but `accept` refused
+    it, so the decoder's text and the grammar parted and the reply ran on in line breaks."""
+    from clovercode.engine.linerepeats import MAX_REPEATS
+
+    tok, compiler = setup
+    call = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis</parameter>\n</function>\n</tool_call>\n"
+    grammar = tool_call_grammar([WEATHER], "get_weather", "xml", compiler.special)
+    constraint = compiler.constraint(grammar, Steering(0, (), max_repeats=MAX_REPEATS))
+    ids = encode(tok, call * MAX_REPEATS + "<tool_call>\n<function=get_weather>\n")
+    for token in ids:  # one at a time, as a decoder offers them
+        if not constraint.permits(token):
+            assert constraint.allowed()[token], tok.decode([token])  # the brake yields to the grammar
+        assert constraint.accept([token]) == 1, tok.decode([token])

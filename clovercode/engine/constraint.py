@@ -180,7 +180,7 @@ class Constraint:
         if self._braking():
             pieces = [self.lltokenizer.decode_bytes([t]) for t in tokens[:end]]
             braked = self._brake.first_refused(self._text, pieces)
-            if braked < end:
+            if braked < end and not self._brake_yields(tokens[:braked], pieces):
                 tokens, end = tokens[:braked], braked
         valid = self.matcher.try_consume_tokens(tokens[:end]) if end else 0  # stops before a forbidden one
         if self.matcher.is_error():
@@ -189,6 +189,22 @@ class Constraint:
         if valid == end < len(tokens) and self.matcher.is_accepting():
             return len(tokens)
         return valid
+
+    def _brake_yields(self, head: list[int], pieces: Sequence[bytes]) -> bool:
+        """After ``head``, does the grammar allow only tokens the brake refuses? Then the brake yields,
+        as in :meth:`allowed`: else the token :meth:`allowed` offered would be refused here, and the
+        decoder's output and the grammar's state would part (a fourth identical call's line break)."""
+        import llguidance.torch
+
+        matcher = self.matcher.deep_copy()
+        if head and matcher.try_consume_tokens(head) != len(head):
+            return False
+        llguidance.torch.fill_next_token_bitmask(matcher, self._bits, 0)
+        allowed = unpack_mask(self._bits, self.vocab_size)
+        tail = (self._text + b"".join(pieces[:len(head)]))[-self._brake.tail_bytes:]
+        refused = [t for t in self._brake.refused(tail, self._prefixes()) if t < self.vocab_size]
+        allowed[refused] = False
+        return not allowed.any()
 
     def _accept_steered(self, tokens: list[int]) -> int:
         """Token by token near steering: while steering, only the steered token may follow."""
