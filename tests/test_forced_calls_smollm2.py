@@ -36,8 +36,9 @@ def backend(model_cache):  # noqa: F811
 
 
 def reply(backend, choice: str, max_tokens: int) -> tuple[list[dict], str, str]:
+    """As serve asks (close_calls: the client wants a call; the agent, whose calls run, never asks)."""
     events = ReplyEvents(parse_tools=True)
-    params = GenerationParams(max_new_tokens=max_tokens, tool_choice=choice, thinking=False)
+    params = GenerationParams(max_new_tokens=max_tokens, tool_choice=choice, thinking=False, close_calls=True)
     for event in backend.generate([Message("user", "What is the weather in Paris right now?")], [WEATHER, TIME], params):
         events.take(event)
     segments, calls = events.finish()

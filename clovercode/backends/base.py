@@ -33,6 +33,9 @@ class GenerationParams:
     tool_choice: str | None = None
     json_schema: dict[str, Any] | None = None  # the reply must be one JSON value valid against it
     max_prose: int = 0  # tool_choice required / named: tokens of prose before the call (0: the backend's default)
+    # tool_choice required / named: close a call still open near the token limit where a value can end
+    # (serve's clients asked for a call; never for the agent, whose calls run: a cut value would run cut).
+    close_calls: bool = False
     # tool_choice required / named: no this many characters may repeat one unit of at most a quarter
     # of them (the agent's loop guard, kept while decoding instead of cutting the reply; 0: off).
     loop_window: int = 0

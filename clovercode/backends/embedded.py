@@ -153,22 +153,23 @@ class EmbeddedBackend:
 
     def _steering(self, params: GenerationParams, limit: int, tools: Sequence[ToolSpec]) -> Steering:
         """A turn that must call: prose for at most an eighth of the token limit (the call needs the
-        rest), an open call closed just before the limit where the grammar lets it close (a string
-        value ends), and no new call opened after a complete one when even the shortest would not
-        fit. A call that cannot close is left cut: the harness refuses it. A limit too small for the
-        shortest call is refused up front."""
+        rest), and no new call opened after a complete one when even the shortest would not fit. With
+        ``params.close_calls`` (serve's clients, never the agent, whose calls run) an open call is
+        closed just before the limit where the grammar lets it (a string value ends), and a limit
+        too small for the shortest call is refused up front. A call that cannot close is left cut:
+        the harness refuses it."""
         offered = [t for t in tools if params.tool_choice in ("required", t.name)]
         shortest = min((len(self.engine.encode(shortest_call({"name": t.name, "parameters": t.parameters}))), t.name)
                        for t in offered)
-        if limit < shortest[0]:
+        if params.close_calls and limit < shortest[0]:
             raise UsageError(f"max_tokens {limit} cannot hold a call: the shortest, to {shortest[1]}, takes "
                              f"{shortest[0]} tokens", hint="Ask for more tokens, or for tool_choice auto.")
         budget = max(1, min(params.max_prose or DEFAULT_MAX_PROSE, limit // PROSE_SHARE))
         closings = [self.engine.encode(text) for text in CALL_CLOSINGS]
         closing = max(map(len, closings))
         return Steering(budget, self.engine.encode(CALL_OPENING), (self.engine.encode(REASONING_END + CALL_OPENING),),
-                        MAX_REPEATS, params.loop_window, close_at=max(0, limit - closing), closings=closings,
-                        end_at=max(0, limit - closing - shortest[0]))
+                        MAX_REPEATS, params.loop_window, close_at=max(0, limit - closing) if params.close_calls else 0,
+                        closings=closings, end_at=max(0, limit - closing - shortest[0]))
 
     def close(self) -> None:
         self.engine.close()

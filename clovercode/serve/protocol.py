@@ -85,7 +85,8 @@ def parse_chat_request(body: Any, limits: Limits) -> ChatRequest:
     parallel = body.get("parallel_tool_calls", True)
     if not isinstance(parallel, bool):
         raise _bad("parallel_tool_calls", "must be true or false")
-    params = replace(_params(body, limits), tool_choice=tool_choice, json_schema=json_schema)
+    params = replace(_params(body, limits), tool_choice=tool_choice, json_schema=json_schema,
+                     close_calls=tool_choice not in (None, "auto", "none"))
     if json_schema is not None:  # reasoning would spend the budget the object needs (content holds it)
         params = replace(params, thinking=False)
     return ChatRequest(model, messages, tools, params, stream, bool(options.get("include_usage")),

@@ -130,7 +130,8 @@ def parse_responses_request(body: Any, limits: Limits, store: ResponseStore, ten
     except ApiError as exc:
         raise _bad("max_output_tokens" if exc.param == "max_tokens" else str(exc.param),
                    exc.message.split("' ", 1)[-1]) from None
-    params = replace(params, tool_choice=tool_choice, json_schema=json_schema)
+    params = replace(params, tool_choice=tool_choice, json_schema=json_schema,
+                     close_calls=tool_choice not in (None, "auto", "none"))
     if json_schema is not None:  # reasoning would spend the budget the object needs
         params = replace(params, thinking=False)
     user = body.get("safety_identifier") or body.get("user")
