@@ -98,3 +98,13 @@ def test_an_overlong_prompt_is_refused_at_once_not_after_the_queue():
     assert info.value.code == "context_length_exceeded" and not waited_for_the_model
     assert info.value.body["message"].startswith("This model's maximum context length is 4096 tokens. However, you "
                                                  "requested 5010 tokens (5000 in the messages, 10 in the completion).")
+
+
+@pytest.mark.parametrize("choice,closes", [("required", True), ({"type": "function", "function": {"name": "view_file"}}, True),
+                                           ("auto", False), (None, False)])
+def test_a_clients_forced_call_may_be_closed_at_the_limit_the_agents_never(served, choice, closes):
+    app, backend = served
+    ask(app, messages=[{"role": "user", "content": "TWO"}], tools=TOOLS, **({"tool_choice": choice} if choice else {}))
+    assert backend.params[-1].close_calls is closes
+    from clovercode.backends.base import GenerationParams as Defaults
+    assert Defaults().close_calls is False  # what the agent sends
