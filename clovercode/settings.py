@@ -115,6 +115,12 @@ SETTINGS: tuple[Setting, ...] = (
             "each key is a tenant with its own queue share and prompt cache."),
     Setting("serve.header_timeout", float, 5.0, "Seconds a client may take to send a request's line and headers, or leave "
             "a kept-alive connection idle, before `clovercode serve` hangs up.", minimum=0.1),
+    Setting("serve.max_connections_per_address", int, 64, "Open connections one client address may hold (HTTP 503 "
+            "beyond; 0: no cap): reconnecting sockets from one host cannot take every slot.", minimum=0),
+    Setting("serve.max_connections_per_key", int, 0, "Open connections one API key may hold (HTTP 429 beyond; 0: "
+            "serve.max_connections shared evenly among the keys; no cap with one key).", minimum=0),
+    Setting("serve.body_timeout", float, 30.0, "Seconds a client may take to send a whole request body "
+            "(HTTP 408 beyond), however slowly it trickles.", minimum=0.1),
     Setting("serve.max_queue_per_key", int, 0, "Queue places one API key may hold (429 beyond; 0: serve.max_queue shared "
             "evenly among the keys; no limit without keys).", minimum=0),
     # REPL permissions (docs/usage.md#approvals): the user's own rules, never a project's

@@ -120,7 +120,8 @@ phase "installing the test, mcp and acp extras"
 ticking "installing the test, mcp and acp extras" pip install -q "${WHEELS[@]}" -e ".[engine,context,test,mcp,acp]"
 
 # npm test data the tests would otherwise fetch on first use (tests/npm_fixtures.py, .cache/npm): GitHub's
-# API description and workflow parser, the ACP TypeScript SDK (the second editor client of tests/test_acp.py).
+# API description and workflow parser, the ACP TypeScript SDK (the second editor client of tests/test_acp.py),
+# the Codex CLI (about 420 MB: the Responses API client of tests/test_serve_codex.py).
 if command -v npm >/dev/null 2>&1; then
   phase "fetching the npm test data into .cache/npm"
   .venv/bin/python -c "import sys; sys.path.insert(0, 'tests'); from npm_fixtures import fetch_all; fetch_all()" \

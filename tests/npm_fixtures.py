@@ -5,6 +5,8 @@
 - GitHub's own workflow parser (@actions/workflow-parser): checks the workflow `ci init` writes.
 - The Agent Client Protocol's TypeScript SDK (@agentclientprotocol/sdk): a second client, written by
   nobody here, drives `clovercode acp` (tests/test_acp.py). scripts/setup.sh --tests fetches it.
+- OpenAI's Codex CLI (@openai/codex, a native binary, about 420 MB unpacked): the most-used client
+  of the Responses API runs `codex exec` against `clovercode serve` (tests/test_serve_codex.py).
 
 Versions are pinned so a test run means the same thing tomorrow; bump them here.
 """
@@ -27,6 +29,7 @@ OPENAPI_PACKAGE = "@octokit/openapi@23.0.2"
 OPENAPI_MEMBER = "package/generated/api.github.com.json"
 WORKFLOW_PARSER_PACKAGE = "@actions/workflow-parser@0.3.61"
 ACP_SDK_PACKAGE = "@agentclientprotocol/sdk@2.4.0"
+CODEX_PACKAGE = "@openai/codex@0.171.0"
 
 
 class NpmUnavailable(RuntimeError):
@@ -105,8 +108,24 @@ def acp_sdk_dir() -> Path:
     return prefix
 
 
+def codex_cli() -> Path:
+    """The `codex` launcher of @openai/codex (its platform binary comes as an optional dependency)."""
+    prefix = CACHE / CODEX_PACKAGE.replace("/", "+")
+    launcher = prefix / "node_modules" / ".bin" / "codex"
+    if launcher.is_file():
+        return launcher
+    with _fetching():
+        if not launcher.is_file():
+            prefix.mkdir(parents=True, exist_ok=True)
+            _npm("install", "--prefix", str(prefix), CODEX_PACKAGE, cwd=prefix)
+    if not launcher.is_file():
+        raise NpmUnavailable(f"{CODEX_PACKAGE} installed no bin/codex")
+    return launcher
+
+
 def fetch_all() -> None:
     """Everything above, fetched once by scripts/setup.sh --tests, so no test run waits on the registry."""
     github_openapi_path()
     workflow_parser_dir()
     acp_sdk_dir()
+    codex_cli()

@@ -19,7 +19,8 @@ from clovercode.backends.base import ContextTooLong, Event, Finish, GenerationPa
 from clovercode.backends.engineusage import final_usage
 from clovercode.engine.chat import call_format, render_prompt
 from clovercode.engine.constraint import Constraint, Steering
-from clovercode.engine.grammar import CALL_OPENING, REASONING_END, GrammarError, json_grammar, tool_call_grammar
+from clovercode.engine.grammar import (CALL_CLOSINGS, CALL_OPENING, REASONING_END, GrammarError, json_grammar,
+                                      shortest_call, tool_call_grammar)
 from clovercode.engine.config import EngineConfig, engine_config_from
 from clovercode.engine.decoder import DecodePlan, DecodeResult
 from clovercode.engine.linerepeats import MAX_REPEATS
@@ -66,10 +67,11 @@ class EmbeddedBackend:
         if room < 1 and limit < self.context_window:  # the memory plan's limit, not the model's
             raise ContextTooLong(f"the prompt ({len(prompt)} tokens) does not fit engine.max_context = {limit} "
                                  f"tokens (the positions one request may hold in the memory plan; the model's "
-                                 f"context window is {self.context_window})")
+                                 f"context window is {self.context_window})", prompt_tokens=len(prompt), window=limit)
         if room < 1:
             raise ContextTooLong(f"the prompt ({len(prompt)} tokens) does not fit the context window of "
-                             f"{self.engine.name} ({self.context_window} tokens)")
+                             f"{self.engine.name} ({self.context_window} tokens)", prompt_tokens=len(prompt),
+                                 window=self.context_window)
         plan = self.engine.plan(temperature=params.temperature, top_p=params.top_p,
                                 max_new_tokens=max(1, min(params.max_new_tokens, room)))
         return prompt, replace(plan, cache_scope=params.cache_scope)
@@ -93,9 +95,10 @@ class EmbeddedBackend:
             failure = template_failure(self.engine.name, exc)
             raise ModelError(failure.message, hint=failure.hint) from None
 
-    def forget_prompts(self) -> None:
-        """``serve``'s prefix-cache reset: the batch-1 path's kept prompts go (a batch session drops its own)."""
-        self.engine.forget_prompts()
+    def forget_prompts(self, scope: str | None = None) -> None:
+        """``serve``'s prefix-cache reset: the batch-1 path's kept prompts go (a batch session drops its
+        own); with ``scope``, only those of the cache scopes starting with it."""
+        self.engine.forget_prompts(scope)
 
     def batch_slots(self, max_batch: int) -> int:
         """How many of ``max_batch`` requests the memory plan lets decode together (docs/engine.md, "The
@@ -157,18 +160,31 @@ class EmbeddedBackend:
             except GrammarError as exc:
                 raise UsageError(str(exc)) from None
             if params.tool_choice not in ("auto", "none"):
-                steering = self._steering(params, limit)
+                steering = self._steering(params, limit, tools)
         try:
             return self.engine.constraint(grammar, steering)
         except GrammarError as exc:
             raise UsageError(f"the requested output format cannot be enforced: {exc}") from None
 
-    def _steering(self, params: GenerationParams, limit: int) -> Steering:
+    def _steering(self, params: GenerationParams, limit: int, tools: Sequence[ToolSpec]) -> Steering:
         """A turn that must call: prose for at most an eighth of the token limit (the call needs the
-        rest). A call still open at the limit is left cut: the harness refuses it, never runs a part of it."""
+        rest), and no new call opened after a complete one when even the shortest would not fit. With
+        ``params.close_calls`` (serve's clients, never the agent, whose calls run) an open call is
+        closed just before the limit where the grammar lets it (a string value ends), and a limit
+        too small for the shortest call is refused up front. A call that cannot close is left cut:
+        the harness refuses it."""
+        offered = [t for t in tools if params.tool_choice in ("required", t.name)]
+        shortest = min((len(self.engine.encode(shortest_call({"name": t.name, "parameters": t.parameters}))), t.name)
+                       for t in offered)
+        if params.close_calls and limit < shortest[0]:
+            raise UsageError(f"max_tokens {limit} cannot hold a call: the shortest, to {shortest[1]}, takes "
+                             f"{shortest[0]} tokens", hint="Ask for more tokens, or for tool_choice auto.")
         budget = max(1, min(params.max_prose or DEFAULT_MAX_PROSE, limit // PROSE_SHARE))
+        closings = [self.engine.encode(text) for text in CALL_CLOSINGS]
+        closing = max(map(len, closings))
         return Steering(budget, self.engine.encode(CALL_OPENING), (self.engine.encode(REASONING_END + CALL_OPENING),),
-                        MAX_REPEATS, params.loop_window)
+                        MAX_REPEATS, params.loop_window, close_at=max(0, limit - closing) if params.close_calls else 0,
+                        closings=closings, end_at=max(0, limit - closing - shortest[0]))
 
     def close(self) -> None:
         self.engine.close()

@@ -93,10 +93,10 @@ class EmbeddedBatchSession:
         self.requests.pop(key, None)
         self.admitted = [event for event in self.admitted if event[0] != key]
 
-    def forget_prompts(self) -> None:
+    def forget_prompts(self, scope: str | None = None) -> None:
         forget = getattr(self.decoder.denoiser, "forget_prompts", None)
         if forget is not None:
-            forget()
+            forget(scope)
 
     def close(self) -> None:
         for key in list(self.decoder.active):

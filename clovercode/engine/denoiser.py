@@ -195,8 +195,9 @@ class CachedDenoiser:
         point = self._extended([int(t) for t in ids])
         return len(point.ids) if point is not None else 0
 
-    def forget_prompts(self) -> None:
-        self.checkpoints.clear()
+    def forget_prompts(self, scope: str | None = None) -> None:
+        """Drop the kept prompts: all, or those of the scopes starting with ``scope`` (one tenant's)."""
+        self.checkpoints[:] = [] if scope is None else [p for p in self.checkpoints if not p.scope.startswith(scope)]
 
     def _extended(self, ids: list[int]) -> PromptCheckpoint | None:
         """The checkpoint of this scope with the longest prompt that ``ids`` starts with (None when reuse
