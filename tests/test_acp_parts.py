@@ -180,17 +180,20 @@ def test_live_output_is_throttled_and_stops_with_the_call() -> None:
     from clovercode.acp.output import LiveOutput
 
     posted: list[dict] = []
-    live = LiveOutput(posted.append, interval=0.05)
+    live = LiveOutput(posted.append, interval=0.5)  # wide enough that a loaded machine's pauses stay inside it
     live.feed("c1", b"one\n")  # the first chunk goes at once
     live.feed("c1", b"two \xc3")  # the rest waits for the interval; a character split across chunks
     live.feed("c1", b"\xa9\n")
     assert [p["content"][0]["content"]["text"] for p in posted] == ["```\none\n```"]
-    time.sleep(0.15)
+    deadline = time.monotonic() + 10
+    while len(posted) < 2 and time.monotonic() < deadline:  # the timer sends the rest
+        time.sleep(0.05)
     assert posted[-1]["content"][0]["content"]["text"] == "```\none\ntwo é\n```" and len(posted) == 2
-    live.feed("c1", b"three\n")
-    live.feed("c1", b"four\n")
+    time.sleep(0.6)
+    live.feed("c1", b"three\n")  # past the interval: sent at once
+    live.feed("c1", b"four\n")  # within it: waits for a timer
     live.end()  # the observation follows: no late partial update may replace it
-    time.sleep(0.1)
+    time.sleep(0.7)
     assert len(posted) == 3 and {p["toolCallId"] for p in posted} == {"c1"}
 
 
