@@ -181,8 +181,12 @@ def test_checkout_refuses_dirty_trees_and_never_commits_untracked_files(tmp_path
     (work / ".gitignore").write_text("build/\n")
     (work / "build").mkdir()
     (work / "build" / "out.py").write_text("")
-    pending = checkout.pending(start, ["durations.py", "new.py", "mine.txt", "build/out.py"])
-    assert pending.paths == ["durations.py", "new.py"] and sorted(pending.skipped) == ["build/out.py", "mine.txt"]
+    pending = checkout.changes(start, ["durations.py", "new.py", "build/out.py"])
+    # .gitignore is new too: every change counts, whoever made it; mine.txt is the user's, unchanged
+    assert pending.paths == (".gitignore", "durations.py", "new.py")
+    assert [item.describe() for item in pending.left_out] == ["build/out.py (ignored by git)"]
+    (work / "mine.txt").write_text("untracked, mine, and changed by a command\n")
+    assert "mine.txt (untracked before the run)" in [i.describe() for i in checkout.changes(start).left_out]
     with pytest.raises(VcsError, match="uncommitted changes to tracked files: durations.py"):
         checkout.start()
     (tmp_path / "nowhere").mkdir()
@@ -247,7 +251,7 @@ def test_commit_and_push_run_no_hooks(tmp_path):
     checkout = open_checkout(work)
     start = checkout.start()
     (work / "durations.py").write_text("fixed\n")
-    pending = checkout.pending(start, ["durations.py"])
+    pending = checkout.changes(start)
     checkout.commit_on_branch(start, "fix", pending, "Fix it", ("A", "a@example.org"), ("A", "a@example.org"))
     checkout.push("origin", "fix", None)
     assert git(origin, "rev-parse", "fix").strip() == git(work, "rev-parse", "HEAD").strip()
