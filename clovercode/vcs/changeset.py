@@ -95,12 +95,11 @@ def change_set(checkout: "Checkout", start: "Start", written: Iterable[str] = ()
         checkout.git_env(env, "read-tree", "-m", start.base)  # -m: keeps stat data where the entry matches
         checkout.refresh(env)
         tracked = [p for p in checkout.git_env(env, "diff-files", "--name-only", "-z").split("\0") if p]
-        untracked = [p for p in checkout.git_env(env, "ls-files", "-z", "--others", "--exclude-standard",
-                                                 "--directory", "--no-empty-directory").split("\0") if p]
+        untracked = [p for p in checkout.git_env(env, "ls-files", "-z", "--others", "--exclude-standard").split("\0") if p]
         left: list[LeftOut] = []
         candidates: list[str] = list(tracked)
         for rel in untracked:
-            if rel.endswith("/"):  # --directory lists a nested repository as its directory
+            if rel.endswith("/"):  # a nested repository is listed as its directory, never entered
                 left.append(LeftOut(rel.rstrip("/"), NESTED_REPO))
             elif rel not in start.untracked:
                 candidates.append(rel)
