@@ -32,6 +32,15 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
+def fresh_ending():
+    """A signal one in-process test sends ends that test's run only (termination.ENDING is process-wide)."""
+    yield
+    from clovercode.termination import ENDING
+
+    ENDING.__init__()
+
+
+@pytest.fixture(autouse=True)
 def isolated_home(tmp_path_factory, monkeypatch):
     """No test reads or writes the real ~/.config or ~/.local/state, or sees CLOVERCODE_* settings."""
     home = tmp_path_factory.mktemp("home")
