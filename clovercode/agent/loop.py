@@ -20,6 +20,7 @@ from clovercode.messages import CallRecord, Message
 from clovercode.agent.prompts import Conversation, PromptBuilder
 from clovercode.agent.repetition import RepetitionGuard
 from clovercode.backends.base import Finish, GenerationParams, ModelBackend, ModelError, Notice, TextDelta, ToolCallEvent, Usage
+from clovercode.agent.deadline import TimeLimitReached, deadline
 from clovercode.termination import interrupt_behind, interrupt_detail
 from clovercode.toolcalls.parser import ParsedCall
 from clovercode.toolcalls.review import TurnReview, review_turn
@@ -85,11 +86,15 @@ class Agent:
         self.sink.emit("run_start", task=task, model=self.backend.name, executor=self.toolbox.ctx.executor.name,
                        tools=self.toolbox.names, limits=self.limits.__dict__)
         try:
-            while True:
-                self._check_budget(state)
-                self._step(conversation, state, repeats)
+            with deadline(self.limits.max_time):
+                while True:
+                    self._check_budget(state)
+                    self._step(conversation, state, repeats)
         except _Stop as stop:
             result = self._result(state, stop.reason, stop.detail, stop.summary)
+        except TimeLimitReached:  # inside a step: the command or the model's turn was cut at the deadline
+            result = self._result(state, StopReason.MAX_TIME, f"reached the time limit ({self.limits.max_time:g} s) "
+                                  f"during step {state.steps}")
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM/SIGHUP (termination.py), or cancelled at an approval prompt
             detail = str(exc) if isinstance(exc, RunCancelled) else interrupt_detail(exc)
             result = self._result(state, StopReason.INTERRUPTED, detail)
@@ -100,8 +105,12 @@ class Agent:
             interrupt = interrupt_behind(exc)  # an interrupt that library clean-up turned into an error
             if interrupt is None:
                 raise
-            result = self._result(state, StopReason.INTERRUPTED, interrupt_detail(interrupt))
-            result.signal = getattr(interrupt, "signum", None)
+            if isinstance(interrupt, TimeLimitReached):
+                result = self._result(state, StopReason.MAX_TIME, f"reached the time limit ({self.limits.max_time:g} s) "
+                                      f"during step {state.steps}")
+            else:
+                result = self._result(state, StopReason.INTERRUPTED, interrupt_detail(interrupt))
+                result.signal = getattr(interrupt, "signum", None)
         self.sink.emit("run_end", **result.to_json(), **({"signal": result.signal} if result.signal else {}))
         return result
 
@@ -170,10 +179,12 @@ class Agent:
                 seconds, running_since = self.clock() - running_since, None
                 pending.pop(0)
                 self._after_call(conversation, call, observation, repeats, seconds)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
+            why = ("Stopped at the run's time limit before it finished." if isinstance(exc, TimeLimitReached)
+                   else "Interrupted by the user before it finished.")
             for index, call in enumerate(pending):  # every call in the history gets an answer, even an interrupted one
                 ran = self.clock() - running_since if index == 0 and running_since is not None else 0.0
-                self._observe(conversation, call, Observation(False, "Interrupted by the user before it finished."), ran)
+                self._observe(conversation, call, Observation(False, why), ran)
             raise
         if not checked and not turn.errors and self.interactive:
             objection = self.toolbox.review_stop("answered", turn.content)
