@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import git, make_git_repo, run_cli
+from conftest import cli_env, git, make_git_repo, run_cli
 from conftest import tool_call_text as call
 from conftest import write_replay as replay
 
@@ -103,3 +103,36 @@ def test_the_change_set_is_every_difference_less_what_is_left_out_on_purpose(tmp
     (work / "mine.txt").unlink()
     assert "mine.txt (untracked before the run, deleted)" in [i.describe() for i in checkout.changes(start).left_out]
     assert git(work, "diff", "--cached", "--name-only", "--no-renames").split() == ["new.txt", "old.txt"]  # the user's index untouched
+
+
+GCD = {
+    "gcd.py": "def gcd(a, b):\n    return gcd(b, a % b)  # bug: never stops at b == 0\n",
+    "test_gcd.py": ("import unittest\n\nfrom gcd import gcd\n\n\nclass GcdTest(unittest.TestCase):\n"
+                    "    def test_gcd(self):\n        self.assertEqual(gcd(35, 21), 7)\n"),
+}
+GCD_BUG = "    return gcd(b, a % b)  # bug: never stops at b == 0"
+
+
+def test_a_short_name_and_a_hang_each_start_a_feedback_round(tmp_path):
+    """gcd() ties test_gcd (before: names of three letters never did, and the run ended 9 with no
+    feedback); a change that makes the finished suite hang is a regression the model is told about."""
+    work = project(tmp_path, GCD)
+    model = replay(tmp_path / "m.jsonl",
+                   call("view_file", path="gcd.py"),
+                   call("edit_file", path="gcd.py", old_text=GCD_BUG, new_text=GCD_BUG + "\n    # TODO"),
+                   call("finish", summary="Looked at it."),
+                   call("edit_file", path="gcd.py", old_text=GCD_BUG, new_text="    while True:\n        pass"),
+                   call("finish", summary="Loops instead."),
+                   call("edit_file", path="gcd.py", old_text="    while True:\n        pass",
+                        new_text="    return a if b == 0 else gcd(b, a % b)"),
+                   call("finish", summary="Stops at b == 0."))
+    proc = run_cli("fix", "--repo", str(work), "--sandbox", "none", "--model", f"replay:{model}", "--json",
+                   "--test-command", f"{sys.executable} -m unittest -q", "--test-rounds", "3",
+                   "gcd() never returns", env=cli_env(CLOVERCODE_FIX_TEST_TIMEOUT="8"), timeout=300)
+    result = json.loads(proc.stdout)
+    assert proc.returncode == 0, proc.stderr
+    runs = result["tests"]["runs"]
+    assert [r["timed_out"] for r in runs] == [False, True, False] and runs[-1]["passed"]
+    feedback = [json.loads(line) for line in Path(result["trajectory"]).read_text().splitlines()]
+    told = [e for e in feedback if e.get("kind") == "run_start" and "feedback round" in str(e.get("task", ""))]
+    assert len(told) == 2 and "test_gcd" in told[0]["task"] and "timed out" in told[1]["task"]
