@@ -146,7 +146,8 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
     try:
         rounds = run_rounds(session, plan.issue.task(plan.tests.command if plan.tests else None), plan.tests,
                             cfg["fix.test_rounds"], cfg["fix.test_timeout"], ConsoleRenderer(console), console, has_changes,
-                            baseline=cfg["fix.baseline"], issue_text=f"{plan.issue.title}\n{plan.issue.body}")
+                            baseline=cfg["fix.baseline"], issue_text=f"{plan.issue.title}\n{plan.issue.body}",
+                            after_baseline=tested.after_baseline if tested is not None else None)
     finally:
         session.close()
     outcome = FixOutcome(plan.issue, rounds.result, ExitCode.GAVE_UP, session.last_trajectory, rounds.steps,

@@ -3,9 +3,10 @@ commit message lists it)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterable
 
-from clovercode.vcs.changeset import ChangeSet
+from clovercode.vcs.changeset import ChangeSet, untracked_stamps
 from clovercode.vcs.git import Checkout, FileStat, Start
 
 
@@ -18,14 +19,22 @@ class TestedTree:
     def __init__(self, checkout: Checkout, start: Start):
         self.checkout, self.start = checkout, start
         self.tested: ChangeSet | None = None
+        self.by_tests: frozenset[str] = frozenset()  # files the baseline test run wrote
+
+    def after_baseline(self) -> None:
+        """Files the baseline test run wrote (a report, a log) are the tests', never the model's change."""
+        now = self.checkout.untracked()
+        self.by_tests = frozenset(now - self.start.untracked)
+        untracked = self.start.untracked | self.by_tests
+        self.start = replace(self.start, untracked=untracked, stamps=untracked_stamps(self.checkout.top, untracked))
 
     def before_tests(self, written: Iterable[str]) -> bool:
         """Called right before a test run (run_rounds' ``has_changes``): is there a change to test?"""
-        self.tested = self.checkout.changes(self.start, written)
+        self.tested = self.checkout.changes(self.start, written, self.by_tests)
         return bool(self.tested)
 
     def now(self, written: Iterable[str]) -> ChangeSet:
-        return self.checkout.changes(self.start, written)
+        return self.checkout.changes(self.start, written, self.by_tests)
 
     def to_commit(self, written: Iterable[str]) -> tuple[ChangeSet, list[str]]:
         """The change to commit (the tested tree when tests ran) and the paths changed since it was tested."""

@@ -22,6 +22,7 @@ MAX_BINARY_BYTES = 1 * 2**20  # binary files above this are left out (a build ou
 SNIFF_BYTES = 8000  # git's own rule: a NUL in the first 8000 bytes makes a file binary
 UNTRACKED_BEFORE = "untracked before the run"
 IGNORED = "ignored by git"
+BY_TESTS = "written by the baseline test run"
 NESTED_REPO = "a nested git repository"
 
 
@@ -80,10 +81,12 @@ def _too_big(file: Path) -> str | None:
     return None
 
 
-def change_set(checkout: "Checkout", start: "Start", written: Iterable[str] = ()) -> ChangeSet:
+def change_set(checkout: "Checkout", start: "Start", written: Iterable[str] = (), by_tests: Iterable[str] = ()) -> ChangeSet:
     """The working tree now against ``start.base``, less ignored files, files that were untracked at
     the start, nested repositories and files over the size limits (named in ``left_out``, with the
-    ignored files among ``written``: top-relative paths the file tools wrote)."""
+    ignored files among ``written``: top-relative paths the file tools wrote). ``by_tests``: files in
+    ``start.untracked`` that the baseline test run wrote, named for what they are."""
+    tests_wrote = set(by_tests)
     with tempfile.TemporaryDirectory(prefix="clovercode-index-") as scratch:
         # a private index: the user's own is never touched, and nothing a command git-added
         # (--sandbox none) slips in or out; it starts as a copy so git's stat cache saves rehashing
@@ -104,8 +107,9 @@ def change_set(checkout: "Checkout", start: "Start", written: Iterable[str] = ()
             elif rel not in start.untracked:
                 candidates.append(rel)
             elif start.stamps.get(rel) != untracked_stamps(checkout.top, [rel]).get(rel):
-                left.append(LeftOut(rel, UNTRACKED_BEFORE))
-        left += [LeftOut(rel, UNTRACKED_BEFORE + ", deleted") for rel in sorted(start.untracked)
+                left.append(LeftOut(rel, BY_TESTS if rel in tests_wrote else UNTRACKED_BEFORE))
+        left += [LeftOut(rel, (BY_TESTS if rel in tests_wrote else UNTRACKED_BEFORE) + ", deleted")
+                 for rel in sorted(start.untracked)
                  if not os.path.lexists(checkout.top / rel)]
         quiet = set(start.untracked) | set(candidates)  # tracked files git ignores are committed all the same
         left += [LeftOut(rel, IGNORED) for rel in sorted(checkout.ignored(sorted(set(written) - quiet)))]

@@ -108,7 +108,11 @@ class Checkout:
         email = reader.get_value("user", "email", default="")
         return (str(name), str(email)) if name and email else None
 
-    def changes(self, start: Start, written: Iterable[str] = ()) -> ChangeSet:
+    def untracked(self) -> frozenset[str]:
+        """Untracked files git does not ignore, top-relative."""
+        return frozenset(self.repo.untracked_files)
+
+    def changes(self, start: Start, written: Iterable[str] = (), by_tests: Iterable[str] = ()) -> ChangeSet:
         """The working tree's change since ``start`` (vcs/changeset.py); ``written`` are root-relative
         paths the file tools wrote, so that those git ignores are named as left out."""
         tops = []
@@ -117,7 +121,7 @@ class Checkout:
                 tops.append((self.root / rel).resolve().relative_to(self.top).as_posix())
             except (ValueError, OSError):
                 continue
-        return change_set(self, start, tops)
+        return change_set(self, start, tops, by_tests)
 
     def diff_stat(self, base: str, commit: str) -> list[FileStat]:
         out = self._git("diff", *gitsafe.DIFF_FLAGS, "--numstat", "--no-renames", "-z", base, commit)
