@@ -122,6 +122,20 @@ def test_commit_message_and_pull_body():
     assert len(huge) < 65536 and "the summary is cut here" in huge
 
 
+def test_only_a_fixed_change_closes_its_issue():
+    from clovercode.fixflow.verdict import FIXED, REGRESSED, UNVERIFIED, Conclusion
+
+    issue = Issue("mean() is wrong", "", IssueRef(RepoRef("o", "r"), 3))
+    for outcome, word in ((FIXED, "Fixes"), (UNVERIFIED, "Refs"), (REGRESSED, "Refs")):
+        concluded = Conclusion(outcome, "why")
+        message = commit_message(issue, "s", None, [], "#3", conclusion=concluded, left_out=["big.bin (over 10 MiB)"])
+        body = pull_body(issue, "s", None, [], [], "o/r#3", "m", 1, conclusion=concluded, left_out=["big.bin (over 10 MiB)"])
+        # a draft marked ready and merged must not close an issue no test showed fixed
+        assert message.endswith(f"\n\n{word} #3\n") and body.startswith(f"{word} o/r#3\n"), outcome
+        assert "Not committed (left out on purpose):\n    big.bin (over 10 MiB)" in message
+        assert "- big.bin (over 10 MiB)" in body
+
+
 def test_feedback_message_keeps_the_end_of_the_log():
     text = feedback_message(run(0, False, "x" * 10000 + "\nFAILED test_a - AssertionError"), 1, 3)
     assert "round 1 of 3" in text and "`pytest -q` (exit code 1)" in text
