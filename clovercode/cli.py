@@ -137,7 +137,8 @@ def main_callback(
     repo: Optional[Path] = RepoOpt,
     model: Optional[str] = ModelOpt,
     sandbox: Optional[str] = SandboxOpt,
-    approval: Optional[str] = typer.Option(None, "--approval", help="suggest, auto-edit or full-auto."),
+    approval: Optional[str] = typer.Option(None, "--approval", help="suggest, auto-edit, full-auto, or plan "
+                                           "(read only until you approve a plan; Shift+Tab cycles)."),
     endpoint: Optional[str] = EndpointOpt,
     api_key: Optional[str] = ApiKeyOpt,
     endpoint_stream: Optional[str] = EndpointStreamOpt,
@@ -251,7 +252,7 @@ def exec_command(
     model: Optional[str] = ModelOpt,
     sandbox: Optional[str] = SandboxOpt,
     approval: Optional[str] = typer.Option(None, "--approval", help="full-auto (default; commands in the sandbox), or "
-                                           "suggest / auto-edit: what they would ask about is refused."),
+                                           "suggest / auto-edit: what they would ask about is refused; plan: read only, the answer is a plan."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Most model turns."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Wall-clock budget in seconds."),
     as_json: bool = typer.Option(False, "--json", help="Stream the run's events as JSON Lines on stdout (docs/usage.md)."),
@@ -282,7 +283,7 @@ def exec_command(
 def acp_command(
     model: Optional[str] = ModelOpt,
     sandbox: Optional[str] = SandboxOpt,
-    approval: Optional[str] = typer.Option(None, "--approval", help="suggest, auto-edit or full-auto; questions go to the editor."),
+    approval: Optional[str] = typer.Option(None, "--approval", help="suggest, auto-edit, full-auto or plan; questions go to the editor."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Most model turns per prompt."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Wall-clock budget of each prompt in seconds."),
     endpoint: Optional[str] = EndpointOpt,

@@ -10,10 +10,11 @@ from typing import TextIO
 from rich.console import Console
 from rich.markup import escape
 
-from clovercode.actions.approval import NO, ModeApprover
+from clovercode.actions.approval import NO, PLAN, ModeApprover
 from clovercode.actions.context import ApprovalRequest
 from clovercode.agent.budget import StopReason
 from clovercode.agent.events import EventSink
+from clovercode.agent.planmode import plan_task
 from clovercode.config import Config
 from clovercode.errors import CloverError, ExitCode, UsageError
 from clovercode.executors.select import NO_SANDBOX_WARNING
@@ -99,6 +100,8 @@ def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err
     else:
         sink = ConsoleRenderer(err)
     ask.sink = sink
+    if cfg["approval"] == PLAN:  # read only (the approver refuses changes); the model is told why
+        task = plan_task(task)
     try:
         result = session.run_task(task, sink)
     except CloverError as exc:

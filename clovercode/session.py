@@ -103,6 +103,7 @@ class Session:
         self.last_context = ctx
         writer = TrajectoryWriter(self.last_trajectory)
         events = MultiSink(SnapshotBeforeEnd(writer, self.root, self.conversation, self.session_id), sink)  # what --resume loads
+        ctx.emit = events.emit
         for category, notice in self.take_categorised():
             events.emit("warning", text=notice, category=category)
         hooks = Hooks(self.cfg.declared.hooks, self.root, self.env, events, self.cfg["hooks.max_stop_blocks"])

@@ -29,7 +29,7 @@ class Setting:
 
 SANDBOX_POLICIES = (  # strictest first: a project may only move to the left (trust/project.py)
     "read-only", "workspace-write", "workspace-write-network", "none")
-APPROVAL_MODES = ("suggest", "auto-edit", "full-auto")
+APPROVAL_MODES = ("suggest", "auto-edit", "full-auto", "plan")
 
 SETTINGS: tuple[Setting, ...] = (
     # model

@@ -43,6 +43,10 @@ def approve_all(request: ApprovalRequest) -> bool:
     return True
 
 
+def no_events(kind: str, **data: Any) -> None:
+    return None
+
+
 def no_checkpoint() -> str | None:
     return None
 
@@ -78,6 +82,8 @@ class ToolContext:
     guard: "FileGuard" = field(default_factory=_default_guard)
     bytecode: "BytecodeGuard | None" = None  # the user's __pycache__ for changed sources (made from root)
     files: "FileAccess" = field(default_factory=_disk_files)  # disk, or an editor's buffers (ACP)
+    # The run's event stream, for what a tool has to show besides its observation (update_plan's plan).
+    emit: Callable[..., None] = no_events
 
     def __post_init__(self) -> None:
         if self.bytecode is None:

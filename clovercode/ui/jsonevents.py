@@ -17,7 +17,7 @@ from typing import Any, Callable, ClassVar, TextIO
 
 from clovercode.termination import answering
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SCHEMA_FILE = "exec-events.schema.json"
 NOT_STARTED = "error"  # run_completed's stop_reason when the loop never ran (usage, config, model load, …)
 
@@ -160,6 +160,9 @@ class JsonEventWriter:
             event["diff"] = data["diff"]
         self.last_observation = text
         self.write(event)
+
+    def _on_plan(self, steps: list[dict[str, str]], explanation: str = "", **_: Any) -> None:
+        self.write({"type": "plan", "step": self.step, "steps": steps, "explanation": explanation})
 
     def _on_format_error(self, step: int, text: str | None, **_: Any) -> None:
         if text and text == self.last_observation:
