@@ -65,6 +65,7 @@ class RespondOutcome:
     outcome: str | None = None  # the verdict: fixed / regressed / unverified
     summary: str | None = None
     changed: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)  # changed, but deliberately not committed (with why)
     kept_on: str | None = None  # the branch a refused follow-up was pushed to instead
 
     def to_json(self) -> dict[str, Any]:
@@ -72,7 +73,7 @@ class RespondOutcome:
         return {"status": self.status, "exit_code": int(self.exit_code), "detail": self.detail,
                 "comment": {"id": c.id, "kind": c.kind, "author": c.login, "association": c.association} if c else None,
                 "pull_request": str(self.pull.ref) if self.pull else None, "branch": self.branch, "commit": self.commit,
-                "pushed": self.pushed, "verdict": self.outcome, "summary": self.summary, "changed_files": self.changed,
+                "pushed": self.pushed, "verdict": self.outcome, "summary": self.summary, "changed_files": self.changed, "not_committed": self.left_out,
                 "kept_on": self.kept_on, "reply": self.reply_url}
 
 
@@ -174,6 +175,8 @@ def _finish(out: RespondOutcome, rounds: Rounds, follow: FollowUp, checkout, cfg
     out.exit_code = CODES[concluded.outcome]
     out.status = {FIXED: "fixed", REGRESSED: "tests_failed", UNVERIFIED: "unverified"}[concluded.outcome]
     changes, since = tested.to_commit(rounds.result.changed)
+    out.changed = list(changes.paths)  # the commit's files, whoever wrote them
+    out.left_out = [item.describe() for item in changes.left_out] + [f"{p} (changed after the last test run)" for p in since]
     try:
         refused = ci_changes(checkout.top, sorted({*changes.paths, *since}))
         if refused:
