@@ -10,7 +10,7 @@ regressed, but no test shows the fix), 130 interrupted.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -197,6 +197,8 @@ def commit_fix(outcome: FixOutcome, plan: Plan, tested: TestedTree | None, allow
     git = plan.git
     assert git is not None and tested is not None
     changes, since = tested.to_commit(outcome.result.changed)
+    # "changed" is the change set from here on: a command's files too, not only the file tools'
+    outcome.result = replace(outcome.result, changed=list(changes.paths))
     outcome.skipped = [item.describe() for item in changes.left_out]
     if since:
         outcome.notes.append("changed after the last test run, so not committed (the commit is the tested tree): "
