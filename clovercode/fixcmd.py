@@ -198,7 +198,8 @@ def commit_fix(outcome: FixOutcome, plan: Plan, tested: TestedTree | None, allow
     assert git is not None and tested is not None
     changes, since = tested.to_commit(outcome.result.changed)
     # "changed" is the change set from here on: a command's files too, not only the file tools'
-    outcome.result = replace(outcome.result, changed=list(changes.paths))
+    top, root = git.checkout.top, git.checkout.root  # changed_files stay project-relative (a monorepo's subproject)
+    outcome.result = replace(outcome.result, changed=[Path(os.path.relpath(top / p, root)).as_posix() for p in changes.paths])
     outcome.skipped = [item.describe() for item in changes.left_out]
     if since:
         outcome.notes.append("changed after the last test run, so not committed (the commit is the tested tree): "
