@@ -19,7 +19,7 @@ from clovercode.config import load_config
 from clovercode.errors import CloverError, ExitCode, UsageError
 from clovercode.eval.cli import make_eval_app
 from clovercode.jsonexit import exit_interrupted_early, silent_interrupt
-from clovercode.termination import signals_as_interrupts
+from clovercode.termination import ENDING, answering, signals_as_interrupts
 from clovercode.ui.console import make_console
 
 LAST_SESSION = "@last"  # --continue: the newest session of this project, no picker
@@ -65,6 +65,7 @@ def main_callback(
         raise UsageError("--any-project goes with --resume ID")
     if last and resume is not None:
         raise UsageError("--continue and --resume both pick a session: give one")
+    ENDING.repeat_sigint = True  # Ctrl-C cancels a turn; the session goes on
     with signals_as_interrupts():  # SIGTERM/SIGHUP end the REPL as Ctrl-D would, without a traceback
         from clovercode.repl.trustask import trust_on_start
 
@@ -140,7 +141,8 @@ def fix(
                                    "error": f"internal error: {type(exc).__name__}: {exc}"}))
         raise
     if as_json:
-        typer.echo(json.dumps(outcome.to_json(), ensure_ascii=False))
+        with answering(int(outcome.exit_code)):  # a signal now waits until the object is out
+            typer.echo(json.dumps(outcome.to_json(), ensure_ascii=False))
     raise typer.Exit(int(outcome.exit_code))
 
 
@@ -445,9 +447,9 @@ from clovercode import botcli  # noqa: E402,F401 - registers `review` and `respo
 
 
 def main() -> None:
-    from clovercode.context.commands import resume_argv
-
     try:
+        from clovercode.context.commands import resume_argv
+
         app(prog_name="clovercode", args=resume_argv(sys.argv[1:]))
     except KeyboardInterrupt as exc:  # a signal while typer builds the commands, before any handler of ours
         exit_interrupted_early(exc)

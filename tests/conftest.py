@@ -49,6 +49,15 @@ def _shares_a_fixture(item) -> bool:
 
 
 @pytest.fixture(autouse=True)
+def fresh_ending():
+    """A signal one in-process test sends ends that test's run only (termination.ENDING is process-wide)."""
+    yield
+    from clovercode.termination import ENDING
+
+    ENDING.__init__()
+
+
+@pytest.fixture(autouse=True)
 def isolated_home(tmp_path_factory, monkeypatch):
     """No test reads or writes the real home (config, state, cache, git's global and system config)
     or sees CLOVERCODE_* settings."""

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, ClassVar, TextIO
 
+from clovercode.termination import answering
+
 SCHEMA_VERSION = 3
 SCHEMA_FILE = "exec-events.schema.json"
 NOT_STARTED = "error"  # run_completed's stop_reason when the loop never ran (usage, config, model load, …)
@@ -91,10 +93,11 @@ class JsonEventWriter:
     def _completed(self, stop_reason: str, exit_code: int, detail: str, answer: str | None, steps: int,
                    usage: dict[str, Any], seconds: float, changed_files: list[str]) -> None:
         trajectory = self.trajectory()
-        self.write({"type": "run_completed", "stop_reason": stop_reason, "exit_code": exit_code, "detail": detail,
-                    "answer": answer, "steps": steps, "usage": _usage(usage), "seconds": round(seconds, 4),
-                    "changed_files": changed_files, "trajectory": str(trajectory) if trajectory else None})
-        self.completed = True
+        with answering(exit_code):  # the stream's last line is never cut, nor written twice
+            self.write({"type": "run_completed", "stop_reason": stop_reason, "exit_code": exit_code, "detail": detail,
+                        "answer": answer, "steps": steps, "usage": _usage(usage), "seconds": round(seconds, 4),
+                        "changed_files": changed_files, "trajectory": str(trajectory) if trajectory else None})
+            self.completed = True
 
     def _on_run_start(self, task: str, model: str, executor: str, tools: list[str], limits: dict[str, Any], **_: Any) -> None:
         if not self.started:  # a follow-up run of the same session is the same stream

@@ -1,7 +1,8 @@
 """The git side of ``clovercode fix`` (GitPython): a clean start, one commit on a fix branch, a push.
 
 The user's uncommitted work is never touched: a checkout with changes to tracked files is refused
-before the model runs, and files that were untracked before the run are never committed.
+before the model runs, and files that were untracked before the run are never committed. What is
+committed is the change set (vcs/changeset.py): the whole working tree's difference from the start.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from clovercode.errors import UsageError, VcsError
 from clovercode.trust import gitsafe
+from clovercode.vcs.changeset import ChangeSet, change_set, untracked_stamps
 
 if TYPE_CHECKING:  # GitPython is imported only when a command needs git
     from git import Repo
@@ -30,6 +32,7 @@ class Start:
     base: str  # full sha of HEAD
     branch: str | None  # the checked-out branch, None when HEAD is detached
     untracked: frozenset[str]  # top-relative paths; never committed by clovercode
+    stamps: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)  # the untracked files' (mode, size, mtime)
 
 
 @dataclass(frozen=True)
@@ -37,14 +40,6 @@ class FileStat:
     path: str
     added: int | None  # None for binary files
     removed: int | None
-
-
-@dataclass
-class Pending:
-    """What a commit would contain, and what is deliberately left out."""
-
-    paths: list[str] = field(default_factory=list)  # top-relative
-    skipped: list[str] = field(default_factory=list)  # changed by the model but untracked before, or ignored
 
 
 class Checkout:
@@ -74,7 +69,8 @@ class Checkout:
                            hint="clovercode fix never touches uncommitted work. Commit or stash it first "
                                 "(git stash), or pass --no-commit to let the model edit the working tree as it is.")
         branch = None if self.repo.head.is_detached else self.repo.active_branch.name
-        return Start(base, branch, frozenset(self.repo.untracked_files))
+        untracked = frozenset(self.repo.untracked_files)
+        return Start(base, branch, untracked, untracked_stamps(self.top, untracked))
 
     def tracked_changes(self) -> list[str]:
         """Tracked files that differ from HEAD, in the index or the working tree."""
@@ -121,27 +117,20 @@ class Checkout:
         email = reader.get_value("user", "email", default="")
         return (str(name), str(email)) if name and email else None
 
-    def pending(self, start: Start, changed: Iterable[str]) -> Pending:
-        """Tracked files that changed since ``start`` plus new files the model wrote (root-relative ``changed``)."""
-        result = Pending(paths=self.tracked_changes())
-        candidates = []
-        for rel in changed:
-            path = (self.root / rel).resolve()
+    def untracked(self) -> frozenset[str]:
+        """Untracked files git does not ignore, top-relative."""
+        return frozenset(self.repo.untracked_files)
+
+    def changes(self, start: Start, written: Iterable[str] = (), by_tests: Iterable[str] = ()) -> ChangeSet:
+        """The working tree's change since ``start`` (vcs/changeset.py); ``written`` are root-relative
+        paths the file tools wrote, so that those git ignores are named as left out."""
+        tops = []
+        for rel in written:
             try:
-                top_rel = path.relative_to(self.top).as_posix()
-            except ValueError:
+                tops.append((self.root / rel).resolve().relative_to(self.top).as_posix())
+            except (ValueError, OSError):
                 continue
-            if top_rel in result.paths:
-                continue
-            if top_rel in start.untracked:
-                result.skipped.append(top_rel)
-            elif path.is_file() and not self._tracked(top_rel):
-                candidates.append(top_rel)
-        ignored = self._ignored(candidates)
-        result.paths += [p for p in candidates if p not in ignored]
-        result.skipped += sorted(ignored)
-        result.paths.sort()
-        return result
+        return change_set(self, start, tops, by_tests)
 
     def diff_stat(self, base: str, commit: str) -> list[FileStat]:
         out = self._git("diff", *gitsafe.DIFF_FLAGS, "--numstat", "--no-renames", "-z", base, commit)
@@ -160,10 +149,10 @@ class Checkout:
         return int(self._git("rev-list", "--count", f"{base}..{tip}").strip())
 
     # -- writing --------------------------------------------------------------------------------
-    def commit_on_branch(self, start: Start, branch: str, pending: Pending, message: str,
+    def commit_on_branch(self, start: Start, branch: str, changes: ChangeSet, message: str,
                          author: tuple[str, str], committer: tuple[str, str],
                          expected: str | None = None) -> tuple[str, str | None]:
-        """Point ``branch`` at the base, carry the working-tree changes onto it and commit exactly ``pending``.
+        """Point ``branch`` at the base, carry the working-tree changes onto it and commit exactly ``changes``.
 
         ``expected`` is the branch's tip when the run was planned (None: it did not exist); if it
         moved since, nothing is done. An existing branch is kept under a backup ref first (returned
@@ -173,9 +162,7 @@ class Checkout:
         nor pre-push on the push): they are the repository's code, run outside the sandbox on
         files the model wrote.
         """
-        from git import Actor
-
-        from clovercode.vcs.branchguard import backup_ref, with_trailer
+        from clovercode.vcs.branchguard import backup_ref
 
         if self.repo.head.commit.hexsha != start.base:
             raise VcsError(f"HEAD moved during the run (it was {start.base[:12]}); nothing was committed",
@@ -195,11 +182,23 @@ class Checkout:
             else:
                 self._git("update-ref", "-d", f"refs/heads/{branch}", start.base)
             raise
-        self._git("add", "-A", "--", *pending.paths)
-        tree = self.repo.index.write_tree().hexsha
-        commit = self.repo.index.commit(with_trailer(message, tree), parent_commits=[self.repo.commit(start.base)],
+        return self.commit_tree(start.base, changes.tree, message, author, committer), backup
+
+    def commit_tree(self, parent: str, tree: str, message: str, author: tuple[str, str],
+                    committer: tuple[str, str]) -> str:
+        """Commit ``tree`` on ``parent`` where HEAD points (no hooks); the index then holds ``tree``, so
+        ``git status`` shows only what was left out."""
+        from git import Actor
+
+        from clovercode.vcs.branchguard import with_trailer
+
+        self._git("read-tree", tree)
+        commit = self.repo.index.commit(with_trailer(message, tree), parent_commits=[self.repo.commit(parent)],
                                         author=Actor(*author), committer=Actor(*committer), skip_hooks=True)
-        return commit.hexsha, backup
+        if commit.tree.hexsha != tree:  # the index was changed under us: never commit another tree
+            raise VcsError(f"the commit's tree {commit.tree.hexsha[:12]} is not the tested tree {tree[:12]}")
+        self._run("update-index", "-q", "--refresh", capture_output=True)
+        return commit.hexsha
 
     def branch_tip(self, branch: str) -> str | None:
         """The sha the local ``branch`` points at, None when there is no such branch."""
@@ -262,10 +261,15 @@ class Checkout:
         return self.remote_url(remote)
 
     # -- plumbing -------------------------------------------------------------------------------
-    def _tracked(self, top_rel: str) -> bool:
-        return bool(self._git("ls-files", "--", top_rel).strip())
+    def git_env(self, env: Mapping[str, str], *args: str) -> str:
+        """A git command with ``env`` added (a private index, literal pathspecs); VcsError when it fails."""
+        return self._git(*args, env=env)
 
-    def _ignored(self, paths: list[str]) -> set[str]:
+    def refresh(self, env: Mapping[str, str]) -> None:
+        """Bring the index's stat data up to date (exit 1 only says some files differ)."""
+        self._run("update-index", "-q", "--refresh", env_extra=env, capture_output=True)
+
+    def ignored(self, paths: list[str]) -> set[str]:
         if not paths:
             return set()
         # check-ignore exits 1 when nothing is ignored: not an error here. -z needs --stdin.
@@ -273,9 +277,9 @@ class Checkout:
                          capture_output=True)
         return {p for p in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if p}
 
-    def _run(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess:
+    def _run(self, *args: str, env_extra: Mapping[str, str] | None = None, **kwargs: Any) -> subprocess.CompletedProcess:
         """A git command whose exit status the caller reads (not an error)."""
-        env = {**os.environ, **gitsafe.safe_env(self.config, os.environ)}
+        env = {**os.environ, **(env_extra or {}), **gitsafe.safe_env(self.config, os.environ)}
         return subprocess.run(["git", "-C", str(self.top), *args], env=env, **kwargs)
 
     def _network(self, command: str, url: str, options: Iterable[str], rest: Iterable[str],
