@@ -101,6 +101,8 @@ EndpointOpt = typer.Option(None, "--endpoint", help="OpenAI-compatible server to
 ApiKeyOpt = typer.Option(None, "--api-key", help="API key for --endpoint (prefer the CLOVERCODE_API_KEY env var).")
 EndpointStreamOpt = typer.Option(None, "--endpoint-stream", help="Stream replies from --endpoint: auto, true or false "
                                  "(false for llama-cpp-python's chatml-function-calling).")
+QuantOpt = typer.Option(None, "--quantization", help="Embedded engine's weights: none, int8, int4, fp8 or auto "
+                        "(engine.quantization; docs/engine.md, which card runs what).")
 TrustOpt = typer.Option(False, "--trust-project", help="Trust this project's clovercode.toml for this run (CI: its owner wrote it).")
 
 
@@ -146,6 +148,7 @@ def main_callback(
     any_project: bool = typer.Option(False, "--any-project", help="With --resume ID: allow another project's session."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Most model turns per task."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Wall-clock budget of each task in seconds."),
+    quantization: Optional[str] = QuantOpt,
 ) -> None:
     """Without a command: open the interactive REPL in the project directory."""
     if ctx.invoked_subcommand is not None:
@@ -154,7 +157,8 @@ def main_callback(
         # These belong to the REPL; before a command they would be silently ignored.
         given = [f"--{name.replace('_', '-')}" for name, value in (("repo", repo), ("model", model), ("sandbox", sandbox),
                  ("approval", approval), ("endpoint", endpoint), ("api_key", api_key),
-                 ("endpoint_stream", endpoint_stream), ("max_steps", max_steps), ("max_time", max_time)) if value is not None]
+                 ("endpoint_stream", endpoint_stream), ("max_steps", max_steps), ("max_time", max_time),
+                 ("quantization", quantization)) if value is not None]
         if given:
             sub = ctx.invoked_subcommand
             raise UsageError(f"{', '.join(given)} before '{sub}' would be ignored: options before a command are the REPL's",
@@ -171,7 +175,8 @@ def main_callback(
         console = make_console()
         cfg = trust_on_start(root, console, lambda trusted: effective_config(
             root, trusted, model=model, sandbox=sandbox, approval=approval, endpoint=endpoint, api_key=api_key,
-            endpoint_stream=endpoint_stream, max_steps=max_steps, max_time=max_time))
+            endpoint_stream=endpoint_stream, max_steps=max_steps, max_time=max_time,
+            **{"engine.quantization": quantization}))
         if moved:
             console.print(f"[yellow]note:[/] {escape(moved)}", highlight=False, soft_wrap=True)
         code = run_repl(root, cfg, console, resume=resume, any_project=any_project)
@@ -207,6 +212,7 @@ def fix(
     endpoint_stream: Optional[str] = EndpointStreamOpt,
     trust_project: bool = TrustOpt,
     allow_ci: bool = typer.Option(False, "--allow-ci-changes", help="Let the model change and commit CI definitions and git hooks."),
+    quantization: Optional[str] = QuantOpt,
 ) -> None:
     """Fix an issue unattended: branch, model + test loop, one commit, optionally push and a pull request.
 
@@ -222,7 +228,7 @@ def fix(
         cfg = effective_config(root, trust_project, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
                                endpoint=endpoint, api_key=api_key, endpoint_stream=endpoint_stream,
                                **{"fix.test_command": test_command, "fix.test_rounds": test_rounds,
-                                  "fix.remote": remote, "fix.base": base})
+                                  "fix.remote": remote, "fix.base": base, "engine.quantization": quantization})
         request = FixRequest(issue, issue_file, github_issue, commit, push or pr, pr, branch, author, github_repo, draft,
                              force=force, notes=(moved,) if moved else (), allow_ci_changes=allow_ci)
         outcome = run_fix(root, cfg, request, console)
@@ -259,6 +265,7 @@ def exec_command(
     api_key: Optional[str] = ApiKeyOpt,
     endpoint_stream: Optional[str] = EndpointStreamOpt,
     trust_project: bool = TrustOpt,
+    quantization: Optional[str] = QuantOpt,
 ) -> None:
     """Run one task headless: no questions, no git needed, nothing committed; prints the final answer.
 
@@ -270,7 +277,8 @@ def exec_command(
     root = project_root(repo)
     text = read_task(task, sys.stdin)
     cfg = exec_config(effective_config(root, trust_project, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
-                                       endpoint=endpoint, api_key=api_key, endpoint_stream=endpoint_stream), approval)
+                                       endpoint=endpoint, api_key=api_key, endpoint_stream=endpoint_stream,
+                                       **{"engine.quantization": quantization}), approval)
     with signals_as_interrupts():  # a cancelled CI job (SIGTERM) ends like Ctrl-C: run_completed, exit 143
         code = run_exec(root, cfg, text, as_json, sys.stdout, make_console(stderr=True), deltas=deltas)
     raise typer.Exit(code)
@@ -355,6 +363,7 @@ def serve(
     model_name: Optional[str] = typer.Option(None, "--model-name", help="Model id clients see and must ask for."),
     max_batch: Optional[int] = typer.Option(None, "--max-batch", help="Requests decoded together when the backend can batch."),
     max_queue: Optional[int] = typer.Option(None, "--max-queue", help="Requests allowed to wait; more get HTTP 429."),
+    quantization: Optional[str] = QuantOpt,
 ) -> None:
     """Serve the model over an OpenAI-compatible HTTP API (/v1/chat/completions) for many clients."""
     from clovercode.serve.command import run_serve
@@ -363,7 +372,7 @@ def serve(
     cfg = load_config(None, os.environ, {"model": model, "serve.host": host, "serve.port": port, "serve.api_key": api_key,
                                          "serve.api_keys_file": keys_file,
                                          "serve.model_name": model_name, "serve.max_batch": max_batch,
-                                         "serve.max_queue": max_queue}).with_overrides({"endpoint": ""}, "serve")
+                                         "serve.max_queue": max_queue, "engine.quantization": quantization}).with_overrides({"endpoint": ""}, "serve")
     raise typer.Exit(run_serve(cfg, make_console(stderr=True)))
 
 

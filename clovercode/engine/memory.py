@@ -11,7 +11,19 @@ from clovercode.engine.memplan import MemoryPlan, ModelShape, plan, shape_from_c
 
 
 def weights_bytes(model: Any) -> int:
-    return sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+    """What the model's parameters and buffers hold (quantized ones by their real parts)."""
+    return sum(tensor_bytes(t) for t in (*model.parameters(), *model.buffers()))
+
+
+def tensor_bytes(tensor: Any) -> int:
+    """Bytes a tensor really holds: a tensor subclass (torchao's quantized weights) by its inner tensors,
+    where ``numel × element_size`` would count the full-precision shape."""
+    import torch
+
+    if type(tensor) not in (torch.Tensor, torch.nn.Parameter) and hasattr(tensor, "__tensor_flatten__"):
+        names, _ = tensor.__tensor_flatten__()
+        return sum(tensor_bytes(getattr(tensor, name)) for name in names)
+    return tensor.numel() * tensor.element_size()
 
 
 def free_bytes(device: str) -> int:
