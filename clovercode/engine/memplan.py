@@ -273,7 +273,25 @@ def clover_config() -> dict[str, Any]:
     return json.loads(resources.files("clovercode.engine").joinpath("data", CLOVER_CONFIG).read_text("utf-8"))
 
 
-def clover_shape() -> ModelShape:
+def clover_shape(quantization: str = "none") -> ModelShape:
+    """Clover's shape; its weights are the quantization mode × its parameters by module group
+    (engine/weightplan.py: experts, linear layers, output projection, embeddings, the rest)."""
+    from clovercode.engine.weightplan import counts_from_config, weights_bytes
+
     config = clover_config()
     dtype = DTYPE_BYTES[config["torch_dtype"]]
-    return shape_from_config(config, dtype_bytes=dtype, weights_bytes=config["parameters"] * dtype, name="Clover-35B-A3B")
+    size = weights_bytes(counts_from_config(config), quantization, dtype)
+    name = "Clover-35B-A3B" + ("" if quantization in ("none", "auto") else f" ({quantization} weights)")
+    return shape_from_config(config, dtype_bytes=dtype, weights_bytes=size, name=name)
+
+
+def max_context(shape: ModelShape, *, free_bytes: int, utilisation: float = 0.9, slots: int = 1, block: int = 32,
+                prompt_cache_tokens: int = 0) -> int:
+    """The longest context (in whole chunks, at most the model's window) each of ``slots`` sequences may
+    hold within the plan (0: not even one chunk fits)."""
+    low, high = 0, shape.context_window // CHUNK_TOKENS
+    while low < high:  # the plan's peak grows with the context: bisect on chunks
+        middle = (low + high + 1) // 2
+        candidate = _made(shape, slots, middle * CHUNK_TOKENS, free_bytes, utilisation, block, prompt_cache_tokens, slots)
+        low, high = (middle, high) if candidate.fits else (low, middle - 1)
+    return low * CHUNK_TOKENS
