@@ -87,7 +87,7 @@ def memory_plan(args: argparse.Namespace) -> Any:
     # a card: one sequence (the REPL, fix), no older prompts kept, as long as it fits
     context = max_context(shape, free_bytes=int(free * GiB), utilisation=args.plan_utilization, block=args.plan_block)
     return plan(shape, free_bytes=int(free * GiB), utilisation=args.plan_utilization, slots=1,
-                max_context=max(context, 512), block=args.plan_block, prompt_cache_tokens=0)
+                max_context=max(context, 512), block=args.plan_block, prompt_cache_tokens=0, single=True)
 
 
 def plan_text(args: argparse.Namespace, plan: Any) -> str:
