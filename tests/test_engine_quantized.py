@@ -187,3 +187,36 @@ def test_the_headers_count_parameters_by_group_as_the_config_does(hybrid_dir):
     assert size.counts.experts == planned.experts > 0
     assert size.counts.embeddings == planned.embeddings
     assert abs(size.counts.total - planned.total) < 0.01 * planned.total  # small vectors are grouped by estimate
+
+
+def test_a_checkpoint_published_quantized_loads_as_published_and_is_sized_by_its_headers(hybrid_dir, tmp_path):
+    """A torchao-quantized checkpoint (what transformers saves with a TorchAoConfig): its
+    quantization_config is honoured, not dropped or dequantized, and engine.quantization steps aside."""
+    import io
+    import shutil
+
+    import transformers
+    from torchao.quantization import Int8WeightOnlyConfig
+
+    published = tmp_path / "published"
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        hybrid_dir, dtype=torch.bfloat16, quantization_config=transformers.TorchAoConfig(Int8WeightOnlyConfig()))
+    model.save_pretrained(published)
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        if (hybrid_dir / name).exists():
+            shutil.copy(hybrid_dir / name, published / name)
+    assert quantmode.published_method(published) == "torchao"
+    stored = weightplan.checkpoint_size(published).stored_bytes
+    assert stored < weightplan.checkpoint_size(hybrid_dir).stored_bytes
+    with pytest.raises(ModelUnavailable, match="not enough memory to load p: it needs about"):
+        quantmode.choose("p", published, "none", "bfloat16", "cpu", stored, QUIET)
+    said = io.StringIO()
+    engine = Engine.open(str(published), EngineConfig(dtype="bfloat16", quantization="int4", max_new_tokens=4),
+                         Console(file=said))
+    assert "published quantized (torchao): it loads as published" in said.getvalue()
+    proj = engine.model.model.layers[2].self_attn.q_proj.weight
+    assert type(proj.data).__name__ == "Int8Tensor"  # torchao's own tensor, as saved (not dequantized)
+    assert quantize.tensor_bytes(proj) < proj.numel() * 2
+    result = engine.generate([5, 9, 17, 3], engine.plan(block_size=1), engine.stops(()),
+                             denoiser=CachedDenoiser(engine.model))
+    assert result.stats.new_tokens == 4

@@ -20,10 +20,11 @@ def tensor_bytes(tensor: Any) -> int:
     where ``numel × element_size`` would count the full-precision shape."""
     import torch
 
-    if type(tensor) not in (torch.Tensor, torch.nn.Parameter) and hasattr(tensor, "__tensor_flatten__"):
-        names, _ = tensor.__tensor_flatten__()
-        return sum(tensor_bytes(getattr(tensor, name)) for name in names)
-    return tensor.numel() * tensor.element_size()
+    inner = tensor.data if isinstance(tensor, torch.nn.Parameter) else tensor  # a Parameter may wrap a subclass
+    if type(inner) is not torch.Tensor and hasattr(inner, "__tensor_flatten__"):
+        names, _ = inner.__tensor_flatten__()
+        return sum(tensor_bytes(getattr(inner, name)) for name in names)
+    return inner.numel() * inner.element_size()
 
 
 def free_bytes(device: str) -> int:
