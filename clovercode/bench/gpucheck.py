@@ -50,6 +50,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--budget-s", type=float, default=None, help="latency measurements stop starting after this "
                    "(default 300; cpu: none)")
     p.add_argument("--skip", default="", help="sections to leave out: exactness,latency,tiny")
+    p.add_argument("--quantized", action="store_true", help="also run the quantized section (bench/gpuquant.py: "
+                   "bf16 vs int4 vs fp8; needs torchao, and llguidance + jsonschema for its constrained calls)")
+    p.add_argument("--quantized-layers", type=int, default=None, help="layers of its Clover-shaped model (default 4; cpu 2)")
     p.add_argument("--model", default="clover", choices=("clover",), help="whose memory plan to print (its config "
                    "ships with clovercode: engine/data/clover-35b-a3b.json)")
     p.add_argument("--plan-only", action="store_true", help="print the memory plan and stop (nothing loaded)")
@@ -131,7 +134,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         _section(report, "latency", lambda: latency(args, dry))
     if "tiny" not in skip:
         _section(report, "clover_tiny", lambda: tiny_speed(args.device, dry))
+    # before the quantized section, which needs packages carried as wheels (docs/engine.md)
     report["foreign_imports"] = sorted({m.split(".")[0] for m in sys.modules} & set(NOT_ON_DEVICE))
+    if args.quantized:
+        from clovercode.bench import gpuquant
+
+        _section(report, "quantized", lambda: gpuquant.run(args.device, dry, TINY_REQUESTS, args.quantized_layers, _say))
     report["passed"] = bool(report.get("exactness", {}).get("passed")) and not report["errors"]
     report["seconds"] = round(time.monotonic() - started, 1)
     text = json.dumps(report, indent=2)
