@@ -136,34 +136,54 @@ def moe_row(folder: Path, device: str, mode: str, dry: bool) -> dict[str, Any]:
     return row
 
 
+def _guarded(mode: str, run: Callable[[], dict[str, Any]], device: str) -> dict[str, Any]:
+    """One mode's row; a mode that fails is a row that says why, and the others still run."""
+    try:
+        return run()
+    except Exception as exc:  # the report says what broke; the log has the traceback
+        import traceback
+
+        traceback.print_exc()
+        _empty(device)
+        return {"mode": mode, "error": f"{type(exc).__name__}: {str(exc).strip()[:400]}"}
+
+
 def tiny_rows(device: str, requests: tuple[str, ...], dry: bool) -> list[dict[str, Any]]:
     """clover-tiny per mode: tokens/s, agreement with bf16, constrained calls valid."""
-    rows, reference = [], None
+    rows: list[dict[str, Any]] = []
+    reference: list[Any] | None = None
     for mode in MODES:
-        engine = _open("clover-tiny", device, mode, max_new_tokens=48 if dry else 128)
-        plan = engine.plan(block_size=16, threshold=0.9)
-        stops = engine.stops(("</tool_call>",))
-        outputs, tokens, seconds = [], 0, 0.0
-        for request in requests:
-            text = engine.tokenizer.apply_chat_template([{"role": "user", "content": request}], tokenize=False,
-                                                        add_generation_prompt=True)
-            runs = [engine.generate(engine.encode(text), plan, stops) for _ in range(1 if dry else 2)]
-            best = min(runs, key=lambda r: r.stats.decode_s)
-            outputs.append(best.tokens)
-            tokens += best.stats.new_tokens
-            seconds += best.stats.decode_s
-        row: dict[str, Any] = {"mode": mode, "new_tokens": tokens,
-                               "tokens_per_s": round(tokens / seconds, 1) if seconds else None}
+        rows.append(_guarded(mode, lambda: _tiny_row(device, mode, requests, dry, reference), device))
         if reference is None:
-            reference = outputs
-        same = sum(a == b for out, ref in zip(outputs, reference) for a, b in zip(out, ref))
-        row["token_agreement_vs_bf16"] = round(same / max(1, sum(len(r) for r in reference)), 3)
-        row["identical_outputs"] = sum(out == ref for out, ref in zip(outputs, reference))
-        row.update(_constrained(engine, requests))
-        rows.append(row)
-        engine.close()
-        _empty(device)
+            reference = rows[-1].pop("outputs", None)
+        rows[-1].pop("outputs", None)
     return rows
+
+
+def _tiny_row(device: str, mode: str, requests: tuple[str, ...], dry: bool, reference: Any) -> dict[str, Any]:
+    """One mode of clover-tiny: greedy tokens/s over ``requests``, agreement with ``reference`` (bf16's)."""
+    engine = _open("clover-tiny", device, mode, max_new_tokens=48 if dry else 128)
+    plan = engine.plan(block_size=16, threshold=0.9)
+    stops = engine.stops(("</tool_call>",))
+    outputs, tokens, seconds = [], 0, 0.0
+    for request in requests:
+        text = engine.tokenizer.apply_chat_template([{"role": "user", "content": request}], tokenize=False,
+                                                    add_generation_prompt=True)
+        runs = [engine.generate(engine.encode(text), plan, stops) for _ in range(1 if dry else 2)]
+        best = min(runs, key=lambda r: r.stats.decode_s)
+        outputs.append(best.tokens)
+        tokens += best.stats.new_tokens
+        seconds += best.stats.decode_s
+    row: dict[str, Any] = {"mode": mode, "new_tokens": tokens, "outputs": outputs,
+                           "tokens_per_s": round(tokens / seconds, 1) if seconds else None}
+    reference = reference if reference is not None else outputs
+    same = sum(a == b for out, ref in zip(outputs, reference) for a, b in zip(out, ref))
+    row["token_agreement_vs_bf16"] = round(same / max(1, sum(len(r) for r in reference)), 3)
+    row["identical_outputs"] = sum(out == ref for out, ref in zip(outputs, reference))
+    row.update(_constrained(engine, requests))
+    engine.close()
+    _empty(device)
+    return row
 
 
 def _constrained(engine: Any, requests: tuple[str, ...]) -> dict[str, Any]:
@@ -205,12 +225,14 @@ def run(device: str, dry: bool, requests: tuple[str, ...], layers: int | None = 
         say(f"quantized: saved a {report['moe']['checkpoint_gib']} GiB Clover-shaped checkpoint")
         rows = []
         for mode in MODES:
-            rows.append(moe_row(folder, device, mode, dry))
-            say(f"quantized: {mode}: {rows[-1]['weights_gib']} GiB of weights, loaded in {rows[-1]['load_s']} s")
-        reference = rows[0].pop("block_argmax")
+            rows.append(_guarded(mode, lambda: moe_row(folder, device, mode, dry), device))
+            say(f"quantized: {mode}: {rows[-1].get('weights_gib')} GiB of weights, loaded in {rows[-1].get('load_s')} s")
+        reference = rows[0].pop("block_argmax", None)
         for row in rows[1:]:
-            got = row.pop("block_argmax")
-            row["block_argmax_agreement_vs_bf16"] = round(sum(a == b for a, b in zip(got, reference)) / len(reference), 3)
+            got = row.pop("block_argmax", None)
+            if got is not None and reference is not None:
+                row["block_argmax_agreement_vs_bf16"] = round(
+                    sum(a == b for a, b in zip(got, reference)) / len(reference), 3)
         report["moe_rows"] = rows
     report["clover_tiny"] = tiny_rows(device, requests if not dry else requests[:2], dry)
     report["torch"] = torch.__version__
