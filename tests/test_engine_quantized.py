@@ -220,3 +220,26 @@ def test_a_checkpoint_published_quantized_loads_as_published_and_is_sized_by_its
     result = engine.generate([5, 9, 17, 3], engine.plan(block_size=1), engine.stops(()),
                              denoiser=CachedDenoiser(engine.model))
     assert result.stats.new_tokens == 4
+
+
+def test_loading_quantized_never_holds_the_full_precision_model(tmp_path):
+    """Quantized while each tensor loads: the load's peak (anonymous host memory) stays near the
+    quantized weights plus one layer's experts in bf16, well under the bf16 checkpoint it reads."""
+    import shutil
+
+    from clovercode.bench.gpuarch import TINY_SIZES, random_model, text_config
+    from clovercode.bench.gpuquant import PeakRSS
+    from clovercode.engine import memory
+
+    sizes = {**TINY_SIZES, "hidden_size": 256, "num_experts": 32, "moe_intermediate_size": 256, "vocab_size": 4096,
+             "shared_expert_intermediate_size": 256}
+    folder = tmp_path / "moe"
+    random_model(text_config(sizes, 8), "cpu", torch.bfloat16).save_pretrained(folder, max_shard_size="20MB")
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        shutil.copy(Engine_path("clover-tiny") / name, folder / name)
+    checkpoint = sum(p.stat().st_size for p in folder.glob("*.safetensors"))
+    with PeakRSS() as host:
+        engine = _open(folder, "int4")
+    weights = memory.weights_bytes(engine.model)
+    assert weights < 0.35 * checkpoint
+    assert host.peak - host.start < 0.6 * checkpoint, (host.peak - host.start, weights, checkpoint)

@@ -23,7 +23,8 @@ GiB = 2 ** 30
 
 
 class PeakRSS:
-    """The process's largest resident set while the block runs, sampled every few milliseconds."""
+    """The process's largest anonymous resident memory (resident minus file-backed shared pages: the
+    checkpoint's mapped pages are page cache, not the load's) while the block runs, sampled every few ms."""
 
     def __init__(self, every: float = 0.005):
         import psutil
@@ -33,19 +34,23 @@ class PeakRSS:
         self._stop = threading.Event()
 
     def __enter__(self) -> "PeakRSS":
-        self.start = self.peak = self.process.memory_info().rss
+        self.start = self.peak = self._anon()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
         return self
 
     def _sample(self) -> None:
         while not self._stop.wait(self.every):
-            self.peak = max(self.peak, self.process.memory_info().rss)
+            self.peak = max(self.peak, self._anon())
 
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
         self._thread.join()
-        self.peak = max(self.peak, self.process.memory_info().rss)
+        self.peak = max(self.peak, self._anon())
+
+    def _anon(self) -> int:
+        info = self.process.memory_info()
+        return info.rss - getattr(info, "shared", 0)
 
     @property
     def grown_gib(self) -> float:

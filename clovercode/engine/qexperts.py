@@ -78,8 +78,14 @@ class QuantizedExperts(nn.Module):
                 self.set_weight(name, getattr(experts, name))
 
     def set_weight(self, name: str, weight: torch.Tensor) -> None:
-        """Quantize ``weight`` (one of EXPERT_PARAMS, [E, out, in]) into this module's buffers."""
-        parts = pack(weight, self.mode, self.compute_dtype if self.compute_dtype != torch.float64 else torch.float32)
+        """Quantize ``weight`` (one of EXPERT_PARAMS, [E, out, in]) into this module's buffers, one expert
+        at a time: the float32 temporaries are one expert's (2 MB of Clover's), not the layer's (6 GB)."""
+        scale_dtype = self.compute_dtype if self.compute_dtype != torch.float64 else torch.float32
+        first = pack(weight[0], self.mode, scale_dtype)
+        parts = {k: v.new_empty((weight.shape[0], *v.shape)) for k, v in first.items()}
+        for expert in range(weight.shape[0]):
+            for key, value in (first if expert == 0 else pack(weight[expert], self.mode, scale_dtype)).items():
+                parts[key][expert] = value
         self._parameters.pop(name, None)
         for part, tensor in parts.items():
             self.register_buffer(f"{name}_{part}", tensor)
