@@ -243,3 +243,23 @@ def test_loading_quantized_never_holds_the_full_precision_model(tmp_path):
     weights = memory.weights_bytes(engine.model)
     assert weights < 0.35 * checkpoint
     assert host.peak - host.start < 0.6 * checkpoint, (host.peak - host.start, weights, checkpoint)
+
+
+def test_a_quantized_model_says_why_cuda_graphs_cannot_capture_it():
+    from tinymodels import tiny_hybrid
+
+    from clovercode.engine.fastpaths import graph_refusal
+
+    model = tiny_hybrid(dtype=torch.float32)
+    assert graph_refusal(model) is None
+    qexperts.replace_experts(model, "int8", torch.float32)
+    assert "quantized MoE experts" in graph_refusal(model)
+
+
+def test_the_flag_is_checked_like_the_setting():
+    from typer.testing import CliRunner
+
+    from clovercode.cli import app
+
+    result = CliRunner().invoke(app, ["exec", "--quantization", "int3", "hi"])
+    assert result.exit_code == 2 and "--quantization must be one of none, int8, int4, fp8, auto" in result.output
