@@ -175,8 +175,8 @@ def test_not_enough_memory_names_the_mode_that_fits_with_its_figures(hybrid_dir)
         quantmode.choose("tiny", hybrid_dir, "none", "bfloat16", "cpu", free, QUIET)
     text = f"{err.value} {err.value.hint}"
     assert "not enough memory to load tiny" in text and "engine.quantization = int4 fits" in text
-    assert "int8 " in text and " GiB" in text
-    assert quantmode.choose("tiny", hybrid_dir, "auto", "bfloat16", "cpu", free, QUIET) == "int4"
+    assert "int8 0.2 MiB" in text and "int4 0.1 MiB" in text
+    assert quantmode.choose("tiny", hybrid_dir, "int4", "bfloat16", "cpu", free, QUIET) == "int4"
     assert quantmode.choose("tiny", hybrid_dir, "auto", "bfloat16", "cpu", 1 << 40, QUIET) == "none"
 
 
@@ -260,3 +260,12 @@ def test_loading_quantized_never_holds_the_full_precision_model(tmp_path):
     assert weights < 0.35 * checkpoint
     # measured 0.43-0.64 of the checkpoint over runs (the loader reads ahead on threads); bf16 is ≥ 1.0
     assert grown < 0.75 * checkpoint, (grown, weights, checkpoint)
+
+
+def test_auto_takes_the_most_precise_mode_whose_plan_holds_a_sequence(hybrid_dir):
+    from clovercode.engine.memplan import GiB
+
+    # the plan's runtime reserve alone (1 GiB) is more than half a GiB: no mode holds a sequence
+    with pytest.raises(ModelUnavailable, match="not enough memory to load tiny"):
+        quantmode.choose("tiny", hybrid_dir, "auto", "bfloat16", "cpu", GiB // 2, QUIET)
+    assert quantmode.choose("tiny", hybrid_dir, "auto", "bfloat16", "cpu", int(1.2 * GiB), QUIET) == "none"

@@ -14,6 +14,7 @@ from clovercode.errors import ModelUnavailable
 
 ITEMSIZE = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2}
 MARGIN = 1.05  # loading needs a little more than the weights (buffers, the tensor being converted)
+AUTO_CONTEXT = 8192  # ``auto`` wants the weights and one sequence of this many positions to fit the plan
 
 
 def published_method(folder: Path) -> str | None:
@@ -62,10 +63,10 @@ def choose(name: str, folder: Path, requested: str, dtype: str, device: str, fre
     if requested == "auto":
         usable = [m for m in weightplan.AUTO_ORDER if m in sizes and (m == "none" or torchao_installed())]
         for mode in usable:
-            if free is None or sizes[mode] * MARGIN <= free:
+            if free is None or (sizes[mode] * MARGIN <= free and _plan_holds(folder, dtype, sizes[mode], free)):
                 if mode != "none":
-                    console.print(f"note: engine.quantization = auto: {mode} ({sizes[mode] / 2**30:.1f} GiB of "
-                                  f"weights; {free / 2**30:.1f} GiB free on {device})", highlight=False, markup=False)
+                    console.print(f"note: engine.quantization = auto: {mode} ({_size(sizes[mode])} of weights; "
+                                  f"{_size(free)} free on {device})", highlight=False, markup=False)
                 return mode
         raise memory_error(name, dtype, device, "auto", sizes, free)
     need = sizes.get(requested, sizes["none"])
@@ -74,16 +75,30 @@ def choose(name: str, folder: Path, requested: str, dtype: str, device: str, fre
     return requested
 
 
+def _plan_holds(folder: Path, dtype: str, weights: int, free: int) -> bool:
+    """Whether the memory plan (memplan.py) of these weights holds one sequence of AUTO_CONTEXT positions
+    (or the model's whole window, if shorter); True where the config does not give the plan's figures."""
+    from clovercode.engine import memplan
+
+    try:
+        shape = memplan.shape_from_config(read_json_object(folder / "config.json"), dtype_bytes=ITEMSIZE.get(dtype, 2),
+                                          weights_bytes=weights)
+    except (ModelUnavailable, KeyError, TypeError, ValueError):
+        return True
+    wanted = min(AUTO_CONTEXT, shape.context_window or AUTO_CONTEXT)
+    need = max(memplan.CHUNK_TOKENS, wanted // memplan.CHUNK_TOKENS * memplan.CHUNK_TOKENS)  # plans come in chunks
+    return memplan.max_context(shape, free_bytes=free) >= need
+
+
 def memory_error(name: str, dtype: str, device: str, mode: str, sizes: dict[str, int] | None,
                  free: int | None) -> ModelUnavailable:
     """Not enough memory, with what each mode would take and which fit."""
     in_mode = dtype if mode in ("none", "auto") else f"{mode} ({dtype} activations)"
     need = (sizes or {}).get(mode if mode != "auto" else "none")
-    figures = f": it needs about {need / 2**30:.1f} GiB in {in_mode}, {free / 2**30:.1f} GiB are free on {device}" \
-        if need and free else ""
+    figures = f": it needs about {_size(need)} in {in_mode}, {_size(free)} are free on {device}" if need and free else ""
     others = {m: b for m, b in (sizes or {}).items() if m in weightplan.QUANTIZED_MODES or m == "none"}
     fitting = [m for m in weightplan.AUTO_ORDER if m in others and free is not None and others[m] * MARGIN <= free]
-    table = ", ".join(f"{m} {b / 2**30:.1f} GiB" for m, b in others.items()) if len(others) > 1 else ""
+    table = ", ".join(f"{m} {_size(b)}" for m, b in others.items()) if len(others) > 1 else ""
     advice = (f"engine.quantization = {fitting[0]} fits ({table}). " if fitting else
               f"No weights mode fits ({table}); " if table else "")
     return ModelUnavailable(
@@ -91,3 +106,7 @@ def memory_error(name: str, dtype: str, device: str, mode: str, sizes: dict[str,
         hint=advice + "Free memory, choose a smaller dtype (engine.dtype = bfloat16), quantized weights "
         "(engine.quantization = int8, int4 or fp8; docs/engine.md, which card runs what), another device "
         "(engine.device), or run the model on a bigger machine behind an OpenAI-compatible server and use --endpoint.")
+
+
+def _size(size: int) -> str:
+    return f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.1f} MiB"
