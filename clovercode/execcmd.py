@@ -10,10 +10,12 @@ from typing import TextIO
 from rich.console import Console
 from rich.markup import escape
 
-from clovercode.actions.approval import NO, ModeApprover
+from clovercode.actions.approval import NO, PLAN, ModeApprover
+from clovercode.actions.approval_view import render_approval
 from clovercode.actions.context import ApprovalRequest
 from clovercode.agent.budget import StopReason
 from clovercode.agent.events import EventSink
+from clovercode.agent.planmode import plan_task
 from clovercode.config import Config
 from clovercode.errors import CloverError, ExitCode, UsageError
 from clovercode.executors.select import NO_SANDBOX_WARNING
@@ -55,21 +57,25 @@ class RefusingAsk:
         self.mode, self.sink = mode, None  # type: EventSink | None
 
     def __call__(self, request: ApprovalRequest) -> str:
-        if self.sink is not None:
+        if self.sink is not None:  # the first line says what happened; the rest is all of it, as the REPL shows it
+            view = render_approval(request)
             self.sink.emit("warning", category="approval",
-                           text=f"refused {refused_what(request)}: exec asks nobody (--approval {self.mode})")
+                           text=f"refused {refused_what(request, view.title)}: exec asks nobody (--approval {self.mode})\n"
+                                + view.plain())
         return NO
 
 
-def refused_what(request: ApprovalRequest) -> str:
-    """What was refused, named as the user knows it: an MCP call is a server's tool, not a command."""
+def refused_what(request: ApprovalRequest, title: str | None = None) -> str:
+    """What was refused, named as the user knows it: an MCP call is a server's tool, not a command.
+    ``title``: the approval view's, which never passes a command's first line off as all of it."""
     what = {"edit": "the edit", "mcp": "the MCP tool"}.get(request.kind, "the command")
-    return f"{what} `{request.title}`"
+    return f"{what} `{request.title if title is None else title}`"
 
 
 def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err: Console, *,
-             deltas: bool = False) -> int:
-    """``deltas``: with ``as_json``, also write the model's text as it comes (model_text_delta)."""
+             deltas: bool = False, resume: str | None = None) -> int:
+    """``deltas``: with ``as_json``, also write the model's text as it comes (model_text_delta);
+    ``resume``: a saved session to continue (its id, or "@latest": this project's newest)."""
     ask = RefusingAsk(cfg["approval"])
     approver = ModeApprover(cfg["approval"], cfg["sandbox"] != "none", ask, cfg["permissions.allow"])
     writer = None
@@ -82,6 +88,14 @@ def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err
         # turn, as headless peers do; a slower server joins when ready instead of holding up the run.
         session = open_session(root, cfg, interactive=True, approve=approver, unattended=True,
                                mcp_wait=cfg["mcp.startup_wait"])
+        if resume is not None:
+            from clovercode.context.commands import resume_into
+
+            try:
+                resume_into(session, resume, err)  # the conversation so far; what it says goes to stderr
+            except BaseException:
+                session.close()
+                raise
     except CloverError as exc:
         if writer is None:
             raise
@@ -99,6 +113,8 @@ def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err
     else:
         sink = ConsoleRenderer(err)
     ask.sink = sink
+    if cfg["approval"] == PLAN:  # read only (the approver refuses changes); the model is told why
+        task = plan_task(task)
     try:
         result = session.run_task(task, sink)
     except CloverError as exc:

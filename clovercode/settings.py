@@ -29,7 +29,7 @@ class Setting:
 
 SANDBOX_POLICIES = (  # strictest first: a project may only move to the left (trust/project.py)
     "read-only", "workspace-write", "workspace-write-network", "none")
-APPROVAL_MODES = ("suggest", "auto-edit", "full-auto")
+APPROVAL_MODES = ("suggest", "auto-edit", "full-auto", "plan")
 
 SETTINGS: tuple[Setting, ...] = (
     # model
@@ -55,6 +55,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("sandbox", str, "workspace-write", "Sandbox policy for commands.", choices=SANDBOX_POLICIES),
     Setting("sandbox_hide", list, (), "More host paths sandboxed commands cannot read (absolute or ~/, globs allowed), "
             "on top of clovercode's own state and the credential stores it always hides."),
+    Setting("sandbox_show", list, (), "Paths under ~/ sandboxed commands may read (the home is hidden but for "
+            "toolchain caches; the credential stores stay hidden). Your own config only."),
     Setting("approval", str, "suggest", "When to ask before acting (REPL; `fix` is always full-auto).", choices=APPROVAL_MODES),
     # hooks (docs/mcp-and-hooks.md); the hooks and MCP servers themselves are tables, not settings
     Setting("hooks.max_stop_blocks", int, 3, "Times stop hooks may send the model back to work in one run; then it "

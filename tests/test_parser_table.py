@@ -188,9 +188,9 @@ CASES = [
         "tool call #1 (view_file): parameter 'path' is given twice; give each parameter once.\n" + FORMAT_REMINDER]),
     Case("unknown-tool-with-suggestion", xml("viewfile", path="a.py"), [], feedback=[
         "Unknown tool `viewfile`. Did you mean `view_file`? Valid tools: apply_patch, edit_file, finish, list_files, run_command, "
-        "search_text, view_file, write_file."]),
+        "search_text, update_plan, view_file, write_file."]),
     Case("unknown-tool-no-suggestion", xml("deploy", target="prod"), [], feedback=[
-        "Unknown tool `deploy`. Valid tools: apply_patch, edit_file, finish, list_files, run_command, search_text, view_file, write_file."]),
+        "Unknown tool `deploy`. Valid tools: apply_patch, edit_file, finish, list_files, run_command, search_text, update_plan, view_file, write_file."]),
     Case("missing-required-parameter", xml("view_file", start_line=3), [], feedback=[
         "Tool call `view_file` was not run: its arguments do not match the schema.\n"
         "- at $: 'path' is a required property (constraint: required)\n" + VIEW_SHAPE + "\nFix the call and try again."]),

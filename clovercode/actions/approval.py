@@ -4,6 +4,9 @@
 - auto-edit: edits are applied; commands are asked about.
 - full-auto: nothing is asked, but only because commands run in the sandbox; without one
   (``--sandbox none``) commands are still asked about in the REPL.
+- plan: only the reading tools run; edits, commands and MCP calls are refused with a word to the
+  model, which writes a plan (update_plan) that the person approves before anything changes
+  (agent/planmode.py frames the task; the REPL asks and switches the mode).
 
 MCP tool calls (kind ``mcp``) are asked about like commands in suggest and auto-edit, and "always"
 covers that one tool; full-auto calls the servers the user configured without asking (they never
@@ -23,6 +26,11 @@ from clovercode.actions.context import ApprovalRequest, ToolError
 from clovercode.actions.permissions import allowed, command_prefix
 
 YES, NO, ALWAYS, CANCEL = "yes", "no", "always", "cancel"
+VIEW = "view"  # not an answer: show the whole command, or the new file, then ask again
+PLAN = "plan"
+PLAN_REFUSAL = ("Plan mode: nothing may change yet, so {what} was not run. Use the reading tools "
+                "(view_file, list_files, search_text), write the plan with update_plan, then answer with it: "
+                "the user approves the plan before any change is made.")
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,10 @@ class ModeApprover:
         self.always: set[str] = set()
 
     def __call__(self, request: ApprovalRequest) -> bool:
+        if self.mode == PLAN:  # before any rule: an allow rule or "always" must not open plan mode up
+            what = {"edit": f"the change ({request.title})", "mcp": f"the MCP tool {request.title}"}.get(
+                request.kind, "the command")
+            raise ToolError(PLAN_REFUSAL.format(what=what))
         rule = request.rule or request.kind
         if not needs_asking(self.mode, request.kind, self.sandboxed) or rule in self.always:
             return True
@@ -97,4 +109,6 @@ def parse_answer(text: str) -> str | None:
         return NO
     if word in ("a", "always"):
         return ALWAYS
+    if word in ("v", "view"):
+        return VIEW
     return None

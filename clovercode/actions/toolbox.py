@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol, Sequence
 
-from clovercode.actions import commands, editing, files, patching
+from clovercode.actions import commands, editing, files, patching, plan
 from clovercode.actions.context import Observation, ToolContext, ToolError
 from clovercode.toolcalls.schemas import ToolSpec, load_tool_specs
 from clovercode.toolcalls.validate import CheckedCall, Validator
@@ -22,6 +22,7 @@ HANDLERS: dict[str, Handler] = {
     "write_file": editing.write_file,
     "apply_patch": patching.apply_patch,
     "run_command": commands.run_command,
+    "update_plan": plan.update_plan,
 }
 
 

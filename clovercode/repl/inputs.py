@@ -30,9 +30,11 @@ def history_path(cfg: Config) -> Path:
     return path
 
 
-def tty_lines(cfg: Config, completer: object = None, typed_ahead: Callable[[], str] = str) -> Iterator[str]:
+def tty_lines(cfg: Config, completer: object = None, typed_ahead: Callable[[], str] = str,
+              modes: Any = None) -> Iterator[str]:
     """Lines from prompt-toolkit; each prompt starts with ``typed_ahead()``, what was typed while the
-    last turn ran (editable, never sent without Enter)."""
+    last turn ran (editable, never sent without Enter). ``modes`` (repl/modes.Modes): Shift+Tab cycles
+    the approval mode, shown at the right of the prompt line."""
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import FileHistory
     from prompt_toolkit.key_binding import KeyBindings
@@ -43,8 +45,15 @@ def tty_lines(cfg: Config, completer: object = None, typed_ahead: Callable[[], s
     def _newline(event) -> None:  # Alt-Enter / Esc Enter: a newline instead of submitting
         event.current_buffer.insert_text("\n")
 
+    if modes is not None:
+        @bindings.add("s-tab")
+        def _cycle(event) -> None:
+            modes.cycle()
+            event.app.invalidate()
+
+    rprompt = (lambda: [("class:mode", modes.label())]) if modes is not None else None
     prompt = PromptSession(history=FileHistory(str(history_path(cfg))), key_bindings=bindings, multiline=False,
-                           completer=completer, complete_while_typing=False)
+                           completer=completer, complete_while_typing=False, rprompt=rprompt)
     while True:
         try:
             with _signals_end_the_prompt(prompt.app):

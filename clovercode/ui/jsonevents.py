@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, ClassVar, TextIO
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SCHEMA_FILE = "exec-events.schema.json"
 NOT_STARTED = "error"  # run_completed's stop_reason when the loop never ran (usage, config, model load, …)
 
@@ -157,6 +157,9 @@ class JsonEventWriter:
             event["diff"] = data["diff"]
         self.last_observation = text
         self.write(event)
+
+    def _on_plan(self, steps: list[dict[str, str]], explanation: str = "", **_: Any) -> None:
+        self.write({"type": "plan", "step": self.step, "steps": steps, "explanation": explanation})
 
     def _on_format_error(self, step: int, text: str | None, **_: Any) -> None:
         if text and text == self.last_observation:

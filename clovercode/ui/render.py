@@ -53,6 +53,7 @@ class Screen:
     approved_diffs: set[str] = field(default_factory=set)
     observation_count: Callable[[], int] = lambda: 0
     keys: "KeyWatcher | None" = None  # Esc and typed-ahead keys during a turn (the REPL on a terminal)
+    plan: list[dict[str, str]] | None = None  # the model's last update_plan, drawn as a checklist
 
     def suspend(self) -> None:
         if self.live is not None:
@@ -134,6 +135,8 @@ class ConsoleRenderer:
             print_markdown(self.console, content.strip("\n"))
 
     def _on_tool_call(self, name: str, arguments: dict[str, Any], **_: Any) -> None:
+        if name == "update_plan":  # its checklist says it better than its arguments would
+            return
         self.console.print(f"[bold cyan]→ {escape(inert(name, newlines=False))}[/] {escape(format_args(arguments))}")
         if name == "run_command":  # commands can take minutes: say it is still running (a question pauses this)
             command = arguments.get("command")
@@ -142,6 +145,8 @@ class ConsoleRenderer:
 
     def _on_observation(self, name: str, ok: bool, text: str, data: dict[str, Any], **_: Any) -> None:
         self.live.stop()
+        if ok and "plan" in data:
+            return  # the checklist was drawn
         self.last_observation = text
         lines = inert(text).splitlines() or [""]
         mark = "[green]✓[/]" if ok else "[red]✗[/]"
@@ -160,6 +165,13 @@ class ConsoleRenderer:
             more = f"… {len(lines) - OBS_PREVIEW_LINES} more lines"
             hint = f" · /show {number} shows all" if number else ""
             self.console.print(f"    [dim]{more}{hint}[/]")
+
+    def _on_plan(self, steps: list[dict[str, str]], explanation: str = "", **_: Any) -> None:
+        from clovercode.ui.checklist import print_plan
+
+        self.live.stop()
+        self.screen.plan = steps
+        print_plan(self.console, steps, explanation)
 
     def _on_format_error(self, text: str | None, **_: Any) -> None:
         if text and text == self.last_observation:
