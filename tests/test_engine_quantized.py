@@ -269,3 +269,24 @@ def test_auto_takes_the_most_precise_mode_whose_plan_holds_a_sequence(hybrid_dir
     with pytest.raises(ModelUnavailable, match="not enough memory to load tiny"):
         quantmode.choose("tiny", hybrid_dir, "auto", "bfloat16", "cpu", GiB // 2, QUIET)
     assert quantmode.choose("tiny", hybrid_dir, "auto", "bfloat16", "cpu", int(1.2 * GiB), QUIET) == "none"
+
+
+def test_a_quantized_model_says_why_cuda_graphs_cannot_capture_it():
+    from tinymodels import tiny_hybrid
+
+    from clovercode.engine.fastpaths import graph_refusal
+
+    model = tiny_hybrid(dtype=torch.float32)
+    assert graph_refusal(model) is None
+    qexperts.replace_experts(model, "int8", torch.float32)
+    assert "quantized MoE experts" in graph_refusal(model)
+
+
+def test_the_flag_is_checked_like_the_setting():
+    from typer.testing import CliRunner
+
+    from clovercode.cli import app
+
+    for command in (["exec", "hi"], ["fix", "an issue"], ["serve"]):
+        result = CliRunner().invoke(app, [*command, "--quantization", "int3"])
+        assert result.exit_code == 2 and "--quantization must be one of none, int8, int4, fp8, auto" in result.output
