@@ -22,6 +22,9 @@ from clovercode.jsonexit import exit_interrupted_early, silent_interrupt
 from clovercode.termination import ENDING, answering, signals_as_interrupts
 from clovercode.ui.console import make_console
 
+QuantOpt = typer.Option(None, "--quantization", help="Embedded engine's weights: none, int8, int4, fp8 or auto "
+                        "(engine.quantization; docs/engine.md, which card runs what).")
+
 LAST_SESSION = "@last"  # --continue: the newest session of this project, no picker
 
 
@@ -110,6 +113,7 @@ def fix(
     endpoint_stream: Optional[str] = EndpointStreamOpt,
     trust_project: bool = TrustOpt,
     allow_ci: bool = typer.Option(False, "--allow-ci-changes", help="Let the model change and commit CI definitions and git hooks."),
+    quantization: Optional[str] = QuantOpt,
 ) -> None:
     """Fix an issue unattended: branch, model + test loop, one commit, optionally push and a pull request.
 
@@ -125,7 +129,7 @@ def fix(
         cfg = effective_config(root, trust_project, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
                                endpoint=endpoint, api_key=api_key, endpoint_stream=endpoint_stream,
                                **{"fix.test_command": test_command, "fix.test_rounds": test_rounds,
-                                  "fix.remote": remote, "fix.base": base})
+                                  "fix.remote": remote, "fix.base": base, "engine.quantization": quantization})
         request = FixRequest(issue, issue_file, github_issue, commit, push or pr, pr, branch, author, github_repo, draft,
                              force=force, notes=(moved,) if moved else (), allow_ci_changes=allow_ci)
         outcome = run_fix(root, cfg, request, console)
@@ -165,6 +169,7 @@ def exec_command(
     trust_project: bool = TrustOpt,
     resume: Optional[str] = typer.Option(None, "--resume", metavar="ID", help="Continue the saved session ID headless."),
     last: bool = typer.Option(False, "--last", help="Continue this project's last session headless."),
+    quantization: Optional[str] = QuantOpt,
 ) -> None:
     """Run one task headless: no questions, no git needed, nothing committed; prints the final answer.
 
@@ -178,7 +183,8 @@ def exec_command(
     root = project_root(repo)
     text = read_task(task, sys.stdin)
     cfg = exec_config(effective_config(root, trust_project, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
-                                       endpoint=endpoint, api_key=api_key, endpoint_stream=endpoint_stream), approval)
+                                       endpoint=endpoint, api_key=api_key, endpoint_stream=endpoint_stream,
+                                       **{"engine.quantization": quantization}), approval)
     with signals_as_interrupts():  # a cancelled CI job (SIGTERM) ends like Ctrl-C: run_completed, exit 143
         code = run_exec(root, cfg, text, as_json, sys.stdout, make_console(stderr=True), deltas=deltas,
                         resume="@latest" if last else resume)
@@ -264,6 +270,7 @@ def serve(
     model_name: Optional[str] = typer.Option(None, "--model-name", help="Model id clients see and must ask for."),
     max_batch: Optional[int] = typer.Option(None, "--max-batch", help="Requests decoded together when the backend can batch."),
     max_queue: Optional[int] = typer.Option(None, "--max-queue", help="Requests allowed to wait; more get HTTP 429."),
+    quantization: Optional[str] = QuantOpt,
 ) -> None:
     """Serve the model over an OpenAI-compatible HTTP API (/v1/chat/completions) for many clients."""
     from clovercode.serve.command import run_serve
@@ -272,7 +279,7 @@ def serve(
     cfg = load_config(None, os.environ, {"model": model, "serve.host": host, "serve.port": port, "serve.api_key": api_key,
                                          "serve.api_keys_file": keys_file,
                                          "serve.model_name": model_name, "serve.max_batch": max_batch,
-                                         "serve.max_queue": max_queue}).with_overrides({"endpoint": ""}, "serve")
+                                         "serve.max_queue": max_queue, "engine.quantization": quantization}).with_overrides({"endpoint": ""}, "serve")
     raise typer.Exit(run_serve(cfg, make_console(stderr=True)))
 
 

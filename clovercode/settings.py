@@ -150,6 +150,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("engine.device", str, "auto", "Where the model runs: auto, cpu, cuda, cuda:N or mps."),
     Setting("engine.dtype", str, "auto", "Weights dtype (auto: bfloat16 on GPUs, float32 on CPU).",
             choices=("auto", "float32", "bfloat16", "float16", "float64")),
+    Setting("engine.quantization", str, "none", "Weights in the embedded engine: none (engine.dtype), int8, int4, "
+            "fp8, or auto (the most precise that fits the memory plan). Your config or --quantization only.",
+            choices=("none", "int8", "int4", "fp8", "auto")),
     Setting("engine.trust_remote_code", list, (), "Models whose own Python code may run when they load: "
             "'owner/name@COMMIT' or '/abs/path#sha256:DIGEST' (a refused model prints its line). Never from a "
             "project file."),

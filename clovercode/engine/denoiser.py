@@ -161,9 +161,12 @@ class CachedDenoiser:
             cache, start, last = point.cache, len(point.ids), point.last_logits
             self.reused_tokens = start
         else:
+            if self.keep_tokens == 0:  # no older prompts are kept: let the last go before a new cache is made
+                self.checkpoints = [p for p in self.checkpoints if p.scope != self.scope]
             cache, start, last = self.new_cache(), 0, None
-        if len(ids) > start:
-            logits, cache = self._run(ids[start:], start, None, cache, True)
+        # in pieces, each extending the cache the last left, so activations are a piece's (memplan.PREFILL_CHUNK)
+        for piece in range(start, len(ids), memplan.PREFILL_CHUNK):
+            logits, cache = self._run(ids[piece:piece + memplan.PREFILL_CHUNK], piece, None, cache, True)
             last = logits[-1].float()
         self.layout = cachestate.layout(cache)
         self.keep(ids, cache, last)

@@ -165,8 +165,16 @@ class Engine:
             return CachedDenoiser(self.model, reuse_prompt=True, keep_tokens=self.config.prompt_cache_tokens, limit=limit)
         from clovercode.engine.graphs import StaticDenoiser, wants_graphs
 
-        return StaticDenoiser(self.model, graphs=wants_graphs(self.config.compile, self.info.device), reuse_prompt=True,
+        return StaticDenoiser(self.model, graphs=self._graphs(wants_graphs(self.config.compile, self.info.device)),
+                              reuse_prompt=True,
                               keep_tokens=self.config.prompt_cache_tokens, note=self.note, limit=limit)
+
+    def _graphs(self, wanted: bool) -> bool:
+        """Whether passes are captured as CUDA graphs: ``wanted``, unless the model cannot be (said once)."""
+        why = fastpaths.graph_refusal(self.model) if wanted and self.info.device.startswith("cuda") else None
+        if why is not None:
+            self.note(fastpaths.skipped("CUDA graphs", why))
+        return wanted and why is None
 
     def sequence_tokens(self) -> int | None:
         """The most positions one sequence's cache may hold: the memory plan's slot tokens (max context
@@ -231,7 +239,7 @@ class Engine:
         if self.config.compile != "off" and wants_graphs(self.config.compile, self.info.device):
             from clovercode.engine.batchgraphs import GraphedBatch
 
-            return GraphedBatch(batched, graphs=self.info.device.startswith("cuda"), note=self.note)
+            return GraphedBatch(batched, graphs=self._graphs(self.info.device.startswith("cuda")), note=self.note)
         return batched
 
     def forget_prompts(self, scope: str | None = None) -> None:

@@ -33,6 +33,7 @@ NEVER_FROM_PROJECT: tuple[str, ...] = (
     "model",  # who answers: a repository must not script "the model" (replay:FILE) or ship one (./m)
     "approval", "permissions.*",  # what is asked before acting
     "engine.trust_remote_code",  # a model's own Python code
+    "engine.quantization",  # what loads, and how much memory it takes: the user's card, the user's choice
     "endpoint", "endpoint_*", "*api_key", "*_token", "github.*", "serve.*",  # where code, keys and tokens go
     "fix.base", "fix.remote",  # where the pull request and the push go
     "*_dir", "*_file", "*_path",  # where clovercode writes (history, trajectories, caches)
