@@ -252,7 +252,7 @@ def fix(
                                    "error": f"internal error: {type(exc).__name__}: {exc}"}))
         raise
     if as_json:
-        typer.echo(json.dumps(outcome.to_json(), ensure_ascii=False))
+        typer.echo(json.dumps(outcome.to_json()))  # ASCII: any locale
     raise typer.Exit(int(outcome.exit_code))
 
 
@@ -559,6 +559,10 @@ from clovercode import botcli  # noqa: E402,F401 - registers `review` and `respo
 def main() -> None:
     from clovercode.context.commands import resume_argv
 
+    for stream in (sys.stdout, sys.stderr):  # a locale that lacks a character gets "?", never a traceback
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", "strict") == "strict":
+            reconfigure(errors="replace")
     try:
         app(prog_name="clovercode", args=resume_argv(sys.argv[1:]))
     except KeyboardInterrupt as exc:  # a signal while typer builds the commands, before any handler of ours

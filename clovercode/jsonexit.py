@@ -31,7 +31,7 @@ def print_json_error(argv: Sequence[str], status: str, exit_code: int, message: 
         exec_failure(sys.stdout, message, exit_code, interrupted=status == "interrupted")
         return True
     answer = {"status": status, "exit_code": exit_code, "error": message}
-    sys.stdout.write(json.dumps(answer, ensure_ascii=False) + "\n")
+    sys.stdout.write(json.dumps(answer) + "\n")  # ASCII: any locale
     sys.stdout.flush()
     return True
 

@@ -5,7 +5,8 @@ Every segment of text such a console writes passes :func:`clovercode.trust.termi
 callers make untrusted strings inert where they are laid out (so widths come out right), and this is
 the net under them, for text from outside that reaches the screen through some other path (a
 Markdown answer, an error message quoting a file). rich's own control segments (the live region's
-cursor moves) are not text and pass."""
+cursor moves) are not text and pass. Where the output's encoding lacks a character (a Latin-1
+locale) the text is fitted to it (ui/glyphs.py) instead of failing mid-line."""
 
 from __future__ import annotations
 
@@ -15,15 +16,17 @@ from rich.console import Console, ConsoleOptions, RenderableType
 from rich.segment import Segment
 
 from clovercode.trust.terminal import inert
+from clovercode.ui.glyphs import fit, is_unicode
 
 
 class InertConsole(Console):
     def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        unicode = is_unicode(self.encoding)  # else marks fall back to ASCII, other characters to "?"
         for segment in super().render(renderable, options):
             if segment.control or not segment.text:
                 yield segment
             else:
-                text = inert(segment.text)
+                text = inert(segment.text) if unicode else fit(inert(segment.text), self.encoding)
                 yield segment if text is segment.text else Segment(text, segment.style)
 
 

@@ -62,7 +62,8 @@ class JsonEventWriter:
                 self._line(item)
 
     def _line(self, event: dict[str, Any]) -> None:
-        self.out.write(json.dumps(event, ensure_ascii=False, default=str) + "\n")
+        # ASCII: whatever the locale's encoding, every line is valid JSON that round-trips exactly
+        self.out.write(json.dumps(event, default=str) + "\n")
         self.out.flush()
 
     def emit(self, kind: str, **data: Any) -> None:

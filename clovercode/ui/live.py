@@ -15,6 +15,7 @@ from rich.text import Text
 
 from clovercode.context.tokens import estimate_tokens
 from clovercode.trust.terminal import inert
+from clovercode.ui.glyphs import is_unicode
 from clovercode.heartbeat import HEARTBEAT_SECONDS, Heartbeat, to_stderr
 
 ContextShare = Callable[[], "float | None"]  # how full the window is (0..1), when known
@@ -93,6 +94,8 @@ class LiveStatus:
         self.stop()
         self.status = status
         status.hint = self.hint
+        if not is_unicode(self.console.encoding):  # braille dots cannot be shown: the ASCII spinner
+            status.spinner = Spinner("line", style="cyan")
         if self.enabled:
             self.live = Live(status, console=self.console, transient=True, refresh_per_second=8,
                              vertical_overflow="crop", redirect_stdout=False, redirect_stderr=False)
