@@ -143,3 +143,24 @@ def test_sigterm_during_a_turn_gives_the_terminal_back(calc_repo, tmp_path):
     assert lflags & termios.ECHO and lflags & termios.ICANON
     child.close()
     assert child.exitstatus == 143
+
+
+def test_enter_during_a_turn_queues_a_message_shown_under_the_status_line_and_sent_when_the_turn_ends(calc_repo, tmp_path):
+    replay = replay_file(tmp_path, xml("run_command", command="sleep 3"), "First done.", "Second answer.")
+    child = spawn_repl(calc_repo, "--model", f"replay:{replay}", "--approval", "full-auto")
+    child.expect_exact(PROMPT)
+    child.sendline("start slow")
+    wait_screen(child, "running `sleep 3`")
+    child.send("then the next\r")
+    wait_screen(child, "queued: then the next")
+    child.send("oops\r")
+    wait_screen(child, "queued: oops")
+    child.send("\x7f\x15")  # Backspace on an empty line takes "oops" back, Ctrl-U clears it
+    child.expect_exact("First done.")
+    child.expect_exact("Second answer.")  # the queued message went as the next turn, unasked
+    child.expect_exact(PROMPT)
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    screen = screen_text(child)
+    assert f"{PROMPT} then the next" in screen and "oops" not in screen.split("First done.")[1]
+    assert "queued:" not in screen  # the live region, with its queue, is gone
