@@ -4,6 +4,8 @@ events as JSON Lines on stdout (ui/jsonevents.py). Exit codes are fix's (errors.
 
 from __future__ import annotations
 
+import os
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TextIO
 
@@ -19,7 +21,9 @@ from clovercode.agent.planmode import plan_task
 from clovercode.config import Config
 from clovercode.errors import CloverError, ExitCode, UsageError
 from clovercode.executors.select import NO_SANDBOX_WARNING
-from clovercode.session import open_session
+from clovercode.agent.trajectory import new_trajectory_path
+from clovercode.session import open_session, trajectory_dir
+from clovercode.toolcalls.schemas import load_tool_specs
 from clovercode.taskinput import check_task
 from clovercode.trust.terminal import inert
 from clovercode.ui.jsonevents import JsonEventWriter
@@ -79,15 +83,27 @@ def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err
     ask = RefusingAsk(cfg["approval"])
     approver = ModeApprover(cfg["approval"], cfg["sandbox"] != "none", ask, cfg["permissions.allow"])
     writer = None
-    if as_json:  # made first, so even a model that cannot load ends the stream by its contract
+    trajectory = new_trajectory_path(trajectory_dir(cfg, os.environ), task.split("\n")[0])
+    if as_json:  # made and started first: a script sees the run begin before the model loads, and a
+        # model that cannot load still ends the stream by its contract
         writer = JsonEventWriter(out, exit_code=exit_code_for, deltas=deltas,
+                                 trajectory=lambda: trajectory if trajectory.exists() else None,
                                  start={"task": task, "model": cfg["model"], "sandbox": cfg["sandbox"],
-                                        "max_steps": cfg["max_steps"]})
+                                        "max_steps": cfg["max_steps"], "session_id": trajectory.stem,
+                                        "tools": [spec.name for spec in load_tool_specs()]})
+        writer.begin()
     try:
         # MCP servers: a short wait (mcp.startup_wait) so a one-shot task can use them from its first
         # turn, as headless peers do; a slower server joins when ready instead of holding up the run.
-        session = open_session(root, cfg, interactive=True, approve=approver, unattended=True,
-                               mcp_wait=cfg["mcp.startup_wait"])
+        with writer.loading(cfg["model"]) if writer is not None else nullcontext():
+            session = open_session(root, cfg, interactive=True, approve=approver, unattended=True,
+                                   mcp_wait=cfg["mcp.startup_wait"])
+        session.next_trajectory = trajectory
+        if session.mcp is not None and session.mcp.starting:  # their tools join when ready; the run goes on
+            names = session.mcp.starting
+            session.notices.append(("mcp", f"MCP server{'s' if len(names) > 1 else ''} {', '.join(names)} still starting "
+                                           f"after {cfg['mcp.startup_wait']:g} s: {'their' if len(names) > 1 else 'its'} "
+                                           "tools join when ready"))
         if resume is not None:
             from clovercode.context.commands import resume_into
 
@@ -108,7 +124,6 @@ def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err
             session.notices.append(("sandbox", NO_SANDBOX_WARNING))
     sink: EventSink
     if writer is not None:
-        writer.trajectory = lambda: session.last_trajectory
         sink = writer
     else:
         sink = ConsoleRenderer(err)
