@@ -80,6 +80,9 @@ def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err
              deltas: bool = False, resume: str | None = None) -> int:
     """``deltas``: with ``as_json``, also write the model's text as it comes (model_text_delta);
     ``resume``: a saved session to continue (its id, or "@latest": this project's newest)."""
+    from clovercode.ui.console import use_theme
+
+    use_theme(err, cfg["ui.theme"], os.environ)
     ask = RefusingAsk(cfg["approval"])
     approver = ModeApprover(cfg["approval"], cfg["sandbox"] != "none", ask, cfg["permissions.allow"])
     writer = None

@@ -228,6 +228,9 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
     ``first_task``: the first message, sent before the prompt shows (`clovercode "task"`)."""
     from clovercode.repl.inputs import plain_lines, tty_lines
 
+    from clovercode.ui.console import use_theme
+
+    use_theme(console, cfg["ui.theme"], os.environ)
     tty = sys.stdin.isatty() and sys.stdout.isatty()
     screen = Screen(live=LiveStatus(console, hint=ESC_HINT if tty else CTRL_C_HINT))
     if tty:
