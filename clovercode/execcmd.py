@@ -12,9 +12,9 @@ from typing import TextIO
 from rich.console import Console
 from rich.markup import escape
 
-from clovercode.actions.approval import NO, PLAN, ModeApprover
+from clovercode.actions.approval import PLAN, ModeApprover
 from clovercode.actions.approval_view import render_approval
-from clovercode.actions.context import ApprovalRequest
+from clovercode.actions.context import ApprovalRequest, ToolError
 from clovercode.agent.budget import StopReason
 from clovercode.agent.events import EventSink
 from clovercode.agent.planmode import plan_task
@@ -60,13 +60,15 @@ class RefusingAsk:
     def __init__(self, mode: str):
         self.mode, self.sink = mode, None  # type: EventSink | None
 
-    def __call__(self, request: ApprovalRequest) -> str:
+    def __call__(self, request: ApprovalRequest) -> str:  # never returns: it raises ToolError
         if self.sink is not None:  # the first line says what happened; the rest is all of it, as the REPL shows it
             view = render_approval(request)
             self.sink.emit("warning", category="approval",
                            text=f"refused {refused_what(request, view.title)}: exec asks nobody (--approval {self.mode})\n"
                                 + view.plain())
-        return NO
+        # nobody declined: the model is told what happened, so it does not wait for a person's answer
+        raise ToolError(f"Not done: this run is headless (clovercode exec) and --approval {self.mode} refuses "
+                        f"{refused_what(request)}, since nobody can be asked. Do without it, or say what is needed.")
 
 
 def refused_what(request: ApprovalRequest, title: str | None = None) -> str:

@@ -49,7 +49,9 @@ def test_shift_tab_to_plan_mode_a_read_only_turn_a_checklist_one_key_approvals_a
         child.sendline("/plan")
         child.expect_exact("only reading tools run until you approve a plan")
         wait_screen(child, "plan mode: read only · shift+tab")
-        child.sendline("/exit")
+        child.send("\x03")  # Ctrl-C at an empty prompt says how to leave; a second one leaves
+        child.expect_exact("(Ctrl-C again or Ctrl-D exits)")
+        child.send("\x03")
         child.expect(pexpect.EOF)
     finally:
         child.close(force=True)

@@ -170,10 +170,14 @@ class Agent:
                 seconds, running_since = self.clock() - running_since, None
                 pending.pop(0)
                 self._after_call(conversation, call, observation, repeats, seconds)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
+            signal_name = getattr(exc, "name", None)  # SIGTERM / SIGHUP (termination.Terminated), else the user
+            by = f"Stopped by {signal_name}" if signal_name else "Interrupted by the user"
             for index, call in enumerate(pending):  # every call in the history gets an answer, even an interrupted one
-                ran = self.clock() - running_since if index == 0 and running_since is not None else 0.0
-                self._observe(conversation, call, Observation(False, "Interrupted by the user before it finished."), ran)
+                started = index == 0 and running_since is not None
+                ran = self.clock() - running_since if started else 0.0
+                text = f"{by} before it finished." if started else f"Not run: {by[0].lower()}{by[1:]} before it started."
+                self._observe(conversation, call, Observation(False, text), ran)
             raise
         if not checked and not turn.errors and self.interactive:
             objection = self.toolbox.review_stop("answered", turn.content)

@@ -52,6 +52,9 @@ class Repl:
         from clovercode.repl.modes import Modes
 
         self.modes = Modes(self.approver)
+        from clovercode.repl.cost import CostMeter
+
+        self.cost = CostMeter()
         # One answer among letters (None: Esc), and a line: the terminal's or piped input (run_repl sets them).
         self.choose: Callable[[str, str], str | None] = lambda question, keys: None
         self.read_line: Callable[..., str | None] = lambda prompt, fresh=False: None
@@ -128,7 +131,7 @@ class Repl:
         renderer = ConsoleRenderer(self.console, screen=self.screen, context=self.context_share)
         try:
             with self.turn():
-                result = self.session.run_task(task, MultiSink(self.transcript, renderer))
+                result = self.session.run_task(task, MultiSink(self.transcript, self.cost, renderer))
         except CloverError as exc:  # e.g. the sandbox stopped working: say so, keep the REPL
             print_error(self.console, exc)
             return

@@ -41,4 +41,8 @@ def use_theme(console: Console, setting: str, env: Mapping[str, str]) -> None:
 
 
 def make_console(*, stderr: bool = False) -> Console:
-    return InertConsole(stderr=stderr, highlight=False)
+    import sys
+
+    stream = sys.stderr if stderr else sys.stdout
+    log = stderr and not (hasattr(stream, "isatty") and stream.isatty())  # a log: lines as written, not cut at 80
+    return InertConsole(stderr=stderr, highlight=False, soft_wrap=log)
