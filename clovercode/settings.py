@@ -55,6 +55,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("sandbox", str, "workspace-write", "Sandbox policy for commands.", choices=SANDBOX_POLICIES),
     Setting("sandbox_hide", list, (), "More host paths sandboxed commands cannot read (absolute or ~/, globs allowed), "
             "on top of clovercode's own state and the credential stores it always hides."),
+    Setting("sandbox_show", list, (), "Paths under ~/ sandboxed commands may read (the home is hidden but for "
+            "toolchain caches; the credential stores stay hidden). Your own config only."),
     Setting("ui.theme", str, "auto", "Colours for a dark or light terminal; auto reads COLORFGBG (dark when unset).",
             choices=("auto", "dark", "light")),
     Setting("approval", str, "suggest", "When to ask before acting (REPL; `fix` is always full-auto).", choices=APPROVAL_MODES),

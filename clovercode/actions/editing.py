@@ -28,9 +28,9 @@ class Change:
 
 
 def editable(ctx: ToolContext, given: str, *, must_exist: bool = True) -> tuple[Path, str]:
-    path = resolve_in_root(ctx.root, given, must_exist=must_exist)
+    path = resolve_in_root(ctx.view, given, must_exist=must_exist)
     shown = display(ctx.root, path)
-    if path.is_dir():
+    if ctx.view.kind(path) == "dir":
         raise ToolError(f"'{shown}' is a directory.")
     ctx.guard.check_write(ctx.root, path, shown)
     return path, shown
@@ -60,7 +60,7 @@ def edit_file(ctx: ToolContext, args: dict[str, Any]) -> Observation:
 
 def write_file(ctx: ToolContext, args: dict[str, Any]) -> Observation:
     path, shown = editable(ctx, args["path"], must_exist=False)
-    before = read_for_edit(ctx, path, shown) if path.exists() else None
+    before = read_for_edit(ctx, path, shown) if ctx.view.kind(path) is not None else None
     return commit_changes(ctx, [Change(path, shown, before, args["content"])])
 
 

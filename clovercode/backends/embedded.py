@@ -16,6 +16,7 @@ from rich.console import Console
 
 from clovercode.messages import Message
 from clovercode.backends.base import ContextTooLong, Event, Finish, GenerationParams, ModelError, TextDelta, Usage
+from clovercode.backends.engineusage import final_usage
 from clovercode.engine.chat import call_format, render_prompt
 from clovercode.engine.constraint import Constraint, Steering
 from clovercode.engine.grammar import CALL_OPENING, REASONING_END, GrammarError, json_grammar, tool_call_grammar
@@ -42,6 +43,7 @@ class EmbeddedBackend:
     def __init__(self, engine: Engine):
         self.engine = engine
         self.name = f"embedded:{engine.name}"
+        self._token_chars: int | None = None
 
     @property
     def context_window(self) -> int:
@@ -52,8 +54,14 @@ class EmbeddedBackend:
 
     def prepare(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> tuple[list[int], DecodePlan]:
         """The prompt's tokens and the decoding plan for one request; ContextTooLong when it does not fit."""
-        prompt = self.engine.encode(self._render(messages, tools, params.thinking))
+        text = self._render(messages, tools, params.thinking)
         limit = self.engine.max_context
+        # no token covers more characters (x2 for a normalizer that composes): it cannot fit, so it is not tokenized
+        if len(text) > 2 * limit * self._max_token_chars():
+            raise ContextTooLong(f"the prompt ({len(text):,} characters) cannot fit the {limit:,} tokens of "
+                                 f"{self.engine.name}: no token of its vocabulary is longer than "
+                                 f"{self._max_token_chars()} characters")
+        prompt = self.engine.encode(text)
         room = limit - len(prompt)
         if room < 1 and limit < self.context_window:  # the memory plan's limit, not the model's
             raise ContextTooLong(f"the prompt ({len(prompt)} tokens) does not fit engine.max_context = {limit} "
@@ -65,6 +73,14 @@ class EmbeddedBackend:
         plan = self.engine.plan(temperature=params.temperature, top_p=params.top_p,
                                 max_new_tokens=max(1, min(params.max_new_tokens, room)))
         return prompt, replace(plan, cache_scope=params.cache_scope)
+
+    def _max_token_chars(self) -> int:
+        """The longest token of the vocabulary, in characters (as stored: never shorter than the text it
+        stands for), so a prompt that cannot fit is refused before tokenizing it costs time and memory."""
+        if self._token_chars is None:
+            vocab = self.engine.tokenizer.get_vocab()
+            self._token_chars = max((len(token) for token in vocab), default=1) or 1
+        return self._token_chars
 
     def _render(self, messages: Sequence[Message], tools: Sequence[ToolSpec], thinking: bool) -> str:
         """The prompt text. The chat template ships with the model: one that fails or tries to leave
@@ -156,16 +172,6 @@ class EmbeddedBackend:
 
     def close(self) -> None:
         self.engine.close()
-
-
-def final_usage(result: DecodeResult, plan: DecodePlan, seconds: float, extra: dict[str, Any]) -> Usage:
-    """The turn's total usage, with the engine's counters."""
-    stats = result.stats
-    return Usage(prompt_tokens=stats.prompt_tokens, completion_tokens=stats.new_tokens, forwards=stats.forwards,
-                 seconds=seconds, cached_tokens=stats.cached_tokens,
-                 extra={"tokens_per_forward": round(stats.tokens_per_forward, 3), "block_size": plan.block_size,
-                        "prefill_s": round(stats.prefill_s, 4), "first_block_s": round(stats.first_block_s or 0.0, 4),
-                        **extra})
 
 
 def open_embedded(spec: str, cfg: Any, base_dir: Path | None = None, console: Console | None = None) -> EmbeddedBackend:

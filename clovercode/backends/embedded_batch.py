@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 from clovercode.backends.base import Event, Finish, GenerationParams, ModelError, TextDelta, Usage
+from clovercode.backends.engineusage import final_usage
 from clovercode.engine.batchdecode import BatchDecoder, Request
 from clovercode.engine.decoder import DecodePlan, DecodeResult
 from clovercode.errors import UsageError
@@ -75,8 +76,6 @@ class EmbeddedBatchSession:
         return failures
 
     def step(self) -> list[tuple[str, Event]]:
-        from clovercode.backends.embedded import final_usage
-
         events, self.admitted = self.admitted, []
         with _out_of_memory_as_model_error(self.engine.name, None):
             items = self.decoder.step()

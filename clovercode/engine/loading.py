@@ -151,7 +151,8 @@ def load_failure(name: str, folder: Path, exc: BaseException) -> ModelUnavailabl
 
 
 def template_failure(name: str, exc: BaseException) -> ModelUnavailable:
-    kind = "tried to leave the template sandbox" if type(exc).__name__ == "SecurityError" else "is broken"
+    kind = {"SecurityError": "tried to leave the template sandbox",
+            "TemplateLimit": "went past its limits"}.get(type(exc).__name__, "is broken")
     return ModelUnavailable(f"model {name} was refused: its chat template {kind} ({_first_line(exc)})",
                             hint="The chat template (chat_template.jinja or tokenizer_config.json) comes with the "
                             "model; use a model whose template you trust.")
@@ -173,9 +174,12 @@ def check_chat_template(name: str, tokenizer: Any) -> None:
         return
     from jinja2.exceptions import SecurityError, TemplateSyntaxError
 
-    try:
-        tokenizer.apply_chat_template([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}],
-                                      add_generation_prompt=True, tokenize=False)
+    from clovercode.engine.chat import template_source
+    from clovercode.engine.template import chat_variables, render
+
+    try:  # with the limits every later prompt gets (engine/template.py)
+        render(template_source(tokenizer, False) or "", chat_variables(
+            tokenizer, [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}], None))
     except (SecurityError, TemplateSyntaxError) as exc:
         raise template_failure(name, exc) from None
     except Exception:  # noqa: BLE001 - judged on real messages later (chat.render_prompt)
@@ -366,6 +370,7 @@ def convert_gguf(gguf: Path, cache_root: Path, step: Any = lambda text: None) ->
     target = converted_dir(gguf, cache_root)
     if (target / "config.json").is_file():
         return target
+    trust_models.check_gguf(gguf)  # a header lying about its counts is refused before the reader trusts it
     import torch
     import transformers
 
@@ -392,8 +397,9 @@ def convert_gguf(gguf: Path, cache_root: Path, step: Any = lambda text: None) ->
     except OSError as exc:
         raise ModelUnavailable(f"converting {gguf.name} failed: {exc}",
                                hint=f"Check that {cache_root} is writable (or set engine.cache_dir).") from None
-    except (ValueError, KeyError, RuntimeError) as exc:
-        raise ModelUnavailable(f"{gguf} could not be read as a GGUF model: {_first_line(exc)}") from None
+    except (ValueError, KeyError, RuntimeError, struct.error, IndexError, OverflowError, TypeError, EOFError,
+            MemoryError) as exc:  # what the GGUF reader raises on a file that lies about its contents
+        raise ModelUnavailable(f"{gguf} could not be read as a GGUF model: {_first_line(exc) or type(exc).__name__}") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target

@@ -124,7 +124,9 @@ def _follow_up(root: Path, cfg: Config, request: RespondRequest, ref: CommentRef
     if checkout is None:
         raise UsageError(f"{root} is not in a git repository: respond needs a checkout of {pull.ref.repo}")
     remote = cfg["fix.remote"]
-    checkout.remote_url(remote)  # a clear error now if there is no such remote
+    url = checkout.remote_url(remote)  # a clear error now if there is no such remote
+    for note in filter(None, (f"pushing to {remote} at {gitsafe.shown_url(url)}", checkout.credentials_note())):
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
     push_env = _push_env(root, cfg, checkout, remote, env)
     follow = check_out_branch(checkout, remote, pull.head_ref, push_env)
     diff = _pull_diff(checkout, remote, pull, push_env)

@@ -85,25 +85,34 @@ class Checkout:
         return [head.name for head in self.repo.heads]
 
     def remote_url(self, remote: str) -> str:
-        """The URL pushes to ``remote`` go to, as configured (pushurl, else url; insteadOf not applied)."""
-        if remote not in [r.name for r in self.repo.remotes]:
+        """Where fetches and pushes for ``remote`` go: its first configured URL, never rewritten by the
+        repository's ``insteadOf``/``pushInsteadOf``/``pushurl`` (trust/gitsafe.py)."""
+        url = gitsafe.remote_url(self.config, remote)
+        if url is None:
             known = ", ".join(r.name for r in self.repo.remotes) or "none"
             raise UsageError(f"git remote '{remote}' does not exist (remotes: {known})",
                              hint="Pass --remote NAME, or add one: git remote add origin URL.")
-        reader = self.repo.config_reader()
-        section = f'remote "{remote}"'
-        return str(reader.get_value(section, "pushurl", default="") or reader.get_value(section, "url", default=""))
+        return url
 
     def remote_heads(self, remote: str, *patterns: str) -> dict[str, str]:
         """Branch name -> sha for the branches matching the glob ``patterns`` where pushes to ``remote`` go."""
         refs = [f"refs/heads/{p}" for p in patterns or ("*",)]
-        out = self._git("ls-remote", "--heads", self.push_url(remote), *refs, network=True)
+        out = self._network("ls-remote", self.remote_url(remote), ("--heads",), refs)
         heads = {}
         for line in out.splitlines():
             sha, _, ref = line.partition("\t")
             if ref.startswith("refs/heads/"):
                 heads[ref[len("refs/heads/"):]] = sha
         return heads
+
+    def credentials_note(self) -> str | None:
+        """One warning when .git/config holds credentials a checkout left there (their keys, never values)."""
+        keys = gitsafe.persisted_credentials(self.config)
+        if not keys:
+            return None
+        return (f"the repository's .git/config holds credentials ({', '.join(keys)}): clovercode's git does not send "
+                "them, sandboxed commands and the file tools do not see them; remove them (git config --local "
+                "--unset-all KEY), or check out with persist-credentials: false and set fix.push_token")
 
     def identity(self) -> tuple[str, str] | None:
         """git's configured user.name / user.email, if both are set."""
@@ -207,8 +216,15 @@ class Checkout:
         """Fetch ``branch`` from where pushes to ``remote`` go into the local ref ``into`` (only the tip
         in a shallow clone)."""
         shallow = self._git("rev-parse", "--is-shallow-repository").strip() == "true"
-        self._git("fetch", "-q", "--no-tags", "--no-write-fetch-head", *(["--depth=1"] if shallow else []),
-                  self.push_url(remote), f"+refs/heads/{branch}:{into}", network=True, env=env)
+        # the detached git directory has no refs: what is here already is named, so only new objects come
+        tips = list(dict.fromkeys(self._git("for-each-ref", "--format=%(objectname)", "--count=64",
+                                            "refs/heads", "refs/remotes").split()))
+        options = ["-q", "--no-tags", "--no-write-fetch-head", *(["--depth=1"] if shallow else []),
+                   *(f"--negotiation-tip={tip}" for tip in tips)]
+        sha = self._network("fetch", self.remote_url(remote), options, [f"+refs/heads/{branch}:{into}"], env=env,
+                            then=("rev-parse", "-q", "--verify", into)).strip()
+        if sha:
+            self._git("update-ref", into, sha)
         return self.resolve(into)
 
     def delete_ref(self, ref: str) -> None:
@@ -222,20 +238,28 @@ class Checkout:
         """Push ``branch``, replacing the remote's copy only if it is still ``expected`` (None: must not exist).
         ``env`` adds to git's environment (e.g. credentials from :func:`push_auth_env`)."""
         lease = f"--force-with-lease=refs/heads/{branch}:{expected or ''}"
-        self._git("push", "--porcelain", *gitsafe.push_flags(self.config, remote), lease, remote,
-                  f"refs/heads/{branch}:refs/heads/{branch}", network=True, env=env)
+        self._push(remote, branch, [lease], env)
 
     def push_fast_forward(self, remote: str, branch: str, env: Mapping[str, str] | None = None) -> None:
         """Push ``branch`` with no force of any kind: the remote takes it only as a fast-forward."""
-        self._git("push", "--porcelain", *gitsafe.push_flags(self.config, remote), remote,
-                  f"refs/heads/{branch}:refs/heads/{branch}", network=True, env=env)
+        self._push(remote, branch, [], env)
+
+    def _push(self, remote: str, branch: str, options: list[str], env: Mapping[str, str] | None) -> None:
+        tip = self.branch_tip(branch)
+        if tip is None:
+            raise VcsError(f"there is no local branch {branch} to push")
+        self._network("push", self.remote_url(remote), ["--porcelain", *options], [f"{tip}:refs/heads/{branch}"],
+                      env=env)
+        # The push ran detached from this repository, so git did not move the remote-tracking ref as a
+        # plain `git push` does; users (and `git status`) expect origin/BRANCH to show what was pushed.
+        self._run("update-ref", f"refs/remotes/{remote}/{branch}", tip, capture_output=True)
 
     def is_ancestor(self, older: str, newer: str) -> bool:
         return self._run("merge-base", "--is-ancestor", older, newer).returncode == 0
 
     def push_url(self, remote: str) -> str:
-        """Where pushes to ``remote`` really go (pushurl or url, insteadOf applied)."""
-        return self._git("remote", "get-url", "--push", remote).strip()
+        """Where pushes to ``remote`` really go: :meth:`remote_url` (kept for the callers' wording)."""
+        return self.remote_url(remote)
 
     # -- plumbing -------------------------------------------------------------------------------
     def _tracked(self, top_rel: str) -> bool:
@@ -253,6 +277,30 @@ class Checkout:
         """A git command whose exit status the caller reads (not an error)."""
         env = {**os.environ, **gitsafe.safe_env(self.config, os.environ)}
         return subprocess.run(["git", "-C", str(self.top), *args], env=env, **kwargs)
+
+    def _network(self, command: str, url: str, options: Iterable[str], rest: Iterable[str],
+                 env: Mapping[str, str] | None = None, then: tuple[str, ...] = ()) -> str:
+        """``git COMMAND OPTIONS -- URL REST`` where the repository's config cannot reach it (trust/gitsafe.py);
+        ``env``'s ``GIT_CONFIG_*`` (credentials) come last so no override resets them. ``then`` is a
+        command run in the same detached directory afterwards (its output is returned instead)."""
+        with gitsafe.detached(self.top) as base:
+            full = {**base, **NO_PROMPT_ENV, **{k: v for k, v in (env or {}).items() if not k.startswith("GIT_CONFIG_")}}
+            full.update(gitsafe.config_env(gitsafe.config_pairs(env or {}), full))
+            argv = ["git", command, *gitsafe.transport_flags(url, command), *options, "--", url, *rest]
+            proc = subprocess.run(argv, env=full, cwd=base["GIT_CEILING_DIRECTORIES"], capture_output=True,
+                                  stdin=subprocess.DEVNULL, timeout=600)
+            if proc.returncode != 0:
+                detail = proc.stderr.decode("utf-8", "replace").strip()
+                # push --porcelain tells why a ref was refused on stdout: "!<TAB>src:dst<TAB>[rejected] (stale info)"
+                refused = [line.split("\t")[-1] for line in proc.stdout.decode("utf-8", "replace").splitlines()
+                           if line.startswith("!")]
+                if refused:
+                    detail += " (" + "; ".join(refused) + ")"
+                raise VcsError(f"git {command} failed: {detail}")
+            if then:
+                proc = subprocess.run(["git", *then], env=full, cwd=base["GIT_CEILING_DIRECTORIES"],
+                                      capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
+            return proc.stdout.decode("utf-8", "surrogateescape")
 
     def _git(self, *args: str, network: bool = False, env: Mapping[str, str] | None = None) -> str:
         from git import GitCommandError
