@@ -55,3 +55,25 @@ def test_shift_tab_to_plan_mode_a_read_only_turn_a_checklist_one_key_approvals_a
         child.expect(pexpect.EOF)
     finally:
         child.close(force=True)
+
+
+def test_clovercode_task_and_continue_on_a_real_terminal(calc_repo, tmp_path):
+    model = tmp_path / "one.jsonl"
+    model.write_text(json.dumps({"text": "Hello from the first session."}) + "\n")
+    child = spawn_repl(calc_repo, "--model", f"replay:{model}", "say hello")
+    try:
+        child.expect_exact("Hello from the first session.")  # sent before the prompt ever showed
+        child.expect_exact(PROMPT)
+        child.sendline("/exit")
+        child.expect(pexpect.EOF)
+        assert f"{PROMPT} say hello" in screen_text(child)
+    finally:
+        child.close(force=True)
+    child = spawn_repl(calc_repo, "--model", f"replay:{model}", "-c")
+    try:
+        child.expect_exact("last task: say hello")  # the newest session, no picker
+        child.expect_exact(PROMPT)
+        child.sendline("/exit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
