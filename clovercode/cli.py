@@ -146,7 +146,7 @@ def fix(
         raise
     if as_json:
         with answering(int(outcome.exit_code)):  # a signal now waits until the object is out
-            typer.echo(json.dumps(outcome.to_json(), ensure_ascii=False))
+            typer.echo(json.dumps(outcome.to_json()))  # ASCII: any locale
     raise typer.Exit(int(outcome.exit_code))
 
 
@@ -454,6 +454,10 @@ from clovercode import botcli  # noqa: E402,F401 - registers `review` and `respo
 
 
 def main() -> None:
+    for stream in (sys.stdout, sys.stderr):  # a locale that lacks a character gets "?", never a traceback
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", "strict") == "strict":
+            reconfigure(errors="replace")
     try:
         from clovercode.context.commands import resume_argv
 

@@ -34,7 +34,7 @@ def print_json_error(argv: Sequence[str], status: str, exit_code: int, message: 
         return True
     answer = {"status": status, "exit_code": exit_code, "error": message}
     with answering(exit_code):
-        sys.stdout.write(json.dumps(answer, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps(answer) + "\n")  # ASCII: any locale
         sys.stdout.flush()
     return True
 

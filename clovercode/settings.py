@@ -57,6 +57,8 @@ SETTINGS: tuple[Setting, ...] = (
             "on top of clovercode's own state and the credential stores it always hides."),
     Setting("sandbox_show", list, (), "Paths under ~/ sandboxed commands may read (the home is hidden but for "
             "toolchain caches; the credential stores stay hidden). Your own config only."),
+    Setting("ui.theme", str, "auto", "Colours for a dark or light terminal; auto reads COLORFGBG (dark when unset).",
+            choices=("auto", "dark", "light")),
     Setting("approval", str, "suggest", "When to ask before acting (REPL; `fix` is always full-auto).", choices=APPROVAL_MODES),
     # hooks (docs/mcp-and-hooks.md); the hooks and MCP servers themselves are tables, not settings
     Setting("hooks.max_stop_blocks", int, 3, "Times stop hooks may send the model back to work in one run; then it "

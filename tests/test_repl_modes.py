@@ -49,6 +49,30 @@ def test_shift_tab_to_plan_mode_a_read_only_turn_a_checklist_one_key_approvals_a
         child.sendline("/plan")
         child.expect_exact("only reading tools run until you approve a plan")
         wait_screen(child, "plan mode: read only · shift+tab")
+        child.send("\x03")  # Ctrl-C at an empty prompt says how to leave; a second one leaves
+        child.expect_exact("(Ctrl-C again or Ctrl-D exits)")
+        child.send("\x03")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+
+
+def test_clovercode_task_and_continue_on_a_real_terminal(calc_repo, tmp_path):
+    model = tmp_path / "one.jsonl"
+    model.write_text(json.dumps({"text": "Hello from the first session."}) + "\n")
+    child = spawn_repl(calc_repo, "--model", f"replay:{model}", "say hello")
+    try:
+        child.expect_exact("Hello from the first session.")  # sent before the prompt ever showed
+        child.expect_exact(PROMPT)
+        child.sendline("/exit")
+        child.expect(pexpect.EOF)
+        assert f"{PROMPT} say hello" in screen_text(child)
+    finally:
+        child.close(force=True)
+    child = spawn_repl(calc_repo, "--model", f"replay:{model}", "-c")
+    try:
+        child.expect_exact("last task: say hello")  # the newest session, no picker
+        child.expect_exact(PROMPT)
         child.sendline("/exit")
         child.expect(pexpect.EOF)
     finally:

@@ -195,11 +195,16 @@ class Agent:
                 pending.pop(0)
                 self._after_call(conversation, call, observation, repeats, seconds)
         except KeyboardInterrupt as exc:
-            why = ("Stopped at the run's time limit before it finished." if isinstance(exc, TimeLimitReached)
-                   else "Interrupted by the user before it finished.")
+            signal_name = getattr(exc, "name", None)  # SIGTERM / SIGHUP (termination.Terminated), else the user
+            if isinstance(exc, TimeLimitReached):
+                by = "Stopped at the run's time limit"
+            else:
+                by = f"Stopped by {signal_name}" if signal_name else "Interrupted by the user"
             for index, call in enumerate(pending):  # every call in the history gets an answer, even an interrupted one
-                ran = self.clock() - running_since if index == 0 and running_since is not None else 0.0
-                self._observe(conversation, call, Observation(False, why), ran)
+                started = index == 0 and running_since is not None
+                ran = self.clock() - running_since if started else 0.0
+                text = f"{by} before it finished." if started else f"Not run: {by[0].lower()}{by[1:]} before it started."
+                self._observe(conversation, call, Observation(False, text), ran)
             raise
         if empty:  # reasoning only, or nothing: no answer was given, whatever ended the turn
             if guard.tripped:

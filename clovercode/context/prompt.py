@@ -76,7 +76,7 @@ class PromptStats:
         compacted = f" · compacted {self.compactions}×" if self.compactions else ""
         return (f"context {self.fullness:.0%}: {_k(self.used)}/{_k(self.window)} tokens{how} — system {_k(self.system)}"
                 f" (AGENTS.md {_k(self.instructions)}, map {_k(self.repo_map)}), tools {_k(self.tools)}, "
-                f"history {_k(self.history)} in {self.messages} messages{compacted}")
+                f"history {_k(self.history)} in {self.messages} message{'' if self.messages == 1 else 's'}{compacted}")
 
 
 def _k(tokens: int) -> str:

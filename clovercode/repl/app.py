@@ -52,6 +52,9 @@ class Repl:
         from clovercode.repl.modes import Modes
 
         self.modes = Modes(self.approver)
+        from clovercode.repl.cost import CostMeter
+
+        self.cost = CostMeter()
         # One answer among letters (None: Esc), and a line: the terminal's or piped input (run_repl sets them).
         self.choose: Callable[[str, str], str | None] = lambda question, keys: None
         self.read_line: Callable[..., str | None] = lambda prompt, fresh=False: None
@@ -128,13 +131,15 @@ class Repl:
         renderer = ConsoleRenderer(self.console, screen=self.screen, context=self.context_share)
         try:
             with self.turn():
-                result = self.session.run_task(task, MultiSink(self.transcript, renderer))
+                result = self.session.run_task(task, MultiSink(self.transcript, self.cost, renderer))
         except CloverError as exc:  # e.g. the sandbox stopped working: say so, keep the REPL
             print_error(self.console, exc)
             return
         finally:
             self.screen.suspend()
         self.record(result)
+        if result.stop.value == "interrupted" and self.screen.keys is not None:
+            self.screen.keys.unqueue()  # nothing queued is sent after an interrupt: it waits at the prompt
         if result.signal is not None:  # SIGTERM/SIGHUP stopped the task: the REPL ends too
             raise Terminated(result.signal)
         if result.summary and result.stop.value == "finished":  # a plain answer was shown as the model wrote it
@@ -176,16 +181,28 @@ class Repl:
             self.console.print(status, style="dim", highlight=False, markup=False, soft_wrap=True)
 
 
-def _first_then(first: str | None, lines: Iterator[str], console: Console) -> Iterator[str]:
-    """The task from the command line as the first input, shown as if typed at the prompt."""
-    if first is not None and first.strip():
-        from rich.text import Text
+def _inputs(first: str | None, lines: Iterator[str], console: Console, screen: Screen) -> Iterator[str]:
+    """What the REPL handles next: the task from the command line first, then messages queued with
+    Enter during the last turn (one message), else a line from the prompt; the first two are shown
+    as if typed at the prompt."""
+    from rich.text import Text
 
-        from clovercode.repl.inputs import PROMPT
+    from clovercode.repl.inputs import PROMPT
 
-        console.print(Text(PROMPT + inert(first)), soft_wrap=True)
-        yield first
-    yield from lines
+    pending = first if first is not None and first.strip() else None
+    while True:
+        if pending is None and screen.keys is not None:
+            queued = screen.keys.take_queued()
+            pending = "\n".join(queued) if queued else None
+        if pending is not None:
+            console.print(Text(PROMPT + inert(pending)), soft_wrap=True)
+            text, pending = pending, None
+            yield text
+            continue
+        try:
+            yield next(lines)
+        except StopIteration:
+            return
 
 
 def make_approver(cfg: Config, console: Console, screen: Screen, tty: bool) -> ModeApprover:
@@ -214,12 +231,16 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
     ``first_task``: the first message, sent before the prompt shows (`clovercode "task"`)."""
     from clovercode.repl.inputs import plain_lines, tty_lines
 
+    from clovercode.ui.console import use_theme
+
+    use_theme(console, cfg["ui.theme"], os.environ)
     tty = sys.stdin.isatty() and sys.stdout.isatty()
     screen = Screen(live=LiveStatus(console, hint=ESC_HINT if tty else CTRL_C_HINT))
     if tty:
         from clovercode.ui.keys import KeyWatcher
 
         screen.keys = KeyWatcher(sys.stdin.fileno())
+        screen.live.pending = screen.keys.pending  # queued messages show under the status line
     approver = make_approver(cfg, console, screen, tty)
     session = open_session(root, cfg, interactive=True, approve=approver, mcp_wait=0)  # MCP servers join when ready
     from clovercode import __version__
@@ -266,7 +287,7 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
     else:
         lines = plain_lines()
     try:
-        for line in _first_then(first_task, lines, console):
+        for line in _inputs(first_task, iter(lines), console, screen):
             try:
                 if not repl.handle(line):
                     break
@@ -276,6 +297,7 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
                 screen.suspend()
                 if screen.keys is not None:  # an interrupt that landed as the turn ended may have cut its restore
                     screen.keys.stop()
+                    screen.keys.unqueue()
                 console.print("[yellow]interrupted[/]")
     except BaseException:  # SIGTERM/SIGHUP (after SIGHUP there is no terminal to print to), or a failure
         if screen.keys is not None:
