@@ -9,8 +9,8 @@ from typing import Iterator, Optional
 
 import typer
 
-from clovercode.cli import (ApiKeyOpt, EndpointOpt, ModelOpt, RepoOpt, SandboxOpt, TrustOpt, app, effective_config,
-                            report_error, workspace_root)
+from clovercode.cliapp import (ApiKeyOpt, EndpointOpt, ModelOpt, RepoOpt, SandboxOpt, TrustOpt, app,
+                               effective_config, report_error, workspace_root)
 from clovercode.errors import CloverError
 from clovercode.termination import signals_as_interrupts
 from clovercode.ui.console import make_console

@@ -1,133 +1,31 @@
-"""The ``clovercode`` command line. Maps domain errors to exit codes in one place (CloverGroup)."""
+"""The ``clovercode`` commands (on the app of cliapp.py, which maps domain errors to exit codes)."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
-import traceback
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Optional
 
 import typer
-
-from clovercode.ui.console import make_console
 from rich.markup import escape
-from rich.text import Text
-from typer.core import TyperGroup
 
-from clovercode import __version__
-from clovercode.config import Config, load_config, state_dir
-from clovercode.errors import CloverError, ExitCode, UsageError
 from clovercode.bench.cli import make_bench_app
-from clovercode.privatefiles import private_dir, write_private
+from clovercode.cliapp import (ApiKeyOpt, CloverGroup, EndpointOpt, EndpointStreamOpt, ModelOpt, RepoOpt,  # noqa: F401
+                               SandboxOpt, TrustOpt, _version, app, effective_config, project_root, report_error,
+                               save_crash_report, workspace_root)
+from clovercode.config import load_config
+from clovercode.errors import CloverError, ExitCode, UsageError
 from clovercode.eval.cli import make_eval_app
-from clovercode.jsonexit import exit_interrupted_early, json_command, print_interrupted, print_json_error, silent_interrupt
-from clovercode.termination import signals_as_interrupts
+from clovercode.jsonexit import exit_interrupted_early, silent_interrupt
+from clovercode.termination import ENDING, answering, signals_as_interrupts
+from clovercode.ui.console import make_console
 
+QuantOpt = typer.Option(None, "--quantization", help="Embedded engine's weights: none, int8, int4, fp8 or auto "
+                        "(engine.quantization; docs/engine.md, which card runs what).")
 
-class CloverGroup(TyperGroup):
-    """Turns CloverError into a clear message + its exit code, Ctrl-C into 130, bugs into 70."""
-
-    def invoke(self, ctx: Any) -> Any:
-        try:
-            return super().invoke(ctx)
-        except CloverError as exc:
-            report_error(exc)
-            if json_command(sys.argv[1:]) == "exec":  # fix answers its own errors in its one object
-                print_json_error(sys.argv[1:], "error", int(exc.exit_code), str(exc))
-            raise typer.Exit(int(exc.exit_code)) from None
-        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP where termination.py catches them
-            _exit_interrupted(exc)
-        except Exception as exc:
-            if type(exc).__module__.split(".")[0] in ("typer", "click"):
-                if isinstance(exc, typer.BadParameter.__mro__[1]):  # UsageError: `fix --json --test-rounds x`
-                    print_json_error(sys.argv[1:], "error", int(ExitCode.USAGE), exc.format_message())
-                raise  # exits, usage errors and aborts: typer reports those itself
-            from clovercode.termination import interrupt_behind
-
-            interrupt = interrupt_behind(exc)  # library clean-up can turn an interrupt into an error
-            if interrupt is not None:
-                _exit_interrupted(interrupt)
-            # A bug: keep the traceback, but in a file, not on the user's screen.
-            path = save_crash_report(traceback.format_exc())
-            make_console(stderr=True).print(f"[red]internal error[/]: clovercode hit a bug. Details: {path}")
-            if json_command(sys.argv[1:]) == "exec":
-                print_json_error(sys.argv[1:], "error", int(ExitCode.INTERNAL), f"internal error: clovercode hit a bug ({path})")
-            raise typer.Exit(int(ExitCode.INTERNAL)) from None
-
-
-def _exit_interrupted(exc: KeyboardInterrupt) -> NoReturn:
-    from clovercode.termination import interrupt_detail
-
-    print_interrupted(exc)  # the one JSON object of `fix --json` (an error event for `exec --json`)
-    make_console(stderr=True).print(f"[yellow]{interrupt_detail(exc).removesuffix(' by the user (Ctrl-C)')}[/]")
-    raise typer.Exit(getattr(exc, "exit_code", int(ExitCode.INTERRUPTED))) from None
-
-
-def report_error(exc: CloverError) -> None:
-    console = make_console(stderr=True)
-    console.print(Text.assemble(("error", "red"), ": ", exc.message), soft_wrap=True, highlight=False)
-    if exc.hint:
-        console.print(exc.hint, markup=False, highlight=False, soft_wrap=True)
-
-
-def save_crash_report(text: str) -> Path:
-    directory = state_dir(os.environ) / "crashes"
-    try:
-        private_dir(directory)
-        path = directory / f"crash-{os.getpid()}.txt"
-        write_private(path, text)
-        return path
-    except OSError:
-        sys.stderr.write(text)
-        return Path("(printed above)")
-
-
-app = typer.Typer(cls=CloverGroup, help="clovercode: an agentic coding assistant for the terminal.",
-                  no_args_is_help=False, add_completion=True, rich_markup_mode=None, pretty_exceptions_enable=False)
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"clovercode {__version__}")
-        raise typer.Exit()
-
-
-RepoOpt = typer.Option(None, "--repo", "-C", help="Project directory (default: the current directory).")
-ModelOpt = typer.Option(None, "--model", "-m", help="Model: replay:FILE.jsonl, a local dir, an HF repo id, a .gguf, or an alias.")
-SandboxOpt = typer.Option(None, "--sandbox", help="Sandbox policy: read-only, workspace-write, workspace-write-network, none.")
-EndpointOpt = typer.Option(None, "--endpoint", help="OpenAI-compatible server to use instead of a local model, e.g. http://127.0.0.1:30000/v1.")
-ApiKeyOpt = typer.Option(None, "--api-key", help="API key for --endpoint (prefer the CLOVERCODE_API_KEY env var).")
-EndpointStreamOpt = typer.Option(None, "--endpoint-stream", help="Stream replies from --endpoint: auto, true or false "
-                                 "(false for llama-cpp-python's chatml-function-calling).")
-TrustOpt = typer.Option(False, "--trust-project", help="Trust this project's clovercode.toml for this run (CI: its owner wrote it).")
-
-
-def project_root(repo: Optional[Path]) -> Path:
-    root = (repo or Path.cwd()).expanduser()
-    if root.exists() and not root.is_dir():
-        raise UsageError(f"--repo {root} is a file, not a directory", hint="Pass the project's directory.")
-    if not root.is_dir():
-        raise UsageError(f"project directory not found: {root}")
-    return root.resolve()
-
-
-def workspace_root(repo: Optional[Path]) -> tuple[Path, str | None]:
-    """The project of fix and the REPL: ``--repo`` exactly as given (a monorepo's subproject), else the
-    git top level of the current directory, so repository paths and the tests mean the same wherever
-    in the repository the run starts; a note says when the root is not where it started."""
-    from clovercode.vcs.git import toplevel
-
-    start = project_root(repo)
-    top = toplevel(start) if repo is None else None
-    if top is None or top == start:
-        return start, None
-    return top, f"working in the repository root {top} (started in {start})"
-
-
-def effective_config(root: Path, trust_project: bool = False, **flags: Any) -> Config:
-    return load_config(root, os.environ, flags, trust_project)
+LAST_SESSION = "@last"  # --continue: the newest session of this project, no picker
 
 
 @app.callback(invoke_without_command=True)
@@ -145,12 +43,15 @@ def main_callback(
     resume: Optional[str] = typer.Option(None, "--resume", metavar="[ID]",
                                          help="Continue a saved session of this project: a picker (piped: the newest), or the one with this ID."),
     any_project: bool = typer.Option(False, "--any-project", help="With --resume ID: allow another project's session."),
+    last: bool = typer.Option(False, "--continue", "-c", help="Continue this project's last session."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Most model turns per task."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Wall-clock budget of each task in seconds."),
+    task: Optional[str] = typer.Option(None, "--task", hidden=True),  # `clovercode "task"` (startargs.py)
 ) -> None:
-    """Without a command: open the interactive REPL in the project directory."""
+    """Without a command: open the interactive REPL in the project directory; `clovercode "TASK"` opens
+    it with TASK as the first message."""
     if ctx.invoked_subcommand is not None:
-        if resume is not None or any_project:
+        if resume is not None or any_project or last:
             raise UsageError("--resume continues a session in the REPL; use it without a command")
         # These belong to the REPL; before a command they would be silently ignored.
         given = [f"--{name.replace('_', '-')}" for name, value in (("repo", repo), ("model", model), ("sandbox", sandbox),
@@ -165,6 +66,9 @@ def main_callback(
 
     if any_project and resume is None:
         raise UsageError("--any-project goes with --resume ID")
+    if last and resume is not None:
+        raise UsageError("--continue and --resume both pick a session: give one")
+    ENDING.repeat_sigint = True  # Ctrl-C cancels a turn; the session goes on
     with signals_as_interrupts():  # SIGTERM/SIGHUP end the REPL as Ctrl-D would, without a traceback
         from clovercode.repl.trustask import trust_on_start
 
@@ -175,7 +79,8 @@ def main_callback(
             endpoint_stream=endpoint_stream, max_steps=max_steps, max_time=max_time))
         if moved:
             console.print(f"[yellow]note:[/] {escape(moved)}", highlight=False, soft_wrap=True)
-        code = run_repl(root, cfg, console, resume=resume, any_project=any_project)
+        code = run_repl(root, cfg, console, resume=LAST_SESSION if last else resume, any_project=any_project,
+                        first_task=task)
     raise typer.Exit(code)
 
 
@@ -208,6 +113,7 @@ def fix(
     endpoint_stream: Optional[str] = EndpointStreamOpt,
     trust_project: bool = TrustOpt,
     allow_ci: bool = typer.Option(False, "--allow-ci-changes", help="Let the model change and commit CI definitions and git hooks."),
+    quantization: Optional[str] = QuantOpt,
 ) -> None:
     """Fix an issue unattended: branch, model + test loop, one commit, optionally push and a pull request.
 
@@ -223,7 +129,7 @@ def fix(
         cfg = effective_config(root, trust_project, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
                                endpoint=endpoint, api_key=api_key, endpoint_stream=endpoint_stream,
                                **{"fix.test_command": test_command, "fix.test_rounds": test_rounds,
-                                  "fix.remote": remote, "fix.base": base})
+                                  "fix.remote": remote, "fix.base": base, "engine.quantization": quantization})
         request = FixRequest(issue, issue_file, github_issue, commit, push or pr, pr, branch, author, github_repo, draft,
                              force=force, notes=(moved,) if moved else (), allow_ci_changes=allow_ci)
         outcome = run_fix(root, cfg, request, console)
@@ -239,7 +145,8 @@ def fix(
                                    "error": f"internal error: {type(exc).__name__}: {exc}"}))
         raise
     if as_json:
-        typer.echo(json.dumps(outcome.to_json(), ensure_ascii=False))
+        with answering(int(outcome.exit_code)):  # a signal now waits until the object is out
+            typer.echo(json.dumps(outcome.to_json()))  # ASCII: any locale
     raise typer.Exit(int(outcome.exit_code))
 
 
@@ -260,6 +167,9 @@ def exec_command(
     api_key: Optional[str] = ApiKeyOpt,
     endpoint_stream: Optional[str] = EndpointStreamOpt,
     trust_project: bool = TrustOpt,
+    resume: Optional[str] = typer.Option(None, "--resume", metavar="ID", help="Continue the saved session ID headless."),
+    last: bool = typer.Option(False, "--last", help="Continue this project's last session headless."),
+    quantization: Optional[str] = QuantOpt,
 ) -> None:
     """Run one task headless: no questions, no git needed, nothing committed; prints the final answer.
 
@@ -268,12 +178,16 @@ def exec_command(
 
     if deltas and not as_json:
         raise UsageError("--include-deltas needs --json", hint="The deltas are JSON events: clovercode exec --json --include-deltas TASK")
+    if last and resume is not None:
+        raise UsageError("--last and --resume both pick a session: give one")
     root = project_root(repo)
     text = read_task(task, sys.stdin)
     cfg = exec_config(effective_config(root, trust_project, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
-                                       endpoint=endpoint, api_key=api_key, endpoint_stream=endpoint_stream), approval)
+                                       endpoint=endpoint, api_key=api_key, endpoint_stream=endpoint_stream,
+                                       **{"engine.quantization": quantization}), approval)
     with signals_as_interrupts():  # a cancelled CI job (SIGTERM) ends like Ctrl-C: run_completed, exit 143
-        code = run_exec(root, cfg, text, as_json, sys.stdout, make_console(stderr=True), deltas=deltas)
+        code = run_exec(root, cfg, text, as_json, sys.stdout, make_console(stderr=True), deltas=deltas,
+                        resume="@latest" if last else resume)
     raise typer.Exit(code)
 
 
@@ -356,6 +270,7 @@ def serve(
     model_name: Optional[str] = typer.Option(None, "--model-name", help="Model id clients see and must ask for."),
     max_batch: Optional[int] = typer.Option(None, "--max-batch", help="Requests decoded together when the backend can batch."),
     max_queue: Optional[int] = typer.Option(None, "--max-queue", help="Requests allowed to wait; more get HTTP 429."),
+    quantization: Optional[str] = QuantOpt,
 ) -> None:
     """Serve the model over an OpenAI-compatible HTTP API (/v1/chat/completions) for many clients."""
     from clovercode.serve.command import run_serve
@@ -364,7 +279,7 @@ def serve(
     cfg = load_config(None, os.environ, {"model": model, "serve.host": host, "serve.port": port, "serve.api_key": api_key,
                                          "serve.api_keys_file": keys_file,
                                          "serve.model_name": model_name, "serve.max_batch": max_batch,
-                                         "serve.max_queue": max_queue}).with_overrides({"endpoint": ""}, "serve")
+                                         "serve.max_queue": max_queue, "engine.quantization": quantization}).with_overrides({"endpoint": ""}, "serve")
     raise typer.Exit(run_serve(cfg, make_console(stderr=True)))
 
 
@@ -539,9 +454,13 @@ from clovercode import botcli  # noqa: E402,F401 - registers `review` and `respo
 
 
 def main() -> None:
-    from clovercode.context.commands import resume_argv
-
+    for stream in (sys.stdout, sys.stderr):  # a locale that lacks a character gets "?", never a traceback
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", "strict") == "strict":
+            reconfigure(errors="replace")
     try:
+        from clovercode.context.commands import resume_argv
+
         app(prog_name="clovercode", args=resume_argv(sys.argv[1:]))
     except KeyboardInterrupt as exc:  # a signal while typer builds the commands, before any handler of ours
         exit_interrupted_early(exc)

@@ -4,21 +4,26 @@ events as JSON Lines on stdout (ui/jsonevents.py). Exit codes are fix's (errors.
 
 from __future__ import annotations
 
+import os
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TextIO
 
 from rich.console import Console
 from rich.markup import escape
 
-from clovercode.actions.approval import NO, PLAN, ModeApprover
-from clovercode.actions.context import ApprovalRequest
+from clovercode.actions.approval import PLAN, ModeApprover
+from clovercode.actions.approval_view import render_approval
+from clovercode.actions.context import ApprovalRequest, ToolError
 from clovercode.agent.budget import StopReason
 from clovercode.agent.events import EventSink
 from clovercode.agent.planmode import plan_task
 from clovercode.config import Config
 from clovercode.errors import CloverError, ExitCode, UsageError
 from clovercode.executors.select import NO_SANDBOX_WARNING
-from clovercode.session import open_session
+from clovercode.agent.trajectory import new_trajectory_path
+from clovercode.session import open_session, trajectory_dir
+from clovercode.toolcalls.schemas import load_tool_specs
 from clovercode.taskinput import check_task
 from clovercode.trust.terminal import inert
 from clovercode.ui.jsonevents import JsonEventWriter
@@ -55,34 +60,63 @@ class RefusingAsk:
     def __init__(self, mode: str):
         self.mode, self.sink = mode, None  # type: EventSink | None
 
-    def __call__(self, request: ApprovalRequest) -> str:
-        if self.sink is not None:
+    def __call__(self, request: ApprovalRequest) -> str:  # never returns: it raises ToolError
+        if self.sink is not None:  # the first line says what happened; the rest is all of it, as the REPL shows it
+            view = render_approval(request)
             self.sink.emit("warning", category="approval",
-                           text=f"refused {refused_what(request)}: exec asks nobody (--approval {self.mode})")
-        return NO
+                           text=f"refused {refused_what(request, view.title)}: exec asks nobody (--approval {self.mode})\n"
+                                + view.plain())
+        # nobody declined: the model is told what happened, so it does not wait for a person's answer
+        raise ToolError(f"Not done: this run is headless (clovercode exec) and --approval {self.mode} refuses "
+                        f"{refused_what(request)}, since nobody can be asked. Do without it, or say what is needed.")
 
 
-def refused_what(request: ApprovalRequest) -> str:
-    """What was refused, named as the user knows it: an MCP call is a server's tool, not a command."""
+def refused_what(request: ApprovalRequest, title: str | None = None) -> str:
+    """What was refused, named as the user knows it: an MCP call is a server's tool, not a command.
+    ``title``: the approval view's, which never passes a command's first line off as all of it."""
     what = {"edit": "the edit", "mcp": "the MCP tool"}.get(request.kind, "the command")
-    return f"{what} `{request.title}`"
+    return f"{what} `{request.title if title is None else title}`"
 
 
 def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err: Console, *,
-             deltas: bool = False) -> int:
-    """``deltas``: with ``as_json``, also write the model's text as it comes (model_text_delta)."""
+             deltas: bool = False, resume: str | None = None) -> int:
+    """``deltas``: with ``as_json``, also write the model's text as it comes (model_text_delta);
+    ``resume``: a saved session to continue (its id, or "@latest": this project's newest)."""
+    from clovercode.ui.console import use_theme
+
+    use_theme(err, cfg["ui.theme"], os.environ)
     ask = RefusingAsk(cfg["approval"])
     approver = ModeApprover(cfg["approval"], cfg["sandbox"] != "none", ask, cfg["permissions.allow"])
     writer = None
-    if as_json:  # made first, so even a model that cannot load ends the stream by its contract
+    trajectory = new_trajectory_path(trajectory_dir(cfg, os.environ), task.split("\n")[0])
+    if as_json:  # made and started first: a script sees the run begin before the model loads, and a
+        # model that cannot load still ends the stream by its contract
         writer = JsonEventWriter(out, exit_code=exit_code_for, deltas=deltas,
+                                 trajectory=lambda: trajectory if trajectory.exists() else None,
                                  start={"task": task, "model": cfg["model"], "sandbox": cfg["sandbox"],
-                                        "max_steps": cfg["max_steps"]})
+                                        "max_steps": cfg["max_steps"], "session_id": trajectory.stem,
+                                        "tools": [spec.name for spec in load_tool_specs()]})
+        writer.begin()
     try:
         # MCP servers: a short wait (mcp.startup_wait) so a one-shot task can use them from its first
         # turn, as headless peers do; a slower server joins when ready instead of holding up the run.
-        session = open_session(root, cfg, interactive=True, approve=approver, unattended=True,
-                               mcp_wait=cfg["mcp.startup_wait"])
+        with writer.loading(cfg["model"]) if writer is not None else nullcontext():
+            session = open_session(root, cfg, interactive=True, approve=approver, unattended=True,
+                                   mcp_wait=cfg["mcp.startup_wait"])
+        session.next_trajectory = trajectory
+        if session.mcp is not None and session.mcp.starting:  # their tools join when ready; the run goes on
+            names = session.mcp.starting
+            session.notices.append(("mcp", f"MCP server{'s' if len(names) > 1 else ''} {', '.join(names)} still starting "
+                                           f"after {cfg['mcp.startup_wait']:g} s: {'their' if len(names) > 1 else 'its'} "
+                                           "tools join when ready"))
+        if resume is not None:
+            from clovercode.context.commands import resume_into
+
+            try:
+                resume_into(session, resume, err)  # the conversation so far; what it says goes to stderr
+            except BaseException:
+                session.close()
+                raise
     except CloverError as exc:
         if writer is None:
             raise
@@ -95,7 +129,6 @@ def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err
             session.notices.append(("sandbox", NO_SANDBOX_WARNING))
     sink: EventSink
     if writer is not None:
-        writer.trajectory = lambda: session.last_trajectory
         sink = writer
     else:
         sink = ConsoleRenderer(err)

@@ -10,9 +10,9 @@ regressed, but no test shows the fix), 130 interrupted.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from rich.console import Console
 from rich.markup import escape
@@ -23,7 +23,7 @@ from clovercode.config import Config
 from clovercode.errors import CiChangeRefused, ExitCode, VcsError
 from clovercode.executors.select import NO_SANDBOX_WARNING
 from clovercode.fixflow.cigate import ci_changes, refuse_ci_changes
-from clovercode.fixflow.changes import pending_stats
+from clovercode.fixflow.changes import TestedTree, pending_stats
 from clovercode.fixflow.issue import Issue
 from clovercode.fixflow.plan import FixRequest, Plan, make_plan
 from clovercode.fixflow.report import change_text, commit_message, pull_body, subject, tests_line, verdict_lines
@@ -134,10 +134,10 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
     for note in plan.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
 
-    def has_changes(result: RunResult) -> bool:
-        if plan.git is None:
-            return bool(result.changed)
-        return bool(plan.git.checkout.pending(plan.git.start, result.changed).paths)
+    tested = TestedTree(plan.git.checkout, plan.git.start) if plan.git is not None else None
+
+    def has_changes(result: RunResult) -> bool:  # run_rounds asks right before each test run
+        return tested.before_tests(result.changed) if tested is not None else bool(result.changed)
 
     session = open_session(root, cfg, interactive=False, env=env)
     session.command_env = without_secrets(env)  # the model's commands and the tests never see a token
@@ -146,7 +146,8 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
     try:
         rounds = run_rounds(session, plan.issue.task(plan.tests.command if plan.tests else None), plan.tests,
                             cfg["fix.test_rounds"], cfg["fix.test_timeout"], ConsoleRenderer(console), console, has_changes,
-                            baseline=cfg["fix.baseline"], issue_text=f"{plan.issue.title}\n{plan.issue.body}")
+                            baseline=cfg["fix.baseline"], issue_text=f"{plan.issue.title}\n{plan.issue.body}",
+                            after_baseline=tested.after_baseline if tested is not None else None)
     finally:
         session.close()
     outcome = FixOutcome(plan.issue, rounds.result, ExitCode.GAVE_UP, session.last_trajectory, rounds.steps,
@@ -155,7 +156,7 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
                          seconds=rounds.seconds, baseline=rounds.baseline, summaries=rounds.summaries,
                          usage_estimated=rounds.usage_estimated)
     try:
-        conclude(outcome, rounds, plan, request, cfg, has_changes)
+        conclude(outcome, rounds, plan, request, cfg, tested)
     except KeyboardInterrupt as exc:  # while committing, pushing or opening the pull request: report it all the same
         outcome.exit_code = ExitCode(exit_code(getattr(exc, "signum", None)))
         stage = "pushing or opening the pull request" if outcome.commit else "committing"
@@ -166,7 +167,7 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
 
 
 def conclude(outcome: FixOutcome, rounds: Rounds, plan: Plan, request: FixRequest, cfg: Config,
-             has_changes: Callable[[RunResult], bool]) -> None:
+             tested: TestedTree | None) -> None:
     """Decide the exit code; commit, push and open the pull request when there is a finished change."""
     stop = rounds.result.stop
     if stop is StopReason.INTERRUPTED:  # 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP
@@ -175,14 +176,14 @@ def conclude(outcome: FixOutcome, rounds: Rounds, plan: Plan, request: FixReques
         outcome.exit_code = ExitCode.MODEL_UNAVAILABLE
     elif not rounds.finished:
         outcome.exit_code = ExitCode.GAVE_UP
-    elif not has_changes(rounds.result):
+    elif not (tested.now(rounds.result.changed) if tested is not None else rounds.result.changed):
         outcome.exit_code = ExitCode.NO_CHANGE
     else:
         # fixed only when a test shows it; pre-existing failures do not count against the change
         outcome.exit_code = OUTCOME_CODES[outcome.conclusion.outcome]
         if plan.git is not None:
             try:
-                commit_fix(outcome, plan, request.allow_ci_changes)
+                commit_fix(outcome, plan, tested, request.allow_ci_changes)
                 publish(outcome, plan, request, cfg)
             except (VcsError, CiChangeRefused) as exc:
                 outcome.error = str(exc)
@@ -192,18 +193,26 @@ def conclude(outcome: FixOutcome, rounds: Rounds, plan: Plan, request: FixReques
         outcome.notes.append("nothing was committed: the model's unfinished changes are in the working tree")
 
 
-def commit_fix(outcome: FixOutcome, plan: Plan, allow_ci_changes: bool = False) -> None:
+def commit_fix(outcome: FixOutcome, plan: Plan, tested: TestedTree | None, allow_ci_changes: bool = False) -> None:
     git = plan.git
-    assert git is not None
-    pending = git.checkout.pending(git.start, outcome.result.changed)
-    outcome.refused = [] if allow_ci_changes else ci_changes(git.checkout.top, pending.paths)
+    assert git is not None and tested is not None
+    changes, since = tested.to_commit(outcome.result.changed)
+    # "changed" is the change set from here on: a command's files too, not only the file tools'
+    top, root = git.checkout.top, git.checkout.root  # changed_files stay project-relative (a monorepo's subproject)
+    outcome.result = replace(outcome.result, changed=[Path(os.path.relpath(top / p, root)).as_posix() for p in changes.paths])
+    outcome.skipped = [item.describe() for item in changes.left_out]
+    if since:
+        outcome.notes.append("changed after the last test run, so not committed (the commit is the tested tree): "
+                             + ", ".join(since))
+    # every path that differs, whoever wrote it, and the ones changed after the tests ran
+    outcome.refused = [] if allow_ci_changes else ci_changes(git.checkout.top, sorted({*changes.paths, *since}))
     if outcome.refused:
         raise refuse_ci_changes(outcome.refused)
     reference = plan.pull.reference if plan.pull else (str(plan.issue.ref) if plan.issue.ref else None)
     message = commit_message(plan.issue, outcome.summaries or outcome.summary, plan.tests, outcome.tests, reference,
-                             outcome.verdict, outcome.conclusion, pending_stats(git.checkout, git.start.base, pending.paths))
-    outcome.skipped = pending.skipped
-    outcome.commit, backup = git.checkout.commit_on_branch(git.start, git.branch, pending, message, git.author,
+                             outcome.verdict, outcome.conclusion, pending_stats(git.checkout, git.start.base, changes),
+                             left_out=outcome.skipped)
+    outcome.commit, backup = git.checkout.commit_on_branch(git.start, git.branch, changes, message, git.author,
                                                           git.committer, git.branch_tip)
     if backup:
         outcome.backups.append(backup)
@@ -224,7 +233,7 @@ def publish(outcome: FixOutcome, plan: Plan, request: FixRequest, cfg: Config) -
     if pull is not None:
         body = pull_body(plan.issue, outcome.summaries or outcome.summary, plan.tests, outcome.tests, outcome.files,
                          pull.reference, cfg["model"] if not cfg["endpoint"] else cfg["endpoint"], outcome.steps,
-                         outcome.verdict, outcome.conclusion)
+                         outcome.verdict, outcome.conclusion, outcome.skipped)
         spec = PullSpec(pull.target, pull.head, pull.base, subject(plan.issue, outcome.conclusion), body,
                         draft=request.draft or outcome.exit_code is not ExitCode.OK)  # a draft unless fixed
         outcome.pull = publish_pull(pull.client, spec)
@@ -261,7 +270,7 @@ def print_summary(console: Console, outcome: FixOutcome) -> None:
     if outcome.backups:
         line("Backup", ", ".join(outcome.backups) + " (the branch's old tip; git branch NAME REF restores it)")
     if outcome.skipped:
-        line("Not committed", ", ".join(outcome.skipped) + " (untracked before the run, or ignored by git)")
+        line("Not committed", ", ".join(outcome.skipped))
     if outcome.pushed:
         line("Pushed", f"{outcome.branch} to {outcome.pushed}")
     if outcome.pull:

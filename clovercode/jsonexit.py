@@ -8,7 +8,7 @@ import json
 import sys
 from typing import NoReturn, Sequence
 
-from clovercode.termination import CTRL_C_EXIT, interrupt_detail
+from clovercode.termination import CTRL_C_EXIT, ENDING, answering, interrupt_detail
 
 JSON_COMMANDS = ("fix", "exec")
 
@@ -25,14 +25,17 @@ def print_json_error(argv: Sequence[str], status: str, exit_code: int, message: 
     command = json_command(argv)
     if command is None:
         return False
+    if ENDING.answered is not None:  # the run's one answer is out already: a second would break the contract
+        return True
     if command == "exec":  # JSON Lines events: the stream still starts with run_started and ends with run_completed
         from clovercode.ui.jsonevents import exec_failure  # standard library only, like this module
 
         exec_failure(sys.stdout, message, exit_code, interrupted=status == "interrupted")
         return True
     answer = {"status": status, "exit_code": exit_code, "error": message}
-    sys.stdout.write(json.dumps(answer, ensure_ascii=False) + "\n")
-    sys.stdout.flush()
+    with answering(exit_code):
+        sys.stdout.write(json.dumps(answer) + "\n")  # ASCII: any locale
+        sys.stdout.flush()
     return True
 
 

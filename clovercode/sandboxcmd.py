@@ -61,6 +61,10 @@ def _describe_project(root: Path, cfg: Config, name: str, console: Console) -> N
     protected = ", ".join(os.path.relpath(p, layout.project) for p in layout.read_only) or "none"
     console.print(f"[dim]in {escape(str(root))}: read-only inside the project: {escape(protected)}; "
                   f"{len(layout.hidden_dirs) + len(layout.hidden_files)} host secret paths hidden[/]", highlight=False)
+    if layout.homes:
+        shown = ", ".join(layout.home_visible) or "nothing"
+        console.print(f"[dim]home hidden: {escape(', '.join(layout.homes))}; bound back read-only: {escape(shown)} "
+                      f"(add more with sandbox_show in your config)[/]", highlight=False, soft_wrap=True)
 
 
 def run_in_sandbox(root: Path, cfg: Config, command: Sequence[str], timeout: float | None, explain: bool,

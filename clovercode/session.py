@@ -6,7 +6,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from clovercode.actions.context import Approver, ToolContext, approve_all
 from clovercode.actions.fileio import DiskFiles, FileAccess
@@ -74,6 +74,7 @@ class Session:
     unattended: bool = False  # nobody watches the run (fix, exec, eval): every turn must act (engine.tool_choice)
     ci_changes_allowed: bool = False  # fix --allow-ci-changes: CI definitions and hooks may change
     files: FileAccess = field(default_factory=DiskFiles)  # where file tools read and write (ACP: the editor's buffers)
+    command_output: Callable[[bytes], None] | None = None  # commands' output as it comes (ACP streams it)
     next_trajectory: Path | None = None  # the next task's trajectory, when it had to be named before (an ACP session id)
     # a restricted toolbox (review: read-only tools, the tests, report_finding) instead of every built-in
     tools: "tuple[list[ToolSpec], dict[str, Handler]] | None" = None
@@ -99,7 +100,7 @@ class Session:
                               guard=FileGuard.from_policy_data(self.env, self.root,
                                                                 allow_ci_changes=self.ci_changes_allowed,
                                                                 extra=hidden_paths(self.cfg, self.env, self.root)),
-                              files=self.files)
+                              files=self.files, output=self.command_output)
             self.last_trajectory = self.next_trajectory or new_trajectory_path(trajectory_dir(self.cfg, self.env), label)
             self.next_trajectory = None
             self.session_id = self.session_id or self.last_trajectory.stem

@@ -55,6 +55,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("sandbox", str, "workspace-write", "Sandbox policy for commands.", choices=SANDBOX_POLICIES),
     Setting("sandbox_hide", list, (), "More host paths sandboxed commands cannot read (absolute or ~/, globs allowed), "
             "on top of clovercode's own state and the credential stores it always hides."),
+    Setting("sandbox_show", list, (), "Paths under ~/ sandboxed commands may read (the home is hidden but for "
+            "toolchain caches; the credential stores stay hidden). Your own config only."),
+    Setting("ui.theme", str, "auto", "Colours for a dark or light terminal; auto reads COLORFGBG (dark when unset).",
+            choices=("auto", "dark", "light")),
     Setting("approval", str, "suggest", "When to ask before acting (REPL; `fix` is always full-auto).", choices=APPROVAL_MODES),
     # subagents: the task tool (docs/subagents.md)
     Setting("subagents.enabled", bool, True, "Offer the model the task tool: subagents with their own context and budget."),
@@ -127,6 +131,12 @@ SETTINGS: tuple[Setting, ...] = (
             "each key is a tenant with its own queue share and prompt cache."),
     Setting("serve.header_timeout", float, 5.0, "Seconds a client may take to send a request's line and headers, or leave "
             "a kept-alive connection idle, before `clovercode serve` hangs up.", minimum=0.1),
+    Setting("serve.max_connections_per_address", int, 64, "Open connections one client address may hold (HTTP 503 "
+            "beyond; 0: no cap): reconnecting sockets from one host cannot take every slot.", minimum=0),
+    Setting("serve.max_connections_per_key", int, 0, "Open connections one API key may hold (HTTP 429 beyond; 0: "
+            "serve.max_connections shared evenly among the keys; no cap with one key).", minimum=0),
+    Setting("serve.body_timeout", float, 30.0, "Seconds a client may take to send a whole request body "
+            "(HTTP 408 beyond), however slowly it trickles.", minimum=0.1),
     Setting("serve.max_queue_per_key", int, 0, "Queue places one API key may hold (429 beyond; 0: serve.max_queue shared "
             "evenly among the keys; no limit without keys).", minimum=0),
     # REPL permissions (docs/usage.md#approvals): the user's own rules, never a project's
@@ -156,6 +166,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("engine.device", str, "auto", "Where the model runs: auto, cpu, cuda, cuda:N or mps."),
     Setting("engine.dtype", str, "auto", "Weights dtype (auto: bfloat16 on GPUs, float32 on CPU).",
             choices=("auto", "float32", "bfloat16", "float16", "float64")),
+    Setting("engine.quantization", str, "none", "Weights in the embedded engine: none (engine.dtype), int8, int4, "
+            "fp8, or auto (the most precise that fits the memory plan). Your config or --quantization only.",
+            choices=("none", "int8", "int4", "fp8", "auto")),
     Setting("engine.trust_remote_code", list, (), "Models whose own Python code may run when they load: "
             "'owner/name@COMMIT' or '/abs/path#sha256:DIGEST' (a refused model prints its line). Never from a "
             "project file."),

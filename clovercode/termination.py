@@ -14,7 +14,62 @@ from contextlib import contextmanager
 from typing import Callable, Iterator
 
 CAUGHT = (signal.SIGTERM, signal.SIGHUP)
+ENDING_SIGNALS = (signal.SIGINT, *CAUGHT)
 CTRL_C_EXIT = 130
+
+
+class Ending:
+    """The process's one ending: the first signal that ends the run, and whether the run's answer (the
+    JSON object, run_completed) is out. Signals are process-wide, so this record is too: every
+    handler here consults it, so a second signal, whichever handler is installed by then, is absorbed."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None  # the first ending signal (SIGINT included)
+        self.answered: int | None = None  # the exit code the answer written on stdout states
+        self.repeat_sigint = False  # the REPL: Ctrl-C cancels a turn and the session goes on
+        self.holding = False  # an answer is being written: a first signal waits until it is out
+        self.held: int | None = None
+
+    def take(self, signum: int) -> bool:
+        """Whether ``signum`` is the run's ending signal (to act on now); False: absorbed or held."""
+        if self.signum is not None:
+            return False
+        if signum == signal.SIGINT and self.repeat_sigint:
+            return True  # not recorded: the next Ctrl-C is a new one
+        if self.holding:
+            self.held = self.held or signum
+            return False
+        self.signum = signum
+        return True
+
+    def exit_code(self, code: int) -> int:
+        """The process's exit code: what the answer said if one is out, else the first signal's, else ``code``."""
+        if self.answered is not None:
+            return self.answered
+        return exit_code(None if self.signum == signal.SIGINT else self.signum) if self.signum is not None else code
+
+
+ENDING = Ending()
+
+
+def interrupt_for(signum: int) -> KeyboardInterrupt:
+    """What the ending signal raises in the main thread: Ctrl-C's KeyboardInterrupt, or Terminated."""
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+
+
+@contextmanager
+def answering(code: int) -> Iterator[None]:
+    """Around writing the run's answer: a first signal meanwhile waits until it is written (then
+    acts), so the answer is never cut, and the exit code is the one the answer states."""
+    ENDING.holding = True
+    try:
+        yield
+        ENDING.answered = code
+    finally:
+        ENDING.holding = False
+        held, ENDING.held = ENDING.held, None
+    if held is not None and ENDING.take(held):
+        raise interrupt_for(held)
 
 
 class Terminated(KeyboardInterrupt):
@@ -59,19 +114,25 @@ def interrupt_detail(exc: BaseException) -> str:
     return "interrupted by the user (Ctrl-C)"
 
 
-def raise_from_start(signums: tuple[int, ...] = CAUGHT) -> None:
-    """At start-up, before anything slow is imported: the first of ``signums`` raises :class:`Terminated`
-    (later ones are ignored, so the clean-up it starts is not cut short). Commands that catch the
-    signals themselves put their handlers over this one."""
-    fired: list[int] = []
+def raise_from_start(signums: tuple[int, ...] = ENDING_SIGNALS) -> None:
+    """At start-up, before anything slow is imported: the first of ``signums`` raises (Ctrl-C's
+    KeyboardInterrupt, or :class:`Terminated`); later ones are absorbed, so the clean-up it starts is
+    not cut short (:class:`Ending`). Commands that catch the signals themselves put their handlers over
+    this one; a signal the interpreter saw before this ran is reported here."""
 
     def handler(signum: int, frame: object) -> None:
-        if not fired:
-            fired.append(signum)
-            raise Terminated(signum)
+        if ENDING.take(signum):
+            raise interrupt_for(signum)
 
     for signum in signums:
         signal.signal(signum, handler)
+
+
+def absorb_all() -> None:
+    """From here to the exit, ending signals are ignored: the interpreter's shutdown puts the default
+    handlers back, and a late SIGTERM would then kill the process after its answer, with another code."""
+    for signum in ENDING_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
 
 
 @contextmanager
@@ -83,7 +144,7 @@ def on_first_signal(act: Callable[[int], None], signums: tuple[int, ...] = CAUGH
     fired: list[int] = []
 
     def handler(signum: int, frame: object) -> None:
-        if not fired:
+        if ENDING.take(signum):
             fired.append(signum)
             act(signum)
 

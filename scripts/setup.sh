@@ -5,7 +5,7 @@
 #                               unless a torch is there already), the engine and repository-map extras
 #                               and the SmolLM2 demo model. Wheels only, nothing is compiled: about
 #                               2 minutes with an empty pip cache (README.md has the measured figure).
-#   ./scripts/setup.sh --tests  the main job, then what the test suite needs: the test, mcp and acp extras,
+#   ./scripts/setup.sh --tests  the main job, then what the test suite needs: the test, mcp, acp and quant extras,
 #                               Node.js/npm with the npm test data, and llama.cpp's server, which PyPI ships only as source:
 #                               compiling it takes 10-45 minutes on 2 cores, once (pip caches the wheel).
 set -euo pipefail
@@ -116,15 +116,16 @@ fi
 # workflow parser (@actions/workflow-parser) from the npm registry (tests/npm_fixtures.py).
 command -v npm >/dev/null 2>&1 || apt_install "Node.js and npm (the GitHub tests need them)" nodejs npm
 
-phase "installing the test, mcp and acp extras"
-ticking "installing the test, mcp and acp extras" pip install -q "${WHEELS[@]}" -e ".[engine,context,test,mcp,acp]"
+phase "installing the test, mcp, acp and quant extras"
+ticking "installing the test, mcp, acp and quant extras" pip install -q "${WHEELS[@]}" -e ".[engine,context,test,mcp,acp,quant]"
 
-# npm test data the tests would otherwise fetch on first use (tests/npm_fixtures.py, .cache/npm): the
-# ACP TypeScript SDK, the second editor client of tests/test_acp.py.
+# npm test data the tests would otherwise fetch on first use (tests/npm_fixtures.py, .cache/npm): GitHub's
+# API description and workflow parser, the ACP TypeScript SDK (the second editor client of tests/test_acp.py),
+# the Codex CLI (about 420 MB: the Responses API client of tests/test_serve_codex.py).
 if command -v npm >/dev/null 2>&1; then
-  phase "fetching the npm test data (@agentclientprotocol/sdk) into .cache/npm"
-  .venv/bin/python -c "import sys; sys.path.insert(0, 'tests'); from npm_fixtures import acp_sdk_dir; acp_sdk_dir()" \
-    || echo "fetching the npm test data failed; tests/test_acp.py fetches it again when it runs" >&2
+  phase "fetching the npm test data into .cache/npm"
+  .venv/bin/python -c "import sys; sys.path.insert(0, 'tests'); from npm_fixtures import fetch_all; fetch_all()" \
+    || echo "fetching the npm test data failed; the tests that need it fetch it again when they run" >&2
 fi
 
 # llama.cpp's server, for the endpoint tests against a real server (tests/test_endpoint_llama_cpp.py).
@@ -138,7 +139,7 @@ if ! .venv/bin/python -c "import llama_cpp.server" 2>/dev/null; then
   # All extras in one resolve: the server shares starlette / uvicorn with the MCP SDK. -v shows the
   # build's progress: its [done/total] steps are shown at most every 15 s; the whole log is kept.
   log=.venv/llama-cpp-build.log
-  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" pip install -v -e ".[engine,context,test,mcp,acp,llamacpp-server]" \
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" pip install -v -e ".[engine,context,test,mcp,acp,quant,llamacpp-server]" \
     | tee "$log" | build_progress \
     || { echo "building llama-cpp-python failed: the whole log is in $log" >&2; exit 1; }
 fi

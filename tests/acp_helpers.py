@@ -28,6 +28,13 @@ METHODS = {
     "session/request_permission": ("RequestPermissionRequest", "RequestPermissionResponse"),
     "fs/read_text_file": ("ReadTextFileRequest", "ReadTextFileResponse"),
     "fs/write_text_file": ("WriteTextFileRequest", "WriteTextFileResponse"),
+    "session/list": ("ListSessionsRequest", "ListSessionsResponse"),
+    "session/resume": ("ResumeSessionRequest", "ResumeSessionResponse"),
+    "session/close": ("CloseSessionRequest", "CloseSessionResponse"),
+    "session/delete": ("DeleteSessionRequest", "DeleteSessionResponse"),
+    "session/set_mode": ("SetSessionModeRequest", "SetSessionModeResponse"),
+    "session/set_config_option": ("SetSessionConfigOptionRequest", "SetSessionConfigOptionResponse"),
+    "$/cancel_request": ("CancelRequestNotification", None),
 }
 
 
@@ -37,6 +44,7 @@ class SchemaChecker:
     def __init__(self) -> None:
         self.schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
         self.messages: list[tuple[str, dict[str, Any]]] = []  # (sender: "agent" | "client", message)
+        self.raw_ids: list[Any] = []  # the ids the agent answers lines that were no valid message with
 
     def __call__(self, event: StreamEvent) -> None:
         sender = "agent" if event.direction is StreamDirection.INCOMING else "client"
@@ -50,6 +58,7 @@ class SchemaChecker:
         defs = {name: self._validator({"$ref": f"#/$defs/{name}"}) for pair in METHODS.values() for name in pair if name}
         asked: dict[tuple[str, Any], str] = {}  # (who asked, id) -> method
         found: list[str] = []
+        raw_ids = list(self.raw_ids)
         for sender, message in self.messages:
             where = f"{sender} {json.dumps(message)[:300]}"
             found += [f"{where}: envelope: {e.message}" for e in envelopes[sender].iter_errors(message)]
@@ -64,11 +73,15 @@ class SchemaChecker:
             else:
                 asker = "client" if sender == "agent" else "agent"
                 method = asked.pop((asker, message.get("id")), None)
+                if method is None and sender == "agent" and "error" in message and message.get("id") in raw_ids:
+                    raw_ids.remove(message.get("id"))  # the answer to an invalid line
+                    continue
                 if method is None:
                     found.append(f"{where}: answers no request")
                 elif "result" in message and METHODS[method][1]:
                     found += [f"{where}: result: {e.message}" for e in defs[METHODS[method][1]].iter_errors(message["result"])]
         found += [f"request {method} ({who}, id {ident}) never answered" for (who, ident), method in asked.items()]
+        found += [f"an invalid line (answer id {ident!r}) was never answered" for ident in raw_ids]
         return found
 
     def methods(self) -> set[str]:

@@ -12,6 +12,11 @@ from pathlib import Path
 
 import pytest
 
+import realhome
+
+# Read before any fixture points HOME elsewhere: the home the session-end check guards.
+REAL_HOME = Path(os.environ.get("HOME") or Path.home())
+REAL_HOME_WATCH = pytest.StashKey["realhome.Watch"]()
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO_ROOT / "examples"
 SLOW_TESTS = Path(__file__).resolve().parent / "slow_tests.txt"
@@ -24,16 +29,38 @@ def slow_tests() -> set[str]:
 
 
 def pytest_collection_modifyitems(config, items):
-    """The measured slow tests get the `slow` marker, so `-m "not slow"` is the fast tier."""
+    """The measured slow tests get the `slow` marker, so `-m "not slow"` is the fast tier. A test that uses a
+    module- or class-scoped fixture joins its file's xdist group, so that fixture (a model, a server, a
+    venv) is built once, on one worker, rather than once per worker (`--dist loadgroup`)."""
     slow = slow_tests()
     for item in items:
-        if item.nodeid in slow or item.nodeid.split("::", 1)[0] in slow:
+        path = item.nodeid.split("::", 1)[0]
+        if item.nodeid in slow or path in slow:
             item.add_marker(pytest.mark.slow)
+        if _shares_a_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(path))
+
+
+def _shares_a_fixture(item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(defs[-1].scope in ("module", "class", "package") for defs in info.name2fixturedefs.values() if defs)
+
+
+@pytest.fixture(autouse=True)
+def fresh_ending():
+    """A signal one in-process test sends ends that test's run only (termination.ENDING is process-wide)."""
+    yield
+    from clovercode.termination import ENDING
+
+    ENDING.__init__()
 
 
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path_factory, monkeypatch):
-    """No test reads or writes the real ~/.config or ~/.local/state, or sees CLOVERCODE_* settings."""
+    """No test reads or writes the real home (config, state, cache, git's global and system config)
+    or sees CLOVERCODE_* settings."""
     home = tmp_path_factory.mktemp("home")
     for name in list(os.environ):
         if name.startswith("CLOVERCODE_"):
@@ -41,7 +68,37 @@ def isolated_home(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    # An exported GIT_CONFIG_GLOBAL would otherwise beat HOME, and /etc/gitconfig is the host's.
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     return home
+
+
+def pytest_configure(config):
+    """Start watching the real home (once per run: under pytest-xdist the controller watches, not each worker)."""
+    if not hasattr(config, "workerinput"):
+        config.stash[REAL_HOME_WATCH] = realhome.watch(REAL_HOME)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the run when anything under the real home changed while it ran, naming what changed."""
+    watch = session.config.stash.get(REAL_HOME_WATCH, None)
+    if watch is None:
+        return
+    changed = realhome.changed_since(watch, ignore=os.environ.get("CLOVER_TEST_HOME_IGNORE", ""))
+    if changed:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        lines = [f"the test run changed the real home {REAL_HOME}:", *(f"  {path}" for path in changed[:50])]
+        if len(changed) > 50:
+            lines.append(f"  … and {len(changed) - 50} more")
+        lines.append("(other programs writing there meanwhile? CLOVER_TEST_HOME_IGNORE=GLOB:GLOB, relative to the home)")
+        if reporter is not None:
+            reporter.write_sep("=", "real home changed", red=True)
+            reporter.write_line("\n".join(lines))
+        else:
+            sys.stderr.write("\n".join(lines) + "\n")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def git(cwd: Path, *args: str) -> str:

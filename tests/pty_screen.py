@@ -17,19 +17,21 @@ PROMPT = "clover>"
 ROWS, COLS = 40, 120
 
 
-def spawn_repl(repo: Path, *args: str, timeout: float = 60, **env: str) -> pexpect.spawn:
-    environment = cli_env(PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", COLUMNS=str(COLS), LINES=str(ROWS), **env)
+def spawn_repl(repo: Path, *args: str, timeout: float = 60, cols: int = COLS, **env: str) -> pexpect.spawn:
+    environment = cli_env(PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", COLUMNS=str(cols), LINES=str(ROWS), **env)
     child = pexpect.spawn(sys.executable, ["-m", "clovercode", *args], cwd=str(repo), env=environment,
-                          encoding="utf-8", timeout=timeout, dimensions=(ROWS, COLS), preexec_fn=default_sigint)
+                          encoding="utf-8", timeout=timeout, dimensions=(ROWS, cols), preexec_fn=default_sigint)
     child.logfile_read = io.StringIO()
+    child.screen_cols = cols  # the screen is read after the child exits too, when its pty is gone
     return child
 
 
 def screen_text(child: pexpect.spawn) -> str:
     """Everything on the screen and in its scrollback now, one string, trailing blanks stripped."""
-    screen = pyte.HistoryScreen(COLS, ROWS, history=100000)
+    cols = getattr(child, "screen_cols", COLS)
+    screen = pyte.HistoryScreen(cols, ROWS, history=100000)
     pyte.Stream(screen).feed(child.logfile_read.getvalue())
-    rows = [("".join(line[x].data for x in range(COLS))).rstrip() for line in screen.history.top]
+    rows = [("".join(line[x].data for x in range(cols))).rstrip() for line in screen.history.top]
     rows += [line.rstrip() for line in screen.display]
     while rows and not rows[-1]:
         rows.pop()

@@ -24,6 +24,7 @@ from clovercode.backends.base import ContextTooLong, Event, Finish, GenerationPa
 from clovercode.serve.command import READY_PREFIX
 from clovercode.serve.protocol import Limits
 from clovercode.serve.scheduler import Scheduler
+from clovercode.serve.connections import ConnectionCaps
 from clovercode.serve.server import ServeApp, make_server
 from clovercode.toolcalls.schemas import ToolSpec
 
@@ -52,7 +53,8 @@ class EchoBackend:
     def generate(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> Iterator[Event]:
         text = reply_for(messages)
         if "HUGE" in text:
-            raise ContextTooLong("the prompt is 9999 tokens; this model's context window is 4096 tokens")
+            raise ContextTooLong("the prompt is 9999 tokens; this model's context window is 4096 tokens",
+                                 prompt_tokens=9999, window=4096)
         with self.lock:
             self.started += 1
         finished = False
@@ -85,7 +87,8 @@ class EchoBatchSession:
     def add(self, key: str, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> None:
         text = reply_for(messages)
         if "HUGE" in text:
-            raise ContextTooLong("the prompt is 9999 tokens; this model's context window is 4096 tokens")
+            raise ContextTooLong("the prompt is 9999 tokens; this model's context window is 4096 tokens",
+                                 prompt_tokens=9999, window=4096)
         assert len(self.rows) < self.max_batch, "admitted beyond max_batch"
         self.rows[key] = [text, 0]
 
@@ -149,14 +152,16 @@ class EchoJointBatchBackend(EchoBatchBackend):
 def running_server(backend: Any, *, max_batch: int = 8, max_queue: int = 16, api_key: str = "",
                    max_request_bytes: int = 1 << 20, max_new_tokens: int = 512,
                    max_connections: int = 64, api_keys: dict[str, str] | None = None,
-                   header_timeout: float = 5.0) -> Iterator[ServeApp]:
+                   header_timeout: float = 5.0, per_address: int = 0, per_tenant: int = 0,
+                   body_timeout: float = 30.0) -> Iterator[ServeApp]:
     """``api_keys`` (key → tenant): with two or more, each holds an even share of the queue, as in
     `clovercode serve` (serve/command.py: queue_share)."""
     share = max(1, max_queue // len(api_keys)) if api_keys and len(api_keys) > 1 else 0
     scheduler = Scheduler(backend, max_batch=max_batch, max_queue=max_queue, max_queue_per_client=share)
     app = ServeApp(scheduler, "test-model", Limits(max_new_tokens, True), api_key, max_request_bytes,
                    getattr(backend, "context_window", None), api_keys=dict(api_keys or {}))
-    server = make_server(app, "127.0.0.1", 0, max_connections, header_timeout)
+    server = make_server(app, "127.0.0.1", 0, ConnectionCaps(max_connections, per_address, per_tenant,
+                                                             header_timeout, body_timeout))
     app.port = server.server_address[1]  # type: ignore[attr-defined]
     scheduler.start()
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)

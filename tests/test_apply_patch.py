@@ -174,13 +174,13 @@ def test_a_write_failure_midway_rolls_back_the_files_already_written(project, mo
     before = snapshot(project)
     real_replace, calls = os.replace, []
 
-    def failing_replace(src, dst):
+    def failing_replace(src, dst, **dir_fds):
         calls.append(dst)
         if len(calls) == 3:  # calc.py and brand_new.py are written; util.py fails (disk full)
             raise OSError(28, "No space left on device")
-        return real_replace(src, dst)
+        return real_replace(src, dst, **dir_fds)
 
-    monkeypatch.setattr("clovercode.actions.fileio.os.replace", failing_replace)
+    monkeypatch.setattr("clovercode.trust.projectview.os.replace", failing_replace)
     with pytest.raises(ToolError, match="No space left on device.*nothing was changed"):
         apply_patch(ctx, patch(
             "*** Update File: calc.py", "@@", "-    return sum(values) // len(values)", "+    return 0",

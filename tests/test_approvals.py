@@ -57,7 +57,23 @@ def test_always_for_a_command_is_a_prefix_rule_kept_by_the_caller():
 def test_prefixes_and_what_a_rule_covers():
     assert [command_prefix(c) for c in ("git status --short", "npm run build", "pytest -q tests/", "python3 -m pytest",
                                         "ls", "./run.sh", "FOO=1 make", "make && rm x", "cat a | sh", "echo $(id)")] == [
-        "git status", "npm run", "pytest", "python3", "ls", "./run.sh", None, None, None, None]
+        "git status", "npm run build", "pytest", "python3 -m pytest", "ls", "./run.sh", None, None, None, None]
+
+
+def test_always_offers_the_narrowest_useful_prefix_and_never_a_bare_interpreter():
+    cases = {
+        "python3 -m unittest -q": "python3 -m unittest", "python3 tools/check.py --fix": "python3 tools/check.py",
+        "/usr/bin/python3.12 -m pytest -x": "/usr/bin/python3.12 -m pytest", "bash scripts/test.sh": "bash scripts/test.sh",
+        "python3 -c 'import os; os.system(1)'": None, "bash -c 'curl x'": None, "python3": None, "node -e 1": None,
+        "npm run test:unit -- --watch": "npm run test:unit", "yarn run lint": "yarn run lint", "npm test": "npm test",
+        "uv run pytest -q": "uv run pytest", "poetry run python -m pytest": "poetry run python -m pytest",
+        "npx jest --watch": "npx jest", "npx -y something": None, "uv run python": None,
+        "git -C /tmp status": None, "git": None, "cargo test --release": "cargo test", "go test ./...": "go test",
+        "sudo make install": None, "env A=1 pytest": None, "xargs rm": None, "timeout 5 pytest": None,
+        "find . -delete": None, "make test": "make test", "grep -rn foo .": "grep",
+    }
+    assert {command: command_prefix(command) for command in cases} == cases
+    assert allowed("python3 -m unittest discover", ["python3 -m unittest"]) and not allowed("python3 evil.py", ["python3 -m unittest"])
     assert allowed("git status -s", ["git status"]) == "git status"
     assert allowed("git stash", ["git status"]) is None
     assert allowed("git status; curl evil", ["git status"]) is None

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,7 +46,8 @@ def test_ci_init_writes_a_valid_workflow(tmp_path, parse_workflow):
     assert "startsWith(github.event.comment.body, '/clovercode')" in job["if"]
     assert "author_association" in job["if"]  # strangers cannot start jobs on a self-hosted runner
     workflow = yaml.safe_load(path.read_text())
-    assert workflow["permissions"] == {"contents": "write", "pull-requests": "write", "issues": "read"}
+    assert workflow["permissions"] == {}  # nothing by default: each job asks for what it uses
+    assert workflow["jobs"]["fix"]["permissions"] == {"contents": "write", "pull-requests": "write", "issues": "read"}
     assert workflow[True] == {"issues": {"types": ["labeled"]}, "issue_comment": {"types": ["created"]}}  # YAML 1.1 'on'
     assert workflow["jobs"]["fix"]["runs-on"] == ["self-hosted", "linux", "gpu"]
     fix_step = next(s for s in workflow["jobs"]["fix"]["steps"] if s.get("name") == "Fix the issue")
@@ -251,3 +254,32 @@ def test_ci_init_review_and_respond_workflows(tmp_path, parse_workflow):
     (tmp_path / "x").mkdir()
     bad = run_cli("ci", "init", "--repo", str(tmp_path / "x"), "--respond", "--mention", "@x' || true || '")
     assert bad.returncode == 2 and "--mention" in bad.stderr and not (tmp_path / "x" / ".github").exists()
+
+
+PINNED = re.compile(r"^\s*(?:- )?uses: [\w.-]+/[\w./-]+@[0-9a-f]{40}  # v\d+(?:\.\d+)*$")
+
+
+def all_workflows(where: Path) -> list[Path]:
+    for model_on in ("gpu-runner", "endpoint"):
+        proc = run_cli("ci", "init", "--repo", str(where / model_on), "--review", "--respond", "--fix",
+                       "--model-on", model_on)
+        assert proc.returncode == 0, proc.stderr
+    return sorted(where.glob("*/.github/workflows/*.yml"))
+
+
+def test_written_workflows_pin_actions_by_commit_and_zizmor_finds_nothing(tmp_path):
+    for model_on in ("gpu-runner", "endpoint"):
+        (tmp_path / model_on).mkdir()
+    paths = all_workflows(tmp_path)
+    assert len(paths) == 6
+    for path in paths:
+        uses = [line for line in path.read_text().splitlines() if re.match(r"^\s*(?:- )?uses:", line)]
+        assert uses and all(PINNED.match(line) for line in uses), (path, uses)  # a tag can move; a commit cannot
+        jobs = yaml.safe_load(path.read_text())["jobs"]
+        assert yaml.safe_load(path.read_text())["permissions"] == {} and all("permissions" in j for j in jobs.values())
+    zizmor = shutil.which("zizmor", path=str(Path(sys.executable).parent)) or shutil.which("zizmor")
+    assert zizmor, "zizmor is in the test extra: pip install -e '.[test]'"
+    proc = subprocess.run([zizmor, "--offline", "--format", "json", *map(str, paths)], capture_output=True, text=True,
+                          timeout=120)
+    findings = json.loads(proc.stdout or "[]")
+    assert findings == [], json.dumps(findings, indent=1)[:3000]

@@ -41,9 +41,9 @@ def test_clovers_kv_is_20_kb_a_token_and_8_slots_of_128k_plan_under_120_gib_on_a
 
 def test_with_too_little_memory_the_plan_takes_fewer_slots_and_says_when_none_fits():
     shape = clover_shape()
-    fewer = plan(shape, free_bytes=110 * GiB, slots=8, max_context=131072)
+    fewer = plan(shape, free_bytes=100 * GiB, slots=8, max_context=131072)
     assert fewer.fits and 1 <= fewer.slots < 8 and fewer.requested_slots == 8
-    more = plan(shape, free_bytes=110 * GiB, slots=8, max_context=32768)
+    more = plan(shape, free_bytes=100 * GiB, slots=8, max_context=32768)
     assert more.slots > fewer.slots  # shorter contexts: more of them fit
     none = plan(shape, free_bytes=60 * GiB, slots=8, max_context=131072)  # the weights alone do not fit
     assert not none.fits and none.slots == 1 and "DOES NOT FIT" in none.lines()[-2]
@@ -235,3 +235,28 @@ def test_the_batch_one_cache_refuses_to_grow_past_its_limit_before_changing_anyt
     after = _tensors(state.cache)
     # bit for bit, spare capacity included: torch.empty's spare rows may hold NaN, which torch.equal calls unequal
     assert len(after) == len(before) and all(_same_bits(a, b) for a, b in zip(after, before))  # nothing changed
+
+
+@pytest.mark.parametrize("make", [tiny_qwen3, tiny_hybrid], ids=["qwen3", "hybrid"])
+def test_a_prefill_in_pieces_leaves_the_cache_and_logits_of_one_pass(monkeypatch, make):
+    """The batch-1 prefill runs memplan.PREFILL_CHUNK positions at a time (the plan counts a piece's
+    activations, not the prompt's): the cache it leaves decodes exactly as one whole-prompt pass's."""
+    model = make()
+    prompt = [int(t) for t in torch.randint(3, VOCAB - 3, (23,), generator=torch.Generator().manual_seed(5))]
+    whole = CachedDenoiser(model).prefill(prompt)
+    monkeypatch.setattr(memplan, "PREFILL_CHUNK", 5)
+    pieces = CachedDenoiser(model).prefill(prompt)
+    assert torch.allclose(whole.last_logits, pieces.last_logits, atol=1e-9)
+    block = [VOCAB - 1] * 4
+    assert torch.allclose(CachedDenoiser(model).denoise(whole, block), CachedDenoiser(model).denoise(pieces, block),
+                          atol=1e-9)
+
+
+def test_a_single_sequence_plan_counts_its_cache_once_and_a_piece_of_prefill():
+    shape = clover_shape("int4")
+    served = plan(shape, free_bytes=24 * GiB, slots=1, max_context=65536, prompt_cache_tokens=0)
+    alone = plan(shape, free_bytes=24 * GiB, slots=1, max_context=65536, prompt_cache_tokens=0, single=True)
+    assert alone.kept_prompt_tokens == 0 and served.kept_prompt_tokens == 65536
+    assert alone.transients["admitted prompt's own cache"] == 0
+    assert alone.fits and not served.fits and alone.peak_bytes <= 0.9 * 24 * GiB
+    assert alone.transients["prefill activations"] < GiB  # a 2,048-token piece and its mask, not 64K tokens

@@ -115,7 +115,7 @@ def test_exit_codes_gave_up_model_error_and_usage(plain_dir, tmp_path):
     assert proc.returncode == 5
     started, error, done = events_of(proc.stdout, 5)
     assert error["type"] == "error" and "missing.jsonl" in error["message"]
-    assert started["task"] == "look" and started["model"].endswith("missing.jsonl") and started["tools"] == []
+    assert started["task"] == "look" and started["model"].endswith("missing.jsonl") and "view_file" in started["tools"]
     assert done["stop_reason"] == "error" and done["steps"] == 0 and done["detail"] == error["message"]
     proc = run_cli("exec", "--model", replay(tmp_path, "x"), cwd=plain_dir, input="  \n")
     assert proc.returncode == 2 and "the task is empty" in proc.stderr and "Traceback" not in proc.stderr

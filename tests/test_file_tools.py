@@ -114,6 +114,17 @@ def test_secrets_are_neither_read_nor_listed_nor_searched(project):
     assert "notes.txt" in hits and "id_ed25519" not in hits
 
 
+def test_git_config_where_a_checkout_leaves_its_token_is_not_read(project):
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    subprocess.run(["git", "-C", str(project), "config", "http.https://github.com/.extraheader",
+                    "AUTHORIZATION: basic canary"], check=True)
+    ctx = make_ctx(project, guard=FileGuard.from_policy_data({"HOME": "/nonexistent"}))
+    for path in (".git/config", str(project / ".git" / "config")):
+        with pytest.raises(ToolError, match="secrets"):
+            view(ctx, path)
+    assert "basic canary" not in search_text(ctx, {"pattern": "basic", "path": ".git"}).text
+
+
 # --- content rules -----------------------------------------------------------------------------
 
 def test_binary_files_are_refused(project):

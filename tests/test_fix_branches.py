@@ -150,7 +150,7 @@ def test_a_branch_that_cannot_be_checked_out_is_left_as_it_was(tmp_path, work):
     checkout = open_checkout(work)
     start = checkout.start()
     (work / "durations.py").write_text("fixed\n")
-    pending = checkout.pending(start, ["durations.py"])
+    pending = checkout.changes(start)
     with pytest.raises(VcsError, match="git checkout failed"):
         checkout.commit_on_branch(start, "fix", pending, "Fix it", ("A", "a@example.org"), ("A", "a@example.org"), tip)
     assert git(work, "rev-parse", "fix").strip() == tip

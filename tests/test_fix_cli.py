@@ -92,8 +92,10 @@ def test_fork_and_detached_head(tmp_path, fake_github):  # noqa: F811
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(origin)], check=True)
     work = make_git_repo(tmp_path / "durations", FIXTURES / "durations")
     git(work, "remote", "add", "origin", "https://github.com/forker/durations.git")
-    # no network here: git itself rewrites the GitHub URL to the local bare repository
-    git(work, "config", f"url.{origin.parent.as_uri()}/.insteadOf", "https://github.com/forker/")
+    # no network here: the user's own git config rewrites the GitHub URL to the local bare repository
+    # (a repository's rewrite would not be followed: trust/gitsafe.py)
+    subprocess.run(["git", "config", "--global", f"url.{origin.parent.as_uri()}/.insteadOf", "https://github.com/forker/"],
+                   check=True)
     git(work, "push", "-q", "origin", "main")
     git(work, "switch", "-q", "--detach", "HEAD")
     fake_github.bare_repo = origin

@@ -245,5 +245,7 @@ def test_tokens_never_reach_the_models_commands_or_the_tests(project, github, tm
     for name in ("model-env.txt", "test-env.txt"):
         seen = (work / name).read_text()
         assert "PATH=" in seen and TOKEN not in seen and "sk-secret" not in seen, name
-    assert git(work, "show", "--name-only", "--format=", "HEAD").split() == ["durations.py"]
+    # what the model's command wrote is part of its change; what the tests wrote is not
+    assert git(work, "show", "--name-only", "--format=", "HEAD").split() == ["durations.py", "model-env.txt"]
+    assert json.loads(proc.stdout)["not_committed"] == ["test-env.txt (written by the baseline test run)"]
     assert github.calls("pulls/create")[0].headers["authorization"] == f"Bearer {TOKEN}"

@@ -122,6 +122,20 @@ def test_commit_message_and_pull_body():
     assert len(huge) < 65536 and "the summary is cut here" in huge
 
 
+def test_only_a_fixed_change_closes_its_issue():
+    from clovercode.fixflow.verdict import FIXED, REGRESSED, UNVERIFIED, Conclusion
+
+    issue = Issue("mean() is wrong", "", IssueRef(RepoRef("o", "r"), 3))
+    for outcome, word in ((FIXED, "Fixes"), (UNVERIFIED, "Refs"), (REGRESSED, "Refs")):
+        concluded = Conclusion(outcome, "why")
+        message = commit_message(issue, "s", None, [], "#3", conclusion=concluded, left_out=["big.bin (over 10 MiB)"])
+        body = pull_body(issue, "s", None, [], [], "o/r#3", "m", 1, conclusion=concluded, left_out=["big.bin (over 10 MiB)"])
+        # a draft marked ready and merged must not close an issue no test showed fixed
+        assert message.endswith(f"\n\n{word} #3\n") and body.startswith(f"{word} o/r#3\n"), outcome
+        assert "Not committed (left out on purpose):\n    big.bin (over 10 MiB)" in message
+        assert "- big.bin (over 10 MiB)" in body
+
+
 def test_feedback_message_keeps_the_end_of_the_log():
     text = feedback_message(run(0, False, "x" * 10000 + "\nFAILED test_a - AssertionError"), 1, 3)
     assert "round 1 of 3" in text and "`pytest -q` (exit code 1)" in text
@@ -181,8 +195,12 @@ def test_checkout_refuses_dirty_trees_and_never_commits_untracked_files(tmp_path
     (work / ".gitignore").write_text("build/\n")
     (work / "build").mkdir()
     (work / "build" / "out.py").write_text("")
-    pending = checkout.pending(start, ["durations.py", "new.py", "mine.txt", "build/out.py"])
-    assert pending.paths == ["durations.py", "new.py"] and sorted(pending.skipped) == ["build/out.py", "mine.txt"]
+    pending = checkout.changes(start, ["durations.py", "new.py", "build/out.py"])
+    # .gitignore is new too: every change counts, whoever made it; mine.txt is the user's, unchanged
+    assert pending.paths == (".gitignore", "durations.py", "new.py")
+    assert [item.describe() for item in pending.left_out] == ["build/out.py (ignored by git)"]
+    (work / "mine.txt").write_text("untracked, mine, and changed by a command\n")
+    assert "mine.txt (untracked before the run)" in [i.describe() for i in checkout.changes(start).left_out]
     with pytest.raises(VcsError, match="uncommitted changes to tracked files: durations.py"):
         checkout.start()
     (tmp_path / "nowhere").mkdir()
@@ -247,7 +265,7 @@ def test_commit_and_push_run_no_hooks(tmp_path):
     checkout = open_checkout(work)
     start = checkout.start()
     (work / "durations.py").write_text("fixed\n")
-    pending = checkout.pending(start, ["durations.py"])
+    pending = checkout.changes(start)
     checkout.commit_on_branch(start, "fix", pending, "Fix it", ("A", "a@example.org"), ("A", "a@example.org"))
     checkout.push("origin", "fix", None)
     assert git(origin, "rev-parse", "fix").strip() == git(work, "rev-parse", "HEAD").strip()

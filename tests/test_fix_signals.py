@@ -168,21 +168,23 @@ def test_a_signal_while_the_prompt_reads_its_history_ends_cleanly(tmp_path):
 
 
 def test_sigterm_while_pushing_still_reports_the_committed_fix(tmp_path):
-    """The push hangs (the remote's pre-receive hook sleeps): SIGTERM then still gives the summary,
-    one JSON object naming the local commit, and the trajectory's fix_result."""
+    """The push hangs (the user's ssh transport stalls on receive-pack; a local remote's own hooks no
+    longer run): SIGTERM then still gives the summary, one JSON object naming the local commit, and
+    the trajectory's fix_result."""
     origin = tmp_path / "origin.git"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(origin)], check=True)
     token = f"7{os.getpid() % 1000}.31"
-    hook = origin / "hooks" / "pre-receive"
-    hook.write_text(f"#!/bin/sh\nsleep {token}\n")
-    hook.chmod(0o755)
+    ssh = tmp_path / "fake-ssh"  # "ssh HOST COMMAND": runs the fetch side here, sleeps on the push side
+    ssh.write_text(f'#!/bin/sh\ncase "$2" in *receive-pack*) exec sleep {token} ;; esac\nexec sh -c "$2"\n')
+    ssh.chmod(0o755)
     work = make_git_repo(tmp_path / "durations", FIXTURES / "durations")
-    git(work, "remote", "add", "origin", origin.as_uri())
+    git(work, "remote", "add", "origin", f"ssh://localhost{origin}")
     subprocess.run(["git", "--git-dir", str(origin), "fetch", "-q", str(work), "main:main"], check=True)
     proc = subprocess.Popen([sys.executable, "-m", "clovercode", "fix", "format_duration(5400) gives 1h90m",
                              "--repo", str(work), "--model", f"replay:{FIXTURES / 'durations.replay.jsonl'}",
                              "--sandbox", "none", "--push", "--json"],
-                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=cli_env(GIT_SSH_COMMAND=str(ssh), GIT_SSH_VARIANT="simple"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert wait_for(lambda: sleeping(token)), "the push never started"
         proc.send_signal(signal.SIGTERM)

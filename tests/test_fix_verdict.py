@@ -186,6 +186,30 @@ def test_related_failures_are_the_issues_own():
     assert related_failures(still, "a bug", []) == []
 
 
+def test_names_the_issue_marks_as_code_tie_at_any_length():
+    still = ["test_gcd.py::test_gcd", "test_misc.py::test_summary_line", "test_sum.py::test_sum_empty",
+             "python_programs/test_lcm.py::test_lcm", "t.py::test_max_of_list", "t.py::test_maximum"]
+    # before: names of three letters or fewer never tied, so gcd_loop got no feedback round
+    assert related_failures(still, "gcd() never returns", []) == ["test_gcd.py::test_gcd"]
+    assert related_failures(still, "`sum` of nothing is 0", []) == ["test_sum.py::test_sum_empty"]  # not test_summary
+    assert related_failures(still, "python_programs/gcd.py loops", []) == ["test_gcd.py::test_gcd"]  # not the folder
+    assert related_failures(still, "max() is off by one", []) == ["t.py::test_max_of_list"]
+    assert related_failures(still, "see test_gcd", []) == ["test_gcd.py::test_gcd"]
+    assert related_failures(still, "the sum is off and max is too", []) == []  # free short words stay free
+
+
+def test_a_suite_that_finished_before_and_hangs_after_is_a_regression():
+    before = tr({"t::a": "failed", "t::b": "passed"}, 1)
+    hung = TestRun("pytest -q", None, True, 60.0, "", 0, exit_code_only("the tests timed out"))
+    judged = verdict(before, hung)
+    assert judged.regressed and "hang after the change" in judged.describe()
+    from clovercode.fixflow.verdict import REGRESSED, conclude
+
+    assert conclude(before, hung, "gcd() loops").outcome == REGRESSED  # before: unverified, "before and after"
+    slow_before = TestRun("pytest -q", None, True, 60.0, "", 0, exit_code_only("the tests timed out"))
+    assert not verdict(slow_before, hung).regressed
+
+
 def test_feedback_names_regressions_and_lists_old_failures_apart():
     run = TestRun("pytest -q", 1, False, 1.0, "FAILED tests/test_money.py::test_price", 0)
     text = feedback_message(run, 1, 3, ["tests/test_money.py::test_price"], ["tests/test_text.py::test_slug"],

@@ -119,3 +119,21 @@ def test_batch_gain_compares_rows_in_one_forward_with_one_forward_per_row():
     gains = batch_gain(passes, 2048, (1, 8))
     assert [(g["mode"], g["throughput_gain"], g["8_forwards_of_1_ms"]) for g in gains] == [
         ("eager", 4.0, 320.0), ("graphs", 4.0, 40.0)]
+
+
+def test_a_card_plan_weighs_the_quantized_weights_and_ends_with_the_longest_context(capsys):
+    from clovercode.bench import gpucheck
+
+    code = gpucheck.main(["--device", "cpu", "--plan-only", "--model", "clover", "--gpu-memory", "24",
+                          "--quantization", "int4"])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0 and lines[0].startswith("memory plan for Clover-35B-A3B (int4 weights)")
+    weights = float(next(line for line in lines if line.startswith("weights: ")).split()[1])
+    assert 17 < weights < 20  # 35B parameters, the experts at ~4.1 bits, embeddings and the rest as loaded
+    assert lines[-2].startswith("planned peak GiB: ") and float(lines[-2].split(": ")[1]) <= 21.6  # 0.9 × 24
+    assert lines[-1].startswith("max context per slot: ") and int(lines[-1].split(": ")[1]) >= 65536
+    gpucheck.main(["--device", "cpu", "--plan-only", "--gpu-memory", "48", "--quantization", "int8"])
+    lines = capsys.readouterr().out.splitlines()
+    assert float(lines[-2].split(": ")[1]) <= 43.2 and int(lines[-1].split(": ")[1]) >= 131072
+    gpucheck.main(["--device", "cpu", "--plan-only", "--gpu-memory", "24", "--quantization", "none"])
+    assert capsys.readouterr().out.splitlines()[-1] == "max context per slot: 0"  # bf16 does not fit a 24 GB card

@@ -23,7 +23,7 @@ from clovercode.ui.keys import KeyWatcher, TypedAhead
     ([(b"\x1bx", False)], 0, ""),  # Alt-x
     ([(b"\x1b[", True)], 0, ""),  # a sequence that never finished: dropped, not Esc
     ([("héllo\x7f\x7fo wörld".encode(), False)], 0, "hélo wörld"),  # Backspace edits
-    ([(b"one\rtwo\r\r", False)], 0, "one\ntwo"),  # Enter is a line break, never a send
+    ([(b"one\rtwo", False)], 0, "two"),  # Enter queues "one" (below)
     ([(b"junk\x15kept\x04\t\x1a\x07", False)], 0, "kept"),  # Ctrl-U clears the line, other controls do nothing
     ([("é".encode()[:1], False), ("é".encode()[1:], False)], 0, "é"),  # a character split across reads
 ])
@@ -31,6 +31,16 @@ def test_typed_ahead_tells_esc_from_sequences(chunks, escapes, text):
     typed = TypedAhead()
     assert sum(typed.feed(data, settled) for data, settled in chunks) == escapes
     assert typed.take() == text and typed.take() == ""
+
+
+def test_enter_queues_the_line_and_backspace_on_an_empty_line_takes_the_last_one_back():
+    typed = TypedAhead()
+    typed.feed(b"run the tests\r\r  \rthen commit\rdraft", False)
+    assert typed.queued == ["run the tests", "then commit"] and typed.text == "draft"
+    typed.feed(b"\x15\x7f", False)  # Ctrl-U clears the draft; Backspace on nothing takes "then commit" back
+    assert typed.queued == ["run the tests"] and typed.text == "then commit"
+    typed.feed(b"\x15", False)  # cancelled
+    assert typed.take_queued() == ["run the tests"] and typed.take_queued() == [] and typed.take() == ""
 
 
 @pytest.fixture

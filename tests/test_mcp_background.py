@@ -73,6 +73,8 @@ def test_exec_json_runs_while_a_server_is_still_starting(project, tmp_path, gate
     assert not gate.exists()  # so the server never got to serve: the turns did not wait for it
     assert [e["step"] for e in events if e["type"] == "model_text"] == [1, 2]
     assert not any(tool.startswith("slow__") for tool in events[0]["tools"])
+    [still] = [e for e in events if e["type"] == "warning" and e["category"] == "mcp"]
+    assert still["text"] == "MCP server slow still starting after 0 s: its tools join when ready"
     [call] = [e for e in events if e["type"] == "tool_call"]  # too early: told to wait, not that it does not exist
     assert not call["valid"] and "its MCP server 'slow' is still starting" in call["error"]
 

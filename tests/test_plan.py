@@ -121,3 +121,25 @@ def call_named(box: Toolbox, name: str, arguments: dict) -> CheckedCall:
     checked = box.validator().check(ParsedCall(name, arguments, json.dumps(arguments), "xml"), "c1")
     assert checked.ok, checked.error
     return checked
+
+
+def test_run_started_comes_before_the_model_loads_then_model_loading_lines_until_it_is_done():
+    import time
+
+    from clovercode.ui.jsonevents import JsonEventWriter
+
+    out = io.StringIO()
+    writer = JsonEventWriter(out, start={"task": "t", "model": "m", "sandbox": "none", "max_steps": 3,
+                                         "tools": ["view_file"], "session_id": "s1"})
+    writer.begin()
+    with writer.loading("m", every=0.05):
+        time.sleep(0.18)
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    validator = jsonschema.Draft202012Validator(json.loads(schema_path().read_text()))
+    for event in events:
+        validator.validate(event)
+    assert events[0]["type"] == "run_started" and events[0]["session_id"] == "s1"
+    loading = [e for e in events if e["type"] == "model_loading"]
+    assert len(loading) >= 3 and [e["done"] for e in loading][-2:] == [False, True]
+    writer.emit("warning", text="MCP server 'x' is ready", category="mcp", quiet=True)
+    assert json.loads(out.getvalue().splitlines()[-1]) == {"type": "notice", "category": "mcp", "text": "MCP server 'x' is ready"}

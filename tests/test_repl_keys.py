@@ -14,6 +14,7 @@ from pty_screen import PROMPT, screen_text, spawn_repl, wait_screen
 from test_parser_table import xml
 
 INTERRUPTED = "■ stopped: interrupted by the user (Ctrl-C)"  # what Ctrl-C has always shown
+ESC_STOPPED = "■ stopped: interrupted by the user (Esc)"  # the same stop, named by the key that made it
 HINT = "Esc/Ctrl-C interrupts"
 
 
@@ -45,11 +46,11 @@ def test_esc_during_a_command_interrupts_and_typed_keys_wait_for_the_next_prompt
     child.sendline("/exit")
     child.expect(pexpect.EOF)
     screen = screen_text(child)
-    turn = between(screen, "→ run_command", INTERRUPTED)
+    turn = between(screen, "→ run_command", ESC_STOPPED)
     assert "draft" not in turn and "^[" not in turn and "\\x1b" not in turn
     assert HINT not in screen  # the status line was erased with the command
     assert f"{PROMPT} draft answer" in screen
-    assert screen.count(INTERRUPTED) == 1
+    assert screen.count(ESC_STOPPED) == 1
 
 
 def test_after_an_approval_arrows_and_letters_do_not_interrupt_the_command_and_its_status_line_goes(calc_repo, tmp_path):
@@ -96,7 +97,7 @@ def test_esc_during_generation_stops_like_ctrl_c_and_arrows_at_the_prompt_recall
         child.sendline("/exit")
         child.expect(pexpect.EOF)
     screen = screen_text(child)
-    assert screen.count(INTERRUPTED) == 2  # Esc and Ctrl-C: the same stop, the same words
+    assert screen.count(ESC_STOPPED) == 1 and screen.count(INTERRUPTED) == 1  # the same stop, each key named
     assert "Thinking about the answer" in screen and "^[" not in screen
     assert len(stub.posts) == 2
 
@@ -143,3 +144,24 @@ def test_sigterm_during_a_turn_gives_the_terminal_back(calc_repo, tmp_path):
     assert lflags & termios.ECHO and lflags & termios.ICANON
     child.close()
     assert child.exitstatus == 143
+
+
+def test_enter_during_a_turn_queues_a_message_shown_under_the_status_line_and_sent_when_the_turn_ends(calc_repo, tmp_path):
+    replay = replay_file(tmp_path, xml("run_command", command="sleep 3"), "First done.", "Second answer.")
+    child = spawn_repl(calc_repo, "--model", f"replay:{replay}", "--approval", "full-auto")
+    child.expect_exact(PROMPT)
+    child.sendline("start slow")
+    wait_screen(child, "running `sleep 3`")
+    child.send("then the next\r")
+    wait_screen(child, "queued: then the next")
+    child.send("oops\r")
+    wait_screen(child, "queued: oops")
+    child.send("\x7f\x15")  # Backspace on an empty line takes "oops" back, Ctrl-U clears it
+    child.expect_exact("First done.")
+    child.expect_exact("Second answer.")  # the queued message went as the next turn, unasked
+    child.expect_exact(PROMPT)
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    screen = screen_text(child)
+    assert f"{PROMPT} then the next" in screen and "oops" not in screen.split("First done.")[1]
+    assert "queued:" not in screen  # the live region, with its queue, is gone

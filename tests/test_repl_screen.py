@@ -116,7 +116,7 @@ def test_an_allow_rule_persists_across_sessions_and_esc_cancels_the_run(calc_rep
     child = spawn_repl(calc_repo, "--model", f"replay:{first}", "--approval", "suggest")
     child.expect_exact(PROMPT)
     child.sendline("status please")
-    child.expect_exact("[a]lways allow `git status …`")
+    child.expect_exact("[a]lways allow commands starting `git status`")
     child.sendline("a")
     child.expect_exact("Done one.")
     child.expect_exact(PROMPT)

@@ -1,5 +1,6 @@
 """Policy data → bwrap argv and environment: pure functions, compared as whole lists."""
 
+import dataclasses
 from pathlib import Path
 
 import shutil
@@ -72,7 +73,7 @@ def test_shipped_profiles_load(name):
 def test_unknown_or_broken_policy_is_a_clear_error(tmp_path):
     with pytest.raises(SandboxUnavailable, match="unknown sandbox policy 'nope'"):
         load_policy("nope")
-    for name in ("protected.toml", "secrets.toml", "environment.toml"):
+    for name in ("protected.toml", "secrets.toml", "environment.toml", "home.toml"):
         shutil.copy(data_dir("sandbox") / name, tmp_path / name)
     (tmp_path / "workspace-write.toml").write_text("project_writable = 'yes'\nnetwork = false\n")
     with pytest.raises(SandboxUnavailable, match="'project_writable' must be true or false"):
@@ -96,12 +97,15 @@ def test_survey_finds_protected_hidden_and_absent_paths(tmp_path):
     # HOME sits under /tmp here, which the sandbox replaces anyway: nothing of it needs hiding.
     assert layout.read_only == (f"{project}/.git", f"{project}/clovercode.toml")
     assert layout.absent_protected == (f"{project}/.bashrc",)
-    # A home outside the private /tmp is hidden.
+    # A home outside the private /tmp is hidden whole; what is shown of it, less the secrets in it.
     outside = Path("/var/tmp") / f"clovercode-test-home-{tmp_path.name}"
     try:
         (outside / ".ssh").mkdir(parents=True)
         (outside / ".netrc").write_text("x")
         layout = survey(policy, project, project, {"HOME": str(outside)})
+        assert str(outside) in layout.homes and f"{outside}/.ssh" in layout.hidden_dirs
+        layout = survey(dataclasses.replace(policy, home_visible=("~",)), project, project, {"HOME": str(outside)})
+        assert str(outside) in layout.home_visible
         assert f"{outside}/.ssh" in layout.hidden_dirs and f"{outside}/.netrc" in layout.hidden_files
     finally:
         shutil.rmtree(outside, ignore_errors=True)

@@ -118,11 +118,13 @@ def test_fix_push_runs_no_program_the_repository_config_names(tmp_path, origin, 
     assert "seconds % 3600 // 60" in git(work, "show", f"{branch}:durations.py")
 
 
-def test_a_push_redirected_to_the_ext_transport_runs_nothing_and_fails(tmp_path, origin, work):
+def test_a_push_redirected_to_the_ext_transport_runs_nothing_and_goes_to_the_remote(tmp_path, origin, work):
     log = plant(work, tmp_path, remote_url=origin.as_uri())
     proc = fix_push(work)
     assert ran(log) == []
-    assert proc.returncode == 7 and "transport 'ext' not allowed" in proc.stderr
+    assert proc.returncode == 0, proc.stderr  # the repository's rewrite is not followed at all
+    branch = json.loads(proc.stdout)["branch"]
+    assert subprocess.run(["git", "--git-dir", str(origin), "rev-parse", branch], capture_output=True).returncode == 0
 
 
 def test_exec_checkpoints_and_listing_run_no_program_the_repository_config_names(tmp_path):
@@ -222,11 +224,32 @@ def test_overrides_neutralise_what_only_the_repository_sets_and_restore_the_user
         ("filter.x.process", ""),
         ("diff.x.textconv", ""),
     )
-    assert gitsafe.push_flags(entries, "origin") == ("--receive-pack=git-receive-pack",)
-    assert gitsafe.push_flags(entries, "fork") == ()
-    mine = gitsafe.ConfigEntry("global", "remote.origin.receivepack", "sudo -u git git-receive-pack")
-    assert gitsafe.push_flags([mine, *entries], "origin") == ("--receive-pack=sudo -u git git-receive-pack",)
-    assert gitsafe.push_flags([mine], "origin") == ()
+    assert gitsafe.transport_flags("https://github.com/o/r.git", "push") == ()
+    assert gitsafe.transport_flags("/srv/r.git", "push") == (f"--receive-pack={gitsafe.LOCAL_RECEIVE_PACK}",)
+    assert gitsafe.transport_flags("file:///srv/r.git", "fetch") == (f"--upload-pack={gitsafe.LOCAL_UPLOAD_PACK}",)
+
+
+def test_overrides_drop_where_the_repository_sends_traffic_and_keep_the_users():
+    entries = [
+        gitsafe.ConfigEntry("global", "http.https://github.com/.extraheader", "X-Mine: 1"),
+        gitsafe.ConfigEntry("local", "http.https://github.com/.extraheader", "AUTHORIZATION: basic secret"),
+        gitsafe.ConfigEntry("local", "http.proxy", "http://127.0.0.1:8080"),
+        gitsafe.ConfigEntry("local", "http.https://github.com.proxy", "http://127.0.0.1:8080"),
+        gitsafe.ConfigEntry("local", "remote.origin.proxy", "http://127.0.0.1:8080"),
+        gitsafe.ConfigEntry("local", "http.sslVerify", "false"),
+        gitsafe.ConfigEntry("local", "http.curloptResolve", "github.com:443:127.0.0.1"),
+        gitsafe.ConfigEntry("local", "http.followRedirects", "true"),
+    ]
+    assert gitsafe.overrides(entries) == gitsafe.ALWAYS + (
+        ("http.https://github.com/.extraheader", ""),
+        ("http.https://github.com/.extraheader", "X-Mine: 1"),
+        ("http.proxy", ""),
+        ("http.https://github.com.proxy", ""),
+        ("remote.origin.proxy", ""),
+        ("http.sslVerify", "true"),
+        ("http.curloptResolve", ""),
+        ("http.followRedirects", "initial"),
+    )
 
 
 def test_a_repository_git_proxy_is_switched_off_through_the_environment():

@@ -126,7 +126,8 @@ def test_custom_command_linked_to_a_secret_is_not_loaded(tmp_path, secret):
     secret.with_name("y.md").write_text(SECRET + "\n")
     notes.clear()
     assert load_custom_commands(project, {"XDG_CONFIG_HOME": str(tmp_path / "cfg")}, {"help"}, notes) == {}
-    assert [n.split(":")[0] for n in notes] == ["custom command /y"]
+    assert notes == ["custom commands: .clovercode/commands leads outside the project (a symlink), so "
+                     "clovercode did not read it"]  # the directory there is not even listed
 
 
 def test_custom_command_secret_never_reaches_help_or_the_model(tmp_path, secret, isolated_home):

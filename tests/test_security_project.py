@@ -207,8 +207,9 @@ def test_every_setting_has_its_project_rule():
                      "endpoint_tools", "serve.host", "serve.port", "serve.api_key", "serve.model_name",
                      "serve.max_batch", "serve.max_queue", "serve.max_request_bytes", "serve.max_connections",
                      "serve.api_keys_file", "serve.header_timeout", "serve.max_queue_per_key",
-                     "permissions.allow", "context.cache_dir", "engine.trust_remote_code", "engine.cache_dir",
-                     "sandbox_hide"}
+                     "permissions.allow", "context.cache_dir", "engine.trust_remote_code", "engine.quantization",
+                     "engine.cache_dir",
+                     "sandbox_hide", "sandbox_show"}
     assert anyone == {"temperature", "top_p", "max_new_tokens", "thinking", "max_steps", "max_time", "max_tokens",
                       "max_format_errors", "max_repeats", "repetition_window", "command_timeout", "output_limit",
                       "sandbox", "fix.test_command", "fix.test_rounds", "fix.test_timeout", "fix.baseline",

@@ -271,8 +271,8 @@ class Forgetting:
     def __init__(self):
         self.calls = []
 
-    def forget_prompts(self):
-        self.calls.append(threading.get_ident())
+    def forget_prompts(self, scope=None):
+        self.calls.append((threading.get_ident(), scope))
 
 
 class ForgettingEcho(EchoBackend, Forgetting):
@@ -296,9 +296,12 @@ def test_reset_prefix_cache_drops_the_kept_prompts_on_the_model_loop(backend_typ
         status, _, body = raw(app, "POST", "/v1/reset_prefix_cache", b"{}", {"Authorization": "Bearer k",
                                                                               "Content-Length": "2"})
         assert (status, body) == (200, {"status": "ok"})
-        assert len(backend.calls) == 1 and backend.calls[0] != threading.get_ident()  # the model loop did it
+        [(thread, scope)] = backend.calls
+        assert thread != threading.get_ident()  # the model loop did it
+        assert scope == "7:default/"  # only the caller's tenant's prompts (trust/serve.py: tenant_scope_prefix)
         assert client(app, "k").chat.completions.create(model="test-model", messages=user("after")).choices
-        assert raw(app, "GET", "/reset_prefix_cache", headers={"Authorization": "Bearer k"})[0] == 404
+        status, headers, _ = raw(app, "GET", "/reset_prefix_cache", headers={"Authorization": "Bearer k"})
+        assert (status, headers["Allow"]) == (405, "POST")
 
 
 def _handler_threads() -> set[threading.Thread]:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
-from clovercode.acp.updates import kind_of, locations, title_of
+from clovercode.acp.markdown import text_block
+from clovercode.acp.updates import PLAN_TOOL, kind_of, locations, plan_update, title_of
 from clovercode.messages import Message
 
 FAILED_PREFIXES = ("Error", "Interrupted", "Not run")  # how a failed observation's text starts (actions/toolbox.py)
@@ -15,6 +16,7 @@ FAILED_PREFIXES = ("Error", "Interrupted", "Not run")  # how a failed observatio
 
 def history_updates(messages: list[Message], root: Path) -> Iterator[dict[str, Any]]:
     ids: dict[str, str] = {}  # a call's id in the file -> its id for the client (unique across turns)
+    plans: dict[str, Any] = {}  # a plan tool call's id -> its steps, shown once the tool took them
     for number, message in enumerate(messages):
         if message.role == "user" and "goal" in message.tags:
             yield _chunk("user_message_chunk", message.content)
@@ -29,15 +31,22 @@ def history_updates(messages: list[Message], root: Path) -> Iterator[dict[str, A
                     if isinstance(summary, str) and summary.strip():
                         yield _chunk("agent_message_chunk", summary)
                     continue
+                if call.name == PLAN_TOOL:
+                    plans[call.id] = call.arguments.get("plan")
+                    continue
                 ids[call.id] = f"h{number}-{call.id}"
                 yield {"sessionUpdate": "tool_call", "toolCallId": ids[call.id], "title": title_of(call.name, call.arguments),
                        "kind": kind_of(call.name), "status": "in_progress",
                        "locations": locations(root, call.arguments), "rawInput": call.arguments}
+        elif message.role == "tool" and message.tool_call_id in plans:
+            update = plan_update(plans.pop(message.tool_call_id))
+            if update is not None and not message.content.startswith(FAILED_PREFIXES):
+                yield update
         elif message.role == "tool" and message.tool_call_id in ids:
             failed = message.content.startswith(FAILED_PREFIXES)
             yield {"sessionUpdate": "tool_call_update", "toolCallId": ids.pop(message.tool_call_id),
                    "status": "failed" if failed else "completed",
-                   "content": [{"type": "content", "content": {"type": "text", "text": message.content}}]}
+                   "content": [text_block(message.content)]}
 
 
 def _chunk(kind: str, text: str) -> dict[str, Any]:

@@ -22,6 +22,7 @@ class Outbox:
         self.queue: asyncio.Queue[tuple[Send, concurrent.futures.Future[Any], bool] | None] = asyncio.Queue()
         self.task: asyncio.Task[None] | None = None
         self.question: asyncio.Future[Any] | None = None  # a permission request being waited for
+        self.closed = False  # session/close: what is posted from now on fails at once, never waits
 
     def start(self) -> None:
         """Called on the event loop."""
@@ -47,8 +48,14 @@ class Outbox:
         """Queue ``send`` from any thread; its result arrives in the returned future. A ``question``
         (a person answers it) is dropped by :meth:`drop_question`; the rest are always sent."""
         done: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, (send, done, question))
+        self.loop.call_soon_threadsafe(self._enqueue, (send, done, question))
         return done
+
+    def _enqueue(self, item: tuple[Send, concurrent.futures.Future[Any], bool]) -> None:
+        if self.closed:
+            item[1].set_exception(ConnectionError("the session was closed"))
+        else:
+            self.queue.put_nowait(item)
 
     def drop_question(self) -> None:
         """On the event loop, at session/cancel: stop waiting for the answer being waited for. The
@@ -67,16 +74,20 @@ class Outbox:
                 continue
 
     async def flush(self) -> None:
-        """On the event loop: wait until everything queued so far is sent (before a prompt's answer)."""
-        marker = asyncio.get_running_loop().create_future()
+        """On the event loop: wait until everything posted so far is sent (before a prompt's or a
+        load's answer). The marker is posted as the updates are, through the loop's callbacks (in
+        order): put on the queue directly, it would overtake those posted from this very thread."""
 
         async def reached() -> None:
-            marker.set_result(None)
+            return None
 
-        self.queue.put_nowait((reached, concurrent.futures.Future(), False))
-        await marker
+        try:
+            await asyncio.wrap_future(self.post(reached))
+        except ConnectionError:
+            pass  # closed meanwhile: nothing more goes out
 
     async def close(self) -> None:
+        self.closed = True
         self.queue.put_nowait(None)
         if self.task is not None:
             await self.task

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from clovercode.acp.clientfs import WriteLog
+from clovercode.acp.markdown import text_block
+from clovercode.acp.output import LiveOutput
 from clovercode.mcpservers.config import SEPARATOR
 from clovercode.trust.paths import inside_project
 from clovercode.ui.stream import StreamFilter
@@ -28,7 +30,20 @@ KINDS = {"view_file": "read", "list_files": "search", "search_text": "search", "
          "write_file": "edit", "apply_patch": "edit", "run_command": "execute", "task": "think"}
 ASKED_KINDS = ("edit", "execute", "other")  # may wait for a permission answer before they run
 TITLE_CHARS = 200
+PLAN_TOOL = "update_plan"  # shown as the editor's plan (a ``plan`` update), not as a tool call
+PLAN_STATUSES = ("pending", "in_progress", "completed")
 QUIET_STOPS = ("finished", "answered", "interrupted")  # the turn's end says itself (or was asked for)
+
+
+def plan_update(steps: Any) -> dict[str, Any] | None:
+    """The ACP ``plan`` update of the plan tool's steps; None when they are not a plan."""
+    if not isinstance(steps, list) or not steps:
+        return None
+    entries = [{"content": str(item.get("step", "")), "priority": "medium", "status": item.get("status")}
+               for item in steps if isinstance(item, dict)]
+    if len(entries) != len(steps) or any(e["status"] not in PLAN_STATUSES or not e["content"] for e in entries):
+        return None
+    return {"sessionUpdate": "plan", "entries": entries}
 
 
 def kind_of(name: str) -> str:
@@ -52,8 +67,10 @@ def title_of(name: str, arguments: dict[str, Any]) -> str:
         text = f"{name} {arguments['path']}"
     else:
         text = name
-    first = text.splitlines()[0] if text.strip() else name
-    return first[:TITLE_CHARS] + ("…" if len(first) > TITLE_CHARS else "")
+    lines = text.splitlines() if text.strip() else [name]
+    first = lines[0][:TITLE_CHARS] + ("…" if len(lines[0]) > TITLE_CHARS else "")
+    # a title never passes for the whole command: the lines after the first are counted
+    return first + (f" (+{len(lines) - 1} more lines)" if len(lines) > 1 else "")
 
 
 def locations(root: Path, arguments: dict[str, Any]) -> list[dict[str, Any]]:
@@ -83,6 +100,9 @@ class UpdateMapper:
         self.lock = threading.Lock()
         self.current: tuple[str, str] | None = None  # the call being run (permission questions name it)
         self.last_format_error = ""  # an invalid call's error comes as its observation and as a format_error
+        self.hidden: set[str] = set()  # plan tool calls: their plan is the update, not a tool call
+        self.planned = False  # the model wrote a plan in this task (plan mode then asks to start on it)
+        self.live_output = LiveOutput(post)
         self.children: dict[str, str] = {}  # a subagent's id -> the task call that runs it
 
     def emit(self, kind: str, **data: Any) -> None:
@@ -94,6 +114,12 @@ class UpdateMapper:
         """The current call was allowed: it runs now."""
         if self.current is not None:
             self.post({"sessionUpdate": "tool_call_update", "toolCallId": self.current[0], "status": "in_progress"})
+
+    def command_output(self, chunk: bytes) -> None:
+        """A chunk of the running command's output (from the executor, on the worker thread)."""
+        current = self.current
+        if current is not None:
+            self.live_output.feed(current[0], chunk)
 
     def _say(self, text: str, thought: bool = False) -> None:
         if text:
@@ -112,8 +138,17 @@ class UpdateMapper:
         for kind, part in self.stream.flush():
             self._say(part, thought=kind == "reasoning")
 
+    def _on_plan(self, steps: Any = None, **_: Any) -> None:
+        update = plan_update(steps)
+        if update is not None:
+            self.planned = True
+            self.post(update)
+
     def _on_tool_call(self, id: str, name: str, arguments: dict[str, Any], **_: Any) -> None:
         id = self.prefix + id
+        if name == PLAN_TOOL:
+            self.hidden.add(id)
+            return
         kind, title = kind_of(name), title_of(name, arguments)
         self.started[id] = title
         self.current = (id, title)
@@ -125,10 +160,16 @@ class UpdateMapper:
 
     def _on_observation(self, id: str, ok: bool, text: str, data: dict[str, Any], **_: Any) -> None:
         id = self.prefix + id
+        if id in self.hidden:
+            self.hidden.discard(id)
+            if not ok:
+                self._on_format_error(text)  # a plan the tool refused: said among the reasoning
+            return
         if id not in self.started:
             self._on_format_error(text)  # an invalid call never started: said once, among the reasoning
             return
         self.current = None
+        self.live_output.end()  # before the final update: a late partial one must not replace it
         content: list[dict[str, Any]] = []
         for written in (self.writes.take() if self.writes is not None else []):
             diff: dict[str, Any] = {"type": "diff", "path": str(written.path), "newText": written.new_text}
@@ -136,7 +177,7 @@ class UpdateMapper:
                 diff["oldText"] = written.old_text
             content.append(diff)
         if text:
-            content.append({"type": "content", "content": {"type": "text", "text": text}})
+            content.append(text_block(text))
         self.post({"sessionUpdate": "tool_call_update", "toolCallId": id, "status": "completed" if ok else "failed",
                    "content": content, **({"rawOutput": {"exit_code": data["exit_code"]}} if "exit_code" in data else {})})
 

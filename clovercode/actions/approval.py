@@ -26,6 +26,7 @@ from clovercode.actions.context import ApprovalRequest, ToolError
 from clovercode.actions.permissions import allowed, command_prefix
 
 YES, NO, ALWAYS, CANCEL = "yes", "no", "always", "cancel"
+VIEW = "view"  # not an answer: show the whole command, or the new file, then ask again
 PLAN = "plan"
 PLAN_REFUSAL = ("Plan mode: nothing may change yet, so {what} was not run. Use the reading tools "
                 "(view_file, list_files, search_text), write the plan with update_plan, then answer with it: "
@@ -108,4 +109,6 @@ def parse_answer(text: str) -> str | None:
         return NO
     if word in ("a", "always"):
         return ALWAYS
+    if word in ("v", "view"):
+        return VIEW
     return None

@@ -10,35 +10,39 @@ files go; a ``__pycache__`` directory the user had stays.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Iterable
+
+from clovercode.trust.projectview import ProjectView
 
 SOURCE_SUFFIXES = (".py", ".pyw")
 SKIP_DIRS = {".git", "node_modules", ".hg", ".svn", "site-packages"}  # installed code: not the project's sources
 MAX_DIRS = 20000  # a tree bigger than this is not surveyed for bytecode (commands' edits then go unchecked)
 
 
-def pyc_files(source: Path) -> list[Path]:
-    """The ``__pycache__`` bytecode files Python would load for ``source`` (any interpreter, any -O level)."""
+def pyc_files(view: ProjectView, source: Path | str) -> list[str]:
+    """The ``__pycache__`` bytecode files (project-relative) Python would load for ``source`` (any
+    interpreter, any -O level). A ``__pycache__`` that is a link out of the project has none: the
+    view refuses to list it, so nothing outside is ever deleted."""
+    source = Path(source)
     if source.suffix not in SOURCE_SUFFIXES:
         return []
-    cache = source.parent / "__pycache__"
     pattern = re.compile(re.escape(source.stem) + r"\.[^.]+(\.opt-[^.]*)?\.pyc")
     try:
-        return [cache / name for name in os.listdir(cache) if pattern.fullmatch(name)]
+        cache = view.rel(source.parent / "__pycache__")
+        return [f"{cache}/{name}" for name, kind in view.listdir(cache) if kind == "file" and pattern.fullmatch(name)]
     except OSError:
         return []
 
 
-def invalidate(sources: Iterable[Path]) -> list[Path]:
-    """Remove the bytecode of ``sources``; returns what was removed."""
+def invalidate(view: ProjectView, sources: Iterable[Path | str]) -> list[str]:
+    """Remove the bytecode of ``sources``; returns what was removed (project-relative)."""
     removed = []
     for source in sources:
-        for pyc in pyc_files(source):
+        for pyc in pyc_files(view, source):
             try:
-                pyc.unlink()
+                view.delete(pyc)
                 removed.append(pyc)
             except OSError:
                 pass
@@ -50,61 +54,61 @@ class BytecodeGuard:
     (:meth:`changed`), by commands after each command (:meth:`after_command`: sources that had
     bytecode when the first command ran and whose mtime or size moved since)."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, view: ProjectView | None = None):
         self.root = Path(root)
-        self._stats: dict[Path, tuple[int, int]] | None = None
+        self.view = view or ProjectView(root)
+        self._stats: dict[str, tuple[int, int]] | None = None
 
     def changed(self, paths: Iterable[Path]) -> None:
-        paths = list(paths)
-        invalidate(paths)
+        rels = []
+        for path in paths:
+            try:
+                rels.append(self.view.rel(path))
+            except OSError:
+                continue
+        invalidate(self.view, rels)
         if self._stats is not None:
-            for path in paths:
-                self._stats.pop(path, None)
+            for rel in rels:
+                self._stats.pop(rel, None)
 
     def before_command(self) -> None:
         if self._stats is None:
-            self._stats = {source: stat for source in self._compiled_sources() if (stat := _stat(source))}
+            self._stats = {source: stat for source in self._compiled_sources() if (stat := self._stat(source))}
 
     def after_command(self) -> None:
         if self._stats is None:
             return
         for source, seen in list(self._stats.items()):
-            now = _stat(source)
+            now = self._stat(source)
             if now != seen:
-                invalidate([source])
+                invalidate(self.view, [source])
                 del self._stats[source]
 
-    def _compiled_sources(self) -> list[Path]:
-        """Sources under ``root`` that have a ``__pycache__`` entry now."""
-        sources, dirs = [], 0
-        for top, names, files in os.walk(self.root):
-            dirs += 1
-            if dirs > MAX_DIRS:
-                break
-            names[:] = [n for n in names if n not in SKIP_DIRS]
-            if "__pycache__" not in names:
+    def _compiled_sources(self) -> list[str]:
+        """Sources under ``root`` (project-relative) that have a ``__pycache__`` entry now."""
+        by_dir: dict[str, list[str]] = {}
+        for rel in self.view.walk(".", SKIP_DIRS, max_dirs=MAX_DIRS):
+            directory, _, name = rel.rpartition("/")
+            by_dir.setdefault(directory, []).append(name)
+        sources = []
+        for directory, names in by_dir.items():
+            if directory.rpartition("/")[2] != "__pycache__":
                 continue
-            cached = {_pyc_stem(name) for name in _listdir(Path(top) / "__pycache__") if name.endswith(".pyc")}
-            sources += [Path(top) / f for f in files if f.endswith(SOURCE_SUFFIXES) and f.rsplit(".", 1)[0] in cached]
+            parent = directory.rpartition("/")[0]
+            cached = {_pyc_stem(name) for name in names if name.endswith(".pyc")}
+            sources += [f"{parent}/{f}" if parent else f for f in by_dir.get(parent, [])
+                        if f.endswith(SOURCE_SUFFIXES) and f.rsplit(".", 1)[0] in cached]
         return sources
+
+    def _stat(self, rel: str) -> tuple[int, int] | None:
+        try:
+            st = self.view.stat(rel)
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size
 
 
 def _pyc_stem(name: str) -> str:
     """'mod.cpython-311.opt-1.pyc' -> 'mod' (the source's name without its suffix)."""
     base = re.sub(r"(\.opt-[^.]*)?\.pyc$", "", name)
     return base.rsplit(".", 1)[0]
-
-
-def _listdir(path: Path) -> list[str]:
-    try:
-        return os.listdir(path)
-    except OSError:
-        return []
-
-
-def _stat(path: Path) -> tuple[int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_mtime_ns, st.st_size

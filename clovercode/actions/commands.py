@@ -18,7 +18,8 @@ def run_command(ctx: ToolContext, args: dict[str, Any]) -> Observation:
     if writes:
         ctx.bytecode.before_command()
     try:
-        result = ctx.executor.run(command, ctx.root, timeout, ctx.command_env)
+        live = {"on_output": ctx.output} if ctx.output is not None else {}  # test executors may lack it
+        result = ctx.executor.run(command, ctx.root, timeout, ctx.command_env, **live)
     finally:  # also when interrupted: what the command changed may have bytecode of the user's
         if writes:
             ctx.bytecode.after_command()

@@ -6,16 +6,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from clovercode.actions.toolerror import ToolError  # noqa: F401  (its callers import it from here)
 from clovercode.executors.base import Executor
 
 if TYPE_CHECKING:
     from clovercode.actions.bytecode import BytecodeGuard
     from clovercode.actions.fileio import FileAccess
     from clovercode.actions.guards import FileGuard, FileStamps
-
-
-class ToolError(Exception):
-    """A tool could not do what was asked; the message is written for the model."""
+    from clovercode.trust.projectview import ProjectView
 
 
 @dataclass(frozen=True)
@@ -26,11 +24,21 @@ class Observation:
 
 
 @dataclass(frozen=True)
+class FileChange:
+    """One file of an edit awaiting approval, whole: what a person may read before answering."""
+
+    path: str  # project-relative, as shown
+    old: str | None  # None: the file is created
+    new: str | None  # None: the file is deleted
+
+
+@dataclass(frozen=True)
 class ApprovalRequest:
     kind: str  # "edit" | "command" | "mcp"
     title: str  # e.g. "edit src/app.py", the command line, or "SERVER: TOOL"
     detail: str = ""  # the diff, the sandbox the command runs in, or an MCP call's arguments
     rule: str = ""  # what "always" remembers, when narrower than the kind (an MCP call: that one tool)
+    changes: tuple[FileChange, ...] = ()  # an edit's files, old and new text in full
 
 
 Approver = Callable[[ApprovalRequest], bool]
@@ -82,11 +90,21 @@ class ToolContext:
     guard: "FileGuard" = field(default_factory=_default_guard)
     bytecode: "BytecodeGuard | None" = None  # the user's __pycache__ for changed sources (made from root)
     files: "FileAccess" = field(default_factory=_disk_files)  # disk, or an editor's buffers (ACP)
+    output: "Callable[[bytes], None] | None" = None  # a command's output as it comes (an editor shows it live)
     # The run's event stream, for what a tool has to show besides its observation (update_plan's plan).
     emit: Callable[..., None] = no_events
 
+    view: "ProjectView" = None  # type: ignore[assignment]  # the one way to the project's files (made from root and guard)
+
     def __post_init__(self) -> None:
+        if self.view is None:
+            from clovercode.trust.projectview import ProjectView
+
+            self.view = ProjectView(self.root, self.guard.secrets)
+        bind = getattr(self.files, "bind", None)
+        if bind is not None:
+            bind(self.view)  # a DiskFiles made without a root reaches the disk through this view
         if self.bytecode is None:
             from clovercode.actions.bytecode import BytecodeGuard
 
-            self.bytecode = BytecodeGuard(self.root)
+            self.bytecode = BytecodeGuard(self.root, self.view)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from clovercode.actions.context import ApprovalRequest, Observation, ToolContext, ToolError
+from clovercode.actions.context import ApprovalRequest, FileChange, Observation, ToolContext, ToolError
 from clovercode.actions.fileio import NEW_FILE, FileAccess, TextFile, digest
 from clovercode.actions.matching import replace_text
 from clovercode.actions.paths import display, resolve_in_root
@@ -28,9 +28,9 @@ class Change:
 
 
 def editable(ctx: ToolContext, given: str, *, must_exist: bool = True) -> tuple[Path, str]:
-    path = resolve_in_root(ctx.root, given, must_exist=must_exist)
+    path = resolve_in_root(ctx.view, given, must_exist=must_exist)
     shown = display(ctx.root, path)
-    if path.is_dir():
+    if ctx.view.kind(path) == "dir":
         raise ToolError(f"'{shown}' is a directory.")
     ctx.guard.check_write(ctx.root, path, shown)
     return path, shown
@@ -60,7 +60,7 @@ def edit_file(ctx: ToolContext, args: dict[str, Any]) -> Observation:
 
 def write_file(ctx: ToolContext, args: dict[str, Any]) -> Observation:
     path, shown = editable(ctx, args["path"], must_exist=False)
-    before = read_for_edit(ctx, path, shown) if path.exists() else None
+    before = read_for_edit(ctx, path, shown) if ctx.view.kind(path) is not None else None
     return commit_changes(ctx, [Change(path, shown, before, args["content"])])
 
 
@@ -74,7 +74,8 @@ def commit_changes(ctx: ToolContext, changes: Sequence[Change], notes: Sequence[
     diff = "\n".join(filter(None, (unified_diff(c) for c in changes)))
     labels = ", ".join(_label(c) for c in changes if not c.quiet)
     title = "edit " + labels
-    if not ctx.approve(ApprovalRequest("edit", title, diff)):
+    files = tuple(FileChange(c.shown, c.before.text if c.before is not None else None, c.after) for c in changes)
+    if not ctx.approve(ApprovalRequest("edit", title, diff, changes=files)):
         raise ToolError(f"The user declined the change ({title}). Ask what they want instead, or try another approach.")
     warning = ctx.checkpoint()
     done: list[tuple[Change, bytes | None]] = []

@@ -3,7 +3,8 @@ atomic with the file's mode and owner preserved.
 
 The file tools reach files through a :class:`FileAccess` (``ToolContext.files``): :class:`DiskFiles`
 here, or an editor's buffers when clovercode runs inside one (clovercode/acp/clientfs.py). Paths
-reach it already resolved inside the project and checked by the guards."""
+reach it already resolved inside the project and checked by the guards; on disk every byte still
+goes through the project view (trust/projectview.py), which resolves each path again beneath the root."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from clovercode.actions.context import ToolError
+from clovercode.actions.toolerror import ToolError
+from clovercode.trust.projectview import OutsideProject, ProjectView, SecretPath
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 TEMP_SUFFIX = ".clovercode-tmp"
@@ -62,34 +64,51 @@ class FileAccess(Protocol):
 
 
 class DiskFiles:
-    """The project's files on disk."""
+    """The project's files on disk, through a project view (given, or bound by the ToolContext)."""
+
+    def __init__(self, view: ProjectView | None = None):
+        self.view = view
+
+    def bind(self, view: ProjectView) -> None:
+        if self.view is None:
+            self.view = view
+
+    def _view(self) -> ProjectView:
+        if self.view is None:
+            raise RuntimeError("DiskFiles used before a project view was bound")
+        return self.view
 
     def read(self, path: Path, shown: str) -> TextFile:
-        return read_text(path, shown)
+        return read_text(self._view(), path, shown)
 
     def write(self, path: Path, data: bytes, mode: int | None) -> None:
-        write_atomic(path, data, mode)
+        self._view().write_bytes(path, data, mode)
 
     def delete(self, path: Path) -> None:
-        os.unlink(path)
+        self._view().delete(path)
 
 
 def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def read_text(path: Path, shown: str) -> TextFile:
-    if path.is_dir():
-        raise ToolError(f"'{shown}' is a directory; use list_files to see what it contains.")
+def read_text(view: ProjectView, path: Path | str, shown: str) -> TextFile:
+    """A project file's text through ``view``; every refusal is a ToolError written for the model."""
     try:
-        data = path.read_bytes()
-        mode = path.stat().st_mode & 0o7777
+        data = view.read_bytes(path, MAX_FILE_BYTES)
+        info = view.stat(path)
+    except OutsideProject:
+        raise ToolError(f"'{shown}' leads outside the project (through a link); only files inside it can be used.") from None
+    except SecretPath:
+        raise ToolError(f"'{shown}' holds credentials or other secrets; clovercode does not read it.") from None
+    except IsADirectoryError:
+        raise ToolError(f"'{shown}' is a directory; use list_files to see what it contains.") from None
     except FileNotFoundError:
         raise ToolError(f"'{shown}' does not exist. Use list_files or search_text to find the right path.") from None
     except OSError as exc:
         raise ToolError(f"'{shown}' cannot be read: {exc.strerror}.") from None
     if len(data) > MAX_FILE_BYTES:
-        raise ToolError(f"'{shown}' is {len(data)} bytes, too large to open (limit {MAX_FILE_BYTES}).")
+        raise ToolError(f"'{shown}' is {max(info.st_size, len(data))} bytes, too large to open (limit {MAX_FILE_BYTES}).")
     decoded = decode(data)
     if decoded is None:
         raise ToolError(f"'{shown}' is a binary file; only text files can be viewed or edited.")
@@ -98,7 +117,7 @@ def read_text(path: Path, shown: str) -> TextFile:
     crlf = text.count("\r\n")
     if crlf and crlf == text.count("\n"):
         text, newline = text.replace("\r\n", "\n"), "\r\n"
-    return TextFile(text, encoding, newline, bom, digest(data), mode)
+    return TextFile(text, encoding, newline, bom, digest(data), info.st_mode & 0o7777)
 
 
 def decode(data: bytes) -> tuple[str, str, bytes] | None:
@@ -125,7 +144,8 @@ def decode(data: bytes) -> tuple[str, str, bytes] | None:
 def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
     """Write via a temp file in the same directory and rename over the target: a crash at any
     moment leaves either the old file or the new one, never half of one. Keeps the target's mode
-    (or ``mode``) and, when we can, its owner."""
+    (or ``mode``) and, when we can, its owner. For clovercode's own files; project files are
+    written by the project view."""
     try:
         info = path.stat()
     except FileNotFoundError:

@@ -16,9 +16,9 @@ LIST_MAX_ENTRIES = 500
 
 
 def view_file(ctx: ToolContext, args: dict[str, Any]) -> Observation:
-    path = resolve_in_root(ctx.root, args["path"], must_exist=True)
+    path = resolve_in_root(ctx.view, args["path"], must_exist=True)
     shown = display(ctx.root, path)
-    ctx.guard.check_read(path, shown)
+    ctx.guard.check_read(path, shown)  # the resolved target: a link's name says nothing
     content = ctx.files.read(path, shown)  # an editor's unsaved buffer when clovercode runs in one
     ctx.stamps.record(path, content.digest)  # read-before-edit: the model has now seen this version
     lines = split_lines(content.text)
@@ -39,13 +39,13 @@ def view_file(ctx: ToolContext, args: dict[str, Any]) -> Observation:
 
 
 def list_files(ctx: ToolContext, args: dict[str, Any]) -> Observation:
-    base = resolve_in_root(ctx.root, args.get("path") or ".", must_exist=True)
-    if not base.is_dir():
+    base = resolve_in_root(ctx.view, args.get("path") or ".", must_exist=True)
+    if ctx.view.kind(base) != "dir":
         raise ToolError(f"'{args.get('path')}' is a file, not a directory; use view_file to read it.")
     depth, pattern = args.get("max_depth", 3), args.get("pattern")
     entries: list[str] = []
-    for path in project_files(ctx.root, base):
-        if ctx.guard.is_secret(path):
+    for path in project_files(ctx.view, base):
+        if ctx.view.is_secret(ctx.view.resolve(path)):  # where a link inside the project leads
             continue
         rel = path.relative_to(base)
         if len(rel.parts) > depth or (pattern and not fnmatch.fnmatch(path.name, pattern)):
@@ -64,15 +64,15 @@ def search_text(ctx: ToolContext, args: dict[str, Any]) -> Observation:
         regex = re.compile(args["pattern"], flags)
     except re.error as exc:
         raise ToolError(f"pattern is not a valid regular expression: {exc}. Escape special characters such as ( [ . *") from None
-    base = resolve_in_root(ctx.root, args.get("path") or ".", must_exist=True)
+    base = resolve_in_root(ctx.view, args.get("path") or ".", must_exist=True)
     limit, glob = args.get("max_results", 100), args.get("glob")
     hits: list[str] = []
-    files = [base] if base.is_file() else project_files(ctx.root, base)
+    files = [base] if ctx.view.kind(base) == "file" else project_files(ctx.view, base)
     for path in files:
-        if (glob and not fnmatch.fnmatch(path.name, glob)) or ctx.guard.is_secret(path):
+        if (glob and not fnmatch.fnmatch(path.name, glob)) or ctx.view.is_secret(ctx.view.resolve(path)):
             continue
         try:
-            text = read_text(path, display(ctx.root, path)).text
+            text = read_text(ctx.view, path, display(ctx.root, path)).text
         except ToolError:
             continue  # binary, unreadable or huge files are not searched
         for number, line in enumerate(split_lines(text), 1):

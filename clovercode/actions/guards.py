@@ -9,7 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from clovercode.actions.context import ToolError
+from clovercode.actions.toolerror import ToolError
+
+# A repository's config is where a checkout leaves a token (http.*.extraheader, a password in a URL);
+# sandboxed commands see it scrubbed (sandboxing/scrub.py), the file tools not at all.
+GIT_CONFIG_FILES = ("*/.git/config", "*/.git/worktrees/*/config.worktree", "*/.git/modules/*config")
 
 
 @dataclass(frozen=True)
@@ -17,6 +21,7 @@ class FileGuard:
     refused: tuple[str, ...] = ()  # protected.toml tool_refused: no slash = any component
     secrets: tuple[str, ...] = ()  # absolute glob patterns of host secrets
     runs_outside: tuple[str, ...] = ()  # absolute, resolved: CI definitions and the tree's hooks directory
+    why: tuple[tuple[str, str], ...] = ()  # of those, files that make another tool run commands: (path, reason)
 
     @classmethod
     def from_policy_data(cls, env: Mapping[str, str] | None = None, root: Path | None = None, *,
@@ -24,31 +29,39 @@ class FileGuard:
         """The shipped lists; ``extra``: more hidden patterns (clovercode's own state, the user's
         sandbox_hide); with ``root``, also that project's CI definitions and hooks directory
         (sandbox/protected.toml ``runs_outside``), unless ``allow_ci_changes``."""
-        from clovercode.sandboxing.policy import (expand_patterns, home_dirs, load_hidden, load_runs_outside,
-                                                  load_tool_refused)
+        from clovercode.sandboxing.policy import (expand_patterns, home_dirs, load_hidden, load_runs_commands,
+                                                  load_runs_outside, load_tool_refused)
 
         homes = home_dirs(os.environ if env is None else env)
         outside: tuple[str, ...] = ()
+        why: tuple[tuple[str, str], ...] = ()
         if root is not None and not allow_ci_changes:
             from clovercode.trust.paths import runs_outside
 
             top, found = runs_outside(root, load_runs_outside())
             outside = tuple(os.path.realpath(os.path.join(top, rel)) for rel in found.all)
-        return cls(load_tool_refused(), expand_patterns((*load_hidden(), *extra), homes), outside)
+            why = tuple((os.path.realpath(os.path.join(top, rel)), reason) for rel, reason in load_runs_commands().items())
+        return cls(load_tool_refused(), (*expand_patterns((*load_hidden(), *extra), homes), *GIT_CONFIG_FILES), outside, why)
 
     def check_read(self, path: Path, shown: str) -> None:
         if self.is_secret(path):
             raise ToolError(f"'{shown}' holds credentials or other secrets; clovercode does not read it.")
 
     def check_write(self, root: Path, path: Path, shown: str) -> None:
-        self.check_read(path, shown)
         rel = path.relative_to(root.resolve()).as_posix() if path != root.resolve() else ""
         for entry in self.refused:
             hit = (entry in rel.split("/")) if "/" not in entry else (rel == entry or rel.startswith(entry + "/"))
             if hit:
                 raise ToolError(f"'{shown}' is protected ({entry}): clovercode does not change it, because it can run "
                                 "code or change settings outside the sandbox. Ask the user to make this change.")
+        self.check_read(path, shown)
         text = str(path)
+        for entry, reason in self.why:
+            if text == entry or text.startswith(entry.rstrip("/") + "/") or entry.startswith(text.rstrip("/") + "/"):
+                raise ToolError(f"'{shown}' makes another tool run commands on the user's machine ({reason}), so "
+                                "clovercode does not change it. Leave it as it is and say in your summary what should "
+                                "change there; the user can make the change, or allow it with `clovercode fix "
+                                "--allow-ci-changes`.")
         for entry in self.runs_outside:
             if text == entry or text.startswith(entry.rstrip("/") + "/"):
                 raise ToolError(f"'{shown}' is a CI definition or git hook: it runs outside the sandbox (in CI with the "

@@ -32,13 +32,13 @@ def _plan(ctx: ToolContext, op: FileOp, claimed: dict[Path, str]) -> list[Change
     if op.kind == "add":
         path, shown = editable(ctx, op.path, must_exist=False)
         _claim(claimed, path, shown)
-        if path.exists():
+        if ctx.view.kind(path) is not None:
             raise PatchError(f"'*** Add File: {shown}': the file already exists; use '*** Update File:' to change it. "
                              "Nothing was changed.")
         return [Change(path, shown, None, op.content)]
     path, shown = editable(ctx, op.path, must_exist=False)
     _claim(claimed, path, shown)
-    if not path.exists():
+    if ctx.view.kind(path) is None:
         raise PatchError(f"{shown} does not exist, so it cannot be {'deleted' if op.kind == 'delete' else 'updated'}. "
                          "Use list_files to find the right path. Nothing was changed.")
     if op.kind == "delete":
@@ -49,7 +49,7 @@ def _plan(ctx: ToolContext, op: FileOp, claimed: dict[Path, str]) -> list[Change
         return [Change(path, shown, original, updated)]
     target, target_shown = editable(ctx, op.move_to, must_exist=False)
     _claim(claimed, target, target_shown)
-    if target.exists():
+    if ctx.view.kind(target) is not None:
         raise PatchError(f"'*** Move to: {target_shown}': that file already exists. Nothing was changed.")
     return [Change(target, target_shown, None, updated, like=original, old_shown=shown),
             Change(path, shown, original, None, quiet=True)]

@@ -5,21 +5,23 @@ from __future__ import annotations
 from pathlib import Path
 
 from clovercode.actions.context import ToolError
-from clovercode.trust.paths import inside_project
+from clovercode.trust.projectview import OutsideProject, ProjectView
 
 
-def resolve_in_root(root: Path, given: str, *, must_exist: bool = False) -> Path:
-    """``given`` as an absolute path inside ``root`` (symlinks resolved), or a ToolError."""
+def resolve_in_root(root: Path | ProjectView, given: str, *, must_exist: bool = False) -> Path:
+    """``given`` as an absolute path beneath ``root`` (links followed only while they stay inside),
+    or a ToolError."""
     text = given.strip()
     if not text:
         raise ToolError("The path is empty; give a path relative to the project root.")
     if "\x00" in text:
         raise ToolError("The path contains a NUL byte.")
-    root = root.resolve()
-    resolved = inside_project(root, Path(text).expanduser())  # the one containment rule (trust/paths.py)
-    if resolved is None:
-        raise ToolError(f"'{given}' is outside the project ({root}); only files inside it can be used.")
-    if must_exist and not resolved.exists():
+    view = root if isinstance(root, ProjectView) else ProjectView(root)
+    try:
+        resolved = view.resolve(str(Path(text).expanduser()))  # the one containment rule (trust/projectview.py)
+    except OutsideProject:
+        raise ToolError(f"'{given}' is outside the project ({view.root}); only files inside it can be used.") from None
+    if must_exist and view.kind(resolved) is None:
         raise ToolError(f"'{given}' does not exist. Use list_files or search_text to find the right path.")
     return resolved
 

@@ -1,38 +1,5 @@
-"""Loop events fan out to sinks: the console renderer, the trajectory writer, tests.
+"""The event vocabulary lives on the ground floor (:mod:`clovercode.events`); these names stay for callers."""
 
-Kinds (each with keyword data): run_start, step_start, text_delta, model_turn, tool_call,
-observation, format_error, warning (``category``: what it is about, exec --json's warning categories;
-``quiet=True``: said dimly, e.g. a fallback the endpoint took), hook (a hook ran: docs/mcp-and-hooks.md),
-run_end. See docs/architecture.md.
-"""
+from clovercode.events import EventSink, MultiSink, RecordingSink
 
-from __future__ import annotations
-
-from typing import Any, Protocol
-
-
-class EventSink(Protocol):
-    def emit(self, kind: str, **data: Any) -> None:
-        ...
-
-
-class MultiSink:
-    def __init__(self, *sinks: EventSink):
-        self.sinks = [s for s in sinks if s is not None]
-
-    def emit(self, kind: str, **data: Any) -> None:
-        for sink in self.sinks:
-            sink.emit(kind, **data)
-
-
-class RecordingSink:
-    """Keeps every event; handy for tests and for summaries."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
-
-    def emit(self, kind: str, **data: Any) -> None:
-        self.events.append((kind, data))
-
-    def of(self, kind: str) -> list[dict[str, Any]]:
-        return [data for k, data in self.events if k == kind]
+__all__ = ["EventSink", "MultiSink", "RecordingSink"]

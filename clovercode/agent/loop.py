@@ -20,6 +20,7 @@ from clovercode.messages import CallRecord, Message
 from clovercode.agent.prompts import Conversation, PromptBuilder
 from clovercode.agent.repetition import RepetitionGuard
 from clovercode.backends.base import Finish, GenerationParams, ModelBackend, ModelError, Notice, TextDelta, ToolCallEvent, Usage
+from clovercode.agent.deadline import TimeLimitReached, deadline
 from clovercode.termination import interrupt_behind, interrupt_detail
 from clovercode.toolcalls.parser import ParsedCall
 from clovercode.toolcalls.review import TurnReview, review_turn
@@ -55,6 +56,10 @@ class _State:
     usage_estimated: bool = False
 
 
+EMPTY_REPLY = ("Your reply had no answer: nothing outside the reasoning and no tool call. Answer the task in plain "
+               "text, or call a tool.")
+
+
 class _Stop(Exception):
     def __init__(self, reason: StopReason, detail: str, summary: str | None = None):
         super().__init__(detail)
@@ -85,11 +90,15 @@ class Agent:
         self.sink.emit("run_start", task=task, model=self.backend.name, executor=self.toolbox.ctx.executor.name,
                        tools=self.toolbox.names, limits=self.limits.__dict__)
         try:
-            while True:
-                self._check_budget(state)
-                self._step(conversation, state, repeats)
+            with deadline(self.limits.max_time):
+                while True:
+                    self._check_budget(state)
+                    self._step(conversation, state, repeats)
         except _Stop as stop:
             result = self._result(state, stop.reason, stop.detail, stop.summary)
+        except TimeLimitReached:  # inside a step: the command or the model's turn was cut at the deadline
+            result = self._result(state, StopReason.MAX_TIME, f"reached the time limit ({self.limits.max_time:g} s) "
+                                  f"during step {state.steps}")
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM/SIGHUP (termination.py), or cancelled at an approval prompt
             detail = str(exc) if isinstance(exc, RunCancelled) else interrupt_detail(exc)
             result = self._result(state, StopReason.INTERRUPTED, detail)
@@ -100,8 +109,12 @@ class Agent:
             interrupt = interrupt_behind(exc)  # an interrupt that library clean-up turned into an error
             if interrupt is None:
                 raise
-            result = self._result(state, StopReason.INTERRUPTED, interrupt_detail(interrupt))
-            result.signal = getattr(interrupt, "signum", None)
+            if isinstance(interrupt, TimeLimitReached):
+                result = self._result(state, StopReason.MAX_TIME, f"reached the time limit ({self.limits.max_time:g} s) "
+                                      f"during step {state.steps}")
+            else:
+                result = self._result(state, StopReason.INTERRUPTED, interrupt_detail(interrupt))
+                result.signal = getattr(interrupt, "signum", None)
         self.sink.emit("run_end", **result.to_json(), **({"signal": result.signal} if result.signal else {}))
         return result
 
@@ -126,10 +139,20 @@ class Agent:
         for category, note, quiet in self.toolbox.take_notes():  # tools that joined or failed since the last turn
             self.sink.emit("warning", text=note, category=category, **({"quiet": True} if quiet else {}))
         started = self.clock()
+        self._partial: tuple[list[str], Usage] = ([], Usage())
         try:
             text, server_calls, usage, guard = self._generate(self.prompt.build(conversation))
         except ModelError:
             state.steps -= 1  # the turn never happened: a model_error run counts only the steps it took
+            raise
+        except KeyboardInterrupt:  # Esc, Ctrl-C, a signal or the time limit, mid-turn
+            parts, so_far = self._partial
+            if not "".join(parts).strip():
+                state.steps -= 1  # nothing was written: no turn to count
+            else:  # what was streamed was generated and paid for
+                state.prompt_tokens += so_far.prompt_tokens
+                state.completion_tokens += self._count("".join(parts))
+                state.usage_estimated = True
             raise
         state.prompt_tokens += usage.prompt_tokens
         state.completion_tokens += usage.completion_tokens
@@ -144,7 +167,8 @@ class Agent:
                        errors=turn.errors, usage=_usage_json(usage, state), seconds=round(self.clock() - started, 4),
                        **({"server_calls": [{"name": c.name, "arguments": c.arguments} for c in server_calls]}
                           if server_calls else {}))
-        self._handle_format(conversation, state, review)
+        empty = self.interactive and not checked and not turn.errors and not turn.content.strip()
+        self._handle_format(conversation, state, review, empty)
         if guard.tripped:
             self.sink.emit("warning", text=f"the reply was cut: it kept repeating {guard.unit()!r}", category="loop")
             if not self.interactive:  # in the REPL the turn ends and the person decides what to say
@@ -182,12 +206,24 @@ class Agent:
                 seconds, running_since = self.clock() - running_since, None
                 pending.pop(0)
                 self._after_call(conversation, call, observation, repeats, seconds)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
+            signal_name = getattr(exc, "name", None)  # SIGTERM / SIGHUP (termination.Terminated), else the user
+            if isinstance(exc, TimeLimitReached):
+                by = "Stopped at the run's time limit"
+            else:
+                by = f"Stopped by {signal_name}" if signal_name else "Interrupted by the user"
             for index, call in enumerate(pending):  # every call in the history gets an answer, even an interrupted one
-                ran = self.clock() - running_since if index == 0 and running_since is not None else 0.0
-                self._observe(conversation, call, Observation(False, "Interrupted by the user before it finished."), ran)
+                started = index == 0 and running_since is not None
+                ran = self.clock() - running_since if started else 0.0
+                text = f"{by} before it finished." if started else f"Not run: {by[0].lower()}{by[1:]} before it started."
+                self._observe(conversation, call, Observation(False, text), ran)
             raise
-        if not checked and not turn.errors and self.interactive:
+        if empty:  # reasoning only, or nothing: no answer was given, whatever ended the turn
+            if guard.tripped:
+                raise _Stop(StopReason.FORMAT_ERRORS, "the reply held no answer, only reasoning, and was cut: it kept repeating")
+            conversation.add(Message("user", EMPTY_REPLY, tags=frozenset({"feedback"})))
+            self.sink.emit("format_error", step=state.steps, text=EMPTY_REPLY)
+        elif not checked and not turn.errors and self.interactive:
             objection = self.toolbox.review_stop("answered", turn.content)
             if objection is None:
                 raise _Stop(StopReason.ANSWERED, "the model answered", turn.content)
@@ -204,6 +240,7 @@ class Agent:
         guard = RepetitionGuard(self.limits.repetition_window)
         in_reasoning = False  # servers stream reasoning in many deltas: they form one <think> block
         events = self.backend.generate(messages, self.toolbox.specs, self.params)
+        self._partial = (parts, usage)
         try:
             for event in events:
                 if isinstance(event, TextDelta):
@@ -219,6 +256,7 @@ class Agent:
                     calls.append(_server_call(event))
                 elif isinstance(event, Usage):
                     usage = event
+                    self._partial = (parts, usage)
                 elif isinstance(event, Notice):
                     self.sink.emit("warning", text=event.text, category="model", **({} if event.loud else {"quiet": True}))
                 elif isinstance(event, Finish):
@@ -230,22 +268,27 @@ class Agent:
         text = "".join(parts)
         if guard.tripped:  # the usage event never came: count what was written
             text = guard.trimmed()
-            counted = getattr(self.backend, "count_tokens", None)
-            written = "".join(parts)
-            usage = Usage(usage.prompt_tokens, counted(written) if counted else len(written) // 4,
-                          extra={**usage.extra, "cut": "repetition"})
+            usage = Usage(usage.prompt_tokens, self._count("".join(parts)),
+                          extra={**usage.extra, "cut": "repetition", "usage_estimated": True})
+        elif text and not usage.completion_tokens:  # a server that counts nothing: what it streamed still counts
+            usage = Usage(usage.prompt_tokens, self._count(text), usage.forwards, usage.cached_tokens, usage.seconds,
+                          extra={**usage.extra, "usage_estimated": True})
         if in_reasoning:
             text += "</think>"
         return text, calls, usage, guard
 
-    def _handle_format(self, conversation: Conversation, state: _State, review: TurnReview) -> None:
+    def _count(self, written: str) -> int:
+        counted = getattr(self.backend, "count_tokens", None)
+        return counted(written) if counted else max(1, len(written) // 4)
+
+    def _handle_format(self, conversation: Conversation, state: _State, review: TurnReview, empty: bool = False) -> None:
         for call in review.invalid:
             self._observe(conversation, call, Observation(False, call.error or ""))
             self.sink.emit("format_error", step=state.steps, text=call.error)
         if review.format_feedback:
             conversation.add(Message("user", review.format_feedback, tags=frozenset({"feedback"})))
             self.sink.emit("format_error", step=state.steps, text=review.format_feedback)
-        state.format_errors = state.format_errors + 1 if review.has_format_error else 0
+        state.format_errors = state.format_errors + 1 if review.has_format_error or empty else 0
 
     def _after_call(self, conversation: Conversation, call: CheckedCall, observation: Observation,
                     repeats: RepeatTracker, seconds: float) -> None:

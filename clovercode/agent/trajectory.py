@@ -15,18 +15,12 @@ import time
 from pathlib import Path
 from typing import IO, Any, Iterator
 
+# The kinds and a turn's replay text live below the agent (a replay backend reads them); importable here too.
+from clovercode.backends.replay import turn_text
 from clovercode.errors import ConfigError, UsageError
+from clovercode.events import NON_TURN_KINDS, SKIPPED_KINDS  # noqa: F401
 from clovercode.jsonl import json_objects
 from clovercode.privatefiles import open_private, private_dir
-from clovercode.toolcalls.render import render_call
-
-SKIPPED_KINDS = {"text_delta", "subagent_progress"}  # a child's live line; its own trajectory has the detail
-# Every kind a trajectory may hold besides ``model_turn``: a replay skips these and refuses any other
-# kind, so a typo'd or foreign line is an error rather than a silently dropped turn. A new event kind
-# must be added here (tests/test_trajectory.py checks every kind the code emits is listed).
-NON_TURN_KINDS = frozenset({"run_start", "step_start", "tool_call", "observation", "format_error", "warning",
-                            "context", "conversation", "run_end", "test_run", "fix_result", "hook", "plan",
-                            "subagent_started", "subagent_progress", "subagent_completed"})
 
 
 def new_trajectory_path(directory: Path, label: str) -> Path:
@@ -66,13 +60,6 @@ def read_events(path: Path) -> Iterator[dict[str, Any]]:
         raise UsageError(f"cannot read trajectory {path}: {getattr(exc, 'strerror', None) or exc}") from None
     for _, event in json_objects(text, str(path), UsageError):
         yield event
-
-
-def turn_text(event: dict[str, Any]) -> str:
-    """A ``model_turn``'s text as a replay plays it: the raw text, then the calls a server parsed
-    out of it (they are not in ``raw``), written in the XML form the parser reads."""
-    calls = [render_call(c["name"], c.get("arguments") or {}) for c in event.get("server_calls") or ()]
-    return "\n".join([event.get("raw", ""), *calls]) if calls else event.get("raw", "")
 
 
 def to_replay(path: Path) -> list[dict[str, Any]]:

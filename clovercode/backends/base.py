@@ -33,6 +33,9 @@ class GenerationParams:
     tool_choice: str | None = None
     json_schema: dict[str, Any] | None = None  # the reply must be one JSON value valid against it
     max_prose: int = 0  # tool_choice required / named: tokens of prose before the call (0: the backend's default)
+    # tool_choice required / named: close a call still open near the token limit where a value can end
+    # (serve's clients asked for a call; never for the agent, whose calls run: a cut value would run cut).
+    close_calls: bool = False
     # tool_choice required / named: no this many characters may repeat one unit of at most a quarter
     # of them (the agent's loop guard, kept while decoding instead of cutting the reply; 0: off).
     loop_window: int = 0
@@ -101,4 +104,11 @@ class ModelError(CloverError):
 
 
 class ContextTooLong(ModelError):
-    """The prompt does not fit the model's context window (compaction or a shorter task may help)."""
+    """The prompt does not fit the model's context window (compaction or a shorter task may help).
+    ``prompt_tokens`` and ``window``, when the backend knows them, let a server word the error the
+    way OpenAI clients recognise it."""
+
+    def __init__(self, message: str, *, hint: str | None = None, prompt_tokens: int | None = None,
+                 window: int | None = None):
+        super().__init__(message, hint=hint)
+        self.prompt_tokens, self.window = prompt_tokens, window

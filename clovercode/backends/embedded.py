@@ -16,9 +16,11 @@ from rich.console import Console
 
 from clovercode.messages import Message
 from clovercode.backends.base import ContextTooLong, Event, Finish, GenerationParams, ModelError, TextDelta, Usage
+from clovercode.backends.engineusage import final_usage
 from clovercode.engine.chat import call_format, render_prompt
 from clovercode.engine.constraint import Constraint, Steering
-from clovercode.engine.grammar import CALL_OPENING, REASONING_END, GrammarError, json_grammar, tool_call_grammar
+from clovercode.engine.grammar import (CALL_CLOSINGS, CALL_OPENING, REASONING_END, GrammarError, json_grammar,
+                                      shortest_call, tool_call_grammar)
 from clovercode.engine.config import EngineConfig, engine_config_from
 from clovercode.engine.decoder import DecodePlan, DecodeResult
 from clovercode.engine.linerepeats import MAX_REPEATS
@@ -42,6 +44,7 @@ class EmbeddedBackend:
     def __init__(self, engine: Engine):
         self.engine = engine
         self.name = f"embedded:{engine.name}"
+        self._token_chars: int | None = None
 
     @property
     def context_window(self) -> int:
@@ -52,19 +55,34 @@ class EmbeddedBackend:
 
     def prepare(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> tuple[list[int], DecodePlan]:
         """The prompt's tokens and the decoding plan for one request; ContextTooLong when it does not fit."""
-        prompt = self.engine.encode(self._render(messages, tools, params.thinking))
+        text = self._render(messages, tools, params.thinking)
         limit = self.engine.max_context
+        # no token covers more characters (x2 for a normalizer that composes): it cannot fit, so it is not tokenized
+        if len(text) > 2 * limit * self._max_token_chars():
+            raise ContextTooLong(f"the prompt ({len(text):,} characters) cannot fit the {limit:,} tokens of "
+                                 f"{self.engine.name}: no token of its vocabulary is longer than "
+                                 f"{self._max_token_chars()} characters")
+        prompt = self.engine.encode(text)
         room = limit - len(prompt)
         if room < 1 and limit < self.context_window:  # the memory plan's limit, not the model's
             raise ContextTooLong(f"the prompt ({len(prompt)} tokens) does not fit engine.max_context = {limit} "
                                  f"tokens (the positions one request may hold in the memory plan; the model's "
-                                 f"context window is {self.context_window})")
+                                 f"context window is {self.context_window})", prompt_tokens=len(prompt), window=limit)
         if room < 1:
             raise ContextTooLong(f"the prompt ({len(prompt)} tokens) does not fit the context window of "
-                             f"{self.engine.name} ({self.context_window} tokens)")
+                             f"{self.engine.name} ({self.context_window} tokens)", prompt_tokens=len(prompt),
+                                 window=self.context_window)
         plan = self.engine.plan(temperature=params.temperature, top_p=params.top_p,
                                 max_new_tokens=max(1, min(params.max_new_tokens, room)))
         return prompt, replace(plan, cache_scope=params.cache_scope)
+
+    def _max_token_chars(self) -> int:
+        """The longest token of the vocabulary, in characters (as stored: never shorter than the text it
+        stands for), so a prompt that cannot fit is refused before tokenizing it costs time and memory."""
+        if self._token_chars is None:
+            vocab = self.engine.tokenizer.get_vocab()
+            self._token_chars = max((len(token) for token in vocab), default=1) or 1
+        return self._token_chars
 
     def _render(self, messages: Sequence[Message], tools: Sequence[ToolSpec], thinking: bool) -> str:
         """The prompt text. The chat template ships with the model: one that fails or tries to leave
@@ -77,9 +95,10 @@ class EmbeddedBackend:
             failure = template_failure(self.engine.name, exc)
             raise ModelError(failure.message, hint=failure.hint) from None
 
-    def forget_prompts(self) -> None:
-        """``serve``'s prefix-cache reset: the batch-1 path's kept prompts go (a batch session drops its own)."""
-        self.engine.forget_prompts()
+    def forget_prompts(self, scope: str | None = None) -> None:
+        """``serve``'s prefix-cache reset: the batch-1 path's kept prompts go (a batch session drops its
+        own); with ``scope``, only those of the cache scopes starting with it."""
+        self.engine.forget_prompts(scope)
 
     def batch_slots(self, max_batch: int) -> int:
         """How many of ``max_batch`` requests the memory plan lets decode together (docs/engine.md, "The
@@ -141,31 +160,34 @@ class EmbeddedBackend:
             except GrammarError as exc:
                 raise UsageError(str(exc)) from None
             if params.tool_choice not in ("auto", "none"):
-                steering = self._steering(params, limit)
+                steering = self._steering(params, limit, tools)
         try:
             return self.engine.constraint(grammar, steering)
         except GrammarError as exc:
             raise UsageError(f"the requested output format cannot be enforced: {exc}") from None
 
-    def _steering(self, params: GenerationParams, limit: int) -> Steering:
+    def _steering(self, params: GenerationParams, limit: int, tools: Sequence[ToolSpec]) -> Steering:
         """A turn that must call: prose for at most an eighth of the token limit (the call needs the
-        rest). A call still open at the limit is left cut: the harness refuses it, never runs a part of it."""
+        rest), and no new call opened after a complete one when even the shortest would not fit. With
+        ``params.close_calls`` (serve's clients, never the agent, whose calls run) an open call is
+        closed just before the limit where the grammar lets it (a string value ends), and a limit
+        too small for the shortest call is refused up front. A call that cannot close is left cut:
+        the harness refuses it."""
+        offered = [t for t in tools if params.tool_choice in ("required", t.name)]
+        shortest = min((len(self.engine.encode(shortest_call({"name": t.name, "parameters": t.parameters}))), t.name)
+                       for t in offered)
+        if params.close_calls and limit < shortest[0]:
+            raise UsageError(f"max_tokens {limit} cannot hold a call: the shortest, to {shortest[1]}, takes "
+                             f"{shortest[0]} tokens", hint="Ask for more tokens, or for tool_choice auto.")
         budget = max(1, min(params.max_prose or DEFAULT_MAX_PROSE, limit // PROSE_SHARE))
+        closings = [self.engine.encode(text) for text in CALL_CLOSINGS]
+        closing = max(map(len, closings))
         return Steering(budget, self.engine.encode(CALL_OPENING), (self.engine.encode(REASONING_END + CALL_OPENING),),
-                        MAX_REPEATS, params.loop_window)
+                        MAX_REPEATS, params.loop_window, close_at=max(0, limit - closing) if params.close_calls else 0,
+                        closings=closings, end_at=max(0, limit - closing - shortest[0]))
 
     def close(self) -> None:
         self.engine.close()
-
-
-def final_usage(result: DecodeResult, plan: DecodePlan, seconds: float, extra: dict[str, Any]) -> Usage:
-    """The turn's total usage, with the engine's counters."""
-    stats = result.stats
-    return Usage(prompt_tokens=stats.prompt_tokens, completion_tokens=stats.new_tokens, forwards=stats.forwards,
-                 seconds=seconds, cached_tokens=stats.cached_tokens,
-                 extra={"tokens_per_forward": round(stats.tokens_per_forward, 3), "block_size": plan.block_size,
-                        "prefill_s": round(stats.prefill_s, 4), "first_block_s": round(stats.first_block_s or 0.0, 4),
-                        **extra})
 
 
 def open_embedded(spec: str, cfg: Any, base_dir: Path | None = None, console: Console | None = None) -> EmbeddedBackend:

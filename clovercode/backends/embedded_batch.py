@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 from clovercode.backends.base import Event, Finish, GenerationParams, ModelError, TextDelta, Usage
+from clovercode.backends.engineusage import final_usage
 from clovercode.engine.batchdecode import BatchDecoder, Request
 from clovercode.engine.decoder import DecodePlan, DecodeResult
 from clovercode.errors import UsageError
@@ -75,8 +76,6 @@ class EmbeddedBatchSession:
         return failures
 
     def step(self) -> list[tuple[str, Event]]:
-        from clovercode.backends.embedded import final_usage
-
         events, self.admitted = self.admitted, []
         with _out_of_memory_as_model_error(self.engine.name, None):
             items = self.decoder.step()
@@ -94,10 +93,10 @@ class EmbeddedBatchSession:
         self.requests.pop(key, None)
         self.admitted = [event for event in self.admitted if event[0] != key]
 
-    def forget_prompts(self) -> None:
+    def forget_prompts(self, scope: str | None = None) -> None:
         forget = getattr(self.decoder.denoiser, "forget_prompts", None)
         if forget is not None:
-            forget()
+            forget(scope)
 
     def close(self) -> None:
         for key in list(self.decoder.active):

@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from clovercode.messages import Message
-from clovercode.agent.trajectory import NON_TURN_KINDS, turn_text
 from clovercode.backends.base import Event, Finish, GenerationParams, ModelError, TextDelta, Usage
 from clovercode.context.tokens import estimate_prompt_tokens, estimate_tokens
 from clovercode.errors import ModelUnavailable
+from clovercode.events import NON_TURN_KINDS
 from clovercode.jsonl import json_objects
+from clovercode.toolcalls.render import render_call
 from clovercode.toolcalls.schemas import ToolSpec
 
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "forwards", "seconds")
@@ -133,3 +134,10 @@ class ReplayBackend:
 
     def close(self) -> None:
         pass
+
+
+def turn_text(event: dict[str, Any]) -> str:
+    """A ``model_turn``'s text as a replay plays it: the raw text, then the calls a server parsed
+    out of it (they are not in ``raw``), written in the XML form the parser reads."""
+    calls = [render_call(c["name"], c.get("arguments") or {}) for c in event.get("server_calls") or ()]
+    return "\n".join([event.get("raw", ""), *calls]) if calls else event.get("raw", "")

@@ -171,7 +171,8 @@ class TinySession:
         ids = encode(render_prompt(messages, tools))
         window = self.model.config.context
         if len(ids) >= window:
-            raise ContextTooLong(f"the prompt is {len(ids)} tokens; this model's context window is {window} tokens")
+            raise ContextTooLong(f"the prompt is {len(ids)} tokens; this model's context window is {window} tokens",
+                                 prompt_tokens=len(ids), window=window)
         if not self.free:
             raise RuntimeError("tiny session: no free slot (the scheduler admitted more than max_batch)")
         slot = self.free.pop()

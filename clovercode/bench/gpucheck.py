@@ -50,6 +50,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--budget-s", type=float, default=None, help="latency measurements stop starting after this "
                    "(default 300; cpu: none)")
     p.add_argument("--skip", default="", help="sections to leave out: exactness,latency,tiny,subagents")
+    p.add_argument("--quantized", action="store_true", help="also run the quantized section (bench/gpuquant.py: "
+                   "bf16 vs int4 vs fp8; needs torchao, and llguidance + jsonschema for its constrained calls)")
+    p.add_argument("--quantized-layers", type=int, default=None, help="layers of its Clover-shaped model (default 4; cpu 2)")
     p.add_argument("--model", default="clover", choices=("clover",), help="whose memory plan to print (its config "
                    "ships with clovercode: engine/data/clover-35b-a3b.json)")
     p.add_argument("--plan-only", action="store_true", help="print the memory plan and stop (nothing loaded)")
@@ -60,6 +63,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--plan-block", type=int, default=32, help="block size in the plan (the engine's default for "
                    "diffusion models)")
     p.add_argument("--plan-utilization", type=float, default=0.9, help="share of the free memory the plan may use")
+    p.add_argument("--quantization", default="none", choices=("none", "int8", "int4", "fp8"),
+                   help="weights mode of the plan (engine.quantization)")
+    p.add_argument("--gpu-memory", type=float, default=None, help="plan for a card of this many GiB: one "
+                   "sequence at the longest context that fits, then 'max context per slot: N'")
     return p.parse_args(argv)
 
 
@@ -71,13 +78,26 @@ H200_FREE_GIB = 139.0
 def memory_plan(args: argparse.Namespace) -> Any:
     """The plan of ``args.model`` on this device (or an H200, for the dry run), allocating nothing but
     the CUDA context that measuring free memory needs."""
-    from clovercode.engine.memplan import GiB, clover_shape, plan
+    from clovercode.engine.memplan import GiB, clover_shape, max_context, plan
 
-    free = args.plan_free_gib
+    free = args.gpu_memory if args.gpu_memory is not None else args.plan_free_gib
     if free is None:
         free = H200_FREE_GIB if not args.device.startswith("cuda") else _cuda_free_gib(args.device)
-    return plan(clover_shape(), free_bytes=int(free * GiB), utilisation=args.plan_utilization, slots=args.plan_slots,
-                max_context=args.plan_context, block=args.plan_block)
+    shape = clover_shape(args.quantization)
+    if args.gpu_memory is None:
+        return plan(shape, free_bytes=int(free * GiB), utilisation=args.plan_utilization, slots=args.plan_slots,
+                    max_context=args.plan_context, block=args.plan_block)
+    # a card: one sequence (the REPL, fix), no older prompts kept, as long as it fits
+    context = max_context(shape, free_bytes=int(free * GiB), utilisation=args.plan_utilization, block=args.plan_block)
+    return plan(shape, free_bytes=int(free * GiB), utilisation=args.plan_utilization, slots=1,
+                max_context=max(context, 512), block=args.plan_block, prompt_cache_tokens=0, single=True)
+
+
+def plan_text(args: argparse.Namespace, plan: Any) -> str:
+    lines = plan.lines()
+    if args.gpu_memory is not None:
+        lines.append(f"max context per slot: {plan.max_context if plan.fits else 0}")
+    return "\n".join(lines)
 
 
 def _cuda_free_gib(device: str) -> float:
@@ -93,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     dry = args.device == "cpu"
     if args.plan_only and dry:
         plan = memory_plan(args)
-        print("\n".join(plan.lines()), flush=True)
+        print(plan_text(args, plan), flush=True)
         return 0 if plan.fits else 1
     if not dry and not _cuda_ok(args.device):
         _say(f"--device {args.device}: no CUDA device here (torch sees none); --device cpu is the dry run")
@@ -103,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         timespec="seconds"), "dry_run": dry, "errors": {}}
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     plan = memory_plan(args)  # before any allocation: what the real model would need here
-    print("\n".join(plan.lines()), file=sys.stdout if args.plan_only else sys.stderr, flush=True)
+    print(plan_text(args, plan), file=sys.stdout if args.plan_only else sys.stderr, flush=True)
     report["memory_plan"] = plan.as_dict()
     if args.plan_only:
         return 0 if plan.fits else 1
@@ -116,7 +136,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         _section(report, "clover_tiny", lambda: tiny_speed(args.device, dry))
     if "subagents" not in skip:
         _section(report, "subagents", lambda: subagents_speed(args.device, dry))
+    # before the quantized section, which needs packages carried as wheels (docs/engine.md)
     report["foreign_imports"] = sorted({m.split(".")[0] for m in sys.modules} & set(NOT_ON_DEVICE))
+    if args.quantized:
+        from clovercode.bench import gpuquant
+
+        _section(report, "quantized", lambda: gpuquant.run(args.device, dry, TINY_REQUESTS, args.quantized_layers, _say))
     report["passed"] = bool(report.get("exactness", {}).get("passed")) and not report["errors"]
     report["seconds"] = round(time.monotonic() - started, 1)
     text = json.dumps(report, indent=2)

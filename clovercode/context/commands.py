@@ -91,7 +91,7 @@ def resume_into(session: Any, ident: str, console: Console, *, any_project: bool
                       highlight=False, soft_wrap=True)
     session.conversation.messages[:] = saved.messages
     session.session_id = saved.session_id
-    console.print(f"resumed {saved.session_id}: {len(saved.messages)} messages; last task: {saved.goal or '(none)'}",
+    console.print(f"resumed {saved.session_id}: {len(saved.messages)} message{'' if len(saved.messages) == 1 else 's'}; last task: {saved.goal or '(none)'}",
                   highlight=False, markup=False, soft_wrap=True)
     show_last_exchanges(console, saved.messages)
 

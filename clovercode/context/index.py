@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from clovercode.context.grammars import ContextUnavailable, Grammars, queries_fi
 from clovercode.context.graph import Graph
 from clovercode.context.selection import Selection, SourceFile, select_files
 from clovercode.context.tags import Definition, FileTags, decode_details, extract
+from clovercode.trust.projectview import ProjectView
 
 PARALLEL_FROM = 64  # below this many files to parse, worker start-up costs more than it saves
 MAX_JOBS = 32
@@ -189,6 +191,23 @@ class _LazyDefinitions:
             return Definition(*self.rows[index])
         except TypeError:  # a damaged row
             return Definition("?", "?", 0, "?")
+
+
+# Runs a module in a fresh interpreter that imports this very clovercode: isolated mode (-I) keeps
+# PYTHONPATH, the user site and the current directory out of sys.path, and the package's parent is
+# put first only when the interpreter would not find it anyway (a checkout, not an installation;
+# putting site-packages first would shadow the standard library).
+_BOOT = ("import runpy, sys\n"
+         "parent = sys.argv.pop(1)\n"
+         "parent in sys.path or sys.path.insert(0, parent)\n"
+         "del sys.argv[0]\n"
+         "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n")
+
+
+def python_argv(module: str, *args: str) -> list[str]:
+    """argv that runs ``python -m module args`` with this process's clovercode."""
+    parent = str(Path(__file__).resolve().parents[2])
+    return [sys.executable, "-I", "-c", _BOOT, parent, module, *args]
 
 
 def tree_fingerprint(selection: Selection, options: IndexOptions) -> str:
@@ -364,10 +383,10 @@ def _digests(sources: list[SourceFile]) -> dict[str, str]:
     """Content digest (with the language: a header reads differently as C and C++) of each file; ''
     when unreadable (the parser then records why)."""
     out = {}
+    views: dict[str, ProjectView] = {}
     for source in sources:
         try:
-            with open(source.full, "rb") as handle:
-                data = handle.read()
+            data = read_source(source.rel, source.full, views)
         except OSError:
             out[source.rel] = ""
             continue
@@ -424,8 +443,6 @@ def parse_in_worker(items: list[tuple[str, str, str]], keep_generated: bool = Fa
 def _worker_columns(items: list[tuple[str, str, str]], keep_generated: bool) -> dict[str, Columns]:
     """JSON lines both ways, so any file name survives; the worker sends the cache's columns, which
     the parent stores as they are."""
-    from clovercode.context.worker import python_argv
-
     argv = python_argv("clovercode.context.worker", *(["--keep-generated"] if keep_generated else []))
     try:
         proc = subprocess.run(argv, capture_output=True, text=True,
@@ -445,13 +462,25 @@ def _worker_columns(items: list[tuple[str, str, str]], keep_generated: bool) -> 
     return out
 
 
+def read_source(rel: str, full: str, views: dict[str, ProjectView]) -> bytes:
+    """The bytes of the map source ``rel`` (``full`` is the project's root joined with it), read
+    through the project view: a file swapped for a link out after the listing is refused."""
+    if rel and full.replace(os.sep, "/").endswith("/" + rel):
+        root, name = full[:len(full) - len(rel)], rel
+    else:  # a caller's own (rel, path) pair: the file's directory is all that is known
+        root, name = os.path.dirname(full), os.path.basename(full)
+    view = views.get(root) or views.setdefault(root, ProjectView(root))
+    return view.read_bytes(name)
+
+
 def parse_batch(items: list[tuple[str, str, str]], keep_generated: bool = False) -> list[tuple[str, FileTags]]:
     """Tags of each (relative path, absolute path, language); runs in worker processes too."""
     grammars = Grammars()
     out = []
+    views: dict[str, ProjectView] = {}
     for rel, path, language in items:
         try:
-            source = Path(path).read_bytes()
+            source = read_source(rel, path, views)
         except OSError:
             out.append((rel, FileTags(language, skipped="unreadable")))
             continue

@@ -3,11 +3,12 @@ touches (and the directories between), included verbatim in the system prompt.""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from clovercode.trust.paths import inside_project
+from clovercode.trust.projectview import OutsideProject, ProjectView
 
 INSTRUCTIONS_FILE = "AGENTS.md"
 MAX_INSTRUCTION_BYTES = 256 * 1024  # a file larger than this is not instructions; it is left out with a note
@@ -39,7 +40,7 @@ def instruction_dirs(root: Path, touched: Iterable[str]) -> list[str]:
             continue
         parts = rel.split("/")
         try:
-            is_dir = (root / rel).is_dir()
+            is_dir = ProjectView(root).kind(rel) == "dir"
         except OSError:  # a model's path argument can be anything, e.g. longer than the OS allows
             continue
         if not is_dir:
@@ -53,21 +54,25 @@ def read_instructions(root: Path, touched: Iterable[str] = ()) -> list[Instructi
     """The AGENTS.md files that apply, root first; unreadable ones are skipped, oversized ones and
     those that resolve outside the project (a symlink to ~/.ssh/id_rsa) noted, never read."""
     out = []
+    view = ProjectView(root)
     for directory in instruction_dirs(root, touched):
         rel = f"{directory}/{INSTRUCTIONS_FILE}" if directory else INSTRUCTIONS_FILE
-        path = inside_project(root, rel)
         try:
-            if path is None:
-                if (root / rel).is_file() or (root / rel).is_symlink():
+            kind = view.kind(rel)
+            if kind is None:
+                if view.find(rel) is None and os.path.lexists(root / rel):
                     out.append(InstructionFile(rel, f"[{outside_note(rel)}]", refused=True))
                 continue
-            if not path.is_file():
+            if kind != "file":
                 continue
-            if path.stat().st_size > MAX_INSTRUCTION_BYTES:
+            if view.stat(rel).st_size > MAX_INSTRUCTION_BYTES:
                 out.append(InstructionFile(rel, f"[{rel} is larger than {MAX_INSTRUCTION_BYTES // 1024} KiB "
                                                 "and was not included]"))
                 continue
-            text = path.read_text(encoding="utf-8", errors="replace")
+            text = view.read_bytes(rel, MAX_INSTRUCTION_BYTES).decode("utf-8", errors="replace")
+        except OutsideProject:
+            out.append(InstructionFile(rel, f"[{outside_note(rel)}]", refused=True))
+            continue
         except OSError:
             continue
         out.append(InstructionFile(rel, text))

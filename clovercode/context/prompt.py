@@ -8,14 +8,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from clovercode.agent.events import EventSink
+from clovercode.events import EventSink
 from clovercode.messages import Message
-from clovercode.agent.prompts import Conversation
+from clovercode.conversation import Conversation
 from clovercode.context.compaction import (GOAL, KEEP_TAGS, CompactionBudget, compact, head_tail, shorten_observations)
 from clovercode.context.instructions import InstructionFile, outside_note, read_instructions, render_instructions
 from clovercode.context.tokens import MESSAGE_OVERHEAD, TokenCounter
 from clovercode.errors import ConfigError
 from clovercode.taskinput import cut_middle
+from clovercode.trust.projectview import ProjectView
 
 ESTIMATE_MARGIN = 0.03  # share of the window left free when tokens are estimated rather than counted
 MAX_READ_BYTES = 1024 * 1024
@@ -75,7 +76,7 @@ class PromptStats:
         compacted = f" · compacted {self.compactions}×" if self.compactions else ""
         return (f"context {self.fullness:.0%}: {_k(self.used)}/{_k(self.window)} tokens{how} — system {_k(self.system)}"
                 f" (AGENTS.md {_k(self.instructions)}, map {_k(self.repo_map)}), tools {_k(self.tools)}, "
-                f"history {_k(self.history)} in {self.messages} messages{compacted}")
+                f"history {_k(self.history)} in {self.messages} message{'' if self.messages == 1 else 's'}{compacted}")
 
 
 def _k(tokens: int) -> str:
@@ -251,13 +252,11 @@ class ContextPrompt:
         return view
 
     def read_file(self, rel: str) -> str | None:
-        path = (self.root / rel).resolve()
-        if path != self.root and self.root.resolve() not in path.parents:
-            return None
+        view = ProjectView(self.root)  # beneath the root: a link out is neither followed nor read
         try:
-            if path.stat().st_size > MAX_READ_BYTES:
+            if view.stat(rel).st_size > MAX_READ_BYTES:
                 return None
-            return path.read_text(encoding="utf-8", errors="replace")
+            return view.read_bytes(rel, MAX_READ_BYTES).decode("utf-8", errors="replace")
         except OSError:
             return None
 

@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from clovercode.agent.events import EventSink
+from clovercode.events import EventSink
 from clovercode.messages import Message
 from clovercode.errors import CloverError
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from clovercode.agent.events import EventSink
+from clovercode.events import EventSink
 from clovercode.messages import CallRecord, Message
-from clovercode.agent.prompts import Conversation
+from clovercode.conversation import Conversation
 from clovercode.errors import UsageError
 from clovercode.jsonl import json_objects
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from clovercode.actions.listing import SKIP_DIRS
 from clovercode.context.grammars import language_for
 from clovercode.trust import gitsafe
-from clovercode.trust.paths import inside_project
+from clovercode.trust.projectview import ProjectView
 
 # Directories whose code the project did not write by hand: vendored copies, package managers' trees,
 # generated code and build output (a committed `dist/` holds cjs/esm copies and `.d.ts` duplicates of
@@ -70,6 +70,7 @@ def select_files(root: Path, max_bytes: int, include_generated: bool = False) ->
     ``include_generated`` keeps vendored, generated and build-output files (by path and by
     ``.gitattributes``) in the map."""
     root = root.resolve()
+    view = ProjectView(root)
     base = str(root) + os.sep
     listed = _git_files(root)
     in_git = listed is not None
@@ -103,9 +104,9 @@ def select_files(root: Path, max_bytes: int, include_generated: bool = False) ->
         try:
             st = os.lstat(full)
             if statmod.S_ISLNK(st.st_mode):
-                if inside_project(root, full) is None:
+                if view.find(rel) is None:
                     continue  # a link out of the project (~/.aws/credentials.py): never parsed into the map
-                st = os.stat(full)
+                st = view.stat(rel)
         except OSError:
             continue  # vanished or unreadable since it was listed
         if not statmod.S_ISREG(st.st_mode):
@@ -131,13 +132,7 @@ def _git_files(root: Path) -> list[str] | None:
 
 
 def _walk(root: Path, skip_dirs: frozenset[str]) -> list[str]:
-    files = []
-    prefix = len(str(root)) + 1
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d not in skip_dirs]
-        rel_dir = dirpath[prefix:].replace(os.sep, "/")
-        files.extend(f"{rel_dir}/{f}" if rel_dir else f for f in filenames)
-    return files
+    return list(ProjectView(root).walk(".", skip_dirs))  # links out of the project are never entered
 
 
 def _marked_generated(root: Path, rels: list[str]) -> set[str]:

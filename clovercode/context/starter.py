@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
-from clovercode.actions.fileio import write_atomic
 from clovercode.actions.listing import project_files
 from clovercode.context.grammars import language_for
 from clovercode.context.instructions import INSTRUCTIONS_FILE
 from clovercode.context.selection import WALK_SKIP
 from clovercode.errors import UsageError
+from clovercode.trust.projectview import ProjectView
 
 LANGUAGE_NAMES = {"python": "Python", "javascript": "JavaScript", "typescript": "TypeScript", "tsx": "TypeScript (TSX)",
                   "go": "Go", "rust": "Rust", "java": "Java", "c": "C", "cpp": "C/C++"}
@@ -22,8 +23,8 @@ def detect_commands(root: Path) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     if (root / "package.json").is_file():
         try:
-            scripts = json.loads((root / "package.json").read_text(encoding="utf-8")).get("scripts", {})
-        except (ValueError, OSError, AttributeError):
+            scripts = json.loads(_read(root / "package.json")).get("scripts", {})
+        except (ValueError, AttributeError):
             scripts = {}
         for name in ("build", "test", "lint"):
             if isinstance(scripts, dict) and name in scripts:
@@ -50,8 +51,9 @@ def detect_commands(root: Path) -> list[tuple[str, str]]:
 
 
 def _read(path: Path) -> str:
+    """A manifest's text (``path``: the root joined with its name), through the project view."""
     try:
-        return path.read_text(encoding="utf-8")
+        return ProjectView(path.parent).read_bytes(path.name).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return ""
 
@@ -90,8 +92,11 @@ Languages: {languages or "<none detected>"}.
 
 def write_starter(root: Path, force: bool = False) -> Path:
     path = root / INSTRUCTIONS_FILE
-    if path.exists() and not force:
+    if os.path.lexists(path) and not force:
         raise UsageError(f"{path} already exists; clovercode init leaves it as it is",
                          hint="Edit it by hand, or pass --force to replace it with a fresh starter.")
-    write_atomic(path, starter_text(root).encode("utf-8"))
+    try:  # a link in its place is replaced, never written through (AGENTS.md -> ~/.bashrc)
+        ProjectView(root).write_bytes(INSTRUCTIONS_FILE, starter_text(root).encode("utf-8"), follow_last=False)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path

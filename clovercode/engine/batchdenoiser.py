@@ -144,9 +144,9 @@ class SlotBatchDenoiser:
             last.append(logits[order.index(i), ends.index(len(part) - 1) if keep is not None else len(part) - 1])
         return last
 
-    def forget_prompts(self) -> None:
+    def forget_prompts(self, scope: str | None = None) -> None:
         """Drop the prompts kept for reuse (sequences in the slots are not touched)."""
-        self.solo.forget_prompts()
+        self.solo.forget_prompts(scope)
 
     def length(self, slot: int) -> int:
         return self.slots.lengths[slot]

@@ -84,15 +84,16 @@ def call_format(tokenizer: Any, with_tools: bool = True) -> str:
 
 
 def render_prompt(tokenizer: Any, messages: Sequence[Message], tools: Sequence[ToolSpec], thinking: bool) -> str:
-    """The full prompt text, ending where the assistant's reply begins."""
+    """The full prompt text, ending where the assistant's reply begins. The template comes with the
+    model files, so it runs with limits (engine/template.py), not through ``apply_chat_template``."""
+    from clovercode.engine.template import chat_variables, render  # jinja2 comes with the engine extra
+
     if tools and supports_tools(tokenizer):
-        return tokenizer.apply_chat_template(
-            [m.to_template() for m in messages], tools=[s.openai_tool() for s in tools], add_generation_prompt=True,
-            tokenize=False, enable_thinking=thinking)
+        return render(template_source(tokenizer, True) or "", chat_variables(
+            tokenizer, [m.to_template() for m in messages], [s.openai_tool() for s in tools], enable_thinking=thinking))
     plain = plain_messages(messages, tools, thinking)
     template = template_source(tokenizer, False) or CHATML
-    return tokenizer.apply_chat_template(plain, chat_template=template, add_generation_prompt=True, tokenize=False,
-                                         enable_thinking=thinking)
+    return render(template, chat_variables(tokenizer, plain, None, enable_thinking=thinking))
 
 
 def plain_messages(messages: Sequence[Message], tools: Sequence[ToolSpec], thinking: bool) -> list[dict[str, str]]:

@@ -11,6 +11,7 @@ from clovercode.trust.models import SETTING as TRUST_SETTING, parse_entries
 STRATEGIES = ("threshold", "topk", "steps")
 DTYPES = ("auto", "float32", "bfloat16", "float16", "float64")
 COMPILE_MODES = ("off", "auto", "static")  # engine/graphs.py: static cache + CUDA graphs
+QUANTIZATION_MODES = ("none", "int8", "int4", "fp8", "auto")  # engine/weightplan.py MODES
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class EngineConfig:
     max_context: int = 0  # most positions one request holds (0: the model's window); engine/memplan.py
     max_batch_tokens: int = 0  # KV positions of every batched slot together (0: what memory affords)
     memory_utilization: float = 0.9  # share of the device's free memory the plan may use
+    quantization: str = "none"  # none | int8 | int4 | fp8 | auto (engine/quantize.py)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "trust_remote_code", parse_entries(self.trust_remote_code, TRUST_SETTING))
@@ -82,6 +84,8 @@ def _problems(c: EngineConfig):
                f"({c.max_context}) tokens")
     if not isinstance(c.memory_utilization, (int, float)) or not 0.0 < c.memory_utilization <= 1.0:
         yield f"engine.memory_utilization must be in (0, 1], got {c.memory_utilization!r}"
+    if c.quantization not in QUANTIZATION_MODES:
+        yield f"engine.quantization must be one of {', '.join(QUANTIZATION_MODES)}, got {c.quantization!r}"
     if c.mask_token_id is not None and c.mask_token_id < 0:
         yield f"engine.mask_token_id must be ≥ 0, got {c.mask_token_id!r}"
 
@@ -96,4 +100,4 @@ def engine_config_from(cfg: Any) -> EngineConfig:
         trust_remote_code=cfg["engine.trust_remote_code"], mask_token_id=mask if mask >= 0 else None,
         compile=cfg["engine.compile"], prompt_cache_tokens=cfg["engine.prompt_cache_tokens"],
         max_context=cfg["engine.max_context"], max_batch_tokens=cfg["engine.max_batch_tokens"],
-        memory_utilization=cfg["engine.memory_utilization"])
+        memory_utilization=cfg["engine.memory_utilization"], quantization=cfg["engine.quantization"])

@@ -62,7 +62,9 @@ class Steering:
     ``prose_budget`` final tokens without an opened call, the next tokens are ``opening`` (the ids of
     the call opener), one by one. Steered tokens still pass the grammar: a token it forbids is never
     forced. A call is never closed for the model: one still open at the token limit is cut, and the
-    harness refuses to run it (docs/tool-calls.md)."""
+    harness refuses to run it (docs/tool-calls.md), unless ``close_at`` is set: from that many final
+    tokens on, an open call is closed with the first of ``closings`` the grammar takes whole (none
+    fits, as while a required parameter is still missing: the call is left to the model)."""
 
     prose_budget: int = 0
     opening: Sequence[int] = ()
@@ -74,6 +76,11 @@ class Steering:
     # No this many bytes that repeat one unit of at most a quarter of them (0: no brake): the loop
     # guard's rule (agent/repetition.py), kept token by token instead of cutting the reply.
     loop_window: int = 0
+    close_at: int = 0  # 0: never closed for the model
+    closings: Sequence[Sequence[int]] = ()
+    # From this many final tokens on, a turn whose calls are complete ends there (0: never): a new
+    # call opened so near the limit would be cut.
+    end_at: int = 0
 
 
 class Constraint:
@@ -89,6 +96,7 @@ class Constraint:
         self.lltokenizer = lltokenizer
         self.consumed = 0  # final tokens so far
         self.opened = False  # a call has opened (the prose budget no longer applies)
+        self.closed = False  # an open call was closed for the model (close_at)
         self._forced: list[int] = []  # tokens being steered in, and how many of them are taken
         self._taken = 0
         # The end of the final text: to see the opener, and the lines the brake compares. It starts with a
@@ -161,14 +169,18 @@ class Constraint:
             return False
         if self._taken < len(self._forced):
             return True
-        return not self.opened and bool(rule.prose_budget) and self.consumed + count > rule.prose_budget
+        if self.opened:
+            if rule.end_at and self.consumed + count > rule.end_at:
+                return True
+            return bool(rule.close_at) and not self.closed and self.consumed + count > rule.close_at
+        return bool(rule.prose_budget) and self.consumed + count > rule.prose_budget
 
     def _accept_plain(self, tokens: list[int]) -> int:
         end = next((i for i, t in enumerate(tokens) if t in self._eos), len(tokens))
         if self._braking():
             pieces = [self.lltokenizer.decode_bytes([t]) for t in tokens[:end]]
             braked = self._brake.first_refused(self._text, pieces)
-            if braked < end:
+            if braked < end and not self._brake_yields(tokens[:braked], pieces):
                 tokens, end = tokens[:braked], braked
         valid = self.matcher.try_consume_tokens(tokens[:end]) if end else 0  # stops before a forbidden one
         if self.matcher.is_error():
@@ -177,6 +189,22 @@ class Constraint:
         if valid == end < len(tokens) and self.matcher.is_accepting():
             return len(tokens)
         return valid
+
+    def _brake_yields(self, head: list[int], pieces: Sequence[bytes]) -> bool:
+        """After ``head``, does the grammar allow only tokens the brake refuses? Then the brake yields,
+        as in :meth:`allowed`: else the token :meth:`allowed` offered would be refused here, and the
+        decoder's output and the grammar's state would part (a fourth identical call's line break)."""
+        import llguidance.torch
+
+        matcher = self.matcher.deep_copy()
+        if head and matcher.try_consume_tokens(head) != len(head):
+            return False
+        llguidance.torch.fill_next_token_bitmask(matcher, self._bits, 0)
+        allowed = unpack_mask(self._bits, self.vocab_size)
+        tail = (self._text + b"".join(pieces[:len(head)]))[-self._brake.tail_bytes:]
+        refused = [t for t in self._brake.refused(tail, self._prefixes()) if t < self.vocab_size]
+        allowed[refused] = False
+        return not allowed.any()
 
     def _accept_steered(self, tokens: list[int]) -> int:
         """Token by token near steering: while steering, only the steered token may follow."""
@@ -194,6 +222,16 @@ class Constraint:
         if rule is None:
             return None
         if self._taken >= len(self._forced):
+            if (self.opened and rule.end_at and self.consumed >= rule.end_at and self._eos
+                    and self.matcher.is_accepting()):
+                return min(self._eos)
+            if self.opened and rule.close_at and not self.closed and self.consumed >= rule.close_at:
+                closing = next(([int(t) for t in c] for c in rule.closings
+                                if c and self.matcher.validate_tokens([int(t) for t in c]) == len(c)), None)
+                if closing is None:
+                    return None
+                self._forced, self._taken, self.closed = closing, 0, True
+                return self._forced[0]
             if self.opened or not rule.prose_budget or self.consumed < rule.prose_budget:
                 return None
             openings = [[int(t) for t in tokens] for tokens in (rule.opening, *rule.alternatives)]

@@ -161,9 +161,12 @@ class CachedDenoiser:
             cache, start, last = point.cache, len(point.ids), point.last_logits
             self.reused_tokens = start
         else:
+            if self.keep_tokens == 0:  # no older prompts are kept: let the last go before a new cache is made
+                self.checkpoints = [p for p in self.checkpoints if p.scope != self.scope]
             cache, start, last = self.new_cache(), 0, None
-        if len(ids) > start:
-            logits, cache = self._run(ids[start:], start, None, cache, True)
+        # in pieces, each extending the cache the last left, so activations are a piece's (memplan.PREFILL_CHUNK)
+        for piece in range(start, len(ids), memplan.PREFILL_CHUNK):
+            logits, cache = self._run(ids[piece:piece + memplan.PREFILL_CHUNK], piece, None, cache, True)
             last = logits[-1].float()
         self.layout = cachestate.layout(cache)
         self.keep(ids, cache, last)
@@ -195,8 +198,9 @@ class CachedDenoiser:
         point = self._extended([int(t) for t in ids])
         return len(point.ids) if point is not None else 0
 
-    def forget_prompts(self) -> None:
-        self.checkpoints.clear()
+    def forget_prompts(self, scope: str | None = None) -> None:
+        """Drop the kept prompts: all, or those of the scopes starting with ``scope`` (one tenant's)."""
+        self.checkpoints[:] = [] if scope is None else [p for p in self.checkpoints if not p.scope.startswith(scope)]
 
     def _extended(self, ids: list[int]) -> PromptCheckpoint | None:
         """The checkpoint of this scope with the longest prompt that ``ids`` starts with (None when reuse

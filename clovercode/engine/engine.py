@@ -36,6 +36,7 @@ class Engine:
     grammars: GrammarCompiler | None = field(default=None, repr=False)  # built at the first constrained turn
     console: Console | None = field(default=None, repr=False)  # where notes go (stderr when None)
     notes: list[str] = field(default_factory=list, repr=False)  # fast paths skipped, each said once
+    filler: frozenset[int] | None = field(default=None, repr=False)  # pad and mask ids: never text
 
     @classmethod
     def open(cls, spec: str, config: EngineConfig, console: Console | None = None, base_dir: Path | None = None,
@@ -121,7 +122,18 @@ class Engine:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def detokenize(self, ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+        """Text of ``ids``, special tokens kept (``<think>``, ``<tool_call>`` may be special) except
+        pad and mask tokens: filler a sampled block may hold, never text."""
+        filler = self._filler_ids()
+        return self.tokenizer.decode([i for i in ids if i not in filler], skip_special_tokens=False)
+
+    def _filler_ids(self) -> frozenset[int]:
+        filler = self.filler
+        if filler is None:
+            candidates = {getattr(self.tokenizer, "pad_token_id", None), self.config.mask_token_id,
+                          getattr(self.info, "mask_token_id", None)}
+            filler = self.filler = frozenset(i for i in candidates if isinstance(i, int)) - set(self.info.eos_ids)
+        return filler
 
     def count_tokens(self, text: str) -> int:
         return len(self.encode(text))
@@ -153,8 +165,16 @@ class Engine:
             return CachedDenoiser(self.model, reuse_prompt=True, keep_tokens=self.config.prompt_cache_tokens, limit=limit)
         from clovercode.engine.graphs import StaticDenoiser, wants_graphs
 
-        return StaticDenoiser(self.model, graphs=wants_graphs(self.config.compile, self.info.device), reuse_prompt=True,
+        return StaticDenoiser(self.model, graphs=self._graphs(wants_graphs(self.config.compile, self.info.device)),
+                              reuse_prompt=True,
                               keep_tokens=self.config.prompt_cache_tokens, note=self.note, limit=limit)
+
+    def _graphs(self, wanted: bool) -> bool:
+        """Whether passes are captured as CUDA graphs: ``wanted``, unless the model cannot be (said once)."""
+        why = fastpaths.graph_refusal(self.model) if wanted and self.info.device.startswith("cuda") else None
+        if why is not None:
+            self.note(fastpaths.skipped("CUDA graphs", why))
+        return wanted and why is None
 
     def sequence_tokens(self) -> int | None:
         """The most positions one sequence's cache may hold: the memory plan's slot tokens (max context
@@ -219,14 +239,15 @@ class Engine:
         if self.config.compile != "off" and wants_graphs(self.config.compile, self.info.device):
             from clovercode.engine.batchgraphs import GraphedBatch
 
-            return GraphedBatch(batched, graphs=self.info.device.startswith("cuda"), note=self.note)
+            return GraphedBatch(batched, graphs=self._graphs(self.info.device.startswith("cuda")), note=self.note)
         return batched
 
-    def forget_prompts(self) -> None:
-        """Drop the prompts kept for reuse (the next prompt of every conversation is prefilled whole)."""
+    def forget_prompts(self, scope: str | None = None) -> None:
+        """Drop the prompts kept for reuse (the next prompt of every conversation is prefilled whole):
+        all, or those of the cache scopes starting with ``scope``."""
         forget = getattr(self.shared, "forget_prompts", None)
         if forget is not None:
-            forget()
+            forget(scope)
 
     def generate(self, prompt: Sequence[int], plan: DecodePlan, stops: Stops, **kwargs: Any) -> DecodeResult:
         result = None

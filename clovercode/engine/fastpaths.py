@@ -59,3 +59,13 @@ def refusal(model: Any) -> str | None:
 def skipped(path: str, why: str) -> str:
     """One note line for a fast path that does not apply."""
     return f"{path} skipped: {why}"
+
+
+def graph_refusal(model: Any) -> str | None:
+    """Why CUDA graphs cannot capture this model's passes (None: they can)."""
+    from clovercode.engine.qexperts import QuantizedExperts
+
+    if any(isinstance(m, QuantizedExperts) for m in model.modules()):
+        return ("its quantized MoE experts (engine.quantization) pick the experts a pass runs on the host, "
+                "which a graph cannot replay; passes run eagerly")
+    return None

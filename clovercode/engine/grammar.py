@@ -47,7 +47,9 @@ FORMATS = ("xml", "hermes")
 # Text that would start (or, inside a value, end) a call in the parser's eyes: prose and string
 # values may not contain it.
 OPENERS = ("<tool_call>", "<function=")
-VALUE_ENDS = ("</parameter>", "<parameter=", "</function>", "</tool_call>")
+# A string value may hold none of these, not even a closer's start: a small model that writes
+# "</parameter_city>" is held to the one closer there is instead of writing on to its token limit.
+VALUE_ENDS = ("</parameter", "<parameter=", "</function", "</tool_call")
 # Tags a tokenizer may hold as single special tokens (llguidance matches those by id, not by text).
 THINK_TAGS = ("<think>", "</think>")
 TAGS = ("<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>", "<think>", "</think>")
@@ -55,6 +57,9 @@ JSON_SPACE = r"[ ]?"
 ANY_ORDER_MAX = 6  # XML parameters in any order up to this many per tool (2**n grammar rules)
 CALL_OPENING = "\n<tool_call>\n"  # what a turn that must call is steered into when its prose runs long
 REASONING_END = "\n</think>"  # said first when the prose budget runs out inside reasoning
+# What closes an open XML call when the token limit nears (Steering.close_at), tried in turn: inside
+# a string value, after a parameter, after the function.
+CALL_CLOSINGS = ("\n</parameter>\n</function>\n</tool_call>", "</function>\n</tool_call>", "</tool_call>")
 
 
 class GrammarError(ValueError):
@@ -193,7 +198,9 @@ def _value_rules(w: _Writer, rule: str, schema: Mapping[str, Any]) -> None:
     # Free text: strings, and the fallback for schemas a value grammar cannot express (the validator
     # still checks those). The text may not hold a tag that would end the value in the parser, and
     # a string keeps to its schema's minLength, maxLength and (anchored) pattern.
-    w.text_then(rule, f"({string_regex(schema)}) " + _literal("\n"), "</parameter>", "\n", empty=False)
+    # The line break before the closer is optional (the parser takes "VALUE</parameter>" alike), so a
+    # model that closes on the value's own line is not pushed on.
+    w.text_then(rule, f"({string_regex(schema)}) " + "/(\\n)?/", "</parameter>", "\n", empty=False)
 
 
 def string_regex(schema: Mapping[str, Any]) -> str:
@@ -284,3 +291,22 @@ def _negated(regex: str, forbidden: Sequence[str]) -> str:
     return f"{regex} & ~/(?s:.*)({_alternation(forbidden)})(?s:.*)/"
 
 
+
+
+def shortest_call(tool: Mapping[str, Any]) -> str:
+    """The shortest XML call of ``tool`` (required parameters only, one-character values): a turn
+    that must call needs at least its tokens."""
+    schema = tool.get("parameters") or {}
+    props = schema.get("properties") or {}
+    params = "".join(f"<parameter={key}>\n{_shortest_value(props.get(key) or {})}\n</parameter>\n"
+                     for key in (schema.get("required") or []))
+    return f"<tool_call>\n<function={tool['name']}>\n{params}</function>\n</tool_call>"
+
+
+def _shortest_value(schema: Any) -> str:
+    kinds = schema.get("type") if isinstance(schema, Mapping) else None
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    if isinstance(schema, Mapping) and ("enum" in schema or "const" in schema):
+        values = schema.get("enum") or [schema.get("const")]
+        return min((_xml_text(v) for v in values), key=len)
+    return {"object": "{}", "array": "[]", "boolean": "true"}.get(next((k for k in kinds if k), "string"), "x")

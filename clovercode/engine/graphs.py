@@ -207,8 +207,8 @@ class StaticDenoiser:
     def reused_tokens(self) -> int:
         return self.inner.reused_tokens
 
-    def forget_prompts(self) -> None:
-        self.inner.forget_prompts()
+    def forget_prompts(self, scope: str | None = None) -> None:
+        self.inner.forget_prompts(scope)
 
     @property
     def scope(self) -> str:

@@ -18,16 +18,14 @@ from typing import Any, Iterator
 
 from rich.console import Console
 
+from clovercode.engine import quantmode
 from clovercode.engine.config import EngineConfig
-from clovercode.engine.sources import ModelSource, engine_missing, converted_dir, read_json_object, weights_bytes
+from clovercode.engine.sources import ModelSource, engine_missing, converted_dir, read_json_object
 from clovercode.errors import ModelUnavailable
 from clovercode.trust import models as trust_models
 from clovercode.heartbeat import HEARTBEAT_SECONDS, Heartbeat
 
 BLOCK_SIZE_KEYS = ("block_size", "bd_size", "block_length", "diffusion_block_size")
-_ITEMSIZE = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2}
-_SAFETENSORS_ITEMSIZE = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
-                         "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
 
 
 @dataclass(frozen=True)
@@ -90,13 +88,17 @@ def load(source: ModelSource, config: EngineConfig, console: Console, cache_root
         folder = source.path
         if source.kind == "gguf":
             folder = convert_gguf(source.path, cache_root, step)
-        check_memory(source.name, folder, dtype, device)
+        mode = quantmode.choose(source.name, folder, config.quantization, dtype, device, free_memory(device), console)
         step("tokenizer")
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=trust)
             check_chat_template(source.name, tokenizer)
-            step(f"weights ({dtype}, {device})")
+            step(f"weights ({dtype}{'' if mode == 'none' else ', ' + mode + ' while loading'}, {device})")
             kwargs = weights_kwargs(getattr(torch, dtype), device, trust)
+            if mode != "none":
+                from clovercode.engine import quantize
+
+                kwargs["quantization_config"] = quantize.quantization_config(mode, device)
             if native.config is not None and not trust:  # a config of its own, read as transformers' architecture
                 kwargs["config"] = native.config
             model, report = _load_weights(transformers, folder, kwargs)
@@ -105,9 +107,10 @@ def load(source: ModelSource, config: EngineConfig, console: Console, cache_root
             if "device_map" not in kwargs:
                 model.to(device)
             model.eval()
+            model._clovercode_quantization = mode
             _grouped_attention(model, console)
         except torch.OutOfMemoryError:
-            raise _memory_error(source.name, dtype, device, None, None) from None
+            raise quantmode.memory_error(source.name, dtype, device, mode, None, None) from None
         except _load_errors() as exc:
             raise load_failure(source.name, folder, exc) from None
     return model, tokenizer, model_info(source.name, model, tokenizer, device, dtype)
@@ -151,7 +154,8 @@ def load_failure(name: str, folder: Path, exc: BaseException) -> ModelUnavailabl
 
 
 def template_failure(name: str, exc: BaseException) -> ModelUnavailable:
-    kind = "tried to leave the template sandbox" if type(exc).__name__ == "SecurityError" else "is broken"
+    kind = {"SecurityError": "tried to leave the template sandbox",
+            "TemplateLimit": "went past its limits"}.get(type(exc).__name__, "is broken")
     return ModelUnavailable(f"model {name} was refused: its chat template {kind} ({_first_line(exc)})",
                             hint="The chat template (chat_template.jinja or tokenizer_config.json) comes with the "
                             "model; use a model whose template you trust.")
@@ -173,9 +177,12 @@ def check_chat_template(name: str, tokenizer: Any) -> None:
         return
     from jinja2.exceptions import SecurityError, TemplateSyntaxError
 
-    try:
-        tokenizer.apply_chat_template([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}],
-                                      add_generation_prompt=True, tokenize=False)
+    from clovercode.engine.chat import template_source
+    from clovercode.engine.template import chat_variables, render
+
+    try:  # with the limits every later prompt gets (engine/template.py)
+        render(template_source(tokenizer, False) or "", chat_variables(
+            tokenizer, [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}], None))
     except (SecurityError, TemplateSyntaxError) as exc:
         raise template_failure(name, exc) from None
     except Exception:  # noqa: BLE001 - judged on real messages later (chat.render_prompt)
@@ -366,6 +373,7 @@ def convert_gguf(gguf: Path, cache_root: Path, step: Any = lambda text: None) ->
     target = converted_dir(gguf, cache_root)
     if (target / "config.json").is_file():
         return target
+    trust_models.check_gguf(gguf)  # a header lying about its counts is refused before the reader trusts it
     import torch
     import transformers
 
@@ -392,8 +400,9 @@ def convert_gguf(gguf: Path, cache_root: Path, step: Any = lambda text: None) ->
     except OSError as exc:
         raise ModelUnavailable(f"converting {gguf.name} failed: {exc}",
                                hint=f"Check that {cache_root} is writable (or set engine.cache_dir).") from None
-    except (ValueError, KeyError, RuntimeError) as exc:
-        raise ModelUnavailable(f"{gguf} could not be read as a GGUF model: {_first_line(exc)}") from None
+    except (ValueError, KeyError, RuntimeError, struct.error, IndexError, OverflowError, TypeError, EOFError,
+            MemoryError) as exc:  # what the GGUF reader raises on a file that lies about its contents
+        raise ModelUnavailable(f"{gguf} could not be read as a GGUF model: {_first_line(exc) or type(exc).__name__}") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
@@ -420,12 +429,8 @@ def parameter_count(folder: Path) -> int | None:
     return total if seen else None
 
 
-def check_memory(name: str, folder: Path, dtype: str, device: str) -> None:
-    params = parameter_count(folder)
-    need = params * _ITEMSIZE[dtype] if params else weights_bytes(folder)
-    free = free_memory(device)
-    if free is not None and need * 1.05 > free:
-        raise _memory_error(name, dtype, device, need, free)
+def check_memory(name: str, folder: Path, dtype: str, device: str, mode: str = "none") -> None:
+    quantmode.choose(name, folder, mode, dtype, device, free_memory(device), Console(stderr=True))
 
 
 def free_memory(device: str) -> int | None:
@@ -439,14 +444,6 @@ def free_memory(device: str) -> int | None:
         return int(psutil.virtual_memory().available)
     except ImportError:  # pragma: no cover - psutil comes with accelerate
         return None
-
-
-def _memory_error(name: str, dtype: str, device: str, need: int | None, free: int | None) -> ModelUnavailable:
-    sizes = f": it needs about {need / 2**30:.1f} GiB in {dtype}, {free / 2**30:.1f} GiB are free on {device}" if need and free else ""
-    return ModelUnavailable(
-        f"not enough memory to load {name}{sizes}",
-        hint="Free memory, choose a smaller dtype (engine.dtype = bfloat16), another device (engine.device), "
-        "or run the model on a bigger machine behind an OpenAI-compatible server and use --endpoint.")
 
 
 def model_info(name: str, model: Any, tokenizer: Any, device: str, dtype: str) -> ModelInfo:

@@ -11,7 +11,20 @@ from clovercode.engine.memplan import MemoryPlan, ModelShape, plan, shape_from_c
 
 
 def weights_bytes(model: Any) -> int:
-    return sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+    """What the model's parameters and buffers hold (quantized ones by their real parts)."""
+    return sum(tensor_bytes(t) for t in (*model.parameters(), *model.buffers()))
+
+
+def tensor_bytes(tensor: Any) -> int:
+    """Bytes a tensor really holds: a tensor subclass (torchao's quantized weights) by its inner tensors,
+    where ``numel × element_size`` would count the full-precision shape."""
+    import torch
+
+    inner = tensor.data if isinstance(tensor, torch.nn.Parameter) else tensor  # a Parameter may wrap a subclass
+    if type(inner) is not torch.Tensor and hasattr(inner, "__tensor_flatten__"):
+        names, _ = inner.__tensor_flatten__()
+        return sum(tensor_bytes(getattr(inner, name)) for name in names)
+    return inner.numel() * inner.element_size()
 
 
 def free_bytes(device: str) -> int:

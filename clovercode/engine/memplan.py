@@ -35,6 +35,11 @@ RUNTIME_RESERVE = GiB  # CUDA context, cuBLAS workspaces, allocator slack
 # Hidden-size vectors alive per prompt token during a prefill: the residual, norms, q/k/v, and the MoE's
 # routed copies (one per expert a token goes to, in and out); an estimate, deliberately generous.
 PREFILL_VECTORS = 8
+# A batch-1 prefill runs the prompt through the model this many positions at a time (each piece extends
+# the cache the last one left, as a later turn extends a kept prompt), so its activations are a piece's,
+# not the whole prompt's (6 GiB of Clover's at 64K); a later piece attends to the whole prefix through a
+# materialised causal mask (piece × prefix), counted too. SGLang's chunked prefill on small cards: 2048.
+PREFILL_CHUNK = 2048
 # The most prompts kept for reuse at once, the last included (CachedDenoiser evicts the oldest past it,
 # as well as past engine.prompt_cache_tokens). Each carries a hybrid model's whole linear-attention state
 # (Clover: ≈ 62 MB), whatever its length, so a token budget alone would not bound many short prompts.
@@ -89,6 +94,7 @@ class MemoryPlan:
     requested_slots: int
     kept_prompts: int  # how many prompts may be kept at once (KEPT_PROMPTS; 1 with no older-prompt budget)
     transients: dict[str, int] = field(default_factory=dict)
+    single: bool = False  # one sequence decoded in its own prefilled cache (the REPL, fix): no slot copy
 
     @property
     def capacity_tokens(self) -> int:
@@ -145,7 +151,7 @@ class MemoryPlan:
                f"linear-attention state: {_gib(self.linear_bytes)} GiB ({self.slots} × {s.linear_state_bytes:,} B)",
                f"kept prompts: {_gib(self.kept_bytes)} GiB ({self.kept_prompt_tokens:,} tokens; at most "
                f"{self.kept_prompts} prompts × ({s.linear_state_bytes:,} B linear state + a {CHUNK_TOKENS}-position "
-               "chunk))"]
+               "chunk))" + ("; the last prompt is the sequence's own cache" if self.single else "")]
         out += [f"transient, {name}: {_gib(size)} GiB" for name, size in self.transients.items()]
         out += [f"largest transient (prefill or pass, not both): {_gib(self.transient_bytes)} GiB",
                 f"runtime reserve: {_gib(RUNTIME_RESERVE)} GiB",
@@ -174,11 +180,13 @@ def round_up(tokens: int, chunk: int = CHUNK_TOKENS) -> int:
 
 
 def plan(shape: ModelShape, *, free_bytes: int, utilisation: float = 0.9, slots: int = 8, max_context: int = 0,
-         max_batch_tokens: int = 0, block: int = 32, prompt_cache_tokens: int = 32768) -> MemoryPlan:
+         max_batch_tokens: int = 0, block: int = 32, prompt_cache_tokens: int = 32768, single: bool = False) -> MemoryPlan:
     """The plan for up to ``slots`` sequences of ``max_context`` positions (0: the model's window).
     ``max_batch_tokens`` > 0 caps the KV capacity (slots × max_context) in tokens; 0 plans as many of
     the ``slots`` as fit in ``utilisation`` of ``free_bytes`` (the device's free memory before the
-    weights). A plan that fits no slot comes back with ``fits`` False, for the caller to refuse."""
+    weights). A plan that fits no slot comes back with ``fits`` False, for the caller to refuse.
+    ``single``: one sequence decoded batch-1, in the cache its prefill made (no slot, no copy): the last
+    prompt kept is that cache itself."""
     if not 0.0 < utilisation <= 1.0:
         raise PlanError(f"the memory utilisation must be in (0, 1], got {utilisation}")
     if slots < 1 or block < 1 or free_bytes < 0 or max_context < 0 or max_batch_tokens < 0:
@@ -195,7 +203,7 @@ def plan(shape: ModelShape, *, free_bytes: int, utilisation: float = 0.9, slots:
                             f"{block}, in chunks of {CHUNK_TOKENS})")
 
     def made(count: int) -> MemoryPlan:
-        return _made(shape, count, context, free_bytes, utilisation, block, prompt_cache_tokens, slots)
+        return _made(shape, count, context, free_bytes, utilisation, block, prompt_cache_tokens, slots, single)
 
     if max_batch_tokens:
         return made(slots)
@@ -207,18 +215,21 @@ def plan(shape: ModelShape, *, free_bytes: int, utilisation: float = 0.9, slots:
 
 
 def _made(shape: ModelShape, slots: int, context: int, free_bytes: int, utilisation: float, block: int,
-          prompt_cache_tokens: int, asked: int) -> MemoryPlan:
+          prompt_cache_tokens: int, asked: int, single: bool = False) -> MemoryPlan:
     slot_tokens = round_up(context + block)  # a request at max_context still writes its last block
     layer_rectangle = slots * slot_tokens * 2 * shape.kv_heads * shape.head_dim * shape.dtype_bytes
+    piece = min(context, PREFILL_CHUNK)
     transients = {
-        "prefill activations": context * shape.hidden * shape.dtype_bytes * (PREFILL_VECTORS + 2 * shape.experts_per_token),
-        "admitted prompt's own cache": slot_tokens * shape.kv_bytes_per_token + shape.linear_state_bytes,
+        "prefill activations": piece * shape.hidden * shape.dtype_bytes * (PREFILL_VECTORS + 2 * shape.experts_per_token)
+        + piece * context * shape.dtype_bytes,  # and a later piece's mask over the prefix
+        "admitted prompt's own cache": 0 if single else slot_tokens * shape.kv_bytes_per_token + shape.linear_state_bytes,
         "pass attention scores": slots * shape.q_heads * block * slot_tokens * SCORE_BYTES,
         "pass logits": slots * block * shape.vocab * SCORE_BYTES,
         "pass growth by a chunk (one layer's old buffers beside its new)": layer_rectangle if shape.full_layers else 0,
     }
-    return MemoryPlan(shape, slots, slot_tokens, context, free_bytes, utilisation, block,
-                      prompt_cache_tokens + context, asked, kept_prompts(prompt_cache_tokens), transients)
+    kept = prompt_cache_tokens + (0 if single else context)
+    return MemoryPlan(shape, slots, slot_tokens, context, free_bytes, utilisation, block, kept, asked,
+                      kept_prompts(prompt_cache_tokens), transients, single)
 
 
 def kept_prompts(prompt_cache_tokens: int) -> int:
@@ -273,7 +284,26 @@ def clover_config() -> dict[str, Any]:
     return json.loads(resources.files("clovercode.engine").joinpath("data", CLOVER_CONFIG).read_text("utf-8"))
 
 
-def clover_shape() -> ModelShape:
+def clover_shape(quantization: str = "none") -> ModelShape:
+    """Clover's shape; its weights are the quantization mode × its parameters by module group
+    (engine/weightplan.py: experts, linear layers, output projection, embeddings, the rest)."""
+    from clovercode.engine.weightplan import counts_from_config, weights_bytes
+
     config = clover_config()
     dtype = DTYPE_BYTES[config["torch_dtype"]]
-    return shape_from_config(config, dtype_bytes=dtype, weights_bytes=config["parameters"] * dtype, name="Clover-35B-A3B")
+    size = weights_bytes(counts_from_config(config), quantization, dtype)
+    name = "Clover-35B-A3B" + ("" if quantization in ("none", "auto") else f" ({quantization} weights)")
+    return shape_from_config(config, dtype_bytes=dtype, weights_bytes=size, name=name)
+
+
+def max_context(shape: ModelShape, *, free_bytes: int, utilisation: float = 0.9, slots: int = 1, block: int = 32,
+                prompt_cache_tokens: int = 0) -> int:
+    """The longest context (in whole chunks, at most the model's window) each of ``slots`` sequences may
+    hold within the plan (0: not even one chunk fits); one slot is planned as a single batch-1 sequence."""
+    low, high = 0, shape.context_window // CHUNK_TOKENS
+    while low < high:  # the plan's peak grows with the context: bisect on chunks
+        middle = (low + high + 1) // 2
+        candidate = _made(shape, slots, middle * CHUNK_TOKENS, free_bytes, utilisation, block, prompt_cache_tokens, slots,
+                          slots == 1)
+        low, high = (middle, high) if candidate.fits else (low, middle - 1)
+    return low * CHUNK_TOKENS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,8 @@ class Executor(Protocol):
     name: str
 
     def run(self, command: str | Sequence[str], cwd: Path, timeout: float,
-            env: Mapping[str, str] | None = None) -> CommandResult:
+            env: Mapping[str, str] | None = None, on_output: Callable[[bytes], None] | None = None) -> CommandResult:
+        """``on_output``: each chunk of output as the command writes it (an editor shows it live)."""
         ...
 
 

@@ -17,11 +17,12 @@ from typing import Mapping, Sequence
 
 from clovercode.errors import SandboxUnavailable
 from clovercode.executors.base import CommandResult
-from clovercode.executors.capture import run_captured
+from clovercode.executors.capture import OnOutput, run_captured
 from clovercode.executors.local import shell_argv
 from clovercode.sandboxing.argv import Layout, bwrap_argv, sandbox_env
 from clovercode.sandboxing.diagnose import INSTALL_HINT, diagnose, host_facts
 from clovercode.sandboxing.policy import Policy
+from clovercode.sandboxing.scrub import covered
 from clovercode.sandboxing.survey import remove_created, survey
 
 
@@ -67,15 +68,16 @@ class BwrapExecutor:
         return sandbox_env(self.policy, {**self.host_env, **(extra or {})})
 
     def run(self, command: str | Sequence[str], cwd: Path, timeout: float,
-            env: Mapping[str, str] | None = None) -> CommandResult:
+            env: Mapping[str, str] | None = None, on_output: OnOutput | None = None) -> CommandResult:
         layout = self.layout(cwd)
         read_fd, write_fd = os.pipe()
         status: dict = {}
         try:
             try:
-                code, out, timed_out, omitted, seconds = run_captured(
-                    self.argv(command, layout, write_fd), Path(layout.cwd), timeout, self.env(env),
-                    self.output_limit, pass_fds=(write_fd,))
+                with covered(layout) as shown:
+                    code, out, timed_out, omitted, seconds = run_captured(
+                        self.argv(command, shown, write_fd), Path(layout.cwd), timeout, self.env(env),
+                        self.output_limit, pass_fds=(write_fd,), on_output=on_output)
             finally:  # also on Ctrl-C: the namespace ends and planted protected paths go
                 os.close(write_fd)
                 status = _read_status(read_fd)

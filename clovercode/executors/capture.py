@@ -9,7 +9,9 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
+
+OnOutput = Callable[[bytes], None]  # each chunk as it is read, for a front end that shows it live
 
 
 DRAIN_SECONDS = 0.3
@@ -50,9 +52,10 @@ class OutputCap:
 
 
 def run_captured(argv: Sequence[str], cwd: Path, timeout: float, env: Mapping[str, str] | None,
-                 limit: int, pass_fds: Sequence[int] = ()) -> tuple[int | None, str, bool, int, float]:
+                 limit: int, pass_fds: Sequence[int] = (),
+                 on_output: OnOutput | None = None) -> tuple[int | None, str, bool, int, float]:
     """Run ``argv``; return (exit_code or None, capped output, timed_out, omitted_bytes, seconds).
-    ``pass_fds`` stay open in the child (bwrap's status pipe)."""
+    ``pass_fds`` stay open in the child (bwrap's status pipe); ``on_output`` sees every chunk."""
     start = time.monotonic()
     proc = subprocess.Popen(
         list(argv), cwd=cwd, env=dict(env) if env is not None else None,
@@ -61,14 +64,15 @@ def run_captured(argv: Sequence[str], cwd: Path, timeout: float, env: Mapping[st
         pass_fds=tuple(pass_fds),
     )
     try:
-        return _pump(proc, start, timeout, limit)
+        return _pump(proc, start, timeout, limit, on_output)
     finally:  # also on KeyboardInterrupt: never leave the command running behind the user
         kill_group(proc)
         if proc.stdout is not None:
             proc.stdout.close()
 
 
-def _pump(proc: subprocess.Popen, start: float, timeout: float, limit: int) -> tuple[int | None, str, bool, int, float]:
+def _pump(proc: subprocess.Popen, start: float, timeout: float, limit: int,
+          on_output: OnOutput | None = None) -> tuple[int | None, str, bool, int, float]:
     cap = OutputCap(limit)
     timed_out = False
     assert proc.stdout is not None
@@ -98,6 +102,8 @@ def _pump(proc: subprocess.Popen, start: float, timeout: float, limit: int) -> t
             if not chunk:  # EOF: every writer (including background children) closed the pipe
                 break
             cap.feed(chunk)
+            if on_output is not None:
+                on_output(chunk)
     if not timed_out:
         try:
             proc.wait(timeout=max(0.01, deadline - time.monotonic()))

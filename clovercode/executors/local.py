@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from clovercode.executors.base import CommandResult
-from clovercode.executors.capture import run_captured
+from clovercode.executors.capture import OnOutput, run_captured
 
 
 def shell_argv(command: str | Sequence[str]) -> list[str]:
@@ -22,13 +22,14 @@ class LocalExecutor:
         self.output_limit = output_limit
 
     def run(self, command: str | Sequence[str], cwd: Path, timeout: float,
-            env: Mapping[str, str] | None = None) -> CommandResult:
+            env: Mapping[str, str] | None = None, on_output: OnOutput | None = None) -> CommandResult:
         # Like the sandbox (sandbox/environment.toml): Python neither reads nor writes __pycache__ in
         # the project, so a same-second, same-size edit is never hidden by stale bytecode and the
         # user's tree gets no new bytecode. The prefix is an empty directory of this command only.
         with tempfile.TemporaryDirectory(prefix="clovercode-pycache-") as prefix:
             env = {**(os.environ if env is None else env), **fresh_bytecode_env(prefix)}
-            code, out, timed_out, omitted, seconds = run_captured(shell_argv(command), cwd, timeout, env, self.output_limit)
+            code, out, timed_out, omitted, seconds = run_captured(shell_argv(command), cwd, timeout, env, self.output_limit,
+                                                             on_output=on_output)
         return CommandResult(code, out, timed_out, omitted, seconds)
 
 

@@ -1,28 +1,59 @@
-"""The change a fix commits, counted before the commit exists (the commit message lists it)."""
+"""The change a fix commits: the tree the tests last ran on, counted before the commit exists (the
+commit message lists it)."""
 
 from __future__ import annotations
 
-import stat
+from dataclasses import replace
+from typing import Iterable
 
-from clovercode.vcs.git import Checkout, FileStat
+from clovercode.vcs.changeset import ChangeSet, untracked_stamps
+from clovercode.vcs.git import Checkout, FileStat, Start
 
 
-def pending_stats(checkout: Checkout, base: str, paths: list[str]) -> list[FileStat]:
-    """Lines added and removed per file the commit will hold (tracked files against ``base``; a new file
-    counts all its lines), for the commit message, which is written before the commit exists."""
+class TestedTree:
+    """Takes the change set right before each test run, so the commit holds the tree the last run saw
+    (a file the tests themselves write afterwards is not in it), and says what differs from now."""
+
+    __test__ = False
+
+    def __init__(self, checkout: Checkout, start: Start):
+        self.checkout, self.start = checkout, start
+        self.tested: ChangeSet | None = None
+        self.by_tests: frozenset[str] = frozenset()  # files the baseline test run wrote
+
+    def after_baseline(self) -> None:
+        """Files the baseline test run wrote (a report, a log) are the tests', never the model's change."""
+        now = self.checkout.untracked()
+        self.by_tests = frozenset(now - self.start.untracked)
+        untracked = self.start.untracked | self.by_tests
+        self.start = replace(self.start, untracked=untracked, stamps=untracked_stamps(self.checkout.top, untracked))
+
+    def before_tests(self, written: Iterable[str]) -> bool:
+        """Called right before a test run (run_rounds' ``has_changes``): is there a change to test?"""
+        self.tested = self.checkout.changes(self.start, written, self.by_tests)
+        return bool(self.tested)
+
+    def now(self, written: Iterable[str]) -> ChangeSet:
+        return self.checkout.changes(self.start, written, self.by_tests)
+
+    def to_commit(self, written: Iterable[str]) -> tuple[ChangeSet, list[str]]:
+        """The change to commit (the tested tree when tests ran) and the paths changed since it was tested."""
+        now = self.now(written)
+        if self.tested is None or self.tested.tree == now.tree:
+            return now, []
+        since = self.checkout.git("diff-tree", "-r", "--name-only", "--no-renames", "-z", self.tested.tree, now.tree)
+        # the left-out list is the latest one: a file left out now was left out of the tested tree too or is new
+        return ChangeSet(self.tested.tree, self.tested.paths, now.left_out), [p for p in since.split("\0") if p]
+
+
+def pending_stats(checkout: Checkout, base: str, changes: ChangeSet) -> list[FileStat]:
+    """Lines added and removed per file the commit will hold, for the commit message, which is written
+    before the commit exists."""
     stats: dict[str, FileStat] = {}
-    if paths:
-        for record in checkout.git("diff", "--numstat", "--no-renames", "-z", base, "--", *paths).split("\0"):
+    if changes.paths:
+        out = checkout.git("diff", "--no-ext-diff", "--no-textconv", "--numstat", "--no-renames", "-z", base, changes.tree)
+        for record in out.split("\0"):
             if record.strip():
                 added, removed, path = record.split("\t", 2)
                 stats[path] = FileStat(path, None if added == "-" else int(added), None if removed == "-" else int(removed))
-    for path in paths:
-        if path not in stats:  # new: untracked until the commit
-            file = checkout.top / path
-            try:  # a symbolic link or a FIFO the model made is never followed or opened
-                data = file.read_bytes() if stat.S_ISREG(file.lstat().st_mode) else b"\0"
-            except OSError:
-                data = b""
-            binary = b"\0" in data[:8000]
-            stats[path] = FileStat(path, None if binary else len(data.splitlines()), None if binary else 0)
     return [stats[path] for path in sorted(stats)]

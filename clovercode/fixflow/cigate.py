@@ -25,7 +25,8 @@ def refuse_ci_changes(refused: Sequence[str]) -> CiChangeRefused:
     """The refusal for ``refused`` (non-empty): what, why, where the change is, how to go on."""
     named = ", ".join(refused[:SHOWN]) + (f" and {len(refused) - SHOWN} more" if len(refused) > SHOWN else "")
     return CiChangeRefused(
-        f"the change touches CI definitions or git hooks, which run outside the sandbox once committed: {named}. "
+        f"the change touches CI definitions, git hooks or files that make other tools run commands, which run "
+        f"outside the sandbox once committed: {named}. "
         "Nothing was committed or pushed and no pull request was opened",
         hint="The whole change is in the working tree, uncommitted, on the branch you started from. Review it "
              "(git status, git diff), then commit it yourself, or run again with --allow-ci-changes if the "

@@ -16,6 +16,7 @@ from clovercode.github.api import default_branch, fetch_issue
 from clovercode.github.client import GitHubClient
 from clovercode.github.refs import (RepoRef, find_token, issue_reference, parse_issue, parse_repo, push_auth_env,
                                     repo_from_remote_url)
+from clovercode.trust import gitsafe
 from clovercode.vcs.branches import branch_name, existing_issue_branch, valid_branch_name
 from clovercode.vcs.branchguard import BACKUP_PREFIX, INCOMING_PREFIX, Commit, dropped_commits, foreign, refusal_hint
 from clovercode.vcs.git import DEFAULT_AUTHOR, Checkout, Start, open_checkout, parse_author
@@ -121,11 +122,16 @@ def plan_git(root: Path, cfg: Config, request: FixRequest, issue: Issue, notes: 
         notes.append("not a git repository: the changes stay in the working tree (no branch, no commit)")
         return None
     start = checkout.start()
+    warning = checkout.credentials_note()
+    if warning:
+        notes.append(warning)
     remote = cfg["fix.remote"] if (request.push or request.pr) else None
     remote_heads: dict[str, str] = {}
     prefix = cfg["fix.branch_prefix"]
     if remote:
-        checkout.remote_url(remote)  # a UsageError now if the remote does not exist
+        # a UsageError now if the remote does not exist; the URL is shown because a repository's
+        # config can no longer move it (insteadOf, pushurl are not followed), so this is where it goes
+        notes.append(f"pushing to {remote} at {gitsafe.shown_url(checkout.remote_url(remote))}")
         patterns = [f"{prefix}{issue.number}*"] if issue.number is not None and not request.branch else []
         if issue.number is None and not request.branch:
             patterns.append(branch_name(prefix, issue.title))  # its remote copy is checked before it is replaced

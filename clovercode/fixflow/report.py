@@ -106,10 +106,10 @@ def issue_text(issue: Issue) -> str:
 
 def commit_message(issue: Issue, summary: Summaries, command: TestCommand | None, runs: list[TestRun],
                    reference: str | None, verdict: Verdict | None = None, conclusion: Conclusion | None = None,
-                   stats: Sequence[FileStat] | None = None) -> str:
+                   stats: Sequence[FileStat] | None = None, left_out: Sequence[str] = ()) -> str:
     """The whole change: a subject that states the outcome, what changed and why (wrapped at 72,
     never inside a word), the issue, the changed files with their line counts, the tests named in
-    full, and 'Fixes #N'. Text from the model, the tests or the issue is inert (trust/markdown.py)."""
+    full, files left out on purpose, and 'Fixes #N' (only when fixed; 'Refs #N' otherwise). Text from the model, the tests or the issue is inert (trust/markdown.py)."""
     paragraphs = []
     for block in inert_text(change_text(summary)).split("\n\n"):
         lines = block.splitlines()
@@ -125,6 +125,8 @@ def commit_message(issue: Issue, summary: Summaries, command: TestCommand | None
     if stats is not None:
         paragraphs.append("Changed files:\n" + ("\n".join(f"    {inert_text(s.path)} ({_lines(s)})" for s in stats)
                                                 or "    (none)"))
+    if left_out:
+        paragraphs.append("Not committed (left out on purpose):\n" + "\n".join(f"    {inert_text(p)}" for p in left_out))
     tests = [wrap(inert_text(tests_line(command, runs)))]
     if conclusion is not None:
         tests.append(wrap(outcome_line(conclusion), subsequent="  "))
@@ -139,8 +141,14 @@ def commit_message(issue: Issue, summary: Summaries, command: TestCommand | None
         tests.append(verdict_lines(verdict)[0])
     paragraphs.append("\n".join(tests))
     if reference:
-        paragraphs.append(f"Fixes {reference}")
+        paragraphs.append(f"{closing_word(conclusion)} {reference}")
     return subject(issue, conclusion) + "\n\n" + "\n\n".join(paragraphs) + "\n"
+
+
+def closing_word(conclusion: Conclusion | None) -> str:
+    """'Fixes' (GitHub closes the issue on merge) only for a change a test shows fixed; a draft that
+    is marked ready and merged must not close an issue nobody saw fixed."""
+    return "Fixes" if conclusion is None or conclusion.outcome == FIXED else "Refs"
 
 
 def _lines(stat: FileStat) -> str:
@@ -166,19 +174,22 @@ def diffstat_table(stats: list[FileStat]) -> str:
 
 def pull_body(issue: Issue, summary: Summaries, command: TestCommand | None, runs: list[TestRun],
               stats: list[FileStat], reference: str | None, model: str, steps: int,
-              verdict: Verdict | None = None, conclusion: Conclusion | None = None) -> str:
+              verdict: Verdict | None = None, conclusion: Conclusion | None = None, left_out: Sequence[str] = ()) -> str:
     """The pull request's Markdown. Only clovercode's own words are live: its ``Fixes #N`` (added
     after everything else was made inert), its headings, its table and its <details>."""
     parts = []
     if reference:
-        parts.append(f"Fixes {reference}")
+        parts.append(f"{closing_word(conclusion)} {reference}")
     text = change_text(summary)
     if len(text) > SUMMARY_CHARS:
         text = text[:SUMMARY_CHARS] + "\n\n[… the summary is cut here; the commit message has all of it]"
     parts.append("## Summary\n\n" + inert_markdown(text))
     if issue.ref is None:  # a text or file issue: nothing on GitHub shows what was asked
         parts.append("## Issue\n\n" + textwrap.indent(inert_markdown(issue_text(issue)), "> ", lambda line: True))
-    parts.append("## Changes\n\n" + diffstat_table(stats))
+    changes = "## Changes\n\n" + diffstat_table(stats)
+    if left_out:
+        changes += "\n\nNot committed (left out on purpose):\n\n" + "\n".join(f"- {inert_markdown(p)}" for p in left_out)
+    parts.append(changes)
     tests = "## Tests\n\n" + inert_markdown(tests_line(command, runs).removeprefix("Tests: "))
     if verdict is not None:
         tests += "\n\n" + "\n".join(f"- {inert_markdown(line)}" for line in verdict_lines(verdict, ALL_NAMES, code_span))

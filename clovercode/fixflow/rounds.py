@@ -41,13 +41,15 @@ class Rounds:
 
 def run_rounds(session: Session, task: str, tests: TestCommand | None, max_rounds: int, timeout: float,
                sink: EventSink, console: Console, has_changes: Callable[[RunResult], bool],
-               baseline: bool = True, issue_text: str | None = None) -> Rounds:
+               baseline: bool = True, issue_text: str | None = None,
+               after_baseline: Callable[[], None] | None = None) -> Rounds:
     """Run ``task``; while the model's finished change needs work and rounds are left, tell it what.
 
     "Needs work" is judged against the baseline (verdict.py): a regression, or a still-failing test
     that looks like the issue's own. Failures that were there before and are someone else's never
     start a round. Tests run once the model has finished with a change, and one last time when a
     feedback round stops without finish, so the recorded result describes the tree that is committed.
+    ``after_baseline`` is called once the baseline ran (what it wrote is the tests', not the model's).
     """
     before = None
     if tests is not None and baseline:
@@ -59,6 +61,8 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
                                     signal=getattr(exc, "signum", None)), False, None, 0)
         console.print(f"[dim]baseline: {escape(before.describe() + _failing_note(before))}[/]", highlight=False,
                       soft_wrap=True)  # a long test id is never cut
+        if after_baseline is not None:
+            after_baseline()
     result = _first_round(session, task, sink, before.seconds if before is not None else 0.0)
     done = Rounds(result, result.stop is StopReason.FINISHED, result.summary, result.steps,
                   result.prompt_tokens, result.completion_tokens, result.seconds, baseline=before,

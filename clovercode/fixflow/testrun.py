@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, Mapping
 from clovercode.errors import UsageError
 from clovercode.executors.base import Executor, with_writable
 from clovercode.fixflow.results import FAILED, PASSED, TestResults, exit_code_only, read_results
+from clovercode.trust.projectview import ProjectView
 
 FEEDBACK_TAIL_CHARS = 6000  # the end of a test log holds the failures and the summary
 REPORT_TAIL_CHARS = 3000
@@ -139,23 +140,28 @@ def _python_tests(root: Path) -> str | None:
     return None
 
 
-def _walk(root: Path, depth: int):
+def _walk(root: Path, depth: int, view: ProjectView | None = None, rel: str = "."):
+    """Files up to ``depth`` directories down, through the project view (a link out is not followed)."""
+    view = view or ProjectView(root)
     try:
-        entries = sorted(root.iterdir())
+        entries = view.listdir(rel)
     except OSError:
         return
-    for entry in entries:
-        if entry.is_file():
-            yield entry
+    for name, kind in entries:
+        if kind == "file":
+            yield root / rel / name if rel != "." else root / name
     if depth > 1:
-        for entry in entries:
-            if entry.is_dir() and not entry.is_symlink() and entry.name not in SKIP_DIRS and not entry.name.startswith("."):
-                yield from _walk(entry, depth - 1)
+        for name, kind in entries:
+            sub = name if rel == "." else f"{rel}/{name}"
+            if kind == "dir" and not (root / sub).is_symlink() and name not in SKIP_DIRS and not name.startswith("."):
+                yield from _walk(root, depth - 1, view, sub)
 
 
 def _read(path: Path) -> str | None:
+    """A project file's text (``path`` is the project root joined with a file name), through the view."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+        view = ProjectView(path.parent)
+        return view.read_bytes(path.name).decode("utf-8", errors="replace") if view.kind(path.name) == "file" else None
     except OSError:
         return None
 

@@ -35,6 +35,8 @@ class Verdict:
         if not self.baseline:
             return "no baseline run: judged by the last test run alone"
         if not self.per_test:
+            if self.regressed and self.note.startswith("the tests hang"):
+                return self.note
             return ("worse than before: the tests passed before the change and fail now" if self.regressed
                     else "the tests failed before the change too (exit code only: no per-test verdict)"
                     if self.failing_before or self.still_failing else "no regression (exit code only)")
@@ -67,6 +69,11 @@ def verdict(baseline: TestRun | None, after: TestRun) -> Verdict:
     if baseline is None:
         return Verdict(False, False, regressed=not after.passed,
                        note="the tests were not run before the change (fix.baseline is off)")
+    if after.timed_out and not baseline.timed_out:
+        # the suite finished before the change and hangs after it: the change's doing, whatever failed before
+        return Verdict(False, True, regressed=True, failing_before=tuple(baseline.results.with_outcome(FAILED)),
+                       note=f"the tests hang after the change: they finished in {baseline.seconds:.0f} s before it "
+                            f"and ran past the time limit ({after.seconds:.0f} s) after it")
     before_results, after_results = baseline.results, after.results
     names_passes = before_results.lists_passes and after_results.lists_passes
     if after_results.ran == 0 and baseline.ran_tests and not after.timed_out and not names_passes:
@@ -101,21 +108,19 @@ def verdict(baseline: TestRun | None, after: TestRun) -> Verdict:
 def related_failures(still_failing: Iterable[str], issue_text: str, changed: Iterable[str],
                      files: Mapping[str, str] | None = None, failing_before: Iterable[str] = ()) -> list[str]:
     """The still-failing tests that look like the issue's own: testing a file the model changed
-    (``test_text.py`` for ``text.py``) or a module the issue names, or containing a code name the
-    issue mentions (``slugify()``, `` `parse_date` ``). The others are someone else's failures.
-    ``files`` gives the file of a test whose id does not name it (node's TAP).
+    (``test_text.py`` for ``text.py``) or a module the issue names, or naming a code name the issue
+    mentions. ``files`` gives the file of a test whose id does not name it (node's TAP).
 
-    A test in ``failing_before`` failed before the model changed anything: the model touching its
-    file does not make it the issue's; only the issue's own words do (a module or code name it names)."""
+    What the issue marks as a name (``gcd()``, `` `sum` ``, ``python_programs/gcd.py``, a test id)
+    ties at any length, as a whole word of the test's id; free words tie only when longer than
+    three characters (``the``, ``and`` would tie everything). A test in ``failing_before`` failed
+    before the model changed anything: the model touching its file does not make it the issue's;
+    only the issue's own words do."""
     before = set(failing_before)
-    text = issue_text.lower()
-    issue_words = set(re.findall(r"[a-z_][a-z0-9_]*", text))
-    code_names = set(re.findall(r"([a-z_][a-z0-9_]*)\s*\(", text))  # called like a function
-    code_names |= {word for quoted in re.findall(r"`([^`]+)`", text) for word in re.findall(r"[a-z_][a-z0-9_]*", quoted)}
-    code_names |= {word for word in issue_words if "_" in word.strip("_")}
-    code_names = {name for name in code_names if len(name) > 3}
+    exact, words = issue_names(issue_text)
+    long_names = {name for name in exact if len(name) > 3}  # long enough to find inside a longer word too
     changed_names = {_stem(path) for path in changed}
-    named_modules = {w for w in issue_words if len(w) > 3}
+    named_modules = {w for w in words if len(w) > 3} | exact
     related = []
     for test in still_failing:
         where = test.partition("::")[0].removesuffix(".py")
@@ -123,11 +128,39 @@ def related_failures(still_failing: Iterable[str], issue_text: str, changed: Ite
             where += "/" + files[test]
         modules = {_strip_test(part) for part in re.split(r"[/.]", where)} - GENERIC - {"js", "ts", "mjs", "cjs"}
         module_names = named_modules if test in before else named_modules | changed_names
-        if modules & module_names or any(code in test.lower() for code in code_names):
+        tokens = id_words(test)
+        if modules & module_names or tokens & exact or any(code in test.lower() for code in long_names):
             related.append(test)
     return related
 
 
+def issue_names(issue_text: str) -> tuple[set[str], set[str]]:
+    """(names the issue marks as code: called like ``gcd()``, backticked, snake_case, a path's module,
+    a test id's function; every word of the issue), lower-cased."""
+    text = issue_text.lower()
+    exact = {_stem(path) for path in PATH.findall(text)}  # a path names its module, not its folders
+    text = PATH.sub(" ", text)
+    words = set(re.findall(r"[a-z_][a-z0-9_]*", text))
+    exact |= set(re.findall(r"([a-z_][a-z0-9_]*)\s*\(", text))  # called like a function
+    exact |= {word for quoted in re.findall(r"`([^`]+)`", text) for word in re.findall(r"[a-z_][a-z0-9_]*", quoted)}
+    exact |= {word for word in re.findall(r"[a-z_][a-z0-9_]*", text) if "_" in word.strip("_")}
+    exact |= {_strip_test(match.group(0).rsplit("::", 1)[-1]) for match in TEST_NAME.finditer(issue_text.lower())}
+    return exact - GENERIC - {""}, words
+
+
+def id_words(test: str) -> set[str]:
+    """The whole words of a test id: each part of its path and names, with and without test_ / _test,
+    and each snake_case piece (``test_gcd_of_zero`` gives gcd_of_zero, gcd, of, zero)."""
+    words: set[str] = set()
+    for part in re.split(r"::|[/.\[\]\s>]+", test.lower()):
+        if not part:
+            continue
+        stripped = _strip_test(part)
+        words |= {part, stripped, *[piece for piece in stripped.split("_") if piece and piece != "test"]}
+    return words - GENERIC
+
+
+PATH = re.compile(r"[\w.-]*[\w-]/[\w./-]*\.\w+|\b[\w-]+\.(?:py|js|ts|mjs|cjs|go|rs|rb|java)\b")
 TEST_NAME = re.compile(r"(?:[\w./-]+::)*\b(?:test_\w+|\w+_test|Test\w+)\b")
 
 
@@ -170,7 +203,8 @@ def conclude(baseline: TestRun | None, after: TestRun | None, issue_text: str) -
     if judged.regressed:
         return Conclusion(REGRESSED, judged.describe() + (f" ({judged.note})" if judged.note else ""))
     if after.timed_out:
-        return Conclusion(UNVERIFIED, "the tests timed out, before and after the change")
+        return Conclusion(UNVERIFIED, "the tests timed out, before and after the change" if baseline is not None
+                          else "the tests timed out")
     if not after.ran_tests:
         return Conclusion(UNVERIFIED, "the test command ran no tests")
     named = tuple(issue_named_passing(issue_text, baseline, after))

@@ -14,6 +14,13 @@ from clovercode.github.install_source import EXAMPLE, check_source
 
 WORKFLOW_PATH = Path(".github/workflows/clovercode.yml")
 MODEL_PLACES = ("gpu-runner", "endpoint")
+# Third-party actions by commit: a tag can be moved to other code, a commit cannot. The tag is in the
+# comment, for people and for tools that propose updates (Dependabot, Renovate).
+ACTIONS = {
+    "CHECKOUT_ACTION": "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683  # v4.2.2",
+    "SETUP_PYTHON_ACTION": "actions/setup-python@a26af69be951a213d495a4c3e4e4022e16d87065  # v5.6.0",
+    "UPLOAD_ARTIFACT_ACTION": "actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02  # v4.6.2",
+}
 DEFAULT_RUNNERS = {"gpu-runner": "self-hosted,linux,gpu", "endpoint": "ubuntu-latest"}
 BOT_AUTHOR = "github-actions[bot] <41898282+github-actions[bot]@users.noreply.github.com>"
 
@@ -26,13 +33,13 @@ name: clovercode
 on:
   issues:
     types: [labeled]
-  issue_comment:
+  # The job's `if:` acts only on a comment that starts with the command, by an owner, member or
+  # collaborator, on an issue (never a pull request's code); the comment's text never reaches a shell
+  # (the issue is read from the API by its number). So zizmor's warning about this trigger is answered:
+  issue_comment:  # zizmor: ignore[dangerous-triggers]
     types: [created]
 
-permissions:
-  contents: write        # push the fix branch
-  pull-requests: write   # open or update the pull request
-  issues: read           # read the issue
+permissions: {}          # nothing by default; the job asks for what it uses
 
 concurrency:             # one run per issue at a time; a second waits instead of racing the first
   group: clovercode-${{ github.event.issue.number }}
@@ -47,8 +54,12 @@ jobs:
        contains(fromJSON('["OWNER", "MEMBER", "COLLABORATOR"]'), github.event.comment.author_association))
     runs-on: @@RUNNER@@
     timeout-minutes: 90
+    permissions:
+      contents: write        # push the fix branch
+      pull-requests: write   # open or update the pull request
+      issues: read           # read the issue
     steps:
-      - uses: actions/checkout@v4
+      - uses: @@CHECKOUT_ACTION@@
         with:
           persist-credentials: false   # no token in .git/config while the model works; fix pushes with it
 """
@@ -68,7 +79,7 @@ GPU_STEPS = """\
 ENDPOINT_STEPS = """\
       # The model is served elsewhere (clovercode serve, SGLang, vLLM …): set the repository variable
       # CLOVERCODE_ENDPOINT to its OpenAI-compatible URL and the secret CLOVERCODE_API_KEY if it needs one.
-      - uses: actions/setup-python@v5
+      - uses: @@SETUP_PYTHON_ACTION@@
         with:
           python-version: "3.12"
 @@SOURCE_NOTE@@      - name: Install clovercode and the sandbox
@@ -109,7 +120,7 @@ FIX_STEPS = """\
           esac
       - name: Keep the result and the trajectory
         if: always()
-        uses: actions/upload-artifact@v4
+        uses: @@UPLOAD_ARTIFACT_ACTION@@
         with:
           name: clovercode-issue-${{ github.event.issue.number }}
           path: |
@@ -172,7 +183,7 @@ def fill(text: str, options: WorkflowOptions, **more: str) -> str:
     else:
         source, check = "${{ vars.CLOVERCODE_SOURCE }}", SOURCE_CHECK.replace("@@EXAMPLE@@", EXAMPLE)
     runner = labels[0] if len(labels) == 1 else "[" + ", ".join(labels) + "]"
-    for key, value in (*more.items(), ("MODEL_ENV", MODEL_ENV[options.model_on]), ("VERSION", __version__), ("LABEL", options.label),
+    for key, value in (*more.items(), *ACTIONS.items(), ("MODEL_ENV", MODEL_ENV[options.model_on]), ("VERSION", __version__), ("LABEL", options.label),
                        ("COMMAND", options.command), ("RUNNER", runner), ("SOURCE_NOTE", SOURCE_NOTE), ("SOURCE_CHECK", check), ("SOURCE", source),
                        ("EXTRAS", EXTRAS[options.model_on]), ("AUTHOR", BOT_AUTHOR)):
         text = text.replace(f"@@{key}@@", value)

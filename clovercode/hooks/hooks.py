@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from clovercode.actions.context import Observation
-from clovercode.agent.events import EventSink
+from clovercode.events import EventSink
 from clovercode.hooks.config import HookConfig
 from clovercode.hooks.runner import HookResult, run_hook
+from clovercode.trust.projectview import ProjectView
 
 
 class Hooks:
@@ -45,7 +46,7 @@ class Hooks:
         if not hooks:
             return observation
         touched = self._file_of(arguments)
-        before = _digest(touched)
+        before = self._digest(touched)
         event = self._event("post_tool_use", tool_name=tool, tool_input=arguments,
                             tool_response={"ok": observation.ok, "output": observation.text})
         notes = []
@@ -53,7 +54,7 @@ class Hooks:
             result = self._run(hook, event)
             if result.blocked and result.message:
                 notes.append(f"[post_tool_use hook `{hook.command}`]\n{result.message}")
-        if touched is not None and _digest(touched) != before:
+        if touched is not None and self._digest(touched) != before:
             shown = touched.relative_to(self.root) if touched.is_relative_to(self.root) else touched
             notes.append(f"[note] a post_tool_use hook changed {shown} after this call; view it before editing it again.")
         if not notes:
@@ -106,14 +107,14 @@ class Hooks:
         path = arguments.get("path")
         if not isinstance(path, str) or not path:
             return None
-        candidate = (self.root / path).resolve()
-        return candidate if candidate.is_file() else None
+        view = ProjectView(self.root)  # the model's path: a link out (or /etc/shadow) is not read, not even hashed
+        candidate = view.find(path)
+        return candidate if candidate is not None and view.kind(candidate) == "file" else None
 
-
-def _digest(path: Path | None) -> str | None:
-    if path is None:
-        return None
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
+    def _digest(self, path: Path | None) -> str | None:
+        if path is None:
+            return None
+        try:
+            return hashlib.sha256(ProjectView(self.root).read_bytes(path)).hexdigest()
+        except OSError:
+            return None

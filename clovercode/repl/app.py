@@ -6,12 +6,13 @@ import os
 import sys
 from contextlib import nullcontext
 from pathlib import Path
-from typing import ContextManager
+from typing import Callable, ContextManager, Iterator
 
 from rich.console import Console
 from rich.markup import escape
 
-from clovercode.actions.approval import NO, ModeApprover
+from clovercode.actions.approval import NO, PLAN, ModeApprover
+from clovercode.agent.planmode import plan_task
 from clovercode.agent.events import MultiSink
 from clovercode.config import Config
 from clovercode.errors import CloverError
@@ -48,6 +49,15 @@ class Repl:
         if self.screen.live is None:
             self.screen.live = LiveStatus(console)
         self.screen.observation_count = self.transcript.observation_count
+        from clovercode.repl.modes import Modes
+
+        self.modes = Modes(self.approver)
+        from clovercode.repl.cost import CostMeter
+
+        self.cost = CostMeter()
+        # One answer among letters (None: Esc), and a line: the terminal's or piped input (run_repl sets them).
+        self.choose: Callable[[str, str], str | None] = lambda question, keys: None
+        self.read_line: Callable[..., str | None] = lambda prompt, fresh=False: None
 
     def handle(self, line: str) -> bool:
         """Process one input; return False when the REPL should exit."""
@@ -115,21 +125,30 @@ class Repl:
             return
         self.transcript.add_user(typed)
         task = self.with_attachments(typed)
+        planning = self.modes.mode == PLAN
+        if planning:
+            task = plan_task(task)
         renderer = ConsoleRenderer(self.console, screen=self.screen, context=self.context_share)
         try:
             with self.turn():
-                result = self.session.run_task(task, MultiSink(self.transcript, renderer))
+                result = self.session.run_task(task, MultiSink(self.transcript, self.cost, renderer))
         except CloverError as exc:  # e.g. the sandbox stopped working: say so, keep the REPL
             print_error(self.console, exc)
             return
         finally:
             self.screen.suspend()
         self.record(result)
+        if result.stop.value == "interrupted" and self.screen.keys is not None:
+            self.screen.keys.unqueue()  # nothing queued is sent after an interrupt: it waits at the prompt
         if result.signal is not None:  # SIGTERM/SIGHUP stopped the task: the REPL ends too
             raise Terminated(result.signal)
         if result.summary and result.stop.value == "finished":  # a plain answer was shown as the model wrote it
             print_markdown(self.console, result.summary)
         self.print_context_line()
+        if planning and self.modes.mode == PLAN and result.stop.value in ("finished", "answered"):
+            from clovercode.repl.modes import settle_plan
+
+            settle_plan(self, self.choose, self.read_line)
 
     def turn(self) -> ContextManager[None]:
         """While a task or a !command runs: Esc interrupts as Ctrl-C does, typed keys do not echo."""
@@ -162,10 +181,34 @@ class Repl:
             self.console.print(status, style="dim", highlight=False, markup=False, soft_wrap=True)
 
 
+def _inputs(first: str | None, lines: Iterator[str], console: Console, screen: Screen) -> Iterator[str]:
+    """What the REPL handles next: the task from the command line first, then messages queued with
+    Enter during the last turn (one message), else a line from the prompt; the first two are shown
+    as if typed at the prompt."""
+    from rich.text import Text
+
+    from clovercode.repl.inputs import PROMPT
+
+    pending = first if first is not None and first.strip() else None
+    while True:
+        if pending is None and screen.keys is not None:
+            queued = screen.keys.take_queued()
+            pending = "\n".join(queued) if queued else None
+        if pending is not None:
+            console.print(Text(PROMPT + inert(pending)), soft_wrap=True)
+            text, pending = pending, None
+            yield text
+            continue
+        try:
+            yield next(lines)
+        except StopIteration:
+            return
+
+
 def make_approver(cfg: Config, console: Console, screen: Screen, tty: bool) -> ModeApprover:
     from clovercode.config import user_config_path
     from clovercode.repl.permissions import add_rule
-    from clovercode.ui.approval_prompt import make_ask, plain_read_line, tty_read_line
+    from clovercode.ui.approval_prompt import make_ask, plain_read_line, tty_read_key, tty_read_line
 
     def remember(prefix: str) -> None:
         try:
@@ -177,19 +220,27 @@ def make_approver(cfg: Config, console: Console, screen: Screen, tty: bool) -> M
         console.print(f"[dim]commands starting `{escape(prefix)}` now run without asking (rule saved in {path}; "
                       "/permissions lists and removes rules)[/]", highlight=False)
 
-    ask = make_ask(console, tty_read_line if tty else plain_read_line, screen, str(user_config_path(os.environ)))
+    ask = make_ask(console, tty_read_line if tty else plain_read_line, screen, str(user_config_path(os.environ)),
+                   read_key=tty_read_key if tty else None)
     return ModeApprover(cfg["approval"], cfg["sandbox"] != "none", ask, cfg["permissions.allow"], remember)
 
 
-def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = None, any_project: bool = False) -> int:
+def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = None, any_project: bool = False,
+             first_task: str | None = None) -> int:
+    """``resume``: a session id, "@latest" (a picker on a terminal) or "@last" (the newest, no picker);
+    ``first_task``: the first message, sent before the prompt shows (`clovercode "task"`)."""
     from clovercode.repl.inputs import plain_lines, tty_lines
 
+    from clovercode.ui.console import use_theme
+
+    use_theme(console, cfg["ui.theme"], os.environ)
     tty = sys.stdin.isatty() and sys.stdout.isatty()
     screen = Screen(live=LiveStatus(console, hint=ESC_HINT if tty else CTRL_C_HINT))
     if tty:
         from clovercode.ui.keys import KeyWatcher
 
         screen.keys = KeyWatcher(sys.stdin.fileno())
+        screen.live.pending = screen.keys.pending  # queued messages show under the status line
     approver = make_approver(cfg, console, screen, tty)
     session = open_session(root, cfg, interactive=True, approve=approver, mcp_wait=0)  # MCP servers join when ready
     from clovercode import __version__
@@ -206,10 +257,12 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
         console.print(f"[dim]MCP servers starting in the background: {escape(', '.join(session.mcp.starting))} "
                       "(/mcp)[/]", highlight=False, soft_wrap=True)
     if resume is not None:
-        from clovercode.context.commands import resume_into
+        from clovercode.context.commands import RESUME_LATEST, resume_into
 
         pick = None
-        if tty:
+        if resume == "@last":  # --continue
+            resume = RESUME_LATEST
+        elif tty:
             from clovercode.sessions import pick_session
             from clovercode.ui.approval_prompt import tty_read_line
 
@@ -220,15 +273,21 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
             session.close()
             raise
     repl = Repl(root, cfg, console, session, screen, approver)
+    from clovercode.ui.approval_prompt import choose, plain_read_line, tty_read_key, tty_read_line
+
+    read_line = tty_read_line if tty else plain_read_line
+    read_key = tty_read_key if tty else None
+    repl.read_line = read_line
+    repl.choose = lambda question, keys: choose(read_line, read_key, question, keys)
     if tty:
         from clovercode.repl.completion import FileLister, ReplCompleter
 
         lines = tty_lines(cfg, ReplCompleter(lambda: [*repl.commands, *repl.custom], FileLister(session.root)),
-                          typed_ahead=repl.typed_ahead)
+                          typed_ahead=repl.typed_ahead, modes=repl.modes)
     else:
         lines = plain_lines()
     try:
-        for line in lines:
+        for line in _inputs(first_task, iter(lines), console, screen):
             try:
                 if not repl.handle(line):
                     break
@@ -238,6 +297,7 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
                 screen.suspend()
                 if screen.keys is not None:  # an interrupt that landed as the turn ended may have cut its restore
                     screen.keys.stop()
+                    screen.keys.unqueue()
                 console.print("[yellow]interrupted[/]")
     except BaseException:  # SIGTERM/SIGHUP (after SIGHUP there is no terminal to print to), or a failure
         if screen.keys is not None:

@@ -15,6 +15,7 @@ from clovercode.actions.guards import FileGuard, FileStamps
 from clovercode.actions.paths import display, resolve_in_root
 from clovercode.messages import Message
 from clovercode.context.tokens import estimate_tokens
+from clovercode.trust.projectview import ProjectView
 
 MENTION = re.compile(r"(?<![\w@])@([^\s@]+)")
 ATTACH_WINDOW_SHARE = 4  # all attachments of one message together take at most 1/4 of the window
@@ -42,16 +43,18 @@ def expand_mentions(text: str, root: Path, budget: int, stamps: FileStamps | Non
     out = Expanded(text)
     blocks: list[str] = []
     seen: set[str] = set()
+    guard = guard or FileGuard.from_policy_data()
+    view = ProjectView(root, guard.secrets)  # the attachment is read as the file tools read: beneath the root
     for match in MENTION.finditer(text):
         given = match.group(1).rstrip(".,;:!?)]}'\"")
         try:
-            path = resolve_in_root(root, given, must_exist=True)
+            path = resolve_in_root(view, given, must_exist=True)
             shown = display(root, path)
             if shown in seen:
                 continue
             seen.add(shown)
-            (guard or FileGuard.from_policy_data()).check_read(path, shown)
-            content = read_text(path, shown)
+            guard.check_read(path, shown)
+            content = read_text(view, path, shown)
         except ToolError as exc:
             out.problems.append(f"@{given}: {exc}")
             continue

@@ -162,6 +162,18 @@ def _mcp(repl: "Repl", arg: str) -> bool:
     return mcp_command(repl, arg)
 
 
+def _cost(repl: "Repl", arg: str) -> bool:
+    from clovercode.repl.cost import cost_command
+
+    return cost_command(repl, arg)
+
+
+def _plan(repl: "Repl", arg: str) -> bool:
+    from clovercode.repl.modes import plan_command
+
+    return plan_command(repl, arg)
+
+
 def _info(name: str) -> Callable[["Repl", str], bool]:
     def run(repl: "Repl", arg: str) -> bool:
         from clovercode.repl import info
@@ -184,6 +196,8 @@ def default_commands() -> list[SlashCommand]:
         SlashCommand("redo", "take the last /undo back", _redo),
         SlashCommand("compact", "summarise the history now, keeping the goal, plan and edited files", _compact),
         SlashCommand("context", "show how full the context window is", _context),
+        SlashCommand("cost", "tokens and time this session, split between the model and the tools", _cost),
+        SlashCommand("plan", "plan mode: read only until you approve a plan; with TASK, plan it now", _plan, "[TASK]"),
         SlashCommand("permissions", "list the command allow rules, or remove one", _permissions, "[remove N]"),
         SlashCommand("diff", "what this session changed in the files", _info("diff")),
         SlashCommand("status", "model, sandbox, approvals, session, usage, context, MCP servers, hooks", _info("status")),

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Mapping
 
 from clovercode.config import user_config_path
-from clovercode.trust.paths import inside_project
+from clovercode.trust.projectview import OutsideProject, ProjectView
 
 PROJECT_DIR = Path(".clovercode") / "commands"
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
@@ -31,12 +31,14 @@ class CustomCommand:
         return self.template + (f"\n\n{arguments}" if arguments else "")
 
 
-def parse(path: Path, source: str, name: str | None = None) -> CustomCommand | None:
-    """The command in file ``path``, named ``name`` (default: the file's stem), or None if unusable."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
+def parse(path: Path, source: str, name: str | None = None, text: str | None = None) -> CustomCommand | None:
+    """The command in file ``path`` (or its ``text``, already read), named ``name`` (default: the
+    file's stem), or None if unusable."""
+    if text is None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
     description = ""
     if text.startswith("---\n") and "\n---" in text[4:]:
         head, _, text = text[4:].partition("\n---")
@@ -58,19 +60,35 @@ def load_custom_commands(root: Path, env: Mapping[str, str], builtin: set[str],
     A project command file that resolves outside the project (``x.md -> ~/.ssh/id_rsa``, or a
     symlinked ``.clovercode/commands``) is not read: a note for the person goes to ``notes``."""
     found: dict[str, CustomCommand] = {}
-    for directory, source in ((user_config_path(env).parent / "commands", "user"), (root / PROJECT_DIR, "project")):
-        if not directory.is_dir():
-            continue
+    directory = user_config_path(env).parent / "commands"
+    if directory.is_dir():  # the user's own files: wherever they lead is the user's choice
         for path in sorted(directory.glob("*.md")):
-            if not NAME.match(path.stem) or path.stem in builtin:
-                continue
-            resolved = inside_project(root, path) if source == "project" else path
-            if resolved is None:
-                if notes is not None:
-                    notes.append(f"custom command /{path.stem}: {PROJECT_DIR.as_posix()}/{path.name} leads "
-                                 "outside the project (a symlink), so clovercode did not read it")
-                continue
-            command = parse(resolved, source, path.stem)
-            if command is not None:
+            if NAME.match(path.stem) and path.stem not in builtin and (command := parse(path, "user")) is not None:
                 found[command.name] = command
+    view = ProjectView(root)  # the project's files are read beneath its root, never through a link out
+    try:
+        entries = view.listdir(PROJECT_DIR, outside=True) if view.kind(PROJECT_DIR) == "dir" else []
+        if view.find(PROJECT_DIR) is None:
+            raise OutsideProject(str(PROJECT_DIR))
+    except OutsideProject:
+        entries = []  # not even listed: the names in another directory are not the project's business
+        if notes is not None:
+            notes.append(f"custom commands: {PROJECT_DIR.as_posix()} leads outside the project (a symlink), "
+                         "so clovercode did not read it")
+    for name, kind in entries:
+        stem = name[:-3]
+        if not name.endswith(".md") or not NAME.match(stem) or stem in builtin:
+            continue
+        if kind == "outside":
+            if notes is not None:
+                notes.append(f"custom command /{stem}: {PROJECT_DIR.as_posix()}/{name} leads "
+                             "outside the project (a symlink), so clovercode did not read it")
+            continue
+        try:
+            text = view.read_bytes(PROJECT_DIR / name).decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        command = parse(root / PROJECT_DIR / name, "project", stem, text)
+        if command is not None:
+            found[command.name] = command
     return found

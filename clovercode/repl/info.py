@@ -63,7 +63,7 @@ def status_command(repl: "Repl", _: str) -> bool:
         rows.append(("branch", branch))
     rules = len(repl.approver.rules)
     rows += [("sandbox", repl.cfg["sandbox"]),
-             ("approval", f"{repl.cfg['approval']} · {rules} allow rule{'s' if rules != 1 else ''} (/permissions)"),
+             ("approval", f"{repl.approver.mode} · {rules} allow rule{'s' if rules != 1 else ''} (/permissions)"),
              ("session", session.session_id or "(not saved yet: no task has run)"),
              ("this session", f"{repl.tasks} task{'s' if repl.tasks != 1 else ''} · {repl.steps} steps · tokens "
                               f"{repl.prompt_tokens} in / {repl.completion_tokens} out"),

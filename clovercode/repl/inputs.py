@@ -18,6 +18,10 @@ from clovercode.termination import CAUGHT, Terminated, on_first_signal
 PROMPT = "clover> "
 
 
+class EmptyInterrupt(KeyboardInterrupt):
+    """Ctrl-C at an empty prompt."""
+
+
 def history_path(cfg: Config) -> Path:
     """The REPL's input history file, checked writable (prompt-toolkit appends to it after every line)."""
     path = Path(cfg["history_file"]).expanduser() if cfg["history_file"] else state_dir(os.environ) / "history"
@@ -30,9 +34,11 @@ def history_path(cfg: Config) -> Path:
     return path
 
 
-def tty_lines(cfg: Config, completer: object = None, typed_ahead: Callable[[], str] = str) -> Iterator[str]:
+def tty_lines(cfg: Config, completer: object = None, typed_ahead: Callable[[], str] = str,
+              modes: Any = None) -> Iterator[str]:
     """Lines from prompt-toolkit; each prompt starts with ``typed_ahead()``, what was typed while the
-    last turn ran (editable, never sent without Enter)."""
+    last turn ran (editable, never sent without Enter). ``modes`` (repl/modes.Modes): Shift+Tab cycles
+    the approval mode, shown at the right of the prompt line."""
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import FileHistory
     from prompt_toolkit.key_binding import KeyBindings
@@ -43,15 +49,41 @@ def tty_lines(cfg: Config, completer: object = None, typed_ahead: Callable[[], s
     def _newline(event) -> None:  # Alt-Enter / Esc Enter: a newline instead of submitting
         event.current_buffer.insert_text("\n")
 
+    @bindings.add("c-g")
+    def _editor(event) -> None:  # Ctrl-G: write the prompt in $VISUAL / $EDITOR, as Claude Code and Codex do
+        event.current_buffer.open_in_editor(validate_and_handle=False)
+
+    @bindings.add("c-c")
+    def _interrupt(event) -> None:  # a line is cleared; at an empty prompt, the way out is said (or taken)
+        buffer = event.current_buffer
+        if buffer.text:
+            buffer.reset()
+        else:
+            event.app.exit(exception=EmptyInterrupt())
+
+    if modes is not None:
+        @bindings.add("s-tab")
+        def _cycle(event) -> None:
+            modes.cycle()
+            event.app.invalidate()
+
+    rprompt = (lambda: [("class:mode", modes.label())]) if modes is not None else None
     prompt = PromptSession(history=FileHistory(str(history_path(cfg))), key_bindings=bindings, multiline=False,
-                           completer=completer, complete_while_typing=False)
+                           completer=completer, complete_while_typing=False, rprompt=rprompt)
+    warned = False  # Ctrl-C at an empty prompt said how to exit; a second one right after exits
     while True:
         try:
             with _signals_end_the_prompt(prompt.app):
                 line = prompt.prompt(PROMPT, default=typed_ahead())
+            warned = False
             yield line
         except Terminated:
             raise
+        except EmptyInterrupt:
+            if warned:
+                return
+            warned = True
+            print("(Ctrl-C again or Ctrl-D exits)", flush=True)
         except KeyboardInterrupt:  # Ctrl-C at the prompt clears the line, it does not exit
             continue
         except EOFError:

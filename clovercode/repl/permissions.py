@@ -85,7 +85,7 @@ def permissions_command(repl: "Repl", arg: str) -> bool:
     if action:
         console.print("usage: /permissions, or /permissions remove N|PREFIX", highlight=False)
         return True
-    console.print(f"approval: {repl.cfg['approval']} · sandbox: {repl.cfg['sandbox']}", highlight=False, markup=False)
+    console.print(f"approval: {repl.approver.mode} · sandbox: {repl.cfg['sandbox']}", highlight=False, markup=False)
     if not approver.rules:
         console.print(f"no allow rules: answer 'a' at a command's approval to add one (kept in {path})", highlight=False,
                       markup=False)

@@ -19,6 +19,7 @@ from rich.markup import escape
 from clovercode.agent.budget import StopReason
 from clovercode.config import Config
 from clovercode.errors import CiChangeRefused, ExitCode, UsageError, VcsError
+from clovercode.fixflow.changes import TestedTree
 from clovercode.fixflow.cigate import ci_changes, refuse_ci_changes
 from clovercode.fixflow.plan import push_credentials, resolve_tests
 from clovercode.fixflow.rounds import Rounds, run_rounds
@@ -64,6 +65,7 @@ class RespondOutcome:
     outcome: str | None = None  # the verdict: fixed / regressed / unverified
     summary: str | None = None
     changed: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)  # changed, but deliberately not committed (with why)
     kept_on: str | None = None  # the branch a refused follow-up was pushed to instead
 
     def to_json(self) -> dict[str, Any]:
@@ -71,7 +73,7 @@ class RespondOutcome:
         return {"status": self.status, "exit_code": int(self.exit_code), "detail": self.detail,
                 "comment": {"id": c.id, "kind": c.kind, "author": c.login, "association": c.association} if c else None,
                 "pull_request": str(self.pull.ref) if self.pull else None, "branch": self.branch, "commit": self.commit,
-                "pushed": self.pushed, "verdict": self.outcome, "summary": self.summary, "changed_files": self.changed,
+                "pushed": self.pushed, "verdict": self.outcome, "summary": self.summary, "changed_files": self.changed, "not_committed": self.left_out,
                 "kept_on": self.kept_on, "reply": self.reply_url}
 
 
@@ -124,7 +126,9 @@ def _follow_up(root: Path, cfg: Config, request: RespondRequest, ref: CommentRef
     if checkout is None:
         raise UsageError(f"{root} is not in a git repository: respond needs a checkout of {pull.ref.repo}")
     remote = cfg["fix.remote"]
-    checkout.remote_url(remote)  # a clear error now if there is no such remote
+    url = checkout.remote_url(remote)  # a clear error now if there is no such remote
+    for note in filter(None, (f"pushing to {remote} at {gitsafe.shown_url(url)}", checkout.credentials_note())):
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
     push_env = _push_env(root, cfg, checkout, remote, env)
     follow = check_out_branch(checkout, remote, pull.head_ref, push_env)
     diff = _pull_diff(checkout, remote, pull, push_env)
@@ -135,24 +139,27 @@ def _follow_up(root: Path, cfg: Config, request: RespondRequest, ref: CommentRef
     session = open_session(checkout.top, cfg, interactive=False, env=env)
     session.command_env = without_secrets(env)
 
-    def has_changes(result) -> bool:
-        return bool(checkout.pending(follow.start, result.changed).paths)
+    tested = TestedTree(checkout, follow.start)
+
+    def has_changes(result) -> bool:  # run_rounds asks right before each test run
+        return tested.before_tests(result.changed)
 
     try:
         rounds = run_rounds(session, task, tests, cfg["fix.test_rounds"], cfg["fix.test_timeout"], ConsoleRenderer(console),
-                            console, has_changes, baseline=cfg["fix.baseline"], issue_text=comment.body)
+                            console, has_changes, baseline=cfg["fix.baseline"], issue_text=comment.body,
+                            after_baseline=tested.after_baseline)
     finally:
         session.close()
     out = RespondOutcome(ExitCode.GAVE_UP, "gave_up", rounds.result.detail, comment, pull, follow.branch,
                          summary=rounds.summary, changed=list(rounds.result.changed))
-    _finish(out, rounds, follow, checkout, cfg, request, tests, has_changes)
+    _finish(out, rounds, follow, checkout, cfg, request, tests, tested)
     if out.status != "interrupted":  # a cancelled job says nothing; any other end is told in the thread
         out.reply_url = post_reply(client, pull.ref, comment, reply_body(out)).url
     return out
 
 
 def _finish(out: RespondOutcome, rounds: Rounds, follow: FollowUp, checkout, cfg: Config, request: RespondRequest,
-            tests, has_changes) -> None:
+            tests, tested: TestedTree) -> None:
     stop = rounds.result.stop
     if stop is StopReason.INTERRUPTED:
         out.exit_code, out.status = ExitCode(exit_code(rounds.result.signal)), "interrupted"
@@ -162,22 +169,24 @@ def _finish(out: RespondOutcome, rounds: Rounds, follow: FollowUp, checkout, cfg
         return
     if not rounds.finished:
         return
-    if not has_changes(rounds.result):
+    if not tested.now(rounds.result.changed):
         out.exit_code, out.status = ExitCode.NO_CHANGE, "no_change"
         return
     concluded = conclude(rounds.baseline, rounds.tests[-1] if rounds.tests else None, out.comment.body if out.comment else "")
     out.outcome = concluded.outcome
     out.exit_code = CODES[concluded.outcome]
     out.status = {FIXED: "fixed", REGRESSED: "tests_failed", UNVERIFIED: "unverified"}[concluded.outcome]
-    pending = checkout.pending(follow.start, rounds.result.changed)
+    changes, since = tested.to_commit(rounds.result.changed)
+    out.changed = list(changes.paths)  # the commit's files, whoever wrote them
+    out.left_out = [item.describe() for item in changes.left_out] + [f"{p} (changed after the last test run)" for p in since]
     try:
-        refused = ci_changes(checkout.top, pending.paths)
+        refused = ci_changes(checkout.top, sorted({*changes.paths, *since}))
         if refused:
             raise refuse_ci_changes(refused)
         author = parse_author(request.author or cfg["fix.author"]) if (request.author or cfg["fix.author"]) else (
             checkout.identity() or DEFAULT_AUTHOR)
         message = commit_message(out, rounds, tests, concluded)
-        out.commit = commit_follow_up(follow, pending, message, author, checkout.identity() or author)
+        out.commit = commit_follow_up(follow, changes, message, author, checkout.identity() or author)
         push_follow_up(follow, out.commit)
         out.pushed = True
     except BranchMoved as exc:

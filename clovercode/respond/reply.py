@@ -41,6 +41,8 @@ def reply_body(out: "RespondOutcome") -> str:
         lines.append(f"No follow-up commit: {inert_markdown(out.detail)}")
     if out.changed:
         lines.append("Changed: " + ", ".join(code_span(p) for p in out.changed[:20]))
+    if out.left_out:
+        lines.append("Not committed: " + ", ".join(inert_markdown(p) for p in out.left_out[:20]))
     if out.outcome:
         lines.append(f"Verdict: **{out.outcome}**.")
     if out.summary:

@@ -46,8 +46,8 @@ class ReviewTools:
 
     def report(self, ctx: ToolContext, args: dict[str, Any]) -> Observation:
         finding = Finding.from_call(args)
-        path = resolve_in_root(ctx.root, finding.file, must_exist=True)  # inside the project, or a ToolError
-        if not path.is_file():
+        path = resolve_in_root(ctx.view, finding.file, must_exist=True)  # beneath the root, or a ToolError
+        if ctx.view.kind(path) != "file":
             raise ToolError(f"{finding.file} is not a file")
         finding = Finding(display(ctx.root, path), finding.start_line, finding.end_line, finding.severity,
                           finding.title, finding.body, finding.suggestion)

@@ -28,6 +28,10 @@ class Layout:
     masked: tuple[str, ...] = ()  # host directories replaced by an empty tmpfs
     exposed: tuple[str, ...] = ()  # host paths inside masked directories, re-bound read-only
     writable: tuple[str, ...] = ()  # scratch directories outside the project a caller lets the command write
+    homes: tuple[str, ...] = ()  # home directories replaced by an empty private tmpfs
+    home_visible: tuple[str, ...] = ()  # what of them is bound back read-only (caches, toolchains)
+    scrub: tuple[str, ...] = ()  # git config files to show only as a copy without credentials
+    covers: tuple[tuple[str, str], ...] = ()  # (copy on the host, path it is bound over), read-only
 
 
 def bwrap_argv(policy: Policy, layout: Layout, command: Sequence[str], status_fd: int | None = None) -> list[str]:
@@ -47,6 +51,12 @@ def bwrap_argv(policy: Policy, layout: Layout, command: Sequence[str], status_fd
         argv += ["--tmpfs", path]
     for path in layout.exposed:
         argv += ["--ro-bind", path, path]
+    # The home goes, then the little a build needs comes back; the project and scratch directories
+    # come after, so a project under the home is there as always.
+    for path in layout.homes:
+        argv += ["--tmpfs", path]
+    for path in layout.home_visible:
+        argv += ["--ro-bind", path, path]
     # After the private /tmp and the masks, which would otherwise cover a scratch directory there.
     for path in layout.writable:
         argv += ["--bind", path, path]
@@ -61,6 +71,8 @@ def bwrap_argv(policy: Policy, layout: Layout, command: Sequence[str], status_fd
         argv += ["--tmpfs", path, "--remount-ro", path]
     for path in layout.hidden_files:
         argv += ["--ro-bind", "/dev/null", path]
+    for source, target in layout.covers:
+        argv += ["--ro-bind", source, target]
     if status_fd is not None:
         argv += ["--json-status-fd", str(status_fd)]
     argv += ["--chdir", layout.cwd, "--", *command]

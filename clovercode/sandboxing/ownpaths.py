@@ -41,6 +41,17 @@ def user_hidden(cfg: Config) -> tuple[str, ...]:
     return entries
 
 
+def user_shown(cfg: Config) -> tuple[str, ...]:
+    """The ``sandbox_show`` setting, checked: "~/" paths (what of the hidden home comes back)."""
+    entries = tuple(cfg["sandbox_show"])
+    for entry in entries:
+        if not (entry == "~" or entry.startswith("~/")) or "/../" in entry + "/":
+            raise ConfigError(f"sandbox_show: {entry!r} is not a path under ~/",
+                              hint='The home is hidden from sandboxed commands; write what comes back as "~/path" '
+                                   "(glob characters are allowed). Paths outside the home are visible anyway.")
+    return entries
+
+
 def hidden_paths(cfg: Config, env: Mapping[str, str], project: Path | None = None) -> tuple[str, ...]:
     """Everything hidden on top of the shipped list, as patterns ``expand_patterns`` takes. An own
     directory that holds ``project`` is left out: hiding it would hide the project itself."""
@@ -54,7 +65,8 @@ def hidden_paths(cfg: Config, env: Mapping[str, str], project: Path | None = Non
 def policy_for(name: str, cfg: Config, env: Mapping[str, str], project: Path) -> Policy:
     """The sandbox policy ``name`` with these paths hidden too: what commands in ``project`` run under."""
     policy = load_policy(name)
-    return dataclasses.replace(policy, hidden=(*policy.hidden, *hidden_paths(cfg, env, project)))
+    return dataclasses.replace(policy, hidden=(*policy.hidden, *hidden_paths(cfg, env, project)),
+                               home_visible=(*policy.home_visible, *user_shown(cfg)))
 
 
 def _holds(directory: str, path: str) -> bool:

@@ -33,6 +33,8 @@ class Policy:
     # with them the tree's core.hooksPath directory; empty for `fix --allow-ci-changes`
     runs_outside: tuple[str, ...] = ()
     hidden: tuple[str, ...] = ()  # host path patterns ("~" = home) commands may not read
+    home_visible: tuple[str, ...] = ()  # "~/" patterns bound back, read-only, into the hidden home
+    home_scrubbed: tuple[str, ...] = ()  # git config files bound back as copies without credentials
     masked: tuple[str, ...] = ()  # host directories replaced by an empty tmpfs
     env_allow: tuple[str, ...] = ()
     env_deny: tuple[str, ...] = ()
@@ -45,7 +47,8 @@ def load_policy(name: str, directory: Path | None = None) -> Policy:
         raise SandboxUnavailable(f"unknown sandbox policy '{name}'", hint=f"Choose one of: {', '.join(PROFILES)}.")
     where = directory or data_dir("sandbox")
     profile = _load(where / f"{name}.toml")
-    protected, secrets, environment = (_load(where / f) for f in ("protected.toml", "secrets.toml", "environment.toml"))
+    protected, secrets, environment, home = (_load(where / f) for f in ("protected.toml", "secrets.toml",
+                                                                        "environment.toml", "home.toml"))
     env_set = environment.get("set", {})
     if not isinstance(env_set, dict) or not all(isinstance(v, str) for v in env_set.values()):
         raise _broken(where / "environment.toml", "'set' must be a table of strings")
@@ -56,9 +59,12 @@ def load_policy(name: str, directory: Path | None = None) -> Policy:
         network=_flag(profile, "network", where / f"{name}.toml"),
         expose=_strings(profile, "expose", where / f"{name}.toml"),
         read_only=_strings(protected, "read_only", where / "protected.toml"),
-        runs_outside=_strings(protected, "runs_outside", where / "protected.toml"),
+        runs_outside=(*_strings(protected, "runs_outside", where / "protected.toml"),
+                      *_reasons(protected, "runs_commands", where / "protected.toml")),
         hidden=_strings(secrets, "hidden", where / "secrets.toml"),
         masked=_strings(secrets, "masked", where / "secrets.toml"),
+        home_visible=_strings(home, "visible", where / "home.toml"),
+        home_scrubbed=_strings(home, "scrubbed", where / "home.toml"),
         env_allow=_strings(environment, "allow", where / "environment.toml"),
         env_deny=_strings(environment, "deny", where / "environment.toml"),
         env_set=tuple(sorted(env_set.items())),
@@ -72,10 +78,18 @@ def load_tool_refused(directory: Path | None = None) -> tuple[str, ...]:
 
 
 def load_runs_outside(directory: Path | None = None) -> tuple[str, ...]:
-    """CI definitions and git hook managers (protected.toml ``runs_outside``): what ``fix`` does not
-    commit and the file tools do not write unless the user allows CI changes."""
+    """CI definitions, git hook managers and files that make other tools run commands (protected.toml
+    ``runs_outside`` and ``runs_commands``): what ``fix`` does not commit, sandboxed commands cannot
+    write and the file tools do not write unless the user allows CI changes."""
     path = (directory or data_dir("sandbox")) / "protected.toml"
-    return _strings(_load(path), "runs_outside", path)
+    table = _load(path)
+    return (*_strings(table, "runs_outside", path), *_reasons(table, "runs_commands", path))
+
+
+def load_runs_commands(directory: Path | None = None) -> dict[str, str]:
+    """protected.toml ``runs_commands``: path -> which tool runs what from it."""
+    path = (directory or data_dir("sandbox")) / "protected.toml"
+    return _reasons(_load(path), "runs_commands", path)
 
 
 def load_hidden(directory: Path | None = None) -> tuple[str, ...]:
@@ -132,6 +146,14 @@ def _flag(table: dict[str, Any], key: str, path: Path) -> bool:
     if not isinstance(value, bool):
         raise _broken(path, f"'{key}' must be true or false")
     return value
+
+
+def _reasons(table: dict[str, Any], key: str, path: Path) -> dict[str, str]:
+    value = table.get(key, {})
+    if not isinstance(value, dict) or not all(isinstance(k, str) and k and isinstance(v, str) and v.strip()
+                                              for k, v in value.items()):
+        raise _broken(path, f"'{key}' must be a table of paths, each with the reason it is protected")
+    return dict(value)
 
 
 def _strings(table: dict[str, Any], key: str, path: Path) -> tuple[str, ...]:

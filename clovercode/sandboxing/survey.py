@@ -42,6 +42,7 @@ def survey(policy: Policy, project: Path, cwd: Path, env: Mapping[str, str]) -> 
     # A toolchain that lives under /tmp or a masked directory (a CI checkout's virtualenv in /tmp,
     # say) would vanish behind the private /tmp: keep it visible, read-only.
     exposed += [path for path in _toolchain(env) if _hidden_below(path, root, masked)]
+    homes, shown, scrub = _home(policy, root, masked, env)
     hidden_dirs, hidden_files = [], []
     for path in _existing(expand_patterns(policy.hidden, home_dirs(env))):
         real = os.path.realpath(path)
@@ -50,9 +51,67 @@ def survey(policy: Policy, project: Path, cwd: Path, env: Mapping[str, str]) -> 
         if not _visible(real, root, masked):
             continue
         (hidden_dirs if os.path.isdir(real) else hidden_files).append(real)
+    scrub += _git_config(root)
     return Layout(root, here, tuple(read_only), tuple(dict.fromkeys(pinned)), tuple(absent),
                   tuple(dict.fromkeys(hidden_dirs)), tuple(dict.fromkeys(hidden_files)), tuple(masked),
-                  tuple(dict.fromkeys(exposed)))
+                  tuple(dict.fromkeys(exposed)), homes=homes, home_visible=shown, scrub=tuple(dict.fromkeys(scrub)))
+
+
+def _home(policy: Policy, root: str, masked: list[str], env: Mapping[str, str]) -> tuple[tuple[str, ...], tuple[str, ...], list[str]]:
+    """(homes to hide, what of them comes back read-only, git config files there to show scrubbed)."""
+    homes = []
+    for home in home_dirs(env):
+        real = os.path.realpath(home)
+        # a home inside the project, or the private /tmp (tests), is not the host's to hide
+        if os.path.isdir(real) and real != "/" and not _within(real, root) and _visible(real, root, masked):
+            homes.append(real)
+    homes = list(dict.fromkeys(homes))
+    if not homes:
+        return (), (), []
+    shown = []
+    for path in _existing(expand_patterns(policy.home_visible, tuple(homes))):
+        real = os.path.realpath(path)
+        # a link is not followed: its target would show without the hidden list applied to it
+        if real == os.path.abspath(path) and any(_within(real, h) for h in homes):
+            shown.append(real)
+    for path in [*_toolchain(env), *_venv_bases(root, env)]:  # the home's directory that holds one: ~/.pyenv, ~/.cargo
+        for home in homes:
+            if _within(path, home) and path != home and not _within(path, root):
+                shown.append(os.path.join(home, os.path.relpath(path, home).split(os.sep)[0]))
+    shown = [p for p in dict.fromkeys(shown) if not any(_within(p, q) and p != q for q in shown)]
+    scrub = [os.path.realpath(p) for p in _existing(expand_patterns(policy.home_scrubbed, tuple(homes)))
+             if os.path.isfile(p)]
+    return tuple(homes), tuple(shown), [p for p in scrub if any(_within(p, h) for h in homes)]
+
+
+def _venv_bases(root: str, env: Mapping[str, str]) -> list[str]:
+    """The interpreters the project's virtualenv (or the active one) was made from (pyvenv.cfg ``home``)."""
+    found = []
+    for venv in (os.path.join(root, ".venv"), os.path.join(root, "venv"), env.get("VIRTUAL_ENV", "")):
+        try:
+            with open(os.path.join(venv, "pyvenv.cfg"), encoding="utf-8") as handle:
+                lines = handle.read(4096).splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in lines:
+            key, _, value = line.partition("=")
+            if key.strip() == "home" and os.path.isabs(value.strip()):
+                found.append(os.path.realpath(value.strip()))
+    return found
+
+
+def _git_config(root: str) -> list[str]:
+    """The config file of the git repository holding ``root`` (shown scrubbed: a checkout may have
+    left a token header in it)."""
+    here = root
+    while True:
+        dotgit = os.path.join(here, ".git")
+        if os.path.isdir(dotgit):
+            config = os.path.join(dotgit, "config")
+            return [config] if os.path.isfile(config) and not os.path.islink(config) else []
+        if os.path.lexists(dotgit) or os.path.dirname(here) == here:
+            return []  # a worktree's or submodule's .git file: its config lies outside the project
+        here = os.path.dirname(here)
 
 
 def remove_created(layout: Layout) -> list[str]:

@@ -16,6 +16,7 @@ from rich.console import Console
 from clovercode.backends.registry import REPLAY_PREFIX, open_backend
 from clovercode.config import Config
 from clovercode.errors import UsageError
+from clovercode.serve.connections import ConnectionCaps
 from clovercode.serve.protocol import Limits
 from clovercode.serve.scheduler import Scheduler
 from clovercode.serve.server import ServeApp, make_server
@@ -64,11 +65,20 @@ def queue_share(cfg: Config, keys: dict[str, str]) -> int:
     return max(1, cfg["serve.max_queue"] // len(keys)) if len(keys) > 1 else 0
 
 
+def connection_caps(cfg: Config, keys: dict[str, str]) -> ConnectionCaps:
+    """The connection caps: serve.max_connections_per_key, else the connections split evenly among
+    the keys (with two or more), so one key's slow clients leave the others their share."""
+    total = cfg["serve.max_connections"]
+    per_key = cfg["serve.max_connections_per_key"] or (max(1, total // len(keys)) if len(keys) > 1 else 0)
+    return ConnectionCaps(total, cfg["serve.max_connections_per_address"], per_key, cfg["serve.header_timeout"],
+                          cfg["serve.body_timeout"])
+
+
 def run_serve(cfg: Config, console: Console, *, print_line: Callable[[str], None] | None = None) -> int:
     host, port = cfg["serve.host"], cfg["serve.port"]
     keys = api_keys(cfg)
     try:  # bind before loading: a busy port should fail in a second, not after minutes of loading weights
-        server = make_server(None, host, port, cfg["serve.max_connections"], cfg["serve.header_timeout"])
+        server = make_server(None, host, port, connection_caps(cfg, keys))
     except OSError as exc:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", hint=_bind_hint(exc)) from None
     try:

@@ -59,6 +59,7 @@ class ChatRequest:
     parse_tools: bool = False  # tools were given and tool_choice is not "none"
     user: str | None = None
     cache_key: str | None = None  # OpenAI's prompt_cache_key and/or vLLM's cache_salt: narrows prompt reuse
+    parallel_tool_calls: bool = True  # false: at most one call a reply (the first the model wrote)
 
 
 def parse_chat_request(body: Any, limits: Limits) -> ChatRequest:
@@ -80,10 +81,32 @@ def parse_chat_request(body: Any, limits: Limits) -> ChatRequest:
     if not isinstance(options, dict):
         raise _bad("stream_options", "must be an object")
     user = body.get("user")
-    params = replace(_params(body, limits), tool_choice=tool_choice, json_schema=json_schema)
+    refuse_unhonoured(body)
+    parallel = body.get("parallel_tool_calls", True)
+    if not isinstance(parallel, bool):
+        raise _bad("parallel_tool_calls", "must be true or false")
+    params = replace(_params(body, limits), tool_choice=tool_choice, json_schema=json_schema,
+                     close_calls=tool_choice not in (None, "auto", "none"))
+    if json_schema is not None:  # reasoning would spend the budget the object needs (content holds it)
+        params = replace(params, thinking=False)
     return ChatRequest(model, messages, tools, params, stream, bool(options.get("include_usage")),
                        bool(tools) and tool_choice != "none" and json_schema is None,
-                       user if isinstance(user, str) and user else None, _cache_key(body))
+                       user if isinstance(user, str) and user else None, _cache_key(body), parallel)
+
+
+def refuse_unhonoured(body: dict[str, Any]) -> None:
+    """Sampling fields the engine does not apply: refused unless they ask for nothing (0, false,
+    empty), so a client never believes they took effect."""
+    for name in ("presence_penalty", "frequency_penalty"):
+        value = body.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value != 0):
+            raise _bad(name, "is not supported by this server (only 0)")
+    if body.get("logit_bias") not in (None, {}):
+        raise _bad("logit_bias", "is not supported by this server")
+    if body.get("logprobs") not in (None, False):
+        raise _bad("logprobs", "is not supported by this server: log probabilities are not returned")
+    if body.get("top_logprobs") not in (None, 0):
+        raise _bad("top_logprobs", "is not supported by this server: log probabilities are not returned")
 
 
 def _cache_key(body: dict[str, Any]) -> str | None:

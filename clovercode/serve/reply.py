@@ -114,26 +114,65 @@ def collect(segments: list[tuple[str, str]], reply: Reply) -> None:
             reply.content += text
 
 
-class ReplyEvents:
-    """A backend's events for one reply, sorted out: text goes through the splitter (its segments
-    are returned to send), and the usage, finish reason and calls the backend parsed itself are kept."""
+class StopTrimmer:
+    """Cuts the text at the first stop sequence (OpenAI: the returned text does not contain it).
+    Text that could still be the start of a stop sequence is held back until it no longer can."""
 
-    def __init__(self, parse_tools: bool):
+    def __init__(self, stops: tuple[str, ...] = ()):
+        self.stops = tuple(s for s in stops if s)
+        self.pending = ""
+        self.stopped = False
+
+    def feed(self, text: str) -> str:
+        if self.stopped:
+            return ""
+        if not self.stops:
+            return text
+        self.pending += text
+        cut = min((i for s in self.stops if (i := self.pending.find(s)) >= 0), default=-1)
+        if cut >= 0:
+            out, self.pending, self.stopped = self.pending[:cut], "", True
+            return out
+        keep = next((k for k in range(min(len(self.pending), max(map(len, self.stops)) - 1), 0, -1)
+                     if any(s.startswith(self.pending[-k:]) for s in self.stops)), 0)
+        out, self.pending = self.pending[:len(self.pending) - keep], self.pending[len(self.pending) - keep:]
+        return out
+
+    def finish(self) -> str:
+        out, self.pending = self.pending, ""
+        return out
+
+
+class ReplyEvents:
+    """A backend's events for one reply, sorted out: text goes through the stop trimmer and the
+    splitter (its segments are returned to send), and the usage, finish reason and calls the backend
+    parsed itself are kept."""
+
+    def __init__(self, parse_tools: bool, stops: tuple[str, ...] = ()):
         self.splitter = ReplySplitter(parse_tools)
+        self.trimmer = StopTrimmer(stops)
         self.usage = Usage()
         self.reason = "stop"
         self.backend_calls: list[dict[str, Any]] = []
 
     def take(self, event: Any) -> list[tuple[str, str]]:
         if isinstance(event, TextDelta):
-            return self.splitter.feed(event.text, event.reasoning)
+            if event.reasoning:
+                return self.splitter.feed(event.text, True)
+            return self.splitter.feed(self.trimmer.feed(event.text))
         if isinstance(event, ToolCallEvent):
             self.backend_calls.append(event_call(event))
         elif isinstance(event, Usage):
             self.usage = event
         elif isinstance(event, Finish):
-            self.reason = event.reason
+            self.reason = "stop" if self.trimmer.stopped else event.reason
         return []
+
+    def finish(self) -> tuple[list[tuple[str, str]], list[ParsedCall]]:
+        """The last segments and the parsed calls, once generation has ended."""
+        last = self.splitter.feed(self.trimmer.finish())
+        segments, calls = self.splitter.finish()
+        return last + segments, calls
 
 
 def event_call(event: ToolCallEvent) -> dict[str, Any]:

@@ -145,6 +145,7 @@ class Scheduler:
         self._stop = threading.Event()
         self._forget = threading.Event()  # drop the kept prompts at the loop's next turn
         self._forgotten = threading.Event()
+        self._forget_scope: str | None = None
         self._log = log or (lambda line: None)
         self._thread: threading.Thread | None = None
 
@@ -167,10 +168,12 @@ class Scheduler:
         self._stop.set()
         self.queue.wake()
 
-    def forget_prompts(self, timeout: float = 30.0) -> bool:
+    def forget_prompts(self, timeout: float = 30.0, scope: str | None = None) -> bool:
         """Have the model loop drop the prompts the backend keeps for reuse, between two steps (the
-        loop is the only thread that touches them); → whether it did within ``timeout`` seconds."""
+        loop is the only thread that touches them): all, or those whose cache scope starts with
+        ``scope``; → whether it did within ``timeout`` seconds."""
         self._forgotten.clear()
+        self._forget_scope = scope
         self._forget.set()
         self.queue.wake()
         return self._forgotten.wait(timeout)
@@ -179,10 +182,11 @@ class Scheduler:
         if not self._forget.is_set():
             return
         self._forget.clear()
+        scope = self._forget_scope
         for owner in (self.backend, session):
             forget = getattr(owner, "forget_prompts", None)
             if forget is not None:
-                forget()
+                forget() if scope is None else forget(scope=scope)
         self._forgotten.set()
 
     def stop(self, timeout: float = 10.0) -> None:

@@ -5,8 +5,10 @@ imports nothing above :mod:`clovercode.errors` and the settings table. One modul
 
 - ``project``: is this project trusted, and which settings may its ``clovercode.toml`` set.
 - ``models``: which models may run their own (remote) code.
-- ``paths``: does a path clovercode reads for the model resolve inside the project; which files run
-  outside the sandbox later (CI definitions, the tree's git hooks).
+- ``projectview``: the one way to the project's files on the host: every open, listing, walk,
+  write and delete resolved beneath the root (no step through a link that leaves it).
+- ``paths``: does a path resolve inside the project (the view's yes or no); which files run
+  outside the sandbox later (CI definitions, the tree's git hooks, other tools' configuration).
 - ``gitsafe``: git invoked so that repository config cannot run programs.
 - ``terminal``: untrusted text made inert for a terminal.
 - ``markdown``: untrusted text made inert for a commit message or a pull-request body.

@@ -17,6 +17,13 @@ So every git call clovercode makes gets, through ``GIT_CONFIG_COUNT``/``GIT_CONF
   (their credential helpers, ssh command, LFS filter), else an inert one.
 
 Diffs also take :data:`DIFF_FLAGS` (external diff and textconv are chosen per file by attributes).
+
+Where data goes is the user's and clovercode's choice too: fetches, pushes and ls-remote run
+:func:`detached`, in a throwaway git directory that shares only the objects, so git reads no
+repository config at all (no ``insteadOf``/``pushInsteadOf``/``pushurl``, no ``remote "<url>"``
+section, no proxy, TLS, resolve, extra header or credential setting), and they go to
+:func:`remote_url`, the remote's first configured URL. A local target gets :data:`LOCAL_RECEIVE_PACK`,
+which switches its hooks off itself: git drops our ``GIT_CONFIG_*`` for a local receive-pack.
 """
 
 from __future__ import annotations
@@ -24,9 +31,14 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
+from urllib.parse import urlsplit
+
+from clovercode.errors import VcsError
 
 Pair = tuple[str, str]
 
@@ -61,6 +73,20 @@ _PROGRAM_KEYS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), v
     (r"gpg\.ssh\.program", "ssh-keygen"),
     (r"gpg\.ssh\.defaultkeycommand", ""),
 ))
+# Where git's traffic goes, who can read it and what rides along: a repository's value is replaced by
+# the user's, else by the empty value, which git reads as "none" (and, for the lists, as a reset).
+_NETWORK_KEYS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), v) for p, v in (
+    (r"http\.(.+\.)?proxy.*", ""),
+    (r"remote\..+\.proxy.*", ""),
+    (r"http\.(.+\.)?sslverify", "true"),
+    (r"http\.(.+\.)?curloptresolve", ""),
+    (r"http\.(.+\.)?extraheader", ""),
+    (r"http\.(.+\.)?followredirects", "initial"),
+))
+# CA files git has no "none" for: the user's, else the environment's (GIT_SSL_CAINFO beats config)
+_CA_KEYS = re.compile(r"http\.(.+\.)?(sslcainfo|sslcapath)")
+# Things a checkout persists that are secrets: a token header (actions/checkout), a password in a URL
+_PERSISTED = re.compile(r"http\.(.+\.)?extraheader|.+\.(url|pushurl)")
 _CREDENTIAL_HELPER = re.compile(r"credential\.(.+\.)?helper")
 _GIT_PROXY = "core.gitproxy"  # multi-valued, first match wins: only the environment overrides it
 
@@ -85,25 +111,21 @@ def overrides(entries: Iterable[ConfigEntry]) -> tuple[Pair, ...]:
     done: set[str] = set()
     for entry in theirs:
         key = entry.key.lower()
-        inert = _inert_value(key)
-        if inert is None or key in done:
+        if key in done:
             continue
         done.add(key)
         mine = [e.value for e in user if e.key.lower() == key]
-        result.append((entry.key, mine[-1] if mine else inert))
+        inert = _inert_value(key)
+        if inert is not None:
+            result.append((entry.key, mine[-1] if mine else inert))
+        elif any(pattern.fullmatch(key) for pattern, _ in _NETWORK_KEYS):
+            # lists (extraheader, curloptResolve) are reset by "" and refilled with the user's values
+            value = next(v for pattern, v in _NETWORK_KEYS if pattern.fullmatch(key))
+            result += [(entry.key, value)] + [(entry.key, v) for v in mine]
+        elif _CA_KEYS.fullmatch(key):
+            # yours again, else verification on against the system's (GIT_SSL_CAINFO/CAPATH from safe_env)
+            result.append((entry.key, mine[-1]) if mine else ("http.sslverify", "true"))
     return tuple(result)
-
-
-def push_flags(entries: Iterable[ConfigEntry], remote: str) -> tuple[str, ...]:
-    """Options for ``git push REMOTE``: a program the repository names as ``remote.REMOTE.receivepack``
-    (run on this machine for a local or ``file://`` remote) is replaced by the user's, else git's own.
-    Config cannot do it: git takes the first receivepack it reads, and the repository's comes first (pure)."""
-    key = f"remote.{remote}.receivepack".lower()
-    entries = [e for e in entries if e.key.lower() == key]
-    if all(e.scope in USER_SCOPES for e in entries):
-        return ()
-    mine = [e.value for e in entries if e.scope in USER_SCOPES]
-    return (f"--receive-pack={mine[0] if mine else 'git-receive-pack'}",)
 
 
 def _inert_value(key: str) -> str | None:
@@ -132,6 +154,16 @@ def config_env(pairs: Iterable[Pair], base: Mapping[str, str]) -> dict[str, str]
     return {"GIT_CONFIG_COUNT": str(len(env) // 2), **env}
 
 
+def config_pairs(env: Mapping[str, str]) -> list[Pair]:
+    """The ``GIT_CONFIG_*`` pairs ``env`` carries, in order (pure)."""
+    try:
+        count = int(env.get("GIT_CONFIG_COUNT", "0"))
+    except ValueError:
+        return []
+    return [(env[f"GIT_CONFIG_KEY_{i}"], env.get(f"GIT_CONFIG_VALUE_{i}", "")) for i in range(count)
+            if f"GIT_CONFIG_KEY_{i}" in env]
+
+
 def read_config(where: Path, base: Mapping[str, str] | None = None) -> list[ConfigEntry]:
     """The configuration git reads in ``where`` with scopes (reading runs no program); [] if git cannot."""
     env = {**(os.environ if base is None else base)}
@@ -158,7 +190,36 @@ def safe_env(entries: Iterable[ConfigEntry], base: Mapping[str, str]) -> dict[st
     if any(e.scope not in USER_SCOPES and e.key.lower() == _GIT_PROXY for e in entries) \
             and "GIT_PROXY_COMMAND" not in base:
         env["GIT_PROXY_COMMAND"] = ""  # the environment wins over every core.gitProxy; empty means none
+    # GIT_SSL_CAINFO/CAPATH beat every http.*.sslCAInfo: a repository's, however specific its URL,
+    # gives way to your general value, else to the system's
+    theirs_ca = {m.group(2) for e in entries if e.scope not in USER_SCOPES and (m := _CA_KEYS.fullmatch(e.key.lower()))}
+    for name, var, default in (("sslcainfo", "GIT_SSL_CAINFO", _SYSTEM_CA.cafile),
+                               ("sslcapath", "GIT_SSL_CAPATH", _SYSTEM_CA.capath)):
+        mine = [e.value for e in entries if e.scope in USER_SCOPES and e.key.lower() == f"http.{name}"]
+        value = mine[-1] if mine else default
+        if name in theirs_ca and var not in base and value:
+            env[var] = value
     return env
+
+
+class _SystemCA:
+    """The system's CA bundle and directory (what git uses when no config names one)."""
+
+    @property
+    def cafile(self) -> str:
+        return _first_existing(os.environ.get("SSL_CERT_FILE", ""), "/etc/ssl/certs/ca-certificates.crt",
+                               "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem")
+
+    @property
+    def capath(self) -> str:
+        return _first_existing(os.environ.get("SSL_CERT_DIR", ""), "/etc/ssl/certs")
+
+
+def _first_existing(*paths: str) -> str:
+    return next((p for p in paths if p and os.path.exists(p)), "")
+
+
+_SYSTEM_CA = _SystemCA()
 
 
 def git_env(where: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -172,3 +233,162 @@ def run(where: Path, *args: str, env: Mapping[str, str] | None = None, **kwargs:
     base = dict(os.environ if env is None else env)
     base.update(git_env(where, base))
     return subprocess.run(["git", "-C", str(where), *args], env=base, **kwargs)
+
+
+# -- where fetches and pushes go ---------------------------------------------------------------------
+
+# A local receive-pack runs the target repository's hooks as this user, and git hands it none of our
+# GIT_CONFIG_*; so the receiving command switches them (and the other programs its config can name) off.
+LOCAL_RECEIVE_PACK = ("git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.alternateRefsCommand=true "
+                      "-c receive.denyCurrentBranch=refuse -c receive.autogc=false receive-pack")
+LOCAL_UPLOAD_PACK = "git -c core.hooksPath=/dev/null -c core.alternateRefsCommand=true upload-pack"
+
+
+def remote_url(entries: Iterable[ConfigEntry], remote: str) -> str | None:
+    """The first ``remote.REMOTE.url`` as configured (None: no such remote); a VcsError for a URL
+    git would read as an option. ``pushurl`` and rewrites are not applied: they are where a
+    repository's config would send the push elsewhere (pure)."""
+    urls = [e.value for e in entries if e.key.lower() == f"remote.{remote}.url".lower()]
+    if not urls:
+        return None
+    if urls[0].startswith("-") or not urls[0].strip():
+        raise VcsError(f"the URL of remote '{remote}' is not a URL: {urls[0]!r}",
+                       hint=f"Set it: git remote set-url {remote} URL.")
+    return urls[0]
+
+
+def is_local(url: str) -> bool:
+    """Whether git reaches ``url`` by running a program on this machine (a path or file://) (pure)."""
+    if "://" in url:
+        return url.lower().startswith("file://")
+    head, colon, _ = url.partition(":")
+    return not colon or "/" in head  # "host:path" and "user@host:path" are ssh
+
+
+def transport_flags(url: str, command: str) -> tuple[str, ...]:
+    """``--receive-pack``/``--upload-pack`` for a local ``url`` (``command``: push, fetch, ls-remote) (pure)."""
+    if not is_local(url):
+        return ()
+    return (f"--receive-pack={LOCAL_RECEIVE_PACK}",) if command == "push" else (f"--upload-pack={LOCAL_UPLOAD_PACK}",)
+
+
+def persisted_credentials(entries: Iterable[ConfigEntry]) -> list[str]:
+    """Keys of the repository's config that hold a secret a checkout left there: an extra HTTP
+    header, a URL with a password (pure; the values are never shown)."""
+    found = []
+    for entry in entries:
+        key = entry.key.lower()
+        if entry.scope in USER_SCOPES or not _PERSISTED.fullmatch(key) or entry.key in found:
+            continue
+        if key.endswith("url") and not _has_password(entry.value):
+            continue
+        found.append(entry.key)
+    return found
+
+
+def _has_password(url: str) -> bool:
+    try:
+        return bool(urlsplit(url).password)
+    except ValueError:
+        return False
+
+
+@contextmanager
+def detached(top: Path, base: Mapping[str, str] | None = None) -> Iterator[dict[str, str]]:
+    """The environment for one network command (fetch, push, ls-remote) of the work tree ``top``:
+    git runs in a throwaway git directory that reads the repository's objects and shallow list and
+    none of its config, refs or hooks. A shallow list the command extends is copied back."""
+    base = dict(os.environ if base is None else base)
+    common = _common_dir(top, base)
+    with tempfile.TemporaryDirectory(prefix="clovercode-git-") as scratch:
+        shadow = Path(scratch) / "git"
+        (shadow / "refs").mkdir(parents=True)
+        (shadow / "objects").mkdir()
+        (shadow / "HEAD").write_text("ref: refs/heads/clovercode-detached\n")
+        (shadow / "config").write_text(_shadow_config(top, base))
+        shallow = common / "shallow"
+        before = shallow.read_bytes() if shallow.is_file() else None
+        if before is not None:
+            (shadow / "shallow").write_bytes(before)
+        env = {name: value for name, value in base.items() if not name.startswith("GIT_") or name.startswith(
+            ("GIT_CONFIG_", "GIT_SSH", "GIT_ASKPASS", "GIT_TERMINAL_PROMPT", "GIT_SSL_", "GIT_PROXY", "GIT_TRACE"))}
+        env.update(config_env(ALWAYS, env))
+        env.update({"GIT_DIR": str(shadow), "GIT_OBJECT_DIRECTORY": str(common / "objects"),
+                    "GIT_CEILING_DIRECTORIES": scratch})
+        yield env
+        after = (shadow / "shallow").read_bytes() if (shadow / "shallow").is_file() else None
+        if after is not None and after != before:
+            staged = common / "shallow.clovercode"
+            staged.write_bytes(after)
+            os.replace(staged, shallow)
+
+
+def _common_dir(top: Path, base: Mapping[str, str]) -> Path:
+    proc = run(top, "rev-parse", "--path-format=absolute", "--git-common-dir", env=base, capture_output=True, text=True)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise VcsError(f"git cannot read the repository at {top}: {proc.stderr.strip()}")
+    return Path(proc.stdout.strip())
+
+
+def _shadow_config(top: Path, base: Mapping[str, str]) -> str:
+    """The format the objects need (sha256 repositories), nothing else of the repository's config."""
+    proc = run(top, "config", "--get", "extensions.objectformat", env=base, capture_output=True, text=True)
+    fmt = proc.stdout.strip() if proc.returncode == 0 else ""
+    if fmt and not re.fullmatch(r"sha1|sha256", fmt):
+        raise VcsError(f"unknown object format {fmt!r} in the repository's config")
+    head = "[core]\n\trepositoryformatversion = {}\n\tbare = true\n".format(1 if fmt else 0)
+    return head + (f"[extensions]\n\tobjectformat = {fmt}\n" if fmt else "")
+
+
+# -- config files shown to sandboxed commands ----------------------------------------------------------
+
+_SECTION = re.compile(r'\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"(?:[^"\\]|\\.)*")?\s*\]\s*(.*)', re.S)
+_VARIABLE = re.compile(r"\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*))?", re.S)
+
+
+def scrub_config_text(text: str) -> str:
+    """``text`` (a git config file) without the credentials a checkout or a user keeps there:
+    ``credential.*``, ``http.*.extraheader``, and URL variables holding a password (pure). What git
+    reads otherwise is kept line for line, so git in the sandbox works as before."""
+    out: list[str] = []
+    section = ""
+    dropping = False  # inside a dropped value continued with a trailing backslash
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        if dropping:
+            dropping = body.endswith("\\")
+            continue
+        rest = body
+        header = _SECTION.fullmatch(body) if body.lstrip().startswith("[") else None
+        if header:
+            section = header.group(1).split(".")[0].lower()
+            rest = header.group(2)
+            if not rest.strip() or rest.lstrip().startswith(("#", ";")):
+                out.append(line)
+                continue
+            line = body[: len(body) - len(rest)].rstrip() + "\n"  # keep the header, judge the rest
+            out.append(line)
+            line = rest + "\n"
+        variable = _VARIABLE.match(rest)
+        if variable and _secret(section, variable.group(1).lower(), variable.group(2) or ""):
+            dropping = rest.endswith("\\")
+            continue
+        out.append(line)
+    return "".join(out)
+
+
+def _secret(section: str, name: str, value: str) -> bool:
+    if section == "credential" or (section == "http" and name == "extraheader"):
+        return True
+    return name in ("url", "pushurl", "proxy") and _has_password(value.strip().strip('"'))
+
+
+def shown_url(url: str) -> str:
+    """``url`` fit for a screen or a log: a password in it is replaced by ``***`` (pure)."""
+    if not _has_password(url):
+        return url
+    parts = urlsplit(url)
+    user = parts.username or ""
+    host = parts.hostname or ""
+    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return parts._replace(netloc=netloc).geturl()

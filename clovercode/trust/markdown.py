@@ -52,10 +52,14 @@ def inert_text(text: str) -> str:
 
 def fence(text: str, info: str = "") -> str:
     """``text`` as a fenced code block that nothing inside it can close (nor any keyword in it close an issue)."""
+    return code_fence(no_closing_keywords(text), info)
+
+
+def code_fence(text: str, info: str = "") -> str:
+    """``text`` as a fenced code block that nothing inside it can close (an editor's Markdown, no GitHub)."""
     longest = max((len(run) for run in BACKTICKS.findall(text)), default=0)
     bar = "`" * max(3, longest + 1)
-    body = no_closing_keywords(text.rstrip("\n"))
-    return f"{bar}{info}\n{body}\n{bar}"
+    return f"{bar}{info}\n{text.rstrip(chr(10))}\n{bar}"
 
 
 def code_span(text: str) -> str:

@@ -151,3 +151,31 @@ def refusal(name: str, folder: Path, repo_id: str | None, revision: str | None, 
 def ships_code(config: dict[str, Any], tokenizer_config: dict[str, Any] | None) -> bool:
     """Whether transformers would import the directory's own code for this config or tokenizer."""
     return "auto_map" in config or bool(tokenizer_config and "auto_map" in tokenizer_config)
+
+
+# -- GGUF files ------------------------------------------------------------------------------------
+
+GGUF_MAGIC = b"GGUF"
+# The least a tensor description (name length, dimension count, a dimension, type, offset) and a
+# metadata entry (key length, value type, a value) take in the file: counts beyond what the file can
+# hold are a lie that would send the reader past its end or into a huge allocation.
+_MIN_TENSOR_INFO, _MIN_KV = 8 + 4 + 8 + 4 + 8, 8 + 4 + 1
+
+
+def check_gguf(path: Path) -> None:
+    """A ModelUnavailable naming ``path`` and the reason unless its header is a plausible GGUF (pure read)."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            head = handle.read(24)
+    except OSError as exc:
+        raise ModelUnavailable(f"{path} could not be read: {exc.strerror or exc}") from None
+    if len(head) < 24 or head[:4] != GGUF_MAGIC:
+        raise ModelUnavailable(f"{path} is not a GGUF file (no GGUF header)")
+    version = int.from_bytes(head[4:8], "little")
+    tensors, entries = int.from_bytes(head[8:16], "little"), int.from_bytes(head[16:24], "little")
+    if version not in (2, 3):
+        raise ModelUnavailable(f"{path} is GGUF version {version}, which is not supported (2 and 3 are)")
+    if tensors * _MIN_TENSOR_INFO + entries * _MIN_KV > size - 24:
+        raise ModelUnavailable(f"{path} is a damaged GGUF file: its header claims {tensors:,} tensors and "
+                               f"{entries:,} metadata entries, more than its {size:,} bytes can hold")

@@ -3,9 +3,8 @@ run code outside the sandbox once the run is over (CI definitions, a git hooks d
 
 A repository controls its own file names, and a sandboxed command can make symlinks: ``AGENTS.md ->
 ~/.ssh/id_rsa`` is a file "in the project" by name only. Everything clovercode reads on the model's
-behalf without a tool call (instruction files, custom commands, ``@path`` attachments, the
-repository map's sources) asks :func:`inside_project` first, which follows every symlink; the file
-tools' own containment rule is the same function. docs/security.md, "Trust: what clovercode
+behalf goes through the project view (trust/projectview.py), which resolves beneath the root;
+:func:`inside_project` is its yes-or-no answer. docs/security.md, "Trust: what clovercode
 reads and what it commits".
 """
 
@@ -17,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from clovercode.trust.projectview import ProjectView
+
 HUSKY_HOOKS = "_"  # husky >= 9 points core.hooksPath at .husky/_, whose scripts run .husky/<hook>
 GIT_HOOKS = ("applypatch-msg", "pre-applypatch", "post-applypatch", "pre-commit", "pre-merge-commit",  # githooks(5)
              "prepare-commit-msg", "commit-msg", "post-commit", "pre-rebase", "post-checkout", "post-merge",
@@ -27,17 +28,12 @@ GIT_HOOKS = ("applypatch-msg", "pre-applypatch", "post-applypatch", "pre-commit"
 
 
 def inside_project(root: Path, path: Path | str) -> Path | None:
-    """``path`` (absolute, or relative to ``root``) with every symlink and ``..`` resolved, if the
-    result is ``root`` or lies below it; None otherwise (also when it cannot be resolved)."""
+    """``path`` (absolute, or relative to ``root``) resolved beneath ``root`` by the project view
+    (every link followed only while it stays beneath); None when a step leaves the root."""
     try:
-        base = Path(os.path.realpath(root))
-        candidate = Path(path)
-        resolved = Path(os.path.realpath(candidate if candidate.is_absolute() else base / candidate))
-    except (OSError, ValueError):  # a NUL byte, a symlink loop on some systems
+        return ProjectView(root).find(path)
+    except (OSError, ValueError):  # the root itself is gone
         return None
-    if resolved == base or base in resolved.parents:
-        return resolved
-    return None
 
 
 # -- paths whose content runs outside the sandbox after the run ------------------------------------

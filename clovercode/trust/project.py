@@ -33,10 +33,11 @@ NEVER_FROM_PROJECT: tuple[str, ...] = (
     "model",  # who answers: a repository must not script "the model" (replay:FILE) or ship one (./m)
     "approval", "permissions.*",  # what is asked before acting
     "engine.trust_remote_code",  # a model's own Python code
+    "engine.quantization",  # what loads, and how much memory it takes: the user's card, the user's choice
     "endpoint", "endpoint_*", "*api_key", "*_token", "github.*", "serve.*",  # where code, keys and tokens go
     "fix.base", "fix.remote",  # where the pull request and the push go
     "*_dir", "*_file", "*_path",  # where clovercode writes (history, trajectories, caches)
-    "sandbox_hide",  # what the sandbox hides is the user's list (docs/security.md)
+    "sandbox_hide", "sandbox_show",  # what the sandbox hides and shows is the user's list (docs/security.md)
 )
 
 # Patterns of settings an untrusted project's file may set: what the model sees, how it decodes, and

@@ -95,3 +95,9 @@ def cache_scope(tenant: str, client_key: str | None) -> str:
     if not tenant and not client_key:
         return ""
     return f"{len(tenant)}:{tenant}/{client_key or ''}"
+
+
+def tenant_scope_prefix(tenant: str) -> str:
+    """What every :func:`cache_scope` of ``tenant`` starts with, and no other tenant's does: a
+    cache reset asked for by a tenant drops exactly the prompts kept in these scopes."""
+    return f"{len(tenant)}:{tenant}/"

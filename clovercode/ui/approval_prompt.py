@@ -8,13 +8,13 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING, Callable
 
 from rich.console import Console
-from rich.markup import escape
-from rich.syntax import Syntax
 
-from clovercode.actions.approval import ALWAYS, CANCEL, NO, Ask, Reply, parse_answer
+from clovercode.actions.approval import ALWAYS, CANCEL, NO, VIEW, Ask, Reply, parse_answer
+from clovercode.actions.approval_view import render_approval
 from clovercode.actions.context import ApprovalRequest
 from clovercode.actions.permissions import command_prefix
 from clovercode.trust.terminal import discard_pending_input, inert
+from clovercode.ui.approval_draw import draw_contents, draw_view
 
 if TYPE_CHECKING:
     from clovercode.ui.render import Screen
@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 # Shows a prompt, returns the answer, or None for Ctrl-D / Esc / end of input. ``fresh``: the answer must
 # be typed after the prompt shows (keys typed ahead are discarded), as for every approval.
 ReadLine = Callable[..., "str | None"]
+# Shows a question, returns the key pressed among the given letters, or None for Esc / Ctrl-D (ui/onekey.py).
+ReadKey = Callable[[str, str], "str | None"]
 CANCEL_HINT = "Esc cancels the run"
 
 
@@ -42,6 +44,20 @@ def tty_read_line(prompt: str, fresh: bool = False) -> str | None:
         return toolkit_prompt(prompt, key_bindings=bindings)
     except EOFError:
         return None
+
+
+def tty_read_key(question: str, keys: str) -> str | None:
+    """One key on the terminal, after dropping what prompt-toolkit read ahead (the terminal's own
+    pending keys are dropped by read_key)."""
+    from clovercode.ui.onekey import read_key
+
+    import shutil
+    import textwrap
+
+    discard_typeahead()
+    width = max(20, shutil.get_terminal_size().columns - 1)  # wrapped at words, not by the terminal mid-word
+    wrapped = textwrap.fill(question, width, break_on_hyphens=False) + (" " if question.endswith(" ") else "")
+    return read_key(wrapped, keys)
 
 
 def discard_typeahead() -> None:
@@ -65,7 +81,21 @@ def plain_read_line(prompt: str, fresh: bool = False) -> str | None:
     return None if line == "" else line.rstrip("\n")
 
 
-def make_ask(console: Console, read_line: ReadLine, screen: "Screen | None" = None, rules_file: str = "") -> Ask:
+def choose(read_line: ReadLine, read_key: "ReadKey | None", question: str, keys: str) -> str | None:
+    """One answer among ``keys`` (letters): one key press on a terminal, else a line whose first
+    letter or word is taken ("" for an empty line, "?" for one that answers nothing). None: cancelled."""
+    if read_key is not None:
+        return read_key(question, keys)
+    line = read_line(question, fresh=True)
+    if line is None:
+        return None
+    word = line.strip().lower()
+    return word if word in ("yes", "no", "always", "view") else word[:1] if len(word) <= 1 else "?"
+
+
+def make_ask(console: Console, read_line: ReadLine, screen: "Screen | None" = None, rules_file: str = "",
+             read_key: "ReadKey | None" = None) -> Ask:
+    """``read_key``: answer with one key, no Enter (the REPL on a terminal); else ``read_line``."""
     def ask(request: ApprovalRequest) -> Reply:
         with screen.asking() if screen is not None else nullcontext():
             reply = question_for(request)
@@ -77,44 +107,41 @@ def make_ask(console: Console, read_line: ReadLine, screen: "Screen | None" = No
         if screen is not None:
             screen.suspend()
         console.print()
-        always = True
+        view = render_approval(request)
+        draw_view(console, view)
+        always, prefix = True, None
+        more = " / [v]iew every line" if view.hidden else ""
         if request.kind == "edit":
-            console.print(f"[bold yellow]clovercode wants to {escape(inert(request.title, newlines=False))}[/]",
-                          highlight=False)
-            if request.detail:
-                console.print(Syntax(inert(request.detail), "diff", theme="ansi_dark", background_color="default"))
-            question = f"Apply this change? [y]es / [n]o / [a]lways for edits this session · {CANCEL_HINT}: "
+            more = " / [v]iew the new file" if view.changes else more
+            question = f"Apply this change? [y]es / [n]o / [a]lways for edits this session{more} · {CANCEL_HINT}: "
         elif request.kind == "mcp":
-            server, _, tool = request.title.partition(": ")
-            tool, server = (escape(inert(name, newlines=False)) for name in (tool, server))
-            console.print(f"[bold yellow]clovercode wants to call the MCP tool[/] [bold]{tool}[/] "
-                          f"[bold yellow]of the server[/] [bold]{server}[/] [dim](outside the sandbox)[/]", highlight=False)
-            console.print(inert(request.detail), highlight=False, markup=False, soft_wrap=True)
-            question = f"Call it? [y]es / [n]o / [a]lways for this tool this session · {CANCEL_HINT}: "
+            question = f"Call it? [y]es / [n]o / [a]lways for this tool this session{more} · {CANCEL_HINT}: "
         else:
-            console.print(f"[bold yellow]clovercode wants to run a command[/] [dim]({escape(inert(request.detail))})[/]",
-                          highlight=False)
-            console.print(f"  [bold]$ {escape(inert(request.title))}[/]", highlight=False, soft_wrap=True)
-            lines = request.title.count("\n") + 1
-            if lines > 1:  # blank lines must not push the command's start off the screen unseen
-                console.print(f"[yellow]  ↑ one command of {lines} lines[/]", highlight=False)
             prefix = command_prefix(request.title)
             always = prefix is not None
             where = f" (a rule in {rules_file})" if rules_file else ""
-            offer = f" / [a]lways allow `{inert(prefix, newlines=False)} …`{where}" if prefix else ""
-            question = f"Run it? [y]es / [n]o{offer} · {CANCEL_HINT}: "
+            offer = f" / [a]lways allow commands starting `{inert(prefix, newlines=False)}`{where}" if prefix else ""
+            question = f"Run it? [y]es / [n]o{offer}{more} · {CANCEL_HINT}: "
+        keys = "yna" + ("v" if more else "")  # "a" on a compound command is told why it cannot be
         while True:
-            line = read_line(question, fresh=True)
-            if line is None:
+            key = choose(read_line, read_key, question, keys)
+            if key is None:
                 console.print("[yellow]cancelled[/]", highlight=False)
                 return Reply(CANCEL)
-            answer = parse_answer(line)
+            answer = parse_answer(key)
+            if answer == VIEW:
+                if request.kind == "edit" and view.changes:
+                    draw_contents(console, view)
+                else:
+                    draw_view(console, view, everything=True)
+                continue
             if answer == ALWAYS and not always:
                 console.print("No rule can cover a compound command (;, &&, pipes, redirections): answer y or n.",
                               highlight=False)
                 continue
             if answer == NO:
-                reason = read_line("Tell the model why, or what to do instead (Enter: just no): ")
+                # after a single key, an Enter typed out of habit must not send an empty reason
+                reason = read_line("Tell the model why, or what to do instead (Enter: just no): ", fresh=read_key is not None)
                 if reason is None:
                     console.print("[yellow]cancelled[/]", highlight=False)
                     return Reply(CANCEL)

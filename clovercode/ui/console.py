@@ -5,27 +5,44 @@ Every segment of text such a console writes passes :func:`clovercode.trust.termi
 callers make untrusted strings inert where they are laid out (so widths come out right), and this is
 the net under them, for text from outside that reaches the screen through some other path (a
 Markdown answer, an error message quoting a file). rich's own control segments (the live region's
-cursor moves) are not text and pass."""
+cursor moves) are not text and pass. Where the output's encoding lacks a character (a Latin-1
+locale) the text is fitted to it (ui/glyphs.py) instead of failing mid-line."""
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from rich.console import Console, ConsoleOptions, RenderableType
 from rich.segment import Segment
 
 from clovercode.trust.terminal import inert
+from clovercode.ui.glyphs import fit, is_unicode
+from clovercode.ui.theme import pick_theme, remap
 
 
 class InertConsole(Console):
+    theme_name = "dark"  # ui/theme.py: "light" remaps the colours for a light background
+
     def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        unicode = is_unicode(self.encoding)  # else marks fall back to ASCII, other characters to "?"
         for segment in super().render(renderable, options):
             if segment.control or not segment.text:
                 yield segment
-            else:
-                text = inert(segment.text)
-                yield segment if text is segment.text else Segment(text, segment.style)
+                continue
+            text = inert(segment.text) if unicode else fit(inert(segment.text), self.encoding)
+            style = remap(segment.style, self.theme_name) if segment.style is not None else None
+            yield segment if text is segment.text and style is segment.style else Segment(text, style)
+
+
+def use_theme(console: Console, setting: str, env: Mapping[str, str]) -> None:
+    """Set ``console``'s theme from ``ui.theme`` (auto: the terminal's COLORFGBG)."""
+    if isinstance(console, InertConsole):
+        console.theme_name = pick_theme(setting, env)
 
 
 def make_console(*, stderr: bool = False) -> Console:
-    return InertConsole(stderr=stderr, highlight=False)
+    import sys
+
+    stream = sys.stderr if stderr else sys.stdout
+    log = stderr and not (hasattr(stream, "isatty") and stream.isatty())  # a log: lines as written, not cut at 80
+    return InertConsole(stderr=stderr, highlight=False, soft_wrap=log)

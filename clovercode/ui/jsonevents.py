@@ -11,12 +11,17 @@ it for exits that happen before anything slow is imported."""
 from __future__ import annotations
 
 import json
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, ClassVar, TextIO
+from typing import Any, Callable, ClassVar, Iterator, TextIO
 
-SCHEMA_VERSION = 4
+from clovercode.termination import answering
+
+SCHEMA_VERSION = 3
 SCHEMA_FILE = "exec-events.schema.json"
+LOADING_SECONDS = 5.0  # between model_loading lines while the model loads
 NOT_STARTED = "error"  # run_completed's stop_reason when the loop never ran (usage, config, model load, …)
 
 
@@ -62,7 +67,8 @@ class JsonEventWriter:
                 self._line(item)
 
     def _line(self, event: dict[str, Any]) -> None:
-        self.out.write(json.dumps(event, ensure_ascii=False, default=str) + "\n")
+        # ASCII: whatever the locale's encoding, every line is valid JSON that round-trips exactly
+        self.out.write(json.dumps(event, default=str) + "\n")
         self.out.flush()
 
     def emit(self, kind: str, **data: Any) -> None:
@@ -81,20 +87,51 @@ class JsonEventWriter:
         self.write({"type": "error", "message": message, "exit_code": exit_code})
         self._completed(stop_reason, exit_code, message, None, self.step, {}, time.monotonic() - self.began, [])
 
+    def begin(self) -> None:
+        """run_started now, with what is known before the model loads (exec writes it first thing)."""
+        if not self.started:
+            self._write_started(**self.start)
+
+    @contextmanager
+    def loading(self, model: str, every: float = LOADING_SECONDS) -> Iterator[None]:
+        """While the model loads (and MCP servers get their start-up wait): a ``model_loading`` line
+        every ``every`` seconds, and one with ``done`` when it is over, so a script sees progress."""
+        began = time.monotonic()
+        lock = threading.Lock()
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(every):
+                with lock:
+                    if not stop.is_set():
+                        self.write({"type": "model_loading", "model": model,
+                                    "seconds": round(time.monotonic() - began, 1), "done": False})
+
+        thread = threading.Thread(target=beat, name="clovercode-loading", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            with lock:
+                stop.set()
+            thread.join(timeout=2)
+        self.write({"type": "model_loading", "model": model, "seconds": round(time.monotonic() - began, 1), "done": True})
+
     def _write_started(self, task: str | None = None, model: str | None = None, sandbox: str | None = None,
-                       tools: list[str] | None = None, max_steps: int | None = None) -> None:
+                       tools: list[str] | None = None, max_steps: int | None = None, session_id: str | None = None) -> None:
         trajectory = self.trajectory()
         self.write({"type": "run_started", "version": SCHEMA_VERSION, "task": task, "model": model, "sandbox": sandbox,
                     "tools": list(tools or []), "max_steps": max_steps,
-                    "session_id": trajectory.stem if trajectory else None})
+                    "session_id": session_id or (trajectory.stem if trajectory else None)})
 
     def _completed(self, stop_reason: str, exit_code: int, detail: str, answer: str | None, steps: int,
                    usage: dict[str, Any], seconds: float, changed_files: list[str]) -> None:
         trajectory = self.trajectory()
-        self.write({"type": "run_completed", "stop_reason": stop_reason, "exit_code": exit_code, "detail": detail,
-                    "answer": answer, "steps": steps, "usage": _usage(usage), "seconds": round(seconds, 4),
-                    "changed_files": changed_files, "trajectory": str(trajectory) if trajectory else None})
-        self.completed = True
+        with answering(exit_code):  # the stream's last line is never cut, nor written twice
+            self.write({"type": "run_completed", "stop_reason": stop_reason, "exit_code": exit_code, "detail": detail,
+                        "answer": answer, "steps": steps, "usage": _usage(usage), "seconds": round(seconds, 4),
+                        "changed_files": changed_files, "trajectory": str(trajectory) if trajectory else None})
+            self.completed = True
 
     def _on_run_start(self, task: str, model: str, executor: str, tools: list[str], limits: dict[str, Any], **_: Any) -> None:
         if not self.started:  # a follow-up run of the same session is the same stream
@@ -180,8 +217,9 @@ class JsonEventWriter:
             return
         self.write({"type": "warning", "category": "format_error", "step": step, "text": text or "invalid tool call"})
 
-    def _on_warning(self, text: str, category: str = "other", **_: Any) -> None:
-        self.write({"type": "warning", "category": category, "text": text})
+    def _on_warning(self, text: str, category: str = "other", quiet: bool = False, **_: Any) -> None:
+        # a quiet one is news, not a problem (an MCP server that joined in time)
+        self.write({"type": "notice" if quiet else "warning", "category": category, "text": text})
 
     def _on_hook(self, event: str, command: str, blocked: bool, output: str = "", **_: Any) -> None:
         if blocked:  # a hook that ran quietly is not news; one that objected changes what the model does

@@ -3,8 +3,8 @@
 The terminal is put in cbreak mode without echo for the turn, so keys typed meanwhile do not land
 in the output (``^[``, stray letters). ISIG stays on, so Ctrl-C still sends SIGINT as it always did.
 A watcher thread reads the keys: a lone Esc interrupts the turn the way Ctrl-C does (SIGINT to the
-main thread); text typed ahead is kept and becomes the next prompt's starting text, as Claude Code
-and Codex keep it. An escape *sequence* (an arrow key, ``ESC [ A``) is not Esc: a lone ESC is one
+main thread); a line typed and sent with Enter is queued as the next message, and text typed but not
+sent becomes the next prompt's starting text, as Claude Code and Codex do. An escape *sequence* (an arrow key, ``ESC [ A``) is not Esc: a lone ESC is one
 that no other byte follows within :data:`ESC_TIMEOUT` seconds, as editors tell them apart.
 
 The terminal's settings come back on every way out of the turn (an exception, Ctrl-C, SIGTERM):
@@ -30,10 +30,13 @@ KILL_LINE = 0x15  # Ctrl-U
 
 
 class TypedAhead:
-    """Parses the bytes typed during a turn: counts lone Esc presses, keeps the text (pure)."""
+    """Parses the bytes typed during a turn: counts lone Esc presses, keeps the text (pure). Enter
+    queues the line typed so far (sent as the next message when the turn ends, as Claude Code
+    queues it); Backspace on an empty line takes the last queued message back to edit or clear."""
 
     def __init__(self) -> None:
         self.text = ""
+        self.queued: list[str] = []
         self.held = b""  # an escape sequence not complete yet
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="ignore")
 
@@ -66,20 +69,29 @@ class TypedAhead:
     def _typed(self, byte: bytes) -> None:
         code = byte[0]
         if code in (0x0D, 0x0A):
-            self.text += "\n"
+            if self.text.strip():
+                self.queued.append(self.text.strip())
+            self.text = ""
         elif code in ERASE:
-            self.text = self.text[:-1]
+            if not self.text and self.queued:
+                self.text = self.queued.pop()
+            else:
+                self.text = self.text[:-1]
         elif code == KILL_LINE:
-            self.text = self.text[: self.text.rfind("\n") + 1]
+            self.text = ""
         elif code < 0x20:
             return  # Tab (completion at the prompt), Ctrl-D, Ctrl-Z … do nothing during a turn
         else:
             self.text += "".join(ch for ch in self.decoder.decode(byte) if ch.isprintable())
 
     def take(self) -> str:
-        """The text typed ahead, for the next prompt (blank lines at its ends dropped); then empty."""
-        text, self.text = self.text.strip("\n"), ""
+        """The text typed ahead but not queued, for the next prompt; then empty."""
+        text, self.text = self.text, ""
         return text
+
+    def take_queued(self) -> list[str]:
+        queued, self.queued = self.queued, []
+        return queued
 
 
 def _sequence_end(data: bytes, at: int) -> int | None:
@@ -194,6 +206,23 @@ class KeyWatcher:
     def take_typed(self) -> str:
         with self.lock:
             return self.typed.take()
+
+    def take_queued(self) -> list[str]:
+        """Messages queued with Enter during the turn, oldest first; then none."""
+        with self.lock:
+            return self.typed.take_queued()
+
+    def unqueue(self) -> None:
+        """An interrupted turn sends nothing on its own: the queued messages go back to the draft."""
+        with self.lock:
+            queued = self.typed.take_queued()
+            if queued:
+                self.typed.text = "\n".join([*queued, self.typed.text]).strip("\n")
+
+    def pending(self) -> tuple[list[str], str]:
+        """What the status line shows under itself: the queued messages and the line being typed."""
+        with self.lock:
+            return list(self.typed.queued), self.typed.text
 
     def _watch(self, wake: int) -> None:
         try:

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from clovercode.context.tokens import estimate_tokens
 from clovercode.trust.terminal import inert
+from clovercode.ui.glyphs import is_unicode
 from clovercode.heartbeat import HEARTBEAT_SECONDS, Heartbeat, to_stderr
 
 ContextShare = Callable[[], "float | None"]  # how full the window is (0..1), when known
@@ -41,6 +42,7 @@ class StepStatus:
         self.written = ""
         self.spinner = Spinner("dots", style="cyan")
         self.hint = CTRL_C_HINT  # how to interrupt, set by the LiveStatus that shows it
+        self.pending: Callable[[], tuple[list[str], str]] | None = None  # queued messages and draft (ui/keys.py)
 
     def feed(self, text: str, kinds: list[tuple[str, str]]) -> None:
         self.written += text
@@ -67,9 +69,20 @@ class StepStatus:
         return Text("\n").join(lines[-keep:]) if keep and text.plain.strip() else Text()
 
     def __rich_console__(self, console: Console, options):  # type: ignore[no-untyped-def]
-        tail = self.tail((options.height or console.height) - 2)
+        below = self.below()
+        tail = self.tail((options.height or console.height) - 2 - len(below))
         status = Text.assemble(self.spinner.render(self.clock()), " ", self.line())
-        yield Group(tail, status) if tail.plain else status
+        yield Group(*([tail] if tail.plain else []), status, *below)
+
+    def below(self) -> list[Text]:
+        """Under the status line, dim: messages queued with Enter and the line being typed."""
+        queued, draft = self.pending() if self.pending is not None else ([], "")
+        rows = [Text(f"  queued: {inert(message, newlines=False)}", style="dim") for message in queued]
+        if draft:
+            rows.append(Text(f"  typing: {inert(draft, newlines=False)}", style="dim"))
+        if queued:
+            rows.append(Text("  sent when this turn ends · Backspace on an empty line takes the last back", style="dim"))
+        return rows
 
 
 class LiveStatus:
@@ -84,6 +97,7 @@ class LiveStatus:
         self.held: StepStatus | None = None  # shown before a question was asked; back after the answer
         self.write, self.every = write, every
         self.beat: Heartbeat | None = None
+        self.pending: Callable[[], tuple[list[str], str]] | None = None  # the REPL's key watcher, on a terminal
 
     @property
     def enabled(self) -> bool:
@@ -92,7 +106,9 @@ class LiveStatus:
     def start(self, status: StepStatus) -> StepStatus:
         self.stop()
         self.status = status
-        status.hint = self.hint
+        status.hint, status.pending = self.hint, self.pending
+        if not is_unicode(self.console.encoding):  # braille dots cannot be shown: the ASCII spinner
+            status.spinner = Spinner("line", style="cyan")
         if self.enabled:
             self.live = Live(status, console=self.console, transient=True, refresh_per_second=8,
                              vertical_overflow="crop", redirect_stdout=False, redirect_stderr=False)

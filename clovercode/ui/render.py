@@ -130,7 +130,8 @@ class ConsoleRenderer:
 
     def _print_turn(self, reasoning: str, content: str) -> None:
         if reasoning.strip() and self.show_reasoning:
-            self.console.print(Text(inert(reasoning.strip("\n")), style="dim italic"), soft_wrap=True)
+            # a terminal wraps it at words; a log keeps the lines as written
+            self.console.print(Text(inert(reasoning.strip("\n")), style="dim italic"), soft_wrap=not self.console.is_terminal)
         if content.strip():
             print_markdown(self.console, content.strip("\n"))
 
@@ -150,9 +151,9 @@ class ConsoleRenderer:
         self.last_observation = text
         lines = inert(text).splitlines() or [""]
         mark = "[green]✓[/]" if ok else "[red]✗[/]"
-        head = escape(lines[0])
-        self.console.print(f"  {mark} {head}" if ok else f"  {mark} [red]{head}[/]", soft_wrap=True)
         diff = data.get("diff") if ok else None
+        head = escape(lines[0].removesuffix(":") if diff else lines[0])  # the colon introduced the diff the model reads
+        self.console.print(f"  {mark} {head}" if ok else f"  {mark} [red]{head}[/]", soft_wrap=True)
         if diff:
             if diff not in self.screen.approved_diffs:  # shown at the approval already: once is enough
                 self.console.print(Syntax(inert(diff), "diff", theme="ansi_dark", background_color="default"))
@@ -217,6 +218,8 @@ class ConsoleRenderer:
             status, self.status = self.status, None
             self._print_turn("".join(p for k, p in status.parts if k == "reasoning"),
                              "".join(p for k, p in status.parts if k == "content"))
+        if self.screen.keys is not None and self.screen.keys.fired:  # the interrupt came from the Esc key
+            detail = detail.replace("(Ctrl-C)", "(Esc)")
         style = "green" if stop_reason in ("finished", "answered") else "yellow"
         count = "" if stop_reason == "max_steps" else f" [dim]({steps} step{'' if steps == 1 else 's'})[/]"  # the detail already says it
         self.console.print(f"[{style}]■ stopped: {escape(inert(detail))}[/]{count}")

@@ -21,6 +21,7 @@ from typing import Mapping, Protocol
 
 from clovercode.errors import UsageError, VcsError
 from clovercode.trust import gitsafe
+from clovercode.trust.projectview import ProjectView
 
 CHECKPOINTS, UNDONE = "checkpoints", "undone"
 KEEP = {CHECKPOINTS: 30, UNDONE: 10}
@@ -236,69 +237,67 @@ class GitStore:
 
     def _write_blob(self, path: Path, sha: str, mode: str) -> None:
         data = self.git("cat-file", "blob", sha)
-        _remove_blocking_dir(path)
+        _remove_blocking_dir(path, self.top)
         make_parent(path, self.top)
         if mode == "120000":
-            if os.path.lexists(path):
-                os.unlink(path)
-            os.symlink(os.fsdecode(data), path)
+            ProjectView(self.top).symlink(os.fsdecode(data), path)
             return
-        write_file_atomic(path, data, executable=mode == "100755")
+        write_file_atomic(path, data, executable=mode == "100755", root=self.top)
 
 
-def write_file_atomic(path: Path, data: bytes, executable: bool) -> None:
-    """Replace ``path`` with ``data``; keeps the file's other permission bits when it exists."""
+def write_file_atomic(path: Path, data: bytes, executable: bool, root: Path | None = None) -> None:
+    """Replace ``path`` (beneath ``root``, default its directory) with ``data`` through the project
+    view; keeps the file's other permission bits when it exists; a link there is replaced itself."""
+    view = ProjectView(root if root is not None else path.parent)
     umask = os.umask(0)
     os.umask(umask)
     try:
-        mode = os.stat(path).st_mode & 0o7777 if not os.path.islink(path) else 0o666 & ~umask
+        info = view.stat(path) if not os.path.islink(path) else None
+        mode = info.st_mode & 0o7777 if info is not None else 0o666 & ~umask
     except FileNotFoundError:
         mode = 0o666 & ~umask
     mode = mode | (0o111 & ~umask) if executable else mode & ~0o111
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".clovercode-tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)  # replaces a symlink itself, never its target
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    view.write_bytes(path, data, mode, follow_last=False)
 
 
 def make_parent(path: Path, root: Path) -> None:
-    """Create the directory of ``path`` (below the resolved ``root``), refusing to follow a symlink:
-    a command may have replaced a checkpointed directory by a link to somewhere outside."""
+    """Refuse to restore below a symlink: a command may have replaced a checkpointed directory by a
+    link (out of the project, or to another of its directories). The view makes missing directories."""
     if _through_symlink(path):
         rel = path.relative_to(root).as_posix()
         raise CheckpointError(f"cannot restore {rel}: a directory on its way is now a symlink",
                               hint="Move the symlink away, then run undo again.")
-    path.parent.mkdir(parents=True, exist_ok=True)
 
 
 def _through_symlink(path: Path) -> bool:
-    return os.path.realpath(path.parent) != str(path.parent)
+    parent = path.parent
+    while not os.path.lexists(parent):  # the part still to be made cannot hold a link
+        parent = parent.parent
+    return os.path.realpath(parent) != str(parent)
 
 
 def _remove(path: Path, root: Path) -> None:
     """Delete a file the checkpoint did not have, then directories that became empty."""
-    if os.path.lexists(path) and not (path.is_dir() and not path.is_symlink()):
-        os.unlink(path)
+    view = ProjectView(root)
+    try:
+        if view.kind(path) != "dir" or os.path.islink(path):
+            view.delete(path)
+    except FileNotFoundError:
+        pass
     parent = path.parent
     while parent != root and root in parent.parents:
         try:
-            parent.rmdir()
+            view.rmdir(parent)
         except OSError:
             break
         parent = parent.parent
 
 
-def _remove_blocking_dir(path: Path) -> None:
+def _remove_blocking_dir(path: Path, root: Path) -> None:
     """A checkpointed file whose place is now taken by an (empty) directory."""
     if path.is_dir() and not path.is_symlink():
         try:
-            path.rmdir()
+            ProjectView(root).rmdir(path)
         except OSError:
             raise CheckpointError(f"cannot restore {path}: a non-empty directory is in its place") from None
 

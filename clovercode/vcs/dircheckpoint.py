@@ -7,11 +7,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
 from clovercode.privatefiles import private_dir, write_private
+from clovercode.trust.projectview import ProjectView
 from clovercode.vcs.checkpoint import (MAX_FILE_BYTES, CheckpointError, Snapshot, make_parent, new_stamp,
                                       write_file_atomic)
 
@@ -63,11 +63,11 @@ class DirStore:
 
     def restore(self, snap: Snapshot) -> list[str]:
         target, current = self._files(snap), self.scan(store=False)
+        view = ProjectView(self.root)  # every write and delete beneath the root, never through a link out
         changed = []
         for rel in sorted(set(current) - set(target)):
-            path = self.root / rel
-            os.unlink(path)
-            _prune_empty(path.parent, self.root)
+            view.delete(rel)
+            _prune_empty(view, Path(rel).parent)
             changed.append(rel)
         for rel, entry in sorted(target.items()):
             if _comparable({rel: entry}) == _comparable({rel: current[rel]} if rel in current else {}):
@@ -75,17 +75,16 @@ class DirStore:
             path = self.root / rel
             if path.is_dir() and not path.is_symlink():
                 try:
-                    path.rmdir()
+                    view.rmdir(rel)
                 except OSError:
                     raise CheckpointError(f"cannot restore {rel}: a non-empty directory is in its place") from None
             make_parent(path, self.root)
             if "link" in entry:
-                if os.path.lexists(path):
-                    os.unlink(path)
-                os.symlink(entry["link"], path)
+                view.symlink(entry["link"], rel)
             else:
-                write_file_atomic(path, (self.objects / entry["sha"]).read_bytes(), bool(entry["mode"] & 0o111))
-                os.chmod(path, entry["mode"])
+                write_file_atomic(path, (self.objects / entry["sha"]).read_bytes(), bool(entry["mode"] & 0o111),
+                                  root=self.root)
+                view.chmod(rel, entry["mode"])
             changed.append(rel)
         return sorted(set(changed))
 
@@ -94,6 +93,8 @@ class DirStore:
         previous = self._latest_files()
         files: dict[str, Entry] = {}
         total = 0
+        view = ProjectView(self.root)  # contents are read beneath the root, a link never followed
+        # os.walk enters no directory link; links are recorded as links, never read through
         for dirpath, dirnames, filenames in os.walk(self.root):
             dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
             for name in sorted(filenames):
@@ -110,24 +111,26 @@ class DirStore:
                     raise CheckpointError(f"the project holds more than {MAX_TOTAL_BYTES >> 20} MiB of files; "
                                           "put it under git to get checkpoints")
                 old = previous.get(rel)
+                data = None
                 if old and "sha" in old and (old["size"], old["mtime_ns"]) == (info.st_size, info.st_mtime_ns) \
                         and (self.objects / old["sha"]).exists():
                     sha = old["sha"]
                 else:
-                    sha = _sha256(path)
-                if store:
-                    self._keep(path, sha)
+                    data = view.read_bytes(rel, MAX_FILE_BYTES)
+                    sha = hashlib.sha256(data).hexdigest()
+                if store and not (self.objects / sha).exists():
+                    self._keep(view.read_bytes(rel, MAX_FILE_BYTES) if data is None else data, sha)
                 files[rel] = {"sha": sha, "mode": info.st_mode & 0o7777, "size": info.st_size, "mtime_ns": info.st_mtime_ns}
         return files
 
-    def _keep(self, path: Path, sha: str) -> None:
+    def _keep(self, data: bytes, sha: str) -> None:
         target = self.objects / sha
         if target.exists():
             return
         private_dir(self.objects)
-        fd, tmp = tempfile.mkstemp(dir=self.objects)  # 0600, kept by copyfile
-        os.close(fd)
-        shutil.copyfile(path, tmp)
+        fd, tmp = tempfile.mkstemp(dir=self.objects)  # 0600
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         os.replace(tmp, target)
 
     def _files(self, snap: Snapshot) -> dict[str, Entry]:
@@ -160,18 +163,11 @@ def _comparable(files: dict[str, Entry]) -> dict[str, tuple]:
     return {rel: (e.get("link"), e.get("sha"), e.get("mode")) for rel, e in files.items()}
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _prune_empty(directory: Path, root: Path) -> None:
-    while directory != root and root in directory.parents:
+def _prune_empty(view: ProjectView, directory: Path) -> None:
+    """Remove ``directory`` (project-relative) and its parents while they are empty."""
+    while directory.parts:
         try:
-            directory.rmdir()
+            view.rmdir(directory)
         except OSError:
             return
         directory = directory.parent

@@ -15,7 +15,8 @@ from typing import Mapping
 
 from clovercode.errors import VcsError
 from clovercode.vcs.branches import valid_branch_name
-from clovercode.vcs.git import Checkout, Pending, Start
+from clovercode.vcs.changeset import ChangeSet
+from clovercode.vcs.git import Checkout, Start
 
 INCOMING = "refs/clovercode/incoming/"
 
@@ -64,23 +65,14 @@ def check_out_branch(checkout: Checkout, remote: str, branch: str, env: Mapping[
     return FollowUp(checkout, remote, branch, checkout.start(), env)
 
 
-def commit_follow_up(follow: FollowUp, pending: Pending, message: str, author: tuple[str, str],
+def commit_follow_up(follow: FollowUp, changes: ChangeSet, message: str, author: tuple[str, str],
                      committer: tuple[str, str]) -> str:
-    """One commit of ``pending`` on top of the start (hooks are not run; the trailer marks it clovercode's)."""
-    from git import Actor
-
-    from clovercode.vcs.branchguard import with_trailer
-
+    """One commit of ``changes`` on top of the start (hooks are not run; the trailer marks it clovercode's)."""
     checkout = follow.checkout
     if checkout.resolve("HEAD") != follow.start.base or checkout.branch_tip(follow.branch) != follow.start.base:
         raise VcsError(f"HEAD or the branch {follow.branch} moved during the run; nothing was committed",
                        hint="The model's changes are still in the working tree.")
-    checkout.git("add", "-A", "--", *pending.paths)
-    repo = checkout.repo
-    tree = repo.index.write_tree().hexsha
-    commit = repo.index.commit(with_trailer(message, tree), parent_commits=[repo.commit(follow.start.base)],
-                               author=Actor(*author), committer=Actor(*committer), skip_hooks=True)
-    return commit.hexsha
+    return checkout.commit_tree(follow.start.base, changes.tree, message, author, committer)
 
 
 def push_follow_up(follow: FollowUp, commit: str) -> None:

@@ -1,7 +1,8 @@
 """The git side of ``clovercode fix`` (GitPython): a clean start, one commit on a fix branch, a push.
 
 The user's uncommitted work is never touched: a checkout with changes to tracked files is refused
-before the model runs, and files that were untracked before the run are never committed.
+before the model runs, and files that were untracked before the run are never committed. What is
+committed is the change set (vcs/changeset.py): the whole working tree's difference from the start.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from clovercode.errors import UsageError, VcsError
 from clovercode.trust import gitsafe
+from clovercode.vcs.changeset import ChangeSet, change_set, untracked_stamps
 
 if TYPE_CHECKING:  # GitPython is imported only when a command needs git
     from git import Repo
@@ -30,6 +32,7 @@ class Start:
     base: str  # full sha of HEAD
     branch: str | None  # the checked-out branch, None when HEAD is detached
     untracked: frozenset[str]  # top-relative paths; never committed by clovercode
+    stamps: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)  # the untracked files' (mode, size, mtime)
 
 
 @dataclass(frozen=True)
@@ -37,14 +40,6 @@ class FileStat:
     path: str
     added: int | None  # None for binary files
     removed: int | None
-
-
-@dataclass
-class Pending:
-    """What a commit would contain, and what is deliberately left out."""
-
-    paths: list[str] = field(default_factory=list)  # top-relative
-    skipped: list[str] = field(default_factory=list)  # changed by the model but untracked before, or ignored
 
 
 class Checkout:
@@ -74,7 +69,8 @@ class Checkout:
                            hint="clovercode fix never touches uncommitted work. Commit or stash it first "
                                 "(git stash), or pass --no-commit to let the model edit the working tree as it is.")
         branch = None if self.repo.head.is_detached else self.repo.active_branch.name
-        return Start(base, branch, frozenset(self.repo.untracked_files))
+        untracked = frozenset(self.repo.untracked_files)
+        return Start(base, branch, untracked, untracked_stamps(self.top, untracked))
 
     def tracked_changes(self) -> list[str]:
         """Tracked files that differ from HEAD, in the index or the working tree."""
@@ -85,25 +81,34 @@ class Checkout:
         return [head.name for head in self.repo.heads]
 
     def remote_url(self, remote: str) -> str:
-        """The URL pushes to ``remote`` go to, as configured (pushurl, else url; insteadOf not applied)."""
-        if remote not in [r.name for r in self.repo.remotes]:
+        """Where fetches and pushes for ``remote`` go: its first configured URL, never rewritten by the
+        repository's ``insteadOf``/``pushInsteadOf``/``pushurl`` (trust/gitsafe.py)."""
+        url = gitsafe.remote_url(self.config, remote)
+        if url is None:
             known = ", ".join(r.name for r in self.repo.remotes) or "none"
             raise UsageError(f"git remote '{remote}' does not exist (remotes: {known})",
                              hint="Pass --remote NAME, or add one: git remote add origin URL.")
-        reader = self.repo.config_reader()
-        section = f'remote "{remote}"'
-        return str(reader.get_value(section, "pushurl", default="") or reader.get_value(section, "url", default=""))
+        return url
 
     def remote_heads(self, remote: str, *patterns: str) -> dict[str, str]:
         """Branch name -> sha for the branches matching the glob ``patterns`` where pushes to ``remote`` go."""
         refs = [f"refs/heads/{p}" for p in patterns or ("*",)]
-        out = self._git("ls-remote", "--heads", self.push_url(remote), *refs, network=True)
+        out = self._network("ls-remote", self.remote_url(remote), ("--heads",), refs)
         heads = {}
         for line in out.splitlines():
             sha, _, ref = line.partition("\t")
             if ref.startswith("refs/heads/"):
                 heads[ref[len("refs/heads/"):]] = sha
         return heads
+
+    def credentials_note(self) -> str | None:
+        """One warning when .git/config holds credentials a checkout left there (their keys, never values)."""
+        keys = gitsafe.persisted_credentials(self.config)
+        if not keys:
+            return None
+        return (f"the repository's .git/config holds credentials ({', '.join(keys)}): clovercode's git does not send "
+                "them, sandboxed commands and the file tools do not see them; remove them (git config --local "
+                "--unset-all KEY), or check out with persist-credentials: false and set fix.push_token")
 
     def identity(self) -> tuple[str, str] | None:
         """git's configured user.name / user.email, if both are set."""
@@ -112,27 +117,20 @@ class Checkout:
         email = reader.get_value("user", "email", default="")
         return (str(name), str(email)) if name and email else None
 
-    def pending(self, start: Start, changed: Iterable[str]) -> Pending:
-        """Tracked files that changed since ``start`` plus new files the model wrote (root-relative ``changed``)."""
-        result = Pending(paths=self.tracked_changes())
-        candidates = []
-        for rel in changed:
-            path = (self.root / rel).resolve()
+    def untracked(self) -> frozenset[str]:
+        """Untracked files git does not ignore, top-relative."""
+        return frozenset(self.repo.untracked_files)
+
+    def changes(self, start: Start, written: Iterable[str] = (), by_tests: Iterable[str] = ()) -> ChangeSet:
+        """The working tree's change since ``start`` (vcs/changeset.py); ``written`` are root-relative
+        paths the file tools wrote, so that those git ignores are named as left out."""
+        tops = []
+        for rel in written:
             try:
-                top_rel = path.relative_to(self.top).as_posix()
-            except ValueError:
+                tops.append((self.root / rel).resolve().relative_to(self.top).as_posix())
+            except (ValueError, OSError):
                 continue
-            if top_rel in result.paths:
-                continue
-            if top_rel in start.untracked:
-                result.skipped.append(top_rel)
-            elif path.is_file() and not self._tracked(top_rel):
-                candidates.append(top_rel)
-        ignored = self._ignored(candidates)
-        result.paths += [p for p in candidates if p not in ignored]
-        result.skipped += sorted(ignored)
-        result.paths.sort()
-        return result
+        return change_set(self, start, tops, by_tests)
 
     def diff_stat(self, base: str, commit: str) -> list[FileStat]:
         out = self._git("diff", *gitsafe.DIFF_FLAGS, "--numstat", "--no-renames", "-z", base, commit)
@@ -151,10 +149,10 @@ class Checkout:
         return int(self._git("rev-list", "--count", f"{base}..{tip}").strip())
 
     # -- writing --------------------------------------------------------------------------------
-    def commit_on_branch(self, start: Start, branch: str, pending: Pending, message: str,
+    def commit_on_branch(self, start: Start, branch: str, changes: ChangeSet, message: str,
                          author: tuple[str, str], committer: tuple[str, str],
                          expected: str | None = None) -> tuple[str, str | None]:
-        """Point ``branch`` at the base, carry the working-tree changes onto it and commit exactly ``pending``.
+        """Point ``branch`` at the base, carry the working-tree changes onto it and commit exactly ``changes``.
 
         ``expected`` is the branch's tip when the run was planned (None: it did not exist); if it
         moved since, nothing is done. An existing branch is kept under a backup ref first (returned
@@ -164,9 +162,7 @@ class Checkout:
         nor pre-push on the push): they are the repository's code, run outside the sandbox on
         files the model wrote.
         """
-        from git import Actor
-
-        from clovercode.vcs.branchguard import backup_ref, with_trailer
+        from clovercode.vcs.branchguard import backup_ref
 
         if self.repo.head.commit.hexsha != start.base:
             raise VcsError(f"HEAD moved during the run (it was {start.base[:12]}); nothing was committed",
@@ -186,11 +182,23 @@ class Checkout:
             else:
                 self._git("update-ref", "-d", f"refs/heads/{branch}", start.base)
             raise
-        self._git("add", "-A", "--", *pending.paths)
-        tree = self.repo.index.write_tree().hexsha
-        commit = self.repo.index.commit(with_trailer(message, tree), parent_commits=[self.repo.commit(start.base)],
+        return self.commit_tree(start.base, changes.tree, message, author, committer), backup
+
+    def commit_tree(self, parent: str, tree: str, message: str, author: tuple[str, str],
+                    committer: tuple[str, str]) -> str:
+        """Commit ``tree`` on ``parent`` where HEAD points (no hooks); the index then holds ``tree``, so
+        ``git status`` shows only what was left out."""
+        from git import Actor
+
+        from clovercode.vcs.branchguard import with_trailer
+
+        self._git("read-tree", tree)
+        commit = self.repo.index.commit(with_trailer(message, tree), parent_commits=[self.repo.commit(parent)],
                                         author=Actor(*author), committer=Actor(*committer), skip_hooks=True)
-        return commit.hexsha, backup
+        if commit.tree.hexsha != tree:  # the index was changed under us: never commit another tree
+            raise VcsError(f"the commit's tree {commit.tree.hexsha[:12]} is not the tested tree {tree[:12]}")
+        self._run("update-index", "-q", "--refresh", capture_output=True)
+        return commit.hexsha
 
     def branch_tip(self, branch: str) -> str | None:
         """The sha the local ``branch`` points at, None when there is no such branch."""
@@ -207,8 +215,15 @@ class Checkout:
         """Fetch ``branch`` from where pushes to ``remote`` go into the local ref ``into`` (only the tip
         in a shallow clone)."""
         shallow = self._git("rev-parse", "--is-shallow-repository").strip() == "true"
-        self._git("fetch", "-q", "--no-tags", "--no-write-fetch-head", *(["--depth=1"] if shallow else []),
-                  self.push_url(remote), f"+refs/heads/{branch}:{into}", network=True, env=env)
+        # the detached git directory has no refs: what is here already is named, so only new objects come
+        tips = list(dict.fromkeys(self._git("for-each-ref", "--format=%(objectname)", "--count=64",
+                                            "refs/heads", "refs/remotes").split()))
+        options = ["-q", "--no-tags", "--no-write-fetch-head", *(["--depth=1"] if shallow else []),
+                   *(f"--negotiation-tip={tip}" for tip in tips)]
+        sha = self._network("fetch", self.remote_url(remote), options, [f"+refs/heads/{branch}:{into}"], env=env,
+                            then=("rev-parse", "-q", "--verify", into)).strip()
+        if sha:
+            self._git("update-ref", into, sha)
         return self.resolve(into)
 
     def delete_ref(self, ref: str) -> None:
@@ -222,26 +237,39 @@ class Checkout:
         """Push ``branch``, replacing the remote's copy only if it is still ``expected`` (None: must not exist).
         ``env`` adds to git's environment (e.g. credentials from :func:`push_auth_env`)."""
         lease = f"--force-with-lease=refs/heads/{branch}:{expected or ''}"
-        self._git("push", "--porcelain", *gitsafe.push_flags(self.config, remote), lease, remote,
-                  f"refs/heads/{branch}:refs/heads/{branch}", network=True, env=env)
+        self._push(remote, branch, [lease], env)
 
     def push_fast_forward(self, remote: str, branch: str, env: Mapping[str, str] | None = None) -> None:
         """Push ``branch`` with no force of any kind: the remote takes it only as a fast-forward."""
-        self._git("push", "--porcelain", *gitsafe.push_flags(self.config, remote), remote,
-                  f"refs/heads/{branch}:refs/heads/{branch}", network=True, env=env)
+        self._push(remote, branch, [], env)
+
+    def _push(self, remote: str, branch: str, options: list[str], env: Mapping[str, str] | None) -> None:
+        tip = self.branch_tip(branch)
+        if tip is None:
+            raise VcsError(f"there is no local branch {branch} to push")
+        self._network("push", self.remote_url(remote), ["--porcelain", *options], [f"{tip}:refs/heads/{branch}"],
+                      env=env)
+        # The push ran detached from this repository, so git did not move the remote-tracking ref as a
+        # plain `git push` does; users (and `git status`) expect origin/BRANCH to show what was pushed.
+        self._run("update-ref", f"refs/remotes/{remote}/{branch}", tip, capture_output=True)
 
     def is_ancestor(self, older: str, newer: str) -> bool:
         return self._run("merge-base", "--is-ancestor", older, newer).returncode == 0
 
     def push_url(self, remote: str) -> str:
-        """Where pushes to ``remote`` really go (pushurl or url, insteadOf applied)."""
-        return self._git("remote", "get-url", "--push", remote).strip()
+        """Where pushes to ``remote`` really go: :meth:`remote_url` (kept for the callers' wording)."""
+        return self.remote_url(remote)
 
     # -- plumbing -------------------------------------------------------------------------------
-    def _tracked(self, top_rel: str) -> bool:
-        return bool(self._git("ls-files", "--", top_rel).strip())
+    def git_env(self, env: Mapping[str, str], *args: str) -> str:
+        """A git command with ``env`` added (a private index, literal pathspecs); VcsError when it fails."""
+        return self._git(*args, env=env)
 
-    def _ignored(self, paths: list[str]) -> set[str]:
+    def refresh(self, env: Mapping[str, str]) -> None:
+        """Bring the index's stat data up to date (exit 1 only says some files differ)."""
+        self._run("update-index", "-q", "--refresh", env_extra=env, capture_output=True)
+
+    def ignored(self, paths: list[str]) -> set[str]:
         if not paths:
             return set()
         # check-ignore exits 1 when nothing is ignored: not an error here. -z needs --stdin.
@@ -249,10 +277,34 @@ class Checkout:
                          capture_output=True)
         return {p for p in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if p}
 
-    def _run(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess:
+    def _run(self, *args: str, env_extra: Mapping[str, str] | None = None, **kwargs: Any) -> subprocess.CompletedProcess:
         """A git command whose exit status the caller reads (not an error)."""
-        env = {**os.environ, **gitsafe.safe_env(self.config, os.environ)}
+        env = {**os.environ, **(env_extra or {}), **gitsafe.safe_env(self.config, os.environ)}
         return subprocess.run(["git", "-C", str(self.top), *args], env=env, **kwargs)
+
+    def _network(self, command: str, url: str, options: Iterable[str], rest: Iterable[str],
+                 env: Mapping[str, str] | None = None, then: tuple[str, ...] = ()) -> str:
+        """``git COMMAND OPTIONS -- URL REST`` where the repository's config cannot reach it (trust/gitsafe.py);
+        ``env``'s ``GIT_CONFIG_*`` (credentials) come last so no override resets them. ``then`` is a
+        command run in the same detached directory afterwards (its output is returned instead)."""
+        with gitsafe.detached(self.top) as base:
+            full = {**base, **NO_PROMPT_ENV, **{k: v for k, v in (env or {}).items() if not k.startswith("GIT_CONFIG_")}}
+            full.update(gitsafe.config_env(gitsafe.config_pairs(env or {}), full))
+            argv = ["git", command, *gitsafe.transport_flags(url, command), *options, "--", url, *rest]
+            proc = subprocess.run(argv, env=full, cwd=base["GIT_CEILING_DIRECTORIES"], capture_output=True,
+                                  stdin=subprocess.DEVNULL, timeout=600)
+            if proc.returncode != 0:
+                detail = proc.stderr.decode("utf-8", "replace").strip()
+                # push --porcelain tells why a ref was refused on stdout: "!<TAB>src:dst<TAB>[rejected] (stale info)"
+                refused = [line.split("\t")[-1] for line in proc.stdout.decode("utf-8", "replace").splitlines()
+                           if line.startswith("!")]
+                if refused:
+                    detail += " (" + "; ".join(refused) + ")"
+                raise VcsError(f"git {command} failed: {detail}")
+            if then:
+                proc = subprocess.run(["git", *then], env=full, cwd=base["GIT_CEILING_DIRECTORIES"],
+                                      capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
+            return proc.stdout.decode("utf-8", "surrogateescape")
 
     def _git(self, *args: str, network: bool = False, env: Mapping[str, str] | None = None) -> str:
         from git import GitCommandError

@@ -1,0 +1,50 @@
+"""Light and dark terminals: the 16 colours the UI names (yellow headings, green `+` lines, cyan
+names, Markdown's code on black) are remapped per theme so that every text is at least 4.5:1
+against the background with the xterm palette (tests/test_theme.py computes it from this table).
+``ui.theme``: auto (from COLORFGBG, which many terminals set: "15;0" is light text on black), dark or
+light. The remap happens where every segment passes (ui/console.InertConsole)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Mapping
+
+from rich.color import Color, ColorType
+from rich.style import Style
+
+THEMES = ("auto", "dark", "light")
+# The background each theme assumes (an xterm palette index) and the text colours replaced on it.
+BACKGROUND = {"dark": 0, "light": 15}
+FOREGROUND = {"dark": 7, "light": 0}  # the terminal's default text colour
+MAPS: dict[str, dict[int, int]] = {
+    "dark": {0: 8, 1: 9, 4: 75, 5: 13, 12: 75},
+    "light": {2: 22, 3: 94, 4: 19, 5: 90, 6: 24, 7: 240, 8: 240, 9: 124, 10: 22, 11: 94, 12: 19, 13: 90, 14: 24, 15: 240},
+}
+# Backgrounds replaced in the light theme (rich's Markdown draws inline code on black).
+BACKGROUNDS: dict[str, dict[int, int]] = {"dark": {}, "light": {0: 255, 8: 255}}
+
+
+def pick_theme(setting: str, env: Mapping[str, str]) -> str:
+    """dark or light: the setting, or for auto the background COLORFGBG names (dark when unknown)."""
+    if setting in ("dark", "light"):
+        return setting
+    last = env.get("COLORFGBG", "").split(";")[-1].strip()
+    if last.isdigit():
+        return "light" if int(last) in (7, 15) or 9 <= int(last) <= 14 else "dark"
+    return "dark"
+
+
+def _swap(color: Color | None, table: dict[int, int]) -> Color | None:
+    if color is None or color.type not in (ColorType.STANDARD, ColorType.EIGHT_BIT) or color.number is None:
+        return color
+    target = table.get(color.number)
+    return color if target is None else Color.from_ansi(target)
+
+
+@lru_cache(maxsize=512)
+def remap(style: Style, theme: str) -> Style:
+    """``style`` with its colours replaced for ``theme``."""
+    color, bgcolor = _swap(style.color, MAPS[theme]), _swap(style.bgcolor, BACKGROUNDS[theme])
+    if color is style.color and bgcolor is style.bgcolor:
+        return style
+    return style + Style.from_color(color, bgcolor)

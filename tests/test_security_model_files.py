@@ -1,0 +1,126 @@
+"""Hostile model files: a chat template is someone else's code and a GGUF header can lie.
+
+A template runs with a time limit and a size limit on everything it builds (engine/template.py); a
+GGUF whose counts cannot be true is refused before its reader believes them. Each ends as a model
+error naming the file and the reason (exit 5), fast and without the memory the attack asked for."""
+
+from __future__ import annotations
+
+import struct
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from conftest import cli_env, run_cli
+
+from clovercode.engine.template import Limits, TemplateLimit, chat_variables, render
+from clovercode.errors import ExitCode, ModelUnavailable
+from clovercode.trust.models import check_gguf
+
+CONVERSATION = [{"role": "user", "content": "hi"}]
+ATTACKS = {
+    "nested loops": "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+    "a gigabyte string": "{{ 'x' * 1000000000 }}",
+    "a string that doubles": "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}"
+                             "{% endfor %}{{ ns.s | length }}",
+    "a wide filter": "{{ 'x' | center(1000000000) }}",
+    "a wide format": "{{ '%1000000000s' % 'x' }}",
+    "a wide method": "{{ 'x'.ljust(1000000000) }}",
+    "a huge power": "{{ 10 ** 100000000 }}",
+    "a replace that multiplies": "{{ ('x' * 100000).replace('x', 'x' * 100000) }}",
+    "too much output": "{% for i in range(100000) %}{{ 'y' * 1000 }}{% endfor %}",
+}
+
+
+@pytest.mark.parametrize("source", ATTACKS.values(), ids=ATTACKS.keys())
+def test_a_hostile_template_stops_fast_and_small(source):
+    tracemalloc.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(TemplateLimit):
+            render(source, {"messages": CONVERSATION}, Limits(chars=1_000_000, seconds=0.3))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert time.monotonic() - started < 2
+    assert peak < 64 * 2**20
+
+
+def test_an_honest_template_renders_as_transformers_renders_it():
+    from transformers import AutoTokenizer
+
+    from clovercode.engine.sources import tiny_model_dir
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir())
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "x" * 5000},
+                {"role": "assistant", "content": "ok", "reasoning_content": "think"}, {"role": "user", "content": "go"}]
+    assert render(tokenizer.chat_template, chat_variables(tokenizer, messages, None, enable_thinking=False)) == \
+        tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, enable_thinking=False)
+
+
+def _tiny_with_template(folder: Path, source: str) -> Path:
+    import shutil
+
+    from clovercode.engine.sources import tiny_model_dir
+
+    folder.mkdir(parents=True)
+    for name in ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                 "model.safetensors"):
+        shutil.copy(tiny_model_dir() / name, folder / name)
+    (folder / "chat_template.jinja").write_text(source)
+    return folder
+
+
+def lying_gguf(path: Path, tensors: int = 0, entries: int = 2) -> Path:
+    """A GGUF whose header counts are plausible but whose token array claims 1000 strings and holds one."""
+    body = b"GGUF" + struct.pack("<IQQ", 3, tensors, entries)
+    for key, tail in ((b"general.architecture", struct.pack("<IQ", 8, 5) + b"llama"),
+                      (b"tokenizer.ggml.tokens", struct.pack("<IIQ", 9, 8, 1000) + struct.pack("<Q", 3) + b"abc")):
+        body += struct.pack("<Q", len(key)) + key + tail
+    path.write_bytes(body)
+    return path
+
+
+def test_a_gguf_header_that_cannot_be_true_is_refused_before_reading(tmp_path):
+    with pytest.raises(ModelUnavailable, match=r"claims 1,000,000,000,000 tensors"):
+        check_gguf(lying_gguf(tmp_path / "m.gguf", tensors=10**12))
+    with pytest.raises(ModelUnavailable, match="not a GGUF file"):
+        check_gguf(tmp_path.joinpath("x.gguf").write_bytes(b"PK\x03\x04" + bytes(40)) and tmp_path / "x.gguf")
+    check_gguf(lying_gguf(tmp_path / "plausible.gguf"))  # the header alone cannot tell: the reader must
+
+
+@pytest.mark.parametrize("kind", ["gguf", "template"])
+def test_exec_with_a_hostile_model_file_exits_5_naming_it(tmp_path, kind):
+    project = tmp_path / "project"
+    project.mkdir()
+    if kind == "gguf":
+        model, reason = str(lying_gguf(project / "lying.gguf")), "lying.gguf could not be read as a GGUF model"
+    else:
+        model, reason = "./m", "went past its limits"
+        _tiny_with_template(project / "m", ATTACKS["a gigabyte string"])
+    proc = run_cli("exec", "--sandbox", "none", "--model", model, "hello", cwd=project,
+                   env=cli_env(CLOVERCODE_ENGINE_DEVICE="cpu"), timeout=300)
+    assert proc.returncode == ExitCode.MODEL_UNAVAILABLE, proc.stderr
+    assert reason in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_prompt_that_cannot_fit_is_refused_before_it_is_tokenized():
+    from clovercode.backends.base import ContextTooLong, GenerationParams
+    from clovercode.backends.embedded import EmbeddedBackend
+    from clovercode.engine.config import EngineConfig
+    from clovercode.engine.engine import Engine
+    from clovercode.engine.sources import tiny_model_dir
+    from clovercode.messages import Message
+    from rich.console import Console
+
+    backend = EmbeddedBackend(Engine.open(str(tiny_model_dir()), EngineConfig(device="cpu"), Console(quiet=True)))
+    encoded = []
+    real = backend.engine.encode
+    backend.engine.encode = lambda text: encoded.append(len(text)) or real(text)  # a spy, not a fake
+    huge = "x" * (2 * backend.engine.max_context * backend._max_token_chars() + 1)
+    with pytest.raises(ContextTooLong, match="cannot fit"):
+        backend.prepare([Message("user", huge)], [], GenerationParams(max_new_tokens=4, thinking=False))
+    assert encoded == []
+    backend.prepare([Message("user", "hi")], [], GenerationParams(max_new_tokens=4, thinking=False))
+    assert encoded

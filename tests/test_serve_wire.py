@@ -1,0 +1,108 @@
+"""`clovercode serve` speaks HTTP/1.1 that never desyncs: an answer given before a body was read
+(404, 405, 401, any error) either reads that body or closes the connection, so the next request on a
+kept-alive or pipelined connection is read from its own first byte. Raw sockets on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import BinaryIO
+
+import pytest
+from serve_helpers import EchoBackend, running_server
+
+from clovercode.serve.server import DRAIN_LIMIT
+
+
+@pytest.fixture(scope="module")
+def app():
+    with running_server(EchoBackend()) as app:
+        yield app
+
+
+def request(method: str, path: str, body: bytes = b"", extra: str = "") -> bytes:
+    return (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n{extra}\r\n").encode() + body
+
+
+def chat(text: str) -> bytes:
+    return request("POST", "/v1/chat/completions", json.dumps({"model": "test-model", "messages": [
+        {"role": "user", "content": text}]}).encode())
+
+
+def read_response(stream: BinaryIO) -> tuple[int, dict[str, str], dict]:
+    """One response off a shared buffered stream (http.client would read past it)."""
+    status_line = stream.readline()
+    assert status_line.startswith(b"HTTP/1.1 "), status_line
+    headers = {}
+    while (line := stream.readline()) not in (b"\r\n", b""):
+        name, value = line.decode().split(":", 1)
+        headers[name.strip().lower()] = value.strip()
+    body = stream.read(int(headers.get("content-length", 0)))
+    return int(status_line.split()[1]), headers, json.loads(body) if body else {}
+
+
+def connect(app) -> tuple[socket.socket, BinaryIO]:
+    sock = socket.create_connection(("127.0.0.1", app.port), timeout=10)
+    return sock, sock.makefile("rb")
+
+
+BODY = json.dumps({"model": "test-model", "messages": [{"role": "user", "content": "not for this route"}]}).encode()
+
+
+@pytest.mark.parametrize("bad,status", [
+    (request("POST", "/v1/unknown", BODY), 404),
+    (request("POST", "/v1/models", BODY), 405),
+    (request("GET", "/v1/chat/completions", BODY), 405),
+    (request("POST", "/v1/chat/completions", b'{"messages": 5}'), 400),
+    (request("POST", "/v1/chat/completions", BODY, "Authorization: Bearer whatever\r\n") + b"", None),
+], ids=["404", "405-post-models", "405-get-chat", "400", "unused-auth-header"])
+def test_a_bad_request_then_a_good_one_on_one_kept_alive_socket(app, bad, status):
+    sock, stream = connect(app)
+    with sock:
+        sock.sendall(bad)
+        first = read_response(stream)
+        if status is not None:
+            assert first[0] == status, first
+        sock.sendall(chat("second"))
+        code, _, body = read_response(stream)
+    assert code == 200 and body["choices"][0]["message"]["content"] == "echo: second"
+
+
+def test_pipelined_requests_after_errors_are_each_answered_once_in_order(app):
+    sock, stream = connect(app)
+    with sock:
+        sock.sendall(request("POST", "/v1/unknown", BODY) + request("POST", "/v1/models", BODY) + chat("third")
+                     + request("GET", "/health") + chat("fifth"))
+        answers = [read_response(stream) for _ in range(5)]
+        sock.settimeout(0.3)
+        with pytest.raises(TimeoutError):  # no unsolicited extra response
+            sock.recv(1)
+    assert [a[0] for a in answers] == [404, 405, 200, 200, 200]
+    assert answers[2][2]["choices"][0]["message"]["content"] == "echo: third"
+    assert answers[4][2]["choices"][0]["message"]["content"] == "echo: fifth"
+
+
+def test_405_names_the_allowed_methods(app):
+    sock, stream = connect(app)
+    with sock:
+        for raw, allowed in [(request("POST", "/v1/models", BODY), "GET"), (request("GET", "/v1/chat/completions"), "POST"),
+                             (request("PUT", "/v1/responses", BODY), "POST"), (request("DELETE", "/health"), "GET")]:
+            sock.sendall(raw)
+            status, headers, body = read_response(stream)
+            assert (status, headers["allow"]) == (405, allowed), (raw, body)
+            assert body["error"]["type"] == "invalid_request_error"
+            if headers.get("connection") == "close":
+                sock.close()
+                sock, stream = connect(app)
+
+
+def test_a_large_unread_body_closes_the_connection_instead_of_being_read_as_a_request(app):
+    sock, stream = connect(app)
+    with sock:
+        smuggled = request("POST", "/v1/chat/completions", json.dumps({"messages": "x"}).encode())
+        body = b" " * (DRAIN_LIMIT + 1 - len(smuggled)) + smuggled
+        sock.sendall(request("POST", "/v1/unknown", body))
+        status, headers, _ = read_response(stream)
+        assert (status, headers["connection"]) == (404, "close")
+        assert stream.read() == b""  # the tail of the body was never taken for a request

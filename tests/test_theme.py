@@ -1,0 +1,68 @@
+"""Light and dark: every text colour the UI can name, after the theme's remap, is at least 4.5:1
+against the theme's background with the xterm palette (WCAG contrast, computed from the table);
+COLORFGBG picks the theme; the remap happens at the console every front end draws with."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.color import Color
+from rich.style import Style
+
+from clovercode.ui.console import InertConsole, use_theme
+from clovercode.ui.theme import BACKGROUND, BACKGROUNDS, FOREGROUND, MAPS, pick_theme, remap
+
+XTERM = {0: (0, 0, 0), 1: (205, 0, 0), 2: (0, 205, 0), 3: (205, 205, 0), 4: (0, 0, 238), 5: (205, 0, 205),
+         6: (0, 205, 205), 7: (229, 229, 229), 8: (127, 127, 127), 9: (255, 0, 0), 10: (0, 255, 0), 11: (255, 255, 0),
+         12: (92, 92, 255), 13: (255, 0, 255), 14: (0, 255, 255), 15: (255, 255, 255)}
+
+
+def rgb(index: int) -> tuple[int, int, int]:
+    if index < 16:
+        return XTERM[index]
+    if index >= 232:
+        return (8 + 10 * (index - 232),) * 3
+    levels = (0, 95, 135, 175, 215, 255)
+    index -= 16
+    return levels[index // 36], levels[index // 6 % 6], levels[index % 6]
+
+
+def contrast(a: int, b: int) -> float:
+    def luminance(index: int) -> float:
+        channels = [c / 255 for c in rgb(index)]
+        r, g, b = (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+    high, low = sorted((luminance(a), luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+@pytest.mark.parametrize("theme", ["dark", "light"])
+def test_every_named_colour_is_readable_on_the_themes_backgrounds(theme):
+    backgrounds = {BACKGROUND[theme], *BACKGROUNDS[theme].values()}  # the terminal's, and inline code's
+    poor = {}
+    for colour in range(16):
+        shown = MAPS[theme].get(colour, colour)
+        for background in backgrounds:
+            if contrast(shown, background) < 4.5:
+                poor[(colour, background)] = round(contrast(shown, background), 2)
+        assert contrast(FOREGROUND[theme], BACKGROUND[theme]) >= 4.5
+    assert poor == {}
+
+
+def test_the_issue_s_light_terminal_numbers_are_fixed_and_the_console_remaps():
+    assert contrast(3, 15) < 2 and contrast(MAPS["light"][3], 15) >= 4.5  # bold yellow headings were 1.7:1
+    assert contrast(10, 15) < 1.5 and contrast(MAPS["light"][10], 15) >= 4.5  # `+` lines, 1.37:1
+    style = remap(Style.parse("bold cyan on black"), "light")  # inline code was a black box
+    assert style.color == Color.from_ansi(24) and style.bgcolor == Color.from_ansi(255) and style.bold
+    out = io.StringIO()
+    console = InertConsole(file=out, force_terminal=True, color_system="256", width=40)
+    use_theme(console, "auto", {"COLORFGBG": "0;15"})
+    console.print("[green]+ added[/]")
+    assert "\x1b[38;5;22m" in out.getvalue()
+
+
+def test_the_theme_comes_from_the_setting_or_colorfgbg():
+    assert pick_theme("light", {}) == "light" and pick_theme("dark", {"COLORFGBG": "0;15"}) == "dark"
+    assert pick_theme("auto", {"COLORFGBG": "0;15"}) == "light" and pick_theme("auto", {"COLORFGBG": "15;default;0"}) == "dark"
+    assert pick_theme("auto", {}) == "dark"
