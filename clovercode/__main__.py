@@ -22,7 +22,7 @@ def main() -> None:
     import os
     import sys
 
-    from clovercode.termination import ENDING, absorb_all, interrupt_for, raise_from_start
+    from clovercode.ground.termination import ENDING, absorb_all, interrupt_for, raise_from_start
 
     raise_from_start()
     code = 1
@@ -30,9 +30,9 @@ def main() -> None:
         try:
             if _early and ENDING.take(_early[0]):
                 raise interrupt_for(_early[0])
-            from clovercode.cli import main as run
+            from clovercode.front.cli import main as run
         except KeyboardInterrupt as exc:  # a signal (or Ctrl-C) while the CLI loads
-            from clovercode.jsonexit import exit_interrupted_early
+            from clovercode.front.jsonexit import exit_interrupted_early
 
             exit_interrupted_early(exc)
         run()
@@ -40,7 +40,7 @@ def main() -> None:
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except KeyboardInterrupt as exc:  # the first signal, outside every handler of the command
-        from clovercode.jsonexit import exit_interrupted_early
+        from clovercode.front.jsonexit import exit_interrupted_early
 
         try:
             exit_interrupted_early(exc)

@@ -52,7 +52,7 @@ def _shares_a_fixture(item) -> bool:
 def fresh_ending():
     """A signal one in-process test sends ends that test's run only (termination.ENDING is process-wide)."""
     yield
-    from clovercode.termination import ENDING
+    from clovercode.ground.termination import ENDING
 
     ENDING.__init__()
 

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 from clovercode.agent.events import RecordingSink
-from clovercode.config import load_config, user_config_path
-from clovercode.session import open_session
+from clovercode.ground.config import load_config, user_config_path
+from clovercode.wiring.session import open_session
 
 SERVER = Path(__file__).resolve().parent / "mcp_test_server.py"
 

@@ -19,9 +19,9 @@ from typing import Any, Iterator, Sequence
 import openai
 from conftest import cli_env
 
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.backends.base import ContextTooLong, Event, Finish, GenerationParams, ModelError, TextDelta, Usage
-from clovercode.serve.command import READY_PREFIX
+from clovercode.front.servecmd import READY_PREFIX
 from clovercode.serve.protocol import Limits
 from clovercode.serve.scheduler import Scheduler
 from clovercode.serve.connections import ConnectionCaps
@@ -155,7 +155,7 @@ def running_server(backend: Any, *, max_batch: int = 8, max_queue: int = 16, api
                    header_timeout: float = 5.0, per_address: int = 0, per_tenant: int = 0,
                    body_timeout: float = 30.0) -> Iterator[ServeApp]:
     """``api_keys`` (key → tenant): with two or more, each holds an even share of the queue, as in
-    `clovercode serve` (serve/command.py: queue_share)."""
+    `clovercode serve` (front/servecmd.py: queue_share)."""
     share = max(1, max_queue // len(api_keys)) if api_keys and len(api_keys) > 1 else 0
     scheduler = Scheduler(backend, max_batch=max_batch, max_queue=max_queue, max_queue_per_client=share)
     app = ServeApp(scheduler, "test-model", Limits(max_new_tokens, True), api_key, max_request_bytes,

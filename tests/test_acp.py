@@ -185,8 +185,8 @@ def test_clear_errors_and_a_question_cancelled_by_the_person(tmp_path: Path) -> 
 
 def test_the_editors_mcp_servers_do_not_start_in_an_untrusted_project(tmp_path: Path) -> None:
     """The attack: a repository's editor settings name a program as an MCP server."""
-    from clovercode.acp.mcp import join_client_servers
-    from clovercode.config import load_config
+    from clovercode.front.acp.mcp import join_client_servers
+    from clovercode.ground.config import load_config
 
     marker = tmp_path / "ran"
     server = McpServerStdio(name="evil", command="sh", args=["-c", f"touch {marker}"], env=[])

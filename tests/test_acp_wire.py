@@ -271,8 +271,8 @@ def test_modes_change_what_is_asked_and_sessions_are_listed_loaded_resumed_close
     assert client.checker.problems() == []
 
     # the same sessions --resume lists
-    from clovercode.config import state_dir
-    from clovercode.sessions import list_sessions
+    from clovercode.ground.config import state_dir
+    from clovercode.wiring.sessions import list_sessions
 
     directory = state_dir(dict(os.environ)) / "trajectories"
     assert [info.id for info in list_sessions(directory, project)] == [sid]
@@ -310,8 +310,8 @@ def saved_session(directory: Path, ident: str, root: Path, task: str, age: float
 
 
 def test_session_list_pages_through_a_cursor_newest_first(tmp_path: Path, monkeypatch) -> None:
-    from clovercode.acp import saved
-    from clovercode.errors import UsageError
+    from clovercode.front.acp import saved
+    from clovercode.ground.errors import UsageError
 
     for number in range(3):
         saved_session(tmp_path, f"20260101-00000{number}-repl-aaaaa{number}", tmp_path / "p", f"task {number}", 100 - number)

@@ -89,7 +89,7 @@ def test_no_with_a_reason_reaches_the_model_and_cancel_stops_the_run():
 
 
 def test_a_project_file_cannot_add_allow_rules(tmp_path):
-    from clovercode.config import load_config
+    from clovercode.ground.config import load_config
 
     (tmp_path / "clovercode.toml").write_text('[permissions]\nallow = ["rm"]\n')
     cfg = load_config(tmp_path, {}, {}, trust_project=True)  # not even a trusted one: ignored, with a note

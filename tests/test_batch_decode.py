@@ -25,7 +25,7 @@ from clovercode.engine.sampler import select
 from clovercode.engine.batchdenoiser import SlotBatchDenoiser
 from clovercode.engine.serialbatch import SerialBatchDenoiser
 from clovercode.engine.stops import Stops
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 
 
 def char_detok(ids):

@@ -14,7 +14,7 @@ from clovercode.engine.chat import render_prompt
 from clovercode.engine.config import EngineConfig
 from clovercode.engine.denoiser import CachedDenoiser
 from clovercode.engine.engine import Engine
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from conftest import cli_env, run_cli
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clovercode.errors import ExitCode
+from clovercode.ground.errors import ExitCode
 from clovercode.vcs.checkpoint import CHECKPOINTS, CheckpointError, Checkpointer, NothingToUndo, open_store, redo, undo
 from conftest import EXAMPLES, git, make_git_repo, run_cli
 

@@ -14,7 +14,7 @@ import yaml
 from conftest import run_cli
 from npm_fixtures import workflow_parser_dir
 
-from clovercode.errors import UsageError
+from clovercode.ground.errors import UsageError
 from clovercode.github.workflow import WorkflowOptions, render_workflow
 
 CHECKER = Path(__file__).resolve().parent / "check_workflow.mjs"

@@ -11,7 +11,7 @@ import time
 from typer.testing import CliRunner
 
 from clovercode import __version__
-from clovercode.cli import app
+from clovercode.front.cli import app
 from conftest import EXAMPLES, cli_env, default_sigint, run_cli
 from test_parser_table import xml
 
@@ -167,7 +167,7 @@ def test_repl_options_before_a_command_are_refused_not_ignored(tmp_path):
 
 
 def test_config_show_prints_one_plain_line_per_setting(tmp_path):
-    from clovercode.settings import SETTINGS
+    from clovercode.ground.settings import SETTINGS
 
     # a value that looks like rich markup crashed it (exit 70); long lines were wrapped when piped
     (tmp_path / "clovercode.toml").write_text('fix.author = "[/]odd"\n')  # not trusted: ignored, said on its own line
@@ -181,12 +181,12 @@ def test_config_show_prints_one_plain_line_per_setting(tmp_path):
 
 
 def test_fix_json_still_prints_one_object_when_clovercode_hits_a_bug(calc_repo, monkeypatch):
-    import clovercode.fixcmd
+    import clovercode.front.fixcmd
 
     def bug(*_args, **_kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(clovercode.fixcmd, "run_fix", bug)  # stands in for any bug inside the run
+    monkeypatch.setattr(clovercode.front.fixcmd, "run_fix", bug)  # stands in for any bug inside the run
     result = runner.invoke(app, ["fix", "x", "--repo", str(calc_repo), "--json"])
     assert result.exit_code == 70
     assert json.loads(result.stdout) == {"status": "error", "exit_code": 70, "error": "internal error: RuntimeError: boom"}

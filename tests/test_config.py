@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from clovercode.config import load_config
-from clovercode.errors import ConfigError
+from clovercode.ground.config import load_config
+from clovercode.ground.errors import ConfigError
 
 
 def write(path, text):

@@ -9,7 +9,7 @@ import pexpect
 from conftest import EXAMPLES, cli_env, run_cli
 from golden_map import sample_git_repo
 
-from clovercode.context.commands import resume_argv
+from clovercode.front.contextcmd import resume_argv
 
 
 def test_map_prints_a_focused_map_within_the_budget(tmp_path):

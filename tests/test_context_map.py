@@ -16,7 +16,7 @@ from clovercode.context.render import fit_outline, render_outline
 from clovercode.context.repomap import make_repo_map, map_for_texts, resolve_focus
 from clovercode.context.selection import select_files
 from clovercode.context.tokens import estimate_tokens
-from clovercode.errors import UsageError
+from clovercode.ground.errors import UsageError
 
 
 def write(root: Path, rel: str, text: str) -> Path:

@@ -13,11 +13,11 @@ from clovercode.actions.toolbox import Toolbox
 from clovercode.agent.budget import Limits
 from clovercode.agent.events import RecordingSink
 from clovercode.agent.loop import Agent
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.agent.prompts import Conversation
 from clovercode.backends.base import GenerationParams
 from clovercode.backends.replay import ReplayBackend
-from clovercode.config import load_config
+from clovercode.ground.config import load_config
 from clovercode.context.assemble import ContextAssembler
 from clovercode.context.index import IndexOptions, build_index
 from clovercode.context.repomap import index_options, make_repo_map

@@ -12,16 +12,16 @@ from clovercode.actions.toolbox import Toolbox
 from clovercode.agent.budget import Limits
 from clovercode.agent.events import RecordingSink
 from clovercode.agent.loop import Agent
-from clovercode.messages import CallRecord, Message
+from clovercode.ground.messages import CallRecord, Message
 from clovercode.agent.prompts import Conversation
 from clovercode.backends.base import GenerationParams
 from clovercode.backends.replay import ReplayBackend
-from clovercode.config import load_config
+from clovercode.ground.config import load_config
 from clovercode.context.assemble import ContextAssembler
 from clovercode.context.compaction import edited_paths, head_tail, shorten_observations
 from clovercode.context.prompt import Budget, ContextPrompt
 from clovercode.context.tokens import estimate_tokens, window_for
-from clovercode.errors import ConfigError
+from clovercode.ground.errors import ConfigError
 from clovercode.executors.local import LocalExecutor
 
 ROOT_RULES = "# Rules\nRun `make check` before finishing. ROOT-INSTRUCTION-MARKER\n"

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 from clovercode.agent.events import RecordingSink
-from clovercode.messages import CallRecord, Message
+from clovercode.ground.messages import CallRecord, Message
 from clovercode.agent.prompts import Conversation
 from clovercode.context.resume import SnapshotBeforeEnd, find_saved, load_saved
-from clovercode.errors import UsageError
+from clovercode.ground.errors import UsageError
 
 
 def write_events(path: Path, events: list[dict], torn_tail: bool = False) -> Path:

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 from conftest import make_git_repo
 
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.agent.prompts import Conversation
-from clovercode.config import load_config
+from clovercode.ground.config import load_config
 from clovercode.context.assemble import ContextAssembler
 from clovercode.context.index import IndexOptions, build_index
 from clovercode.context.repomap import make_repo_map

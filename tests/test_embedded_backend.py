@@ -2,10 +2,10 @@
 
 import pytest
 
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.backends.base import Finish, GenerationParams, TextDelta, Usage
 from clovercode.backends.registry import open_backend
-from clovercode.config import load_config
+from clovercode.ground.config import load_config
 from clovercode.toolcalls.parser import parse_turn
 
 

@@ -6,13 +6,13 @@ import socket
 import pytest
 from openai_stub import StubServer, chunk, drop, error, sse, stall_after, status
 
-from clovercode.messages import CallRecord, Message
+from clovercode.ground.messages import CallRecord, Message
 from clovercode.backends.base import (ContextTooLong, Finish, GenerationParams, ModelError, Notice, TextDelta,
                                      ToolCallEvent, Usage)
 from clovercode.backends.endpoint import EndpointBackend, EndpointOptions
 from clovercode.backends.endpoint_http import parse_base_url
 from clovercode.context.tokens import estimate_tokens
-from clovercode.errors import ConfigError, ExitCode, ModelUnavailable
+from clovercode.ground.errors import ConfigError, ExitCode, ModelUnavailable
 from clovercode.backends.endpoint_tools import wire_tool
 from clovercode.toolcalls.schemas import load_tool_specs
 

@@ -7,9 +7,9 @@ from openai_stub import StubServer, chunk, sse
 
 from clovercode.agent.events import RecordingSink
 from clovercode.backends.endpoint import EndpointBackend, EndpointOptions
-from clovercode.config import load_config
+from clovercode.ground.config import load_config
 from clovercode.executors.select import make_executor
-from clovercode.session import Session
+from clovercode.wiring.session import Session
 
 
 def test_repl_talks_to_the_endpoint_given_on_the_root_command(calc_repo):

@@ -12,13 +12,13 @@ from llama_server import LlamaServer, prompt_tokens_logged  # noqa: E402
 
 from clovercode.agent.budget import StopReason  # noqa: E402
 from clovercode.agent.events import RecordingSink  # noqa: E402
-from clovercode.messages import Message  # noqa: E402
+from clovercode.ground.messages import Message  # noqa: E402
 from clovercode.backends.base import Finish, GenerationParams, Notice, TextDelta, ToolCallEvent, Usage  # noqa: E402
 from clovercode.backends.endpoint import EndpointBackend, EndpointOptions  # noqa: E402
-from clovercode.config import load_config  # noqa: E402
+from clovercode.ground.config import load_config  # noqa: E402
 from clovercode.engine.chat import tool_section  # noqa: E402
 from clovercode.executors.select import make_executor  # noqa: E402
-from clovercode.session import Session  # noqa: E402
+from clovercode.wiring.session import Session  # noqa: E402
 from clovercode.toolcalls.schemas import load_tool_specs  # noqa: E402
 
 GREEDY = GenerationParams(max_new_tokens=24, temperature=0.0)

@@ -6,7 +6,7 @@ import json
 import pytest
 from openai_stub import StubServer, chunk, drop, error, sse, status
 
-from clovercode.messages import CallRecord, Message
+from clovercode.ground.messages import CallRecord, Message
 from clovercode.backends.base import ContextTooLong, Finish, GenerationParams, ModelError, Notice, TextDelta, ToolCallEvent, Usage
 from clovercode.backends.endpoint import EndpointBackend, EndpointOptions
 from clovercode.context.tokens import estimate_tokens

@@ -7,9 +7,9 @@ from openai_stub import StubServer, chunk, error, sse, status
 
 from clovercode.agent.events import RecordingSink
 from clovercode.backends.endpoint import EndpointBackend, EndpointOptions
-from clovercode.config import load_config
+from clovercode.ground.config import load_config
 from clovercode.executors.select import make_executor
-from clovercode.session import Session
+from clovercode.wiring.session import Session
 
 FINISH_AS_TEXT = "<tool_call>\n<function=finish>\n<parameter=summary>\nnothing to do\n</parameter>\n</function>\n</tool_call>"
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from clovercode.messages import CallRecord, Message
+from clovercode.ground.messages import CallRecord, Message
 from clovercode.engine.chat import CHATML, plain_messages, render_prompt, supports_tools, tool_section
 from clovercode.engine.sources import tiny_model_dir
 from clovercode.toolcalls.parser import parse_turn

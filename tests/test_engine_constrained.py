@@ -19,7 +19,7 @@ pytest.importorskip("llguidance")
 
 from rich.console import Console  # noqa: E402
 
-from clovercode.messages import Message  # noqa: E402
+from clovercode.ground.messages import Message  # noqa: E402
 from clovercode.backends.base import Finish, GenerationParams, TextDelta  # noqa: E402
 from clovercode.backends.embedded import EmbeddedBackend  # noqa: E402
 from clovercode.bench.engine import held_out_turns  # noqa: E402

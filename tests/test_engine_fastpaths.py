@@ -18,7 +18,7 @@ from clovercode.engine.engine import Engine
 from clovercode.engine.graphs import StaticDenoiser, StaticState
 from clovercode.engine.serialbatch import SerialBatchDenoiser
 from clovercode.engine.sources import tiny_model_dir
-from clovercode.errors import ModelUnavailable
+from clovercode.ground.errors import ModelUnavailable
 
 EVIL = "from pathlib import Path\nPath({marker!r}).write_text('ran')\n"
 

@@ -14,7 +14,7 @@ from clovercode.engine.denoiser import CachedDenoiser
 from clovercode.engine.graphs import StaticDenoiser, capacity_for, wants_graphs
 from clovercode.engine.loading import weights_kwargs
 from clovercode.engine.stops import Stops
-from clovercode.errors import ConfigError
+from clovercode.ground.errors import ConfigError
 from tinymodels import EOS_ID, MASK_ID, tiny_hybrid, tiny_llama, tiny_qwen3
 
 PROMPT = list(range(3, 30))
@@ -118,7 +118,7 @@ def test_compile_setting_picks_the_static_denoiser_and_graphs_only_on_cuda(model
 
 
 def test_engine_compile_is_a_setting_like_the_others(tmp_path):
-    from clovercode.config import load_config
+    from clovercode.ground.config import load_config
     from clovercode.engine.config import engine_config_from
 
     (tmp_path / "clovercode.toml").write_text('[engine]\ncompile = "auto"\n')

@@ -7,10 +7,10 @@ import sys
 import pytest
 from rich.console import Console
 
-from clovercode.config import load_config
+from clovercode.ground.config import load_config
 from clovercode.engine.config import EngineConfig, engine_config_from
 from clovercode.engine.sources import CLOVER_REPO, cache_root, converted_dir, resolve, smollm2_gguf
-from clovercode.errors import ConfigError, ModelUnavailable
+from clovercode.ground.errors import ConfigError, ModelUnavailable
 from conftest import cli_env
 
 
@@ -122,7 +122,7 @@ def test_bad_engine_values_are_config_errors(tmp_path):
 
 
 def test_cli_startup_does_not_import_torch():
-    code = ("import sys, clovercode.cli, clovercode.backends.embedded, clovercode.engine.engine, "
+    code = ("import sys, clovercode.front.cli, clovercode.backends.embedded, clovercode.engine.engine, "
             "clovercode.bench.engine; print('torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), check=True)
     assert out.stdout.strip() == "False False"

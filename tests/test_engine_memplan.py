@@ -18,8 +18,8 @@ from clovercode.engine.batchseam import Row
 from clovercode.engine.config import EngineConfig
 from clovercode.engine.denoiser import CachedDenoiser
 from clovercode.engine.memplan import CHUNK_TOKENS, KEPT_PROMPTS, GiB, PlanError, clover_shape, plan, round_up, shape_from_config
-from clovercode.errors import ConfigError
-from clovercode.messages import Message
+from clovercode.ground.errors import ConfigError
+from clovercode.ground.messages import Message
 
 H200_FREE = 139 * GiB
 

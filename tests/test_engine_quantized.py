@@ -18,7 +18,7 @@ from clovercode.engine import qexperts, quantize, quantmode, weightplan  # noqa:
 from clovercode.engine.config import EngineConfig  # noqa: E402
 from clovercode.engine.denoiser import CachedDenoiser  # noqa: E402
 from clovercode.engine.engine import Engine  # noqa: E402
-from clovercode.errors import ConfigError, ModelUnavailable  # noqa: E402
+from clovercode.ground.errors import ConfigError, ModelUnavailable  # noqa: E402
 
 QUIET = Console(file=open("/dev/null", "w"))
 # Acceptance: weight bytes of the expert and linear modules against the same weights in bf16.
@@ -137,7 +137,7 @@ def test_clover_tiny_int4_keeps_constrained_tool_calls_valid():
     from clovercode.backends.base import GenerationParams, TextDelta
     from clovercode.backends.embedded import EmbeddedBackend
     from clovercode.bench.engine import held_out_turns
-    from clovercode.messages import Message
+    from clovercode.ground.messages import Message
     from clovercode.toolcalls.parser import parse_turn
     from clovercode.toolcalls.schemas import load_tool_specs
     from clovercode.toolcalls.validate import Validator
@@ -156,7 +156,7 @@ def test_clover_tiny_int4_keeps_constrained_tool_calls_valid():
 
 
 def test_the_mode_is_the_users_and_a_bad_one_is_a_config_error(tmp_path):
-    from clovercode.config import load_config
+    from clovercode.ground.config import load_config
 
     with pytest.raises(ConfigError, match="engine.quantization must be one of"):
         EngineConfig(quantization="int3")
@@ -286,7 +286,7 @@ def test_a_quantized_model_says_why_cuda_graphs_cannot_capture_it():
 def test_the_flag_is_checked_like_the_setting():
     from typer.testing import CliRunner
 
-    from clovercode.cli import app
+    from clovercode.front.cli import app
 
     for command in (["exec", "hi"], ["fix", "an issue"], ["serve"]):
         result = CliRunner().invoke(app, [*command, "--quantization", "int3"])

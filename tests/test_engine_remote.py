@@ -17,7 +17,7 @@ from clovercode.engine.decoder import decode
 from clovercode.engine.denoiser import CachedDenoiser, RecomputeDenoiser, forward_kwargs
 from clovercode.engine.engine import Engine
 from clovercode.engine.sources import tiny_model_dir
-from clovercode.errors import ModelUnavailable
+from clovercode.ground.errors import ModelUnavailable
 from clovercode.trust.models import local_entry
 
 CODE = Path(__file__).parent / "data" / "tinyremote"

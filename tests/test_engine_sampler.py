@@ -5,7 +5,7 @@ import torch
 
 from clovercode.engine.config import EngineConfig
 from clovercode.engine.sampler import nucleus, propose, select
-from clovercode.errors import ConfigError
+from clovercode.ground.errors import ConfigError
 
 
 def test_greedy_proposal_is_argmax_with_its_probability():

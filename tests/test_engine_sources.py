@@ -6,7 +6,7 @@ import json
 import pytest
 
 from clovercode.engine.sources import CLOVER_REPO, cached_spelling, resolve, tiny_model_dir
-from clovercode.errors import ModelUnavailable
+from clovercode.ground.errors import ModelUnavailable
 
 
 def cached_repo(hub, repo_id):

@@ -5,7 +5,7 @@ ones the model was trained with. Counts forwards, never time."""
 import pytest
 from rich.console import Console
 
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.bench.engine import held_out_turns
 from clovercode.engine.chat import render_prompt
 from clovercode.engine.config import EngineConfig

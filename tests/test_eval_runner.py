@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from clovercode.backends.base import Finish, TextDelta, Usage
-from clovercode.config import load_config
+from clovercode.ground.config import load_config
 from clovercode.eval.backends import ReplayDirectory
 from clovercode.eval.record import EventRecorder, TimedBackend
 from clovercode.eval.results import EvalRecord, write_results

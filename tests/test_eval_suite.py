@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from clovercode.errors import UsageError
+from clovercode.ground.errors import UsageError
 from clovercode.eval.check import check_task
 from clovercode.eval.tasks import load_suite
-from clovercode.config import load_config
+from clovercode.ground.config import load_config
 from conftest import git, make_git_repo, run_cli
 
 

@@ -125,7 +125,7 @@ def test_exit_codes_gave_up_model_error_and_usage(plain_dir, tmp_path):
 
 
 def test_the_task_size_rule_is_the_repls_and_fixs(plain_dir, tmp_path):
-    from clovercode.taskinput import MAX_TASK_CHARS
+    from clovercode.ground.taskinput import MAX_TASK_CHARS
 
     proc = run_cli("exec", "--model", replay(tmp_path, "x"), cwd=plain_dir, input="x" * (MAX_TASK_CHARS + 1))
     assert proc.returncode == 2 and f"at most {MAX_TASK_CHARS:,} are accepted" in proc.stderr

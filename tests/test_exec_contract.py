@@ -18,7 +18,7 @@ from conftest import EXAMPLES, cli_env, run_cli
 from test_exec import events_of, replay
 from test_parser_table import xml
 
-from clovercode.execcmd import refused_what
+from clovercode.front.execcmd import refused_what
 from clovercode.actions.context import ApprovalRequest
 from clovercode.ui.jsonevents import JsonEventWriter, exec_failure
 from clovercode.ui.render import format_args

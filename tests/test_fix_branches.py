@@ -141,7 +141,7 @@ def test_a_branch_is_named_only_when_one_is_made(work):
 
 
 def test_a_branch_that_cannot_be_checked_out_is_left_as_it_was(tmp_path, work):
-    from clovercode.errors import VcsError
+    from clovercode.ground.errors import VcsError
     from clovercode.vcs.git import open_checkout
 
     git(work, "branch", "fix")

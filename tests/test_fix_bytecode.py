@@ -17,9 +17,9 @@ from rich.console import Console
 from clovercode.actions.context import ToolContext
 from clovercode.actions.editing import edit_file
 from clovercode.actions.files import view_file
-from clovercode.config import load_config
+from clovercode.ground.config import load_config
 from clovercode.executors.local import LocalExecutor
-from clovercode.fixcmd import run_fix
+from clovercode.front.fixcmd import run_fix
 from clovercode.fixflow.plan import FixRequest
 
 MODULE = "def f():\n    return 1\n"

@@ -11,7 +11,7 @@ import pytest
 from conftest import cli_env, default_sigint, git, make_git_repo, run_cli
 from fake_github import fake_github, github_api  # noqa: F401 - fixtures
 
-from clovercode.config import load_config
+from clovercode.ground.config import load_config
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 REPLAY = f"replay:{FIXTURES / 'durations.replay.jsonl'}"

@@ -9,8 +9,8 @@ import pytest
 from conftest import git, make_git_repo
 
 from clovercode.agent.budget import StopReason
-from clovercode.config import load_config
-from clovercode.errors import UsageError, VcsError
+from clovercode.ground.config import load_config
+from clovercode.ground.errors import UsageError, VcsError
 from clovercode.executors.base import CommandResult
 from clovercode.executors.local import LocalExecutor
 from clovercode.fixflow.issue import Issue, choose_source, issue_from_file, issue_from_text
@@ -18,7 +18,7 @@ from clovercode.fixflow.report import commit_message, pull_body, subject
 from clovercode.fixflow.rounds import run_rounds
 from clovercode.fixflow.testrun import TestCommand, TestRun, detect_test_command, feedback_message
 from clovercode.github.refs import IssueRef, RepoRef
-from clovercode.session import Session
+from clovercode.wiring.session import Session
 from clovercode.backends.replay import ReplayBackend
 from clovercode.vcs.branches import branch_name, existing_issue_branch, slugify, valid_branch_name
 from clovercode.vcs.git import FileStat, open_checkout, parse_author

@@ -282,9 +282,9 @@ def test_the_baseline_runs_first_and_its_time_comes_out_of_the_first_rounds_budg
     from rich.console import Console
 
     from clovercode.backends.replay import ReplayBackend
-    from clovercode.config import load_config
+    from clovercode.ground.config import load_config
     from clovercode.fixflow.rounds import run_rounds
-    from clovercode.session import Session
+    from clovercode.wiring.session import Session
 
     fixtures = Path(__file__).resolve().parent / "fixtures"
     work = make_git_repo(tmp_path / "durations", fixtures / "durations")
@@ -335,9 +335,9 @@ def test_a_round_that_stops_without_finish_is_still_described(tmp_path):
     from rich.console import Console
 
     from clovercode.backends.replay import ReplayBackend
-    from clovercode.config import load_config
+    from clovercode.ground.config import load_config
     from clovercode.fixflow.rounds import run_rounds
-    from clovercode.session import Session
+    from clovercode.wiring.session import Session
 
     fixtures = Path(__file__).resolve().parent / "fixtures"
     turns = [line for line in (fixtures / "durations-feedback.replay.jsonl").read_text().splitlines()][:4]

@@ -14,8 +14,8 @@ from clovercode.backends.base import GenerationParams
 from clovercode.backends.embedded import EmbeddedBackend
 from clovercode.engine.config import EngineConfig
 from clovercode.engine.engine import Engine
-from clovercode.errors import UsageError
-from clovercode.messages import Message
+from clovercode.ground.errors import UsageError
+from clovercode.ground.messages import Message
 from clovercode.serve.protocol import tool_call_objects
 from clovercode.serve.reply import ReplyEvents
 from clovercode.toolcalls.schemas import ToolSpec

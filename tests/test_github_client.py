@@ -7,7 +7,7 @@ import socket
 import pytest
 from fake_github import fake_github, github_api  # noqa: F401 - fixtures
 
-from clovercode.errors import ExitCode, UsageError
+from clovercode.ground.errors import ExitCode, UsageError
 from clovercode.github.api import PullSpec, fetch_issue, publish_pull
 from clovercode.github.client import GitHubClient, GitHubError, http_error
 from clovercode.github.refs import (IssueRef, RepoRef, find_token, graphql_url, issue_reference, parse_issue,

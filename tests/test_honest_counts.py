@@ -8,9 +8,9 @@ from openai_stub import StubServer, chunk, sse
 
 from clovercode.agent.events import RecordingSink
 from clovercode.backends.endpoint import EndpointBackend, EndpointOptions
-from clovercode.config import load_config
+from clovercode.ground.config import load_config
 from clovercode.executors.select import make_executor
-from clovercode.session import Session
+from clovercode.wiring.session import Session
 
 
 def run(tmp_path, replies, **settings):

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from clovercode.agent.budget import StopReason
-from clovercode.config import load_config
-from clovercode.errors import ConfigError
+from clovercode.ground.config import load_config
+from clovercode.ground.errors import ConfigError
 from conftest import make_git_repo
 from mcp_helpers import observations, run_session, warnings, write_user_config
 from test_parser_table import xml

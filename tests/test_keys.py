@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from clovercode.termination import Terminated, signals_as_interrupts
+from clovercode.ground.termination import Terminated, signals_as_interrupts
 from clovercode.ui.keys import KeyWatcher, TypedAhead
 
 

@@ -9,8 +9,8 @@ import clovercode
 
 PACKAGE = Path(clovercode.__file__).parent
 # What the engine may import of clovercode: itself and the neutral modules below the agent.
-ENGINE_MAY_IMPORT = {"clovercode.engine", "clovercode.errors", "clovercode.heartbeat", "clovercode.messages",
-                     "clovercode.resources", "clovercode.toolcalls", "clovercode.trust"}
+ENGINE_MAY_IMPORT = {"clovercode.engine", "clovercode.ground.errors", "clovercode.ground.heartbeat", "clovercode.ground.messages",
+                     "clovercode.ground.resources", "clovercode.toolcalls", "clovercode.trust"}
 
 
 def imported_modules(path: Path) -> set[str]:

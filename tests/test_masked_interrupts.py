@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from clovercode.context.graph import Graph
-from clovercode.termination import Terminated, interrupt_behind
+from clovercode.ground.termination import Terminated, interrupt_behind
 
 
 def test_the_interrupt_behind_an_error_is_found_and_a_plain_error_has_none():

@@ -11,8 +11,8 @@ import pytest
 
 from clovercode.actions.approval import ALWAYS, NO, YES, ModeApprover
 from clovercode.agent.budget import StopReason
-from clovercode.config import load_config
-from clovercode.errors import ConfigError
+from clovercode.ground.config import load_config
+from clovercode.ground.errors import ConfigError
 from conftest import cli_env, default_sigint, make_git_repo, run_cli
 from mcp_helpers import (observations, run_session, server_command, start_http_server, wait_for_servers, warnings,
                          write_user_config)
@@ -72,7 +72,7 @@ def test_the_model_sees_the_servers_descriptions_and_schemas(project, tmp_path):
             pass
 
     from clovercode.agent.events import RecordingSink
-    from clovercode.session import open_session
+    from clovercode.wiring.session import open_session
 
     cfg = load_config(project, os.environ, {})
     session = open_session(project, cfg, interactive=False, backend=Spy())

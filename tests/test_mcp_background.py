@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from clovercode.agent.events import RecordingSink
-from clovercode.config import load_config
-from clovercode.session import open_session
+from clovercode.ground.config import load_config
+from clovercode.wiring.session import open_session
 from conftest import cli_env, make_git_repo, run_cli
 from mcp_helpers import replay, server_command, write_user_config
 from test_exec import events_of

@@ -13,9 +13,9 @@ from rich.console import Console
 from clovercode.actions.context import ToolContext
 from clovercode.actions.toolbox import Toolbox
 from clovercode.agent.events import RecordingSink
-from clovercode.config import load_config
+from clovercode.ground.config import load_config
 from clovercode.executors.local import LocalExecutor
-from clovercode.execcmd import run_exec
+from clovercode.front.execcmd import run_exec
 from clovercode.toolcalls.parser import ParsedCall
 from clovercode.toolcalls.validate import CheckedCall
 from clovercode.ui.checklist import print_plan

@@ -9,7 +9,7 @@ import time
 
 from rich.console import Console
 
-from clovercode.heartbeat import HEARTBEAT_SECONDS, Heartbeat
+from clovercode.ground.heartbeat import HEARTBEAT_SECONDS, Heartbeat
 from clovercode.ui.live import LiveStatus, StepStatus
 
 EVERY = 0.05

@@ -8,7 +8,7 @@ from test_loop import make_agent
 from test_parser_table import xml
 
 from clovercode.agent.budget import Limits, StopReason
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.agent.prompts import Conversation
 from clovercode.agent.repetition import RepetitionGuard, repeating_period
 from clovercode.backends.base import Event, Finish, GenerationParams, TextDelta, Usage

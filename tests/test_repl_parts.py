@@ -7,9 +7,9 @@ from __future__ import annotations
 from rich.console import Console
 
 from clovercode.actions.guards import FileStamps
-from clovercode.repl.attach import expand_mentions
-from clovercode.repl.custom import load_custom_commands
-from clovercode.repl.transcript import Transcript, show_command
+from clovercode.front.repl.attach import expand_mentions
+from clovercode.front.repl.custom import load_custom_commands
+from clovercode.front.repl.transcript import Transcript, show_command
 
 
 def test_mentions_attach_cut_to_the_budget_and_refuse_what_is_not_a_project_file(tmp_path):

@@ -88,7 +88,7 @@ def test_file_completion_follows_gitignore(calc_repo):
     from prompt_toolkit.completion import CompleteEvent
     from prompt_toolkit.document import Document
 
-    from clovercode.repl.completion import FileLister, ReplCompleter
+    from clovercode.front.repl.completion import FileLister, ReplCompleter
 
     (calc_repo / ".gitignore").write_text("notes.secret\n")
     (calc_repo / "notes.secret").write_text("x")

@@ -7,7 +7,7 @@ import io
 
 from rich.console import Console
 
-from clovercode.repl.cost import CostMeter
+from clovercode.front.repl.cost import CostMeter
 from clovercode.ui.render import ConsoleRenderer, Screen
 
 
@@ -36,8 +36,8 @@ def test_a_change_has_no_dangling_colon_and_esc_is_named_esc():
 def test_exec_tells_the_model_it_is_headless_not_that_someone_declined(tmp_path):
     import json
 
-    from clovercode.config import load_config
-    from clovercode.execcmd import run_exec
+    from clovercode.ground.config import load_config
+    from clovercode.front.execcmd import run_exec
     from conftest import write_replay
     from test_parser_table import xml
 

@@ -4,12 +4,12 @@ import json
 
 import pytest
 
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.backends.base import GenerationParams, TextDelta, Usage
 from clovercode.backends.replay import ReplayBackend
 from clovercode.context.tokens import MESSAGE_OVERHEAD, estimate_tokens, tools_tokens
 from clovercode.toolcalls.schemas import load_tool_specs
-from clovercode.errors import ModelUnavailable
+from clovercode.ground.errors import ModelUnavailable
 
 
 def test_recorded_usage_replays_and_missing_usage_is_the_projects_estimate(tmp_path):

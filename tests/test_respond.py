@@ -14,7 +14,7 @@ from fake_github import fake_github, github_api  # noqa: F401 - fixtures
 
 from clovercode.github.commentref import parse_comment_url
 from clovercode.github.pulls import Comment
-from clovercode.respond.gate import refusal
+from clovercode.front.respond.gate import refusal
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TOKEN = "ghs_valid_token"
@@ -161,7 +161,7 @@ def test_comment_urls_and_the_gate():
 
 
 def test_a_project_file_cannot_widen_who_is_trusted(tmp_path):
-    from clovercode.config import load_config
+    from clovercode.ground.config import load_config
 
     (tmp_path / "clovercode.toml").write_text('[github]\ntrusted_associations = ["NONE"]\nbot_login = "x"\n')
     cfg = load_config(tmp_path, {}, {}, True)  # even a trusted project

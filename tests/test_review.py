@@ -12,9 +12,9 @@ import pytest
 from conftest import cli_env, git, git_repo_with_origin, run_cli, tool_call_text, write_replay
 from fake_github import fake_github, github_api  # noqa: F401 - fixtures
 
-from clovercode.review.diffmap import parse_diff
-from clovercode.review.findings import SCHEMA, Finding
-from clovercode.review.post import comment_body, place, summary_body
+from clovercode.front.review.diffmap import parse_diff
+from clovercode.front.review.findings import SCHEMA, Finding
+from clovercode.front.review.post import comment_body, place, summary_body
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TOKEN = "ghs_valid_token"

@@ -5,8 +5,8 @@ import os
 import stat
 from pathlib import Path
 
-from clovercode.config import load_config
-from clovercode.errors import ExitCode
+from clovercode.ground.config import load_config
+from clovercode.ground.errors import ExitCode
 from clovercode.executors.select import NO_SANDBOX_WARNING, make_executor
 from conftest import EXAMPLES, cli_env, make_git_repo, run_cli
 

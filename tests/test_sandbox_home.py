@@ -122,8 +122,8 @@ def test_scrubbed_config_keeps_everything_but_credentials():
 
 
 def test_sandbox_show_is_the_users_alone(tmp_path):
-    from clovercode.config import load_config
-    from clovercode.errors import ConfigError
+    from clovercode.ground.config import load_config
+    from clovercode.ground.errors import ConfigError
     from clovercode.sandboxing.ownpaths import policy_for, user_shown
 
     project = tmp_path / "p"

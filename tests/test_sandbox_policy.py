@@ -7,10 +7,10 @@ import shutil
 
 import pytest
 
-from clovercode.errors import SandboxUnavailable
+from clovercode.ground.errors import SandboxUnavailable
 from clovercode.sandboxing.argv import Layout, bwrap_argv, sandbox_env
 from clovercode.sandboxing.policy import PROFILES, Policy, expand_patterns, load_policy, load_tool_refused
-from clovercode.resources import data_dir
+from clovercode.ground.resources import data_dir
 from clovercode.sandboxing.survey import remove_created, survey
 
 POLICY = Policy("workspace-write", "test", project_writable=True, network=False,

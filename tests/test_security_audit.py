@@ -19,22 +19,22 @@ from conftest import git, make_git_repo, tool_call_text, write_replay
 from fake_github import fake_github, github_api  # noqa: F401 - fixtures
 from rich.console import Console
 
-from clovercode.acp.clientfs import ClientFiles, WriteLog
-from clovercode.acp.updates import locations
+from clovercode.front.acp.clientfs import ClientFiles, WriteLog
+from clovercode.front.acp.updates import locations
 from clovercode.actions.context import ToolContext
 from clovercode.actions.fileio import DiskFiles
 from clovercode.actions.toolbox import Toolbox
-from clovercode.config import load_config
+from clovercode.ground.config import load_config
 from clovercode.context.index import build_index
 from clovercode.context.instructions import read_instructions, render_instructions
 from clovercode.context.repomap import index_options, make_repo_map
 from clovercode.context.starter import starter_text
 from clovercode.executors.local import LocalExecutor
 from clovercode.fixflow.testrun import detect_test_command
-from clovercode.repl.attach import expand_mentions
-from clovercode.repl.custom import load_custom_commands
-from clovercode.respond.command import RespondRequest, run_respond
-from clovercode.review.command import ReviewRequest, run_review_command
+from clovercode.front.repl.attach import expand_mentions
+from clovercode.front.repl.custom import load_custom_commands
+from clovercode.front.respond.command import RespondRequest, run_respond
+from clovercode.front.review.command import ReviewRequest, run_review_command
 from clovercode.toolcalls.validate import CheckedCall
 from clovercode.vcs.checkpoint import Checkpointer, undo
 from clovercode.vcs.dircheckpoint import DirStore

@@ -307,8 +307,8 @@ def test_a_hook_gets_the_variables_it_names(tmp_path):
 
 
 def test_a_trusted_projects_hook_may_not_ask_for_your_variables(tmp_path):
-    from clovercode.config import load_config
-    from clovercode.errors import ConfigError
+    from clovercode.ground.config import load_config
+    from clovercode.ground.errors import ConfigError
 
     project = make_git_repo(tmp_path / "project")
     (project / "clovercode.toml").write_text('[[hooks.stop]]\ncommand = "true"\nenv = ["GITHUB_TOKEN"]\n')

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import cli_env, git, make_git_repo, run_cli
 
-from clovercode.errors import VcsError
+from clovercode.ground.errors import VcsError
 from clovercode.trust import gitsafe
 from clovercode.vcs.git import open_checkout
 

@@ -15,7 +15,7 @@ import pytest
 from conftest import cli_env, run_cli
 
 from clovercode.engine.template import Limits, TemplateLimit, chat_variables, render
-from clovercode.errors import ExitCode, ModelUnavailable
+from clovercode.ground.errors import ExitCode, ModelUnavailable
 from clovercode.trust.models import check_gguf
 
 CONVERSATION = [{"role": "user", "content": "hi"}]
@@ -111,7 +111,7 @@ def test_a_prompt_that_cannot_fit_is_refused_before_it_is_tokenized():
     from clovercode.engine.config import EngineConfig
     from clovercode.engine.engine import Engine
     from clovercode.engine.sources import tiny_model_dir
-    from clovercode.messages import Message
+    from clovercode.ground.messages import Message
     from rich.console import Console
 
     backend = EmbeddedBackend(Engine.open(str(tiny_model_dir()), EngineConfig(device="cpu"), Console(quiet=True)))

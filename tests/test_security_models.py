@@ -19,7 +19,7 @@ from rich.console import Console
 from clovercode.engine.config import EngineConfig
 from clovercode.engine.engine import Engine
 from clovercode.engine.sources import resolve, tiny_model_dir
-from clovercode.errors import ConfigError, ExitCode, ModelUnavailable
+from clovercode.ground.errors import ConfigError, ExitCode, ModelUnavailable
 from clovercode.trust import models as trust_models
 from conftest import cli_env, make_git_repo, run_cli
 
@@ -161,7 +161,7 @@ def test_the_old_boolean_and_unpinned_names_are_config_errors(value):
 
 
 def test_user_config_true_is_refused_with_the_new_form(tmp_path):
-    from clovercode.config import load_config
+    from clovercode.ground.config import load_config
 
     config_dir = tmp_path / "home" / ".config" / "clovercode"
     config_dir.mkdir(parents=True)
@@ -174,7 +174,7 @@ def test_user_config_true_is_refused_with_the_new_form(tmp_path):
 
 
 def test_a_project_file_cannot_name_a_model_either(tmp_path):
-    from clovercode.config import load_config
+    from clovercode.ground.config import load_config
 
     (tmp_path / "clovercode.toml").write_text(f'[engine]\ntrust_remote_code = ["someone/coder@{"a" * 40}"]\n')
     for trusted in (False, True):  # ignored with a note, even in a trusted project (trust/project.py)
@@ -356,7 +356,7 @@ def test_the_model_trust_rules_are_ground_floor():
     tree = ast.parse(Path(module.__file__).read_text())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    assert {m for m in imported if m.startswith("clovercode")} == {"clovercode.errors"}
+    assert {m for m in imported if m.startswith("clovercode")} == {"clovercode.ground.errors"}
     assert not {m for m in imported if m.split(".")[0] in ("torch", "transformers", "huggingface_hub")}
 
 
@@ -372,7 +372,7 @@ def test_a_template_that_escapes_only_for_real_messages_is_a_model_error_mid_run
         "{{ m['content'] }}{% endfor %}")
     backend = EmbeddedBackend(Engine.open(str(folder), EngineConfig(device="cpu"), quiet()))
     params = GenerationParams(max_new_tokens=4, thinking=False)
-    from clovercode.messages import Message
+    from clovercode.ground.messages import Message
 
     with pytest.raises(ModelError) as err:
         list(backend.generate([Message("user", "hi"), Message("assistant", "x"), Message("user", "go")], [], params))

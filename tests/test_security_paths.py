@@ -17,8 +17,8 @@ from conftest import tool_call_text as call
 from openai_stub import StubServer, chunk, sse
 
 from clovercode.context.instructions import read_instructions
-from clovercode.repl.attach import expand_mentions
-from clovercode.repl.custom import load_custom_commands
+from clovercode.front.repl.attach import expand_mentions
+from clovercode.front.repl.custom import load_custom_commands
 from clovercode.trust.paths import inside_project
 
 SECRET = "-----BEGIN OPENSSH PRIVATE KEY----- fake-key-3f9a1c"

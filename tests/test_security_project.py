@@ -12,8 +12,8 @@ import pytest
 from conftest import EXAMPLES, cli_env, git, make_git_repo, run_cli
 from test_parser_table import xml
 
-from clovercode.config import load_config
-from clovercode.settings import SETTINGS, SETTINGS_BY_KEY
+from clovercode.ground.config import load_config
+from clovercode.ground.settings import SETTINGS, SETTINGS_BY_KEY
 from clovercode.trust.project import LOOSER, NEVER, UNTRUSTED, check_project_value, project_may_set
 
 REPLAY = f"replay:{EXAMPLES / 'calc.replay.jsonl'}"
@@ -182,7 +182,7 @@ def test_a_project_only_makes_the_sandbox_stricter(tmp_path, user_file):
     assert load_config(tmp_path, {})["sandbox"] == "read-only"  # stricter than the project's: the user's stays
     assert load_config(tmp_path, {}, {"sandbox": "none"})["sandbox"] == "none"  # the user's flag decides
     write(tmp_path / "clovercode.toml", 'sandbox = "docker"\n')
-    from clovercode.errors import ConfigError
+    from clovercode.ground.errors import ConfigError
 
     with pytest.raises(ConfigError, match="'sandbox' must be one of"):  # a typo in an allowed key is still said
         load_config(tmp_path, {})
@@ -362,4 +362,4 @@ def test_config_show_says_what_was_ignored_and_why(project):
 def test_the_trust_rule_is_ground_floor():
     from test_layers import PACKAGE, imported_modules
 
-    assert imported_modules(PACKAGE / "trust" / "project.py") <= {"clovercode.settings", "clovercode.errors"}
+    assert imported_modules(PACKAGE / "trust" / "project.py") <= {"clovercode.ground.settings", "clovercode.ground.errors"}

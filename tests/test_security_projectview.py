@@ -12,15 +12,15 @@ import pytest
 from conftest import git, make_git_repo, tool_call_text, write_replay
 from rich.console import Console
 
-from clovercode.acp.clientfs import ClientFiles
+from clovercode.front.acp.clientfs import ClientFiles
 from clovercode.actions.bytecode import BytecodeGuard
 from clovercode.actions.context import ToolContext, ToolError
 from clovercode.actions.editing import edit_file
 from clovercode.actions.fileio import DiskFiles
 from clovercode.actions.files import list_files, search_text, view_file
-from clovercode.config import load_config
+from clovercode.ground.config import load_config
 from clovercode.executors.local import LocalExecutor
-from clovercode.review.command import ReviewRequest, run_review_command
+from clovercode.front.review.command import ReviewRequest, run_review_command
 from clovercode.trust.projectview import OutsideProject, ProjectView, SecretPath
 
 MARKER = "PRIVATE-KEY-MARKER-7f3a"

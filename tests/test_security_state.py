@@ -17,8 +17,8 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from clovercode.config import load_config
-from clovercode.errors import ConfigError
+from clovercode.ground.config import load_config
+from clovercode.ground.errors import ConfigError
 from clovercode.sandboxing.ownpaths import hidden_paths, policy_for
 from clovercode.sandboxing.survey import survey
 from conftest import EXAMPLES, cli_env, make_git_repo, run_cli
@@ -141,9 +141,9 @@ def test_state_files_are_private_whatever_the_umask(tmp_path):
         child.sendline("/exit")
         child.expect(pexpect.EOF)
         child.close()
-        code = "from clovercode.cli import save_crash_report; save_crash_report('boom')"
+        code = "from clovercode.front.cli import save_crash_report; save_crash_report('boom')"
         subprocess.run([sys.executable, "-c", code], env=cli_env(), check=True)
-        from clovercode.repl.permissions import add_rule
+        from clovercode.front.repl.permissions import add_rule
 
         add_rule(os.environ, "git status")
     finally:

@@ -24,7 +24,7 @@ from clovercode.actions.editing import write_file
 from clovercode.actions.guards import FileGuard
 from clovercode.executors.local import LocalExecutor
 from clovercode.fixflow.cigate import ci_changes
-from clovercode.resources import data_dir
+from clovercode.ground.resources import data_dir
 from clovercode.sandboxing.policy import load_policy, load_runs_commands
 from clovercode.sandboxing.survey import survey
 

@@ -16,8 +16,8 @@ from clovercode.backends.base import ContextTooLong, Finish, GenerationParams, T
 from clovercode.backends.embedded import EmbeddedBackend
 from clovercode.engine.config import EngineConfig
 from clovercode.engine.engine import Engine
-from clovercode.errors import UsageError
-from clovercode.messages import Message
+from clovercode.ground.errors import UsageError
+from clovercode.ground.messages import Message
 from clovercode.toolcalls.schemas import load_tool_specs
 
 pytestmark = pytest.mark.slow

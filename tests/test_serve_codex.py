@@ -16,7 +16,7 @@ from npm_fixtures import NpmUnavailable, codex_cli
 from serve_helpers import running_server
 
 from clovercode.backends.base import Event, Finish, GenerationParams, TextDelta, Usage
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.toolcalls.schemas import ToolSpec
 
 KEY = "sk-codex-0123456789"

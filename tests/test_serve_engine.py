@@ -13,7 +13,7 @@ import openai
 import pytest
 from serve_helpers import client, serve
 
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.backends.base import Finish, GenerationParams, TextDelta, ToolCallEvent, Usage
 from clovercode.backends.endpoint import EndpointBackend, EndpointOptions
 from clovercode.bench.engine import held_out_turns

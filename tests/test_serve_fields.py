@@ -12,7 +12,7 @@ import pytest
 from serve_helpers import EchoBackend, running_server
 
 from clovercode.backends.base import Event, GenerationParams
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.toolcalls.schemas import ToolSpec
 
 TWO_CALLS = ("<tool_call>\n<function=view_file>\n<parameter=path>\na.py\n</parameter>\n</function>\n</tool_call>\n"

@@ -23,10 +23,10 @@ from rich.console import Console
 from serve_helpers import EchoBackend, EchoBatchBackend, EchoBatchSession
 
 from clovercode.backends.base import Event, GenerationParams
-from clovercode.config import load_config
-from clovercode.messages import Message
+from clovercode.ground.config import load_config
+from clovercode.ground.messages import Message
 from clovercode.serve import command
-from clovercode.serve.command import READY_PREFIX
+from clovercode.front.servecmd import READY_PREFIX
 from clovercode.toolcalls.schemas import ToolSpec
 
 

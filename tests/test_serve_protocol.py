@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from clovercode.messages import CallRecord, Message
+from clovercode.ground.messages import CallRecord, Message
 from clovercode.backends.base import GenerationParams
 from clovercode.serve.protocol import ApiError, ChatRequest, Limits, parse_chat_request, tool_call_objects
 from clovercode.toolcalls.parser import ParsedCall

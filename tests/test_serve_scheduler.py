@@ -3,7 +3,7 @@
 import pytest
 from serve_helpers import EchoBackend, EchoBatchBackend, EchoJointBatchBackend, wait_for
 
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.backends.base import ContextTooLong, Finish, GenerationParams, TextDelta
 from clovercode.serve.scheduler import DONE, Failed, FairQueue, Job, QueueFull, Scheduler
 

@@ -16,11 +16,11 @@ import pytest
 from conftest import EXAMPLES, cli_env, run_cli
 from serve_helpers import client, serve, wait_for
 
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.backends.base import ContextTooLong, GenerationParams, TextDelta, Usage
 from clovercode.backends.endpoint import EndpointBackend, EndpointOptions
 from clovercode.backends.tiny import TinyBackend, parse_spec
-from clovercode.errors import ModelUnavailable
+from clovercode.ground.errors import ModelUnavailable
 from clovercode.toolcalls.schemas import load_tool_specs
 
 TINY = "tiny:context=512"

@@ -1,8 +1,8 @@
 """Who asks for tool_choice: runs nobody watches (fix, exec, eval) ask for engine.tool_choice
 ("required" by default), the REPL never does, and the setting turns it off."""
 
-from clovercode.config import load_config
-from clovercode.session import generation_params, open_session
+from clovercode.ground.config import load_config
+from clovercode.wiring.session import generation_params, open_session
 
 
 def test_unattended_runs_ask_for_required_and_the_repl_for_nothing(tmp_path):

@@ -8,8 +8,8 @@ import json
 
 import typer
 
-from clovercode.cli import app
-from clovercode.startargs import lift_task
+from clovercode.front.cli import app
+from clovercode.front.startargs import lift_task
 from conftest import write_replay
 
 GROUP = typer.main.get_command(app)

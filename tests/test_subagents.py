@@ -13,8 +13,8 @@ import jsonschema
 import pytest
 from rich.console import Console
 
-from clovercode.config import load_config
-from clovercode.execcmd import run_exec
+from clovercode.ground.config import load_config
+from clovercode.front.execcmd import run_exec
 from clovercode.ui.jsonevents import schema_path
 from conftest import tool_call_text
 
@@ -125,7 +125,7 @@ def _turn(text: str):
 
 def session_with(root, backend, **flags):
     from clovercode.executors.local import LocalExecutor
-    from clovercode.session import Session
+    from clovercode.wiring.session import Session
 
     cfg = load_config(root, flags={"sandbox": "none", "approval": "full-auto", **flags})
     return Session(root, cfg, backend, LocalExecutor(), False, {"HOME": str(root.parent / "home")})
@@ -210,7 +210,7 @@ def test_sigterm_stops_every_child_and_the_json_contract_holds(project, tmp_path
     import os
     import signal
 
-    from clovercode.termination import signals_as_interrupts
+    from clovercode.ground.termination import signals_as_interrupts
 
     class Endless(Scripted):
         def for_agent(self, label):
@@ -236,7 +236,7 @@ def test_sigterm_stops_every_child_and_the_json_contract_holds(project, tmp_path
     backend = Endless([task("one", "x") + task("two", "y")], {}, meet=threading.Barrier(2, timeout=5))
     out = io.StringIO()
     cfg = load_config(project, flags={"model": "replay:unused", "sandbox": "none", "approval": "full-auto"})
-    from clovercode import execcmd
+    from clovercode.front import execcmd
 
     real = execcmd.open_session
     execcmd.open_session = lambda *a, **k: real(*a, **{**k, "backend": backend})
@@ -314,7 +314,7 @@ def test_the_console_shows_a_live_row_per_child_and_one_line_when_each_ends(proj
 def test_slash_agents_lists_the_users_agents_and_says_why_a_projects_are_left_out(project, tmp_path):
     from types import SimpleNamespace
 
-    from clovercode.repl.commands import _agents
+    from clovercode.front.repl.commands import _agents
 
     session = session_with(project, Scripted([], {}))
     home = project.parent / "home" / ".config" / "clovercode" / "agents"
@@ -330,7 +330,7 @@ def test_slash_agents_lists_the_users_agents_and_says_why_a_projects_are_left_ou
 
 
 def test_acp_shows_each_child_as_its_task_call_with_progress_then_the_report(project):
-    from clovercode.acp.updates import UpdateMapper
+    from clovercode.front.acp.updates import UpdateMapper
 
     posted: list[dict] = []
     mapper = UpdateMapper(project, posted.append, prefix="t1-")

@@ -11,7 +11,7 @@ from rich.console import Console
 pytest.importorskip("torch")
 
 from clovercode.backends.base import GenerationParams, TextDelta  # noqa: E402
-from clovercode.messages import Message  # noqa: E402
+from clovercode.ground.messages import Message  # noqa: E402
 from clovercode.subagents.models import SharedModel  # noqa: E402
 from clovercode.toolcalls.schemas import load_tool_specs  # noqa: E402
 
@@ -61,7 +61,7 @@ def test_the_bench_measures_both_ways_and_ends_with_the_ratio_line(tmp_path):
     from clovercode.backends.tiny import TinyBackend, TinyConfig
     from clovercode.bench.subagents import final_line, run_bench
 
-    from clovercode.config import load_config
+    from clovercode.ground.config import load_config
 
     cfg = load_config(tmp_path, flags={"max_new_tokens": 8, "context.map_tokens": 0, "sandbox": "none",
                                        "subagents.max_parallel": 2})

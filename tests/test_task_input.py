@@ -8,8 +8,8 @@ import json
 import pytest
 from conftest import make_git_repo, run_cli
 
-from clovercode.errors import UsageError
-from clovercode.taskinput import MAX_TASK_CHARS, check_task, cut_middle, cut_to_limit, is_blank
+from clovercode.ground.errors import UsageError
+from clovercode.ground.taskinput import MAX_TASK_CHARS, check_task, cut_middle, cut_to_limit, is_blank
 
 
 @pytest.mark.parametrize("text", ["", "   \n\t", "# ", "#", "##\n\n---\n", "> ", "```\n```", "* * *"])

@@ -2,10 +2,10 @@
 
 import pytest
 
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.backends.base import ContextTooLong, Finish, GenerationParams, TextDelta, Usage
 from clovercode.backends.tiny import TinyBackend, TinyConfig, parse_spec
-from clovercode.errors import UsageError
+from clovercode.ground.errors import UsageError
 
 
 @pytest.fixture(scope="module")

@@ -106,9 +106,9 @@ def test_calls_a_server_parsed_replay_from_the_converted_trajectory(tmp_path):
 
     from clovercode.backends.endpoint import EndpointBackend, EndpointOptions
     from clovercode.backends.replay import ReplayBackend
-    from clovercode.config import load_config
+    from clovercode.ground.config import load_config
     from clovercode.executors.select import make_executor
-    from clovercode.session import Session
+    from clovercode.wiring.session import Session
 
     cfg = load_config(tmp_path, {}, {"sandbox": "none"})
     with StubServer(["clover"]) as stub:

@@ -2,7 +2,7 @@
 atomic with the file's mode and owner preserved.
 
 The file tools reach files through a :class:`FileAccess` (``ToolContext.files``): :class:`DiskFiles`
-here, or an editor's buffers when clovercode runs inside one (clovercode/acp/clientfs.py). Paths
+here, or an editor's buffers when clovercode runs inside one (clovercode/front/acp/clientfs.py). Paths
 reach it already resolved inside the project and checked by the guards; on disk every byte still
 goes through the project view (trust/projectview.py), which resolves each path again beneath the root."""
 

@@ -9,7 +9,7 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-from clovercode.termination import ENDING
+from clovercode.ground.termination import ENDING
 
 
 class TimeLimitReached(KeyboardInterrupt):

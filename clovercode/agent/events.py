@@ -1,5 +1,5 @@
-"""The event vocabulary lives on the ground floor (:mod:`clovercode.events`); these names stay for callers."""
+"""The event vocabulary lives on the ground floor (:mod:`clovercode.ground.events`); these names stay for callers."""
 
-from clovercode.events import EventSink, MultiSink, RecordingSink
+from clovercode.ground.events import EventSink, MultiSink, RecordingSink
 
 __all__ = ["EventSink", "MultiSink", "RecordingSink"]

@@ -16,12 +16,12 @@ from clovercode.actions.context import Observation
 from clovercode.actions.toolbox import FINISH, Toolbox
 from clovercode.agent.budget import Limits, RepeatTracker, StopReason
 from clovercode.agent.events import EventSink, RecordingSink
-from clovercode.messages import CallRecord, Message
+from clovercode.ground.messages import CallRecord, Message
 from clovercode.agent.prompts import Conversation, PromptBuilder
 from clovercode.agent.repetition import RepetitionGuard
 from clovercode.backends.base import Finish, GenerationParams, ModelBackend, ModelError, Notice, TextDelta, ToolCallEvent, Usage
 from clovercode.agent.deadline import TimeLimitReached, deadline
-from clovercode.termination import interrupt_behind, interrupt_detail
+from clovercode.ground.termination import interrupt_behind, interrupt_detail
 from clovercode.toolcalls.parser import ParsedCall
 from clovercode.toolcalls.review import TurnReview, review_turn
 from clovercode.toolcalls.validate import CheckedCall, Validator

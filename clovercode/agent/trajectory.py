@@ -17,10 +17,10 @@ from typing import IO, Any, Iterator
 
 # The kinds and a turn's replay text live below the agent (a replay backend reads them); importable here too.
 from clovercode.backends.replay import turn_text
-from clovercode.errors import ConfigError, UsageError
-from clovercode.events import NON_TURN_KINDS, SKIPPED_KINDS  # noqa: F401
-from clovercode.jsonl import json_objects
-from clovercode.privatefiles import open_private, private_dir
+from clovercode.ground.errors import ConfigError, UsageError
+from clovercode.ground.events import NON_TURN_KINDS, SKIPPED_KINDS  # noqa: F401
+from clovercode.ground.jsonl import json_objects
+from clovercode.ground.privatefiles import open_private, private_dir
 
 
 def new_trajectory_path(directory: Path, label: str) -> Path:

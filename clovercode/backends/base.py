@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Protocol, Sequence, Union, runtime_checkable
 
-from clovercode.messages import Message
-from clovercode.errors import CloverError, ExitCode
+from clovercode.ground.messages import Message
+from clovercode.ground.errors import CloverError, ExitCode
 from clovercode.toolcalls.schemas import ToolSpec
 
 

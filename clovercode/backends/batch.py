@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence, runtime_checkable
 
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.backends.base import Event, GenerationParams
 from clovercode.toolcalls.schemas import ToolSpec
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from rich.console import Console
 
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.backends.base import ContextTooLong, Event, Finish, GenerationParams, ModelError, TextDelta, Usage
 from clovercode.backends.engineusage import final_usage
 from clovercode.engine.chat import call_format, render_prompt
@@ -26,7 +26,7 @@ from clovercode.engine.decoder import DecodePlan, DecodeResult
 from clovercode.engine.linerepeats import MAX_REPEATS
 from clovercode.engine.loading import template_failure
 from clovercode.engine.engine import Engine
-from clovercode.errors import UsageError
+from clovercode.ground.errors import UsageError
 from clovercode.toolcalls.schemas import ToolSpec
 
 if TYPE_CHECKING:

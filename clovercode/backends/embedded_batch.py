@@ -17,8 +17,8 @@ from clovercode.backends.base import Event, Finish, GenerationParams, ModelError
 from clovercode.backends.engineusage import final_usage
 from clovercode.engine.batchdecode import BatchDecoder, Request
 from clovercode.engine.decoder import DecodePlan, DecodeResult
-from clovercode.errors import UsageError
-from clovercode.messages import Message
+from clovercode.ground.errors import UsageError
+from clovercode.ground.messages import Message
 from clovercode.toolcalls.schemas import ToolSpec
 
 if TYPE_CHECKING:

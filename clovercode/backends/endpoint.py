@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence
 
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.backends.base import ContextTooLong, Event, GenerationParams, ModelError, Notice, Usage
 from clovercode.backends.endpoint_discovery import choose_model, read_json, window_from_listing, window_from_routes
 from clovercode.backends.endpoint_http import HttpFailure, Target, Transport, domain_error, parse_base_url, with_retries
@@ -30,7 +30,7 @@ from clovercode.backends.endpoint_tools import probe_body, prompt_mode_messages,
 from clovercode.backends.endpoint_wire import (NotJson, Reply, StreamCut, StreamError, closing_events, decode_stream,
                                                decode_whole, estimate_prompt)
 from clovercode.context.tokens import DEFAULT_WINDOW
-from clovercode.errors import CloverError, ModelUnavailable
+from clovercode.ground.errors import CloverError, ModelUnavailable
 from clovercode.toolcalls.parser import TOOL_CLOSE
 from clovercode.toolcalls.schemas import ToolSpec
 

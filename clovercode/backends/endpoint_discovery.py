@@ -13,7 +13,7 @@ import json
 from typing import Any, Callable
 
 from clovercode.backends.endpoint_http import HttpFailure
-from clovercode.errors import ModelUnavailable
+from clovercode.ground.errors import ModelUnavailable
 
 LISTING_KEYS = ("max_model_len", "context_length", "context_window", "max_context_length", "n_ctx")
 # (route beside the API root, path to the number): llama.cpp's /props, then SGLang's native routes.

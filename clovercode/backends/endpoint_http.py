@@ -18,7 +18,7 @@ from typing import Any, Callable, TypeVar
 from urllib.parse import urlsplit
 
 from clovercode.backends.base import ContextTooLong, ModelError
-from clovercode.errors import CloverError, ConfigError
+from clovercode.ground.errors import CloverError, ConfigError
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 ERROR_BODY_LIMIT = 65536

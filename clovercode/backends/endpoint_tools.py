@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.backends.endpoint_wire import estimate_prompt
 from clovercode.engine.chat import plain_messages
 from clovercode.toolcalls.schemas import ToolSpec

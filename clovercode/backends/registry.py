@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from clovercode.backends.base import ModelBackend
-from clovercode.config import Config
+from clovercode.ground.config import Config
 
 REPLAY_PREFIX = "replay:"
 

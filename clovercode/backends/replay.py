@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.backends.base import Event, Finish, GenerationParams, ModelError, TextDelta, Usage
 from clovercode.context.tokens import estimate_prompt_tokens, estimate_tokens
-from clovercode.errors import ModelUnavailable
-from clovercode.events import NON_TURN_KINDS
-from clovercode.jsonl import json_objects
+from clovercode.ground.errors import ModelUnavailable
+from clovercode.ground.events import NON_TURN_KINDS
+from clovercode.ground.jsonl import json_objects
 from clovercode.toolcalls.render import render_call
 from clovercode.toolcalls.schemas import ToolSpec
 

@@ -17,10 +17,10 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Any, Iterator, Sequence
 
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.backends.base import ContextTooLong, Event, Finish, GenerationParams, TextDelta, Usage
 from clovercode.engine.sampler import nucleus
-from clovercode.errors import ModelUnavailable, UsageError
+from clovercode.ground.errors import ModelUnavailable, UsageError
 from clovercode.toolcalls.schemas import ToolSpec
 
 PREFIX = "tiny"

@@ -1,4 +1,4 @@
-"""The ``clovercode bench`` command group; registered on the main app by clovercode/cli.py, which
+"""The ``clovercode bench`` command group; registered on the main app by clovercode/front/cli.py, which
 passes in its error-mapping group class and how a command finds its project and configuration."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 
 import typer
 
-from clovercode.errors import UsageError
+from clovercode.ground.errors import UsageError
 from clovercode.ui.console import make_console
 
 

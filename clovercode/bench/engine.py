@@ -22,7 +22,7 @@ from rich.table import Table
 
 from clovercode.bench.passcost import TARGET_US as PASS_TARGET_US, engine_pass_costs
 from clovercode.bench.toolcorpus import held_out
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.engine.chat import render_prompt
 from clovercode.engine.config import EngineConfig
 from clovercode.engine.decoder import DecodeResult

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from clovercode.backends.sse import iter_sse_data
-from clovercode.errors import ModelUnavailable
+from clovercode.ground.errors import ModelUnavailable
 
 KILLED_CLIENT = r"""
 import http.client, json, sys, time
@@ -384,7 +384,7 @@ class BoundProbe:
     def _open(self) -> Any:
         if not self._opened:
             from clovercode.backends.registry import open_backend
-            from clovercode.config import load_config
+            from clovercode.ground.config import load_config
 
             self._opened = True
             cfg = load_config(None, os.environ, {"model": self.model}).with_overrides({"endpoint": ""}, "bench")

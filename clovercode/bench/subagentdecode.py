@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from clovercode.backends.base import GenerationParams, TextDelta, Usage
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.subagents.models import SharedModel
 
 SYSTEM = ("You are a subagent: another agent handed you one subtask and reads only your final report. "

@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from clovercode.events import EventSink
-from clovercode.messages import Message
-from clovercode.conversation import Conversation, system_prompt
+from clovercode.ground.events import EventSink
+from clovercode.ground.messages import Message
+from clovercode.ground.conversation import Conversation, system_prompt
 from clovercode.context.grammars import map_missing
 from clovercode.context.prompt import Budget, ContextPrompt, touched_paths
 from clovercode.context.tokens import counter_for, tools_tokens, window_for

@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from clovercode.privatefiles import make_private, private_dir
+from clovercode.ground.privatefiles import make_private, private_dir
 CACHE_VERSION = "3"  # bump when the stored row format changes
 Key = tuple[int, int, int]  # mtime_ns, size, inode
 Head = tuple[int, int, int, str, str]  # mtime_ns, size, inode, digest, tags without details (JSON)

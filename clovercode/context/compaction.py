@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Sequence
 
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 
 GOAL, SUMMARY, PLAN, FILES, INSTRUCTIONS = "goal", "summary", "plan", "files", "instructions"
 KEEP_TAGS = frozenset({GOAL, INSTRUCTIONS})  # messages kept verbatim wherever they are

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clovercode.errors import UsageError
+from clovercode.ground.errors import UsageError
 
 QUERY_DIR = Path(__file__).resolve().parent / "queries"
 

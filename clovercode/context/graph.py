@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from clovercode.context.tags import FileTags
-from clovercode.termination import interrupt_behind
+from clovercode.ground.termination import interrupt_behind
 
 GRAPH_VERSION = 2
 SKIP_REASONS = ("", "binary", "generated", "minified", "unreadable", "unparsable", "?")

@@ -8,14 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from clovercode.events import EventSink
-from clovercode.messages import Message
-from clovercode.conversation import Conversation
+from clovercode.ground.events import EventSink
+from clovercode.ground.messages import Message
+from clovercode.ground.conversation import Conversation
 from clovercode.context.compaction import (GOAL, KEEP_TAGS, CompactionBudget, compact, head_tail, shorten_observations)
 from clovercode.context.instructions import InstructionFile, outside_note, read_instructions, render_instructions
 from clovercode.context.tokens import MESSAGE_OVERHEAD, TokenCounter
-from clovercode.errors import ConfigError
-from clovercode.taskinput import cut_middle
+from clovercode.ground.errors import ConfigError
+from clovercode.ground.taskinput import cut_middle
 from clovercode.trust.projectview import ProjectView
 
 ESTIMATE_MARGIN = 0.03  # share of the window left free when tokens are estimated rather than counted

@@ -12,9 +12,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from clovercode.events import EventSink
-from clovercode.messages import Message
-from clovercode.errors import CloverError
+from clovercode.ground.events import EventSink
+from clovercode.ground.messages import Message
+from clovercode.ground.errors import CloverError
 
 
 class MapRefresher:

@@ -14,7 +14,7 @@ from clovercode.context.mentions import find_mentions
 from clovercode.context.rank import RankedItem, rank_graph, ranked_defs, ranking_items
 from clovercode.context.render import fit_outline, max_definitions
 from clovercode.context.tokens import TokenCounter, estimate_tokens
-from clovercode.errors import UsageError
+from clovercode.ground.errors import UsageError
 
 
 @dataclass

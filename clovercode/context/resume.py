@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from clovercode.events import EventSink
-from clovercode.messages import CallRecord, Message
-from clovercode.conversation import Conversation
-from clovercode.errors import UsageError
-from clovercode.jsonl import json_objects
+from clovercode.ground.events import EventSink
+from clovercode.ground.messages import CallRecord, Message
+from clovercode.ground.conversation import Conversation
+from clovercode.ground.errors import UsageError
+from clovercode.ground.jsonl import json_objects
 
 SNAPSHOT = "conversation"
 SEARCH_LIMIT = 200  # newest trajectories looked at when no ID is given

@@ -11,7 +11,7 @@ from clovercode.actions.listing import project_files
 from clovercode.context.grammars import language_for
 from clovercode.context.instructions import INSTRUCTIONS_FILE
 from clovercode.context.selection import WALK_SKIP
-from clovercode.errors import UsageError
+from clovercode.ground.errors import UsageError
 from clovercode.trust.projectview import ProjectView
 
 LANGUAGE_NAMES = {"python": "Python", "javascript": "JavaScript", "typescript": "TypeScript", "tsx": "TypeScript (TSX)",

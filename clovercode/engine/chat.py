@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.toolcalls.render import render_call
 from clovercode.toolcalls.schemas import ToolSpec
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from clovercode.errors import ConfigError
+from clovercode.ground.errors import ConfigError
 from clovercode.trust.models import SETTING as TRUST_SETTING, parse_entries
 
 STRATEGIES = ("threshold", "topk", "steps")

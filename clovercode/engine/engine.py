@@ -18,7 +18,7 @@ from clovercode.engine.denoiser import CachedDenoiser, Denoiser, mask_is_honoure
 from clovercode.engine.loading import ModelInfo, load
 from clovercode.engine.sources import cache_root, resolve
 from clovercode.engine.stops import Stops
-from clovercode.errors import ModelUnavailable
+from clovercode.ground.errors import ModelUnavailable
 
 
 class NotDiffusionCapable(ModelUnavailable):
@@ -78,7 +78,7 @@ class Engine:
         config does not say its shape."""
         from clovercode.engine.memory import engine_plan
         from clovercode.engine.memplan import PlanError
-        from clovercode.errors import ConfigError
+        from clovercode.ground.errors import ConfigError
 
         try:
             return engine_plan(self.model, self.name, self.info.device, self.config, slots, self.block_size(),

@@ -21,9 +21,9 @@ from rich.console import Console
 from clovercode.engine import quantmode
 from clovercode.engine.config import EngineConfig
 from clovercode.engine.sources import ModelSource, engine_missing, converted_dir, read_json_object
-from clovercode.errors import ModelUnavailable
+from clovercode.ground.errors import ModelUnavailable
 from clovercode.trust import models as trust_models
-from clovercode.heartbeat import HEARTBEAT_SECONDS, Heartbeat
+from clovercode.ground.heartbeat import HEARTBEAT_SECONDS, Heartbeat
 
 BLOCK_SIZE_KEYS = ("block_size", "bd_size", "block_length", "diffusion_block_size")
 

@@ -16,7 +16,7 @@ from torch import nn
 from clovercode.engine import qexperts
 from clovercode.engine.memory import tensor_bytes
 from clovercode.engine.weightplan import MODES, QUANTIZED_MODES
-from clovercode.errors import ModelUnavailable
+from clovercode.ground.errors import ModelUnavailable
 
 QUANT_METHOD = "clovercode"
 # the output projection is the last word on every token: int4 mode keeps it at int8 (as llama.cpp's

@@ -10,7 +10,7 @@ from typing import Any
 
 from clovercode.engine import weightplan
 from clovercode.engine.sources import read_json_object, weights_bytes
-from clovercode.errors import ModelUnavailable
+from clovercode.ground.errors import ModelUnavailable
 
 ITEMSIZE = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2}
 MARGIN = 1.05  # loading needs a little more than the weights (buffers, the tensor being converted)

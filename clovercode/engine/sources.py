@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from clovercode.errors import ModelUnavailable
+from clovercode.ground.errors import ModelUnavailable
 from clovercode.trust.models import ships_code
 
 CLOVER_REPO = "Diffuspace/Clover-35B-A3B-Preview"
@@ -192,7 +192,7 @@ def smollm2_gguf() -> Path:
 
 
 def tiny_model_dir() -> Path:
-    from clovercode.resources import data_dir
+    from clovercode.ground.resources import data_dir
 
     try:
         return data_dir("models") / TINY_DIR

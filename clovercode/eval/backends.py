@@ -8,8 +8,8 @@ from typing import Protocol, Sequence
 
 from clovercode.backends.base import ModelBackend
 from clovercode.backends.registry import REPLAY_PREFIX, open_backend, replay_path
-from clovercode.config import Config
-from clovercode.errors import UsageError
+from clovercode.ground.config import Config
+from clovercode.ground.errors import UsageError
 from clovercode.eval.tasks import Task
 
 

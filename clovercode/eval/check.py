@@ -7,7 +7,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from clovercode.config import Config
+from clovercode.ground.config import Config
 from clovercode.eval.tasks import Task
 from clovercode.eval.workspace import HiddenTestRun, WorkspaceError, apply_solution, prepare, run_hidden_tests
 from clovercode.executors.select import make_executor

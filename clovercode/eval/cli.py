@@ -1,4 +1,4 @@
-"""The ``clovercode eval`` command group; registered on the main app by clovercode/cli.py, which
+"""The ``clovercode eval`` command group; registered on the main app by clovercode/front/cli.py, which
 passes in its error-mapping group class and the options every command shares."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import typer
 
-from clovercode.config import load_config
+from clovercode.ground.config import load_config
 from clovercode.ui.console import make_console
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from clovercode.config import Config
-from clovercode.errors import ExitCode, UsageError
+from clovercode.ground.config import Config
+from clovercode.ground.errors import ExitCode, UsageError
 from clovercode.eval.backends import provider_for
 from clovercode.eval.check import check_task
 from clovercode.eval.progress import ProgressDisplay

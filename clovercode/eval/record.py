@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.backends.base import Event, GenerationParams, ModelBackend, TextDelta, ToolCallEvent, Usage
 from clovercode.toolcalls.schemas import ToolSpec
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from clovercode import __version__
 from clovercode.actions.fileio import write_atomic
-from clovercode.errors import UsageError
+from clovercode.ground.errors import UsageError
 from clovercode.eval.metrics import summarize
 from clovercode.eval.tasks import Suite
 

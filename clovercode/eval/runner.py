@@ -17,7 +17,7 @@ from rich.console import Console
 from clovercode.agent.budget import StopReason
 from clovercode.agent.events import MultiSink
 from clovercode.agent.loop import usage_json
-from clovercode.config import Config
+from clovercode.ground.config import Config
 from clovercode.eval.backends import BackendProvider
 from clovercode.eval.record import EventRecorder, TimedBackend
 from clovercode.eval.tasks import Suite, Task
@@ -26,7 +26,7 @@ from clovercode.fixflow.issue import Issue, issue_from_text
 from clovercode.fixflow.rounds import run_rounds
 from clovercode.fixflow.testrun import TestCommand, TestRun
 from clovercode.github.refs import without_secrets
-from clovercode.session import open_session
+from clovercode.wiring.session import open_session
 
 
 class Observer(Protocol):

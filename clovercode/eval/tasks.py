@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from clovercode.errors import UsageError
-from clovercode.jsonl import json_objects
+from clovercode.ground.errors import UsageError
+from clovercode.ground.jsonl import json_objects
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from clovercode.errors import UsageError
+from clovercode.ground.errors import UsageError
 from clovercode.eval.tasks import Task
 from clovercode.executors.base import Executor
 from clovercode.trust import gitsafe

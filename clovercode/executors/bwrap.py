@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from clovercode.errors import SandboxUnavailable
+from clovercode.ground.errors import SandboxUnavailable
 from clovercode.executors.base import CommandResult
 from clovercode.executors.capture import OnOutput, run_captured
 from clovercode.executors.local import shell_argv

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Callable, Mapping
 
-from clovercode.config import Config
+from clovercode.ground.config import Config
 from clovercode.executors.base import Executor
 from clovercode.executors.local import LocalExecutor
 

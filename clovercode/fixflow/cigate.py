@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from clovercode.errors import CiChangeRefused
+from clovercode.ground.errors import CiChangeRefused
 from clovercode.sandboxing.policy import load_runs_outside
 from clovercode.trust.paths import runs_outside
 

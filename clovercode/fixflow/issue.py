@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from clovercode.errors import UsageError
+from clovercode.ground.errors import UsageError
 from clovercode.github.refs import IssueRef
-from clovercode.taskinput import check_task
+from clovercode.ground.taskinput import check_task
 
 
 @dataclass(frozen=True)

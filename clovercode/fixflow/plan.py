@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from clovercode.config import Config
-from clovercode.errors import UsageError, VcsError
+from clovercode.ground.config import Config
+from clovercode.ground.errors import UsageError, VcsError
 from clovercode.fixflow.issue import Issue, choose_source, issue_from_file, issue_from_text
-from clovercode.taskinput import cut_to_limit
+from clovercode.ground.taskinput import cut_to_limit
 from clovercode.fixflow.testrun import TestCommand, configured_test_command, detect_test_command
 from clovercode.github.api import default_branch, fetch_issue
 from clovercode.github.client import GitHubClient

@@ -16,8 +16,8 @@ from clovercode.agent.loop import RunResult
 from clovercode.agent.trajectory import TrajectoryWriter
 from clovercode.fixflow.testrun import TestCommand, TestRun, feedback_message, run_tests
 from clovercode.fixflow.verdict import Verdict, names, related_failures, verdict
-from clovercode.session import Session
-from clovercode.termination import interrupt_detail
+from clovercode.wiring.session import Session
+from clovercode.ground.termination import interrupt_detail
 
 
 @dataclass

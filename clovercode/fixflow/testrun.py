@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from clovercode.errors import UsageError
+from clovercode.ground.errors import UsageError
 from clovercode.executors.base import Executor, with_writable
 from clovercode.fixflow.results import FAILED, PASSED, TestResults, exit_code_only, read_results
 from clovercode.trust.projectview import ProjectView

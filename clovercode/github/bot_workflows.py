@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from clovercode.errors import UsageError
+from clovercode.ground.errors import UsageError
 from clovercode.github.workflow import WorkflowOptions, fill, install_steps
 
 REVIEW_PATH = Path(".github/workflows/clovercode-review.yml")

@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from clovercode.github.bot_workflows import REVIEW_PATH, RESPOND_PATH, render_respond, render_review
 from clovercode.github.install_source import EXAMPLE, check_source, installed_source
-from clovercode.errors import UsageError
+from clovercode.ground.errors import UsageError
 from clovercode.github.workflow import WORKFLOW_PATH, WorkflowOptions, render_workflow, write_workflow
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from clovercode import __version__
-from clovercode.errors import UsageError, VcsError
+from clovercode.ground.errors import UsageError, VcsError
 
 API_VERSION = "2022-11-28"
 TIMEOUT = 30.0

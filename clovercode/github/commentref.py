@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from clovercode.errors import UsageError
+from clovercode.ground.errors import UsageError
 from clovercode.github.refs import IssueRef, RepoRef
 
 _URL = re.compile(r"\s*https?://[^/\s]+/(?P<owner>[A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))/(?P<repo>[A-Za-z0-9._-]{1,100})"

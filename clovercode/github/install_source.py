@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from importlib import metadata
 
-from clovercode.errors import UsageError
+from clovercode.ground.errors import UsageError
 
 _SHA_RE = re.compile(r"[0-9a-f]{40}")
 _VERSION_TAG_RE = re.compile(r"v?\d+(\.\d+)+([.+-][A-Za-z0-9.]+)*")

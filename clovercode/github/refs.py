@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Mapping
 from urllib.parse import urlsplit
 
-from clovercode.errors import UsageError
+from clovercode.ground.errors import UsageError
 
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})"
 _REPO = r"[A-Za-z0-9._-]{1,100}"

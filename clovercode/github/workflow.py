@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clovercode import __version__
-from clovercode.errors import UsageError
+from clovercode.ground.errors import UsageError
 from clovercode.github.install_source import EXAMPLE, check_source
 
 WORKFLOW_PATH = Path(".github/workflows/clovercode.yml")

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from clovercode.errors import ConfigError
+from clovercode.ground.errors import ConfigError
 from clovercode.trust.terminal import inert
 
 EVENTS = ("pre_tool_use", "post_tool_use", "stop")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from clovercode.actions.context import Observation
-from clovercode.events import EventSink
+from clovercode.ground.events import EventSink
 from clovercode.hooks.config import HookConfig
 from clovercode.hooks.runner import HookResult, run_hook
 from clovercode.trust.projectview import ProjectView

@@ -10,8 +10,8 @@ from typing import Mapping
 from rich.console import Console
 from rich.markup import escape
 
-from clovercode.config import Config, state_dir
-from clovercode.errors import UsageError
+from clovercode.ground.config import Config, state_dir
+from clovercode.ground.errors import UsageError
 from clovercode.mcpservers.config import ServerConfig
 from clovercode.mcpservers.manager import McpManager
 from clovercode.toolcalls.schemas import ToolSpec, signature

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from clovercode.errors import ConfigError
+from clovercode.ground.errors import ConfigError
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 SEPARATOR = "__"  # tool names the model sees: SERVER__TOOL

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Mapping
 
 from clovercode.mcpservers.config import ServerConfig
-from clovercode.privatefiles import open_private, private_dir
+from clovercode.ground.privatefiles import open_private, private_dir
 
 MAX_PAGES = 50  # a paginating server that never ends cannot hang start-up
 STDERR_TAIL = 600  # characters of a server's stderr quoted when it fails

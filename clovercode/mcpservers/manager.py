@@ -16,7 +16,7 @@ from clovercode.actions.context import ApprovalRequest, Observation, ToolContext
 from clovercode.mcpservers.config import ServerConfig
 from clovercode.mcpservers.connection import CLOSED, ServerConnection, describe_error
 from clovercode.mcpservers.tools import qualified_name, result_text, tool_specs
-from clovercode.privatefiles import open_private, private_dir
+from clovercode.ground.privatefiles import open_private, private_dir
 from clovercode.toolcalls.schemas import ToolSpec
 
 Handler = Callable[[ToolContext, dict[str, Any]], Observation]

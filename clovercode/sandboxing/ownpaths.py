@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from clovercode.config import Config, state_dir, user_config_path
-from clovercode.errors import ConfigError
+from clovercode.ground.config import Config, state_dir, user_config_path
+from clovercode.ground.errors import ConfigError
 from clovercode.sandboxing.policy import Policy, load_policy
 
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from clovercode.errors import SandboxUnavailable
-from clovercode.resources import data_dir
+from clovercode.ground.errors import SandboxUnavailable
+from clovercode.ground.resources import data_dir
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from clovercode.errors import SandboxUnavailable
+from clovercode.ground.errors import SandboxUnavailable
 from clovercode.sandboxing.diagnose import INSTALL_HINT
 
 MIN_VERSION = (0, 4, 0)  # --json-status-fd, --cap-drop, --die-with-parent, --remount-ro

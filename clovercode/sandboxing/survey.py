@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
-from clovercode.errors import SandboxUnavailable
+from clovercode.ground.errors import SandboxUnavailable
 from clovercode.sandboxing.argv import Layout
 from clovercode.sandboxing.policy import Policy, expand_patterns, home_dirs
 from clovercode.trust.paths import runs_outside_paths

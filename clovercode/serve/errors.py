@@ -12,8 +12,8 @@ import traceback
 from typing import Any, Callable, Sequence
 
 from clovercode.backends.base import ContextTooLong
-from clovercode.errors import CloverError, UsageError
-from clovercode.messages import Message
+from clovercode.ground.errors import CloverError, UsageError
+from clovercode.ground.messages import Message
 from clovercode.serve.protocol import ApiError
 from clovercode.serve.scheduler import ServerStopping
 

@@ -11,7 +11,7 @@ import secrets
 from dataclasses import dataclass, replace
 from typing import Any
 
-from clovercode.messages import CallRecord, Message
+from clovercode.ground.messages import CallRecord, Message
 from clovercode.backends.base import GenerationParams, Usage
 from clovercode.toolcalls.coerce import coerce_arguments
 from clovercode.toolcalls.parser import ParsedCall

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from clovercode.backends.base import GenerationParams
-from clovercode.messages import CallRecord, Message
+from clovercode.ground.messages import CallRecord, Message
 from clovercode.serve.protocol import ApiError, Limits, _cache_key, _params, _tools
 from clovercode.toolcalls.schemas import ToolSpec
 

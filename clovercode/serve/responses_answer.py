@@ -12,7 +12,7 @@ import time
 from typing import Any, Callable
 
 from clovercode.backends.base import Usage
-from clovercode.messages import CallRecord, Message
+from clovercode.ground.messages import CallRecord, Message
 from clovercode.serve.chat import Answering
 from clovercode.serve.errors import api_error
 from clovercode.serve.protocol import ApiError, tool_call_objects

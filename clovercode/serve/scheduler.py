@@ -20,7 +20,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.backends.base import Finish, GenerationParams, ModelBackend
 from clovercode.backends.batch import BatchingBackend, BatchSession
 from clovercode.toolcalls.schemas import ToolSpec

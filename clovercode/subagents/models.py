@@ -19,7 +19,7 @@ from typing import Any, Iterator, Sequence
 
 from clovercode.backends.base import Event, Finish, GenerationParams, ModelBackend
 from clovercode.backends.batch import BatchingBackend
-from clovercode.messages import Message
+from clovercode.ground.messages import Message
 from clovercode.toolcalls.schemas import ToolSpec
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from clovercode.config import user_config_path
+from clovercode.ground.config import user_config_path
 from clovercode.trust.paths import inside_project
 
 PROJECT_DIR = Path(".clovercode") / "agents"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from clovercode.resources import data_dir
+from clovercode.ground.resources import data_dir
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The trust boundary: one answer to "may this input do this?".
 
 Ground floor: imported by config loading, the REPL, ``fix``, ``exec``, ``serve``, hooks and MCP;
-imports nothing above :mod:`clovercode.errors` and the settings table. One module per question:
+imports nothing above :mod:`clovercode.ground.errors` and the settings table. One module per question:
 
 - ``project``: is this project trusted, and which settings may its ``clovercode.toml`` set.
 - ``models``: which models may run their own (remote) code.

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 from urllib.parse import urlsplit
 
-from clovercode.errors import VcsError
+from clovercode.ground.errors import VcsError
 
 Pair = tuple[str, str]
 

@@ -11,7 +11,7 @@ globally, and only by the user (``engine.trust_remote_code`` is a user-only sett
   (:func:`code_digest`: ``config.json``, ``tokenizer_config.json`` and every ``*.py`` below it);
   change one byte of the code and the trust is gone.
 
-Ground floor: stdlib and :mod:`clovercode.errors` only. docs/security.md ("Trust: model files and
+Ground floor: stdlib and :mod:`clovercode.ground.errors` only. docs/security.md ("Trust: model files and
 remote code") has the threat table.
 """
 
@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from clovercode.errors import ConfigError, ModelUnavailable
+from clovercode.ground.errors import ConfigError, ModelUnavailable
 
 SETTING = "engine.trust_remote_code"
 # The files that decide which code transformers imports, and the code itself.

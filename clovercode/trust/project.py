@@ -25,7 +25,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Iterable
 
-from clovercode.settings import SANDBOX_POLICIES
+from clovercode.ground.settings import SANDBOX_POLICIES
 
 # Patterns (fnmatch) of settings no project file sets, trusted or not. Checked first, so a new key
 # whose name says it is a location, a token or a target is never-from-project without a decision.

@@ -18,7 +18,7 @@ import ipaddress
 import stat
 from pathlib import Path
 
-from clovercode.errors import UsageError
+from clovercode.ground.errors import UsageError
 
 MIN_KEY_CHARS = 16  # a key shorter than this is guessable over the network
 MAX_CLIENT_CACHE_KEY = 256  # characters of a client's prompt_cache_key / cache_salt

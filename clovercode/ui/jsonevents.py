@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterator, TextIO
 
-from clovercode.termination import answering
+from clovercode.ground.termination import answering
 
 SCHEMA_VERSION = 3
 SCHEMA_FILE = "exec-events.schema.json"

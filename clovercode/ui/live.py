@@ -16,7 +16,7 @@ from rich.text import Text
 from clovercode.context.tokens import estimate_tokens
 from clovercode.trust.terminal import inert
 from clovercode.ui.glyphs import is_unicode
-from clovercode.heartbeat import HEARTBEAT_SECONDS, Heartbeat, to_stderr
+from clovercode.ground.heartbeat import HEARTBEAT_SECONDS, Heartbeat, to_stderr
 
 ContextShare = Callable[[], "float | None"]  # how full the window is (0..1), when known
 CTRL_C_HINT = "Ctrl-C interrupts"

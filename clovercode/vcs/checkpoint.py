@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Protocol
 
-from clovercode.errors import UsageError, VcsError
+from clovercode.ground.errors import UsageError, VcsError
 from clovercode.trust import gitsafe
 from clovercode.trust.projectview import ProjectView
 
@@ -73,7 +73,7 @@ def open_store(root: Path, env: Mapping[str, str]) -> Store:
     top = _toplevel(root)
     if top is not None:
         return GitStore(root, top)
-    from clovercode.config import state_dir
+    from clovercode.ground.config import state_dir
     from clovercode.vcs.dircheckpoint import DirStore
 
     return DirStore(root, state_dir(env) / "checkpoints")

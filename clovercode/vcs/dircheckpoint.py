@@ -10,7 +10,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from clovercode.privatefiles import private_dir, write_private
+from clovercode.ground.privatefiles import private_dir, write_private
 from clovercode.trust.projectview import ProjectView
 from clovercode.vcs.checkpoint import (MAX_FILE_BYTES, CheckpointError, Snapshot, make_parent, new_stamp,
                                       write_file_atomic)

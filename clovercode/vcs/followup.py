@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from clovercode.errors import VcsError
+from clovercode.ground.errors import VcsError
 from clovercode.vcs.branches import valid_branch_name
 from clovercode.vcs.changeset import ChangeSet
 from clovercode.vcs.git import Checkout, Start

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from clovercode.errors import UsageError, VcsError
+from clovercode.ground.errors import UsageError, VcsError
 from clovercode.trust import gitsafe
 from clovercode.vcs.changeset import ChangeSet, change_set, untracked_stamps
 
