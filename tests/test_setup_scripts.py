@@ -17,7 +17,7 @@ from install_helpers import base_python, copy_checkout, install_env, path_withou
 README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
 SETUP = (REPO_ROOT / "scripts" / "setup.sh").read_text(encoding="utf-8")
 MAIN_JOB = "./scripts/setup.sh && ./scripts/demo.sh"
-TEST_JOB = "./scripts/setup.sh --tests && .venv/bin/python -m pytest -q"
+TEST_JOB = "./scripts/setup.sh --tests && .venv/bin/lint-imports && .venv/bin/python -m pytest -q"
 
 
 def readme_commands() -> list[str]:
