@@ -34,8 +34,17 @@ def test_the_engine_imports_nothing_above_it() -> None:
 
 
 def test_the_message_type_lives_outside_the_agent() -> None:
-    assert imported_modules(PACKAGE / "messages.py") == set()
+    assert imported_modules(PACKAGE / "ground" / "messages.py") == set()
     assert not (PACKAGE / "agent" / "messages.py").exists()
+
+
+def test_the_vocabulary_below_the_agent_imports_only_the_ground_floor() -> None:
+    for name in ("events.py", "conversation.py", "messages.py"):
+        assert {m for m in imported_modules(PACKAGE / "ground" / name) if not m.startswith("clovercode.ground.")} == set()
+
+
+def test_at_most_eight_modules_sit_directly_in_the_package() -> None:
+    assert len(list(PACKAGE.glob("*.py"))) <= 8
 
 
 def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
