@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,9 @@ import pytest
 import realhome
 from conftest import REAL_HOME, REPO_ROOT, git, make_git_repo
 
+# File times tick every few milliseconds and the watch counts the tick it began in: set-up done
+# before the watch waits one tick out, or it would count as a change.
+TICK = 0.025
 ESCAPE = "CLOVER_TEST_ESCAPE_HOME"  # set only by the runs below: the escape test then writes into the real home
 
 
@@ -35,8 +39,8 @@ def test_the_watch_names_what_was_created_changed_and_removed(tmp_path: Path) ->
     (home / "deep" / "er" / "b").write_text("b")
     (home / "c").write_text("c")
     os.utime(home / "c", ns=(0, 0))  # an old mtime does not hide a later write: the check reads ctimes
+    time.sleep(TICK)
     watch = realhome.watch(home)
-    os.utime(watch.marker, ns=(watch.marker.stat().st_mtime_ns,) * 2)
     (home / "deep" / "er" / "b").write_text("changed")
     (home / "c").unlink()
     (home / "new").write_text("n")
@@ -48,10 +52,21 @@ def test_the_watch_names_what_was_created_changed_and_removed(tmp_path: Path) ->
 
 def test_the_watch_skips_what_the_user_says_others_write(tmp_path: Path) -> None:
     (tmp_path / ".npm" / "_logs").mkdir(parents=True)
+    time.sleep(TICK)
     watch = realhome.watch(tmp_path)
     (tmp_path / ".npm" / "_logs" / "x.log").write_text("x")
     (tmp_path / "mine").write_text("x")
     assert realhome.changed_since(watch, ignore=".npm/_logs:") == [".", "mine"]
+
+
+def test_a_temp_directory_inside_the_home_is_not_a_leak(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(realhome.tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    time.sleep(TICK)
+    watch = realhome.watch(tmp_path)
+    (tmp_path / "tmp" / "pytest-of-me").mkdir()
+    (tmp_path / "leak").write_text("x")
+    assert realhome.changed_since(watch) == [".", "leak"]
 
 
 def test_escape_into_the_real_home() -> None:
