@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -75,6 +76,22 @@ def isolated_home(tmp_path_factory, monkeypatch):
     return home
 
 
+def person_pip_cache() -> Path:
+    """The person's pip cache, read from the password database: HOME is the test's own."""
+    return Path(os.environ.get("PIP_CACHE_DIR") or Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache" / "pip")
+
+
+def shared_with_the_suite() -> list[str]:
+    """What under the real home the suite writes on purpose, relative to it; each with its reason."""
+    shared = []
+    # The install tests reuse the person's pip cache (install_helpers.py): wheels downloaded once serve
+    # every test venv, and pip adds what it downloads.
+    pip = person_pip_cache().resolve()
+    if pip.is_relative_to(REAL_HOME.resolve()):
+        shared.append(str(pip.relative_to(REAL_HOME.resolve())))
+    return shared
+
+
 def pytest_configure(config):
     """Start watching the real home (once per run: under pytest-xdist the controller watches, not each worker)."""
     if not hasattr(config, "workerinput"):
@@ -86,7 +103,8 @@ def pytest_sessionfinish(session, exitstatus):
     watch = session.config.stash.get(REAL_HOME_WATCH, None)
     if watch is None:
         return
-    changed = realhome.changed_since(watch, ignore=os.environ.get("CLOVER_TEST_HOME_IGNORE", ""))
+    ignore = ":".join([os.environ.get("CLOVER_TEST_HOME_IGNORE", ""), *shared_with_the_suite()])
+    changed = realhome.changed_since(watch, ignore=ignore)
     if changed:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         lines = [f"the test run changed the real home {REAL_HOME}:", *(f"  {path}" for path in changed[:50])]

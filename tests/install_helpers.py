@@ -4,22 +4,21 @@ cache reused (the tests' isolated HOME would otherwise start it empty)."""
 from __future__ import annotations
 
 import os
-import pwd
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, person_pip_cache
 
 COMPILERS = re.compile(r"^(cc|c\+\+|cpp|gcc|g\+\+|clang|clang\+\+|cmake|ninja|make|gmake|ld|ld\.\w+|as|"
                        r"[\w.-]+-(gcc|g\+\+|cc|c\+\+|cpp|ld|as)|(gcc|g\+\+|cpp|clang|clang\+\+)-[\d.]+)$")
 
 
 def pip_cache() -> str:
-    """The person's pip cache (wheels downloaded once serve every test venv)."""
-    return os.environ.get("PIP_CACHE_DIR") or str(Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache" / "pip")
+    """The person's pip cache (wheels downloaded once serve every test venv; the home check allows it)."""
+    return str(person_pip_cache())
 
 
 def base_python() -> str:

@@ -69,6 +69,15 @@ def test_a_temp_directory_inside_the_home_is_not_a_leak(tmp_path: Path, monkeypa
     assert realhome.changed_since(watch) == [".", "leak"]
 
 
+def test_the_suite_declares_the_pip_cache_it_shares(monkeypatch) -> None:
+    from conftest import shared_with_the_suite
+
+    monkeypatch.setenv("PIP_CACHE_DIR", str(REAL_HOME / "somewhere" / "pip"))
+    assert shared_with_the_suite() == ["somewhere/pip"]
+    monkeypatch.setenv("PIP_CACHE_DIR", "/elsewhere/pip")
+    assert shared_with_the_suite() == []
+
+
 def test_escape_into_the_real_home() -> None:
     """Run only by the test below: a test that writes where it must not."""
     if not os.environ.get(ESCAPE):
