@@ -23,7 +23,7 @@ from clovercode.ground.messages import Message
 from clovercode.backends.base import ContextTooLong, Event, Finish, GenerationParams, ModelError, TextDelta, Usage
 from clovercode.front.servecmd import READY_PREFIX
 from clovercode.serve.protocol import Limits
-from clovercode.serve.scheduler import Scheduler
+from clovercode.backends.scheduler import Scheduler
 from clovercode.serve.connections import ConnectionCaps
 from clovercode.serve.server import ServeApp, make_server
 from clovercode.toolcalls.schemas import ToolSpec

@@ -5,7 +5,7 @@ from serve_helpers import EchoBackend, EchoBatchBackend, EchoJointBatchBackend, 
 
 from clovercode.ground.messages import Message
 from clovercode.backends.base import ContextTooLong, Finish, GenerationParams, TextDelta
-from clovercode.serve.scheduler import DONE, Failed, FairQueue, Job, QueueFull, Scheduler
+from clovercode.backends.scheduler import DONE, Failed, FairQueue, Job, QueueFull, Scheduler
 
 PARAMS = GenerationParams()
 

@@ -1,4 +1,4 @@
-"""The ``clovercode`` commands (on the app of cliapp.py, which maps domain errors to exit codes)."""
+"""The ``clovercode`` commands (on the app of front/app.py, which maps domain errors to exit codes)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ import typer
 from rich.markup import escape
 
 from clovercode.bench.cli import make_bench_app
+from clovercode.eval.cli import make_eval_app
 from clovercode.front.app import (ApiKeyOpt, CloverGroup, EndpointOpt, EndpointStreamOpt, ModelOpt, RepoOpt,  # noqa: F401
                                   SandboxOpt, TrustOpt, _version, app, effective_config, project_root, report_error,
                                   save_crash_report, workspace_root)
+from clovercode.front.jsonexit import exit_interrupted_early, silent_interrupt
 from clovercode.ground.config import load_config
 from clovercode.ground.errors import CloverError, ExitCode, UsageError
-from clovercode.eval.cli import make_eval_app
-from clovercode.front.jsonexit import exit_interrupted_early, silent_interrupt
 from clovercode.ground.termination import ENDING, answering, signals_as_interrupts
 from clovercode.ui.console import make_console
 

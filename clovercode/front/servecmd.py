@@ -18,7 +18,7 @@ from clovercode.ground.config import Config
 from clovercode.ground.errors import UsageError
 from clovercode.serve.connections import ConnectionCaps
 from clovercode.serve.protocol import Limits
-from clovercode.serve.scheduler import Scheduler
+from clovercode.backends.scheduler import Scheduler
 from clovercode.serve.server import ServeApp, make_server
 from clovercode.trust.serve import MIN_KEY_CHARS, add_key, is_loopback, read_keys_file
 

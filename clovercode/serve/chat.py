@@ -11,7 +11,7 @@ from clovercode.serve.errors import api_error
 from clovercode.serve.protocol import (ApiError, ChatRequest, chunk_object, completion_object, finish_reason,
                                        tool_call_objects, usage_chunk_object)
 from clovercode.serve.reply import Reply, ReplyEvents, collect
-from clovercode.serve.scheduler import DONE, Failed, Job
+from clovercode.backends.scheduler import DONE, Failed, Job
 
 
 class Answering(Protocol):

@@ -15,7 +15,7 @@ from clovercode.backends.base import ContextTooLong
 from clovercode.ground.errors import CloverError, UsageError
 from clovercode.ground.messages import Message
 from clovercode.serve.protocol import ApiError
-from clovercode.serve.scheduler import ServerStopping
+from clovercode.backends.scheduler import ServerStopping
 
 
 def context_overflow(window: int, prompt_tokens: int, completion_tokens: int, detail: str = "") -> ApiError:

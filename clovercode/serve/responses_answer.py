@@ -18,7 +18,7 @@ from clovercode.serve.errors import api_error
 from clovercode.serve.protocol import ApiError, tool_call_objects
 from clovercode.serve.reply import ReplyEvents
 from clovercode.serve.responses import CUSTOM_INPUT, ResponsesRequest, ResponseStore, new_response_id
-from clovercode.serve.scheduler import DONE, Failed, Job
+from clovercode.backends.scheduler import DONE, Failed, Job
 
 
 def _sse(kind: str, data: dict[str, Any]) -> bytes:

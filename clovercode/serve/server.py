@@ -25,7 +25,7 @@ from clovercode.serve.errors import api_error, refuse_overlong
 from clovercode.serve.protocol import ApiError, Limits, model_list, new_completion_id, parse_chat_request
 from clovercode.serve.responses import RESPONSES_PATH, ResponseStore, parse_responses_request
 from clovercode.serve.responses_answer import answer_responses
-from clovercode.serve.scheduler import Job, QueueFull, Scheduler, ServerStopping
+from clovercode.backends.scheduler import Job, QueueFull, Scheduler, ServerStopping
 from clovercode.trust.serve import cache_scope, tenant_scope_prefix, tenant_of
 
 HEALTH_PATHS = ("/health", "/healthz", "/v1/health")

@@ -1,7 +1,7 @@
 """The model seen by each child of a group: the parent's model, shared.
 
 - A backend that batches (``open_batch``: the embedded engine, the tiny test model) is driven by the
-  slot scheduler ``serve`` uses (serve/scheduler.py), on the parent's thread (the one that loaded the
+  slot scheduler ``serve`` uses (backends/scheduler.py), on the parent's thread (the one that loaded the
   model: on CPU a second thread gets an OpenMP pool of its own, docs/endpoint.md "One model thread"):
   the children's turns join one batch and every decoding step is one forward for all live children.
 - Any other backend (an endpoint) is called from each child's thread, at most ``limit`` at a time.
@@ -57,7 +57,7 @@ class SharedModel:
         self.scheduler: Any = None
         self.slots = threading.BoundedSemaphore(self.limit)
         if isinstance(backend, BatchingBackend):
-            from clovercode.serve.scheduler import Scheduler
+            from clovercode.backends.scheduler import Scheduler
 
             # A batch of one is a batch: one child alone takes the same decoding path as many (on CPU the
             # batch session is also several times faster than the backend's own generate for clover-tiny).
@@ -102,9 +102,9 @@ class SharedModel:
     def _batched(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> Iterator[Event]:
         import secrets
 
-        from clovercode.serve.scheduler import DONE, Failed, Job
+        from clovercode.backends.scheduler import DONE, Failed, Job
 
-        from clovercode.serve.scheduler import ServerStopping
+        from clovercode.backends.scheduler import ServerStopping
 
         job = Job(secrets.token_hex(6), messages, tools, params, client="subagents")
         try:
