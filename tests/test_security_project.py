@@ -207,6 +207,7 @@ def test_every_setting_has_its_project_rule():
                      "endpoint_tools", "serve.host", "serve.port", "serve.api_key", "serve.model_name",
                      "serve.max_batch", "serve.max_queue", "serve.max_request_bytes", "serve.max_connections",
                      "serve.api_keys_file", "serve.header_timeout", "serve.max_queue_per_key",
+                         "serve.max_connections_per_address", "serve.max_connections_per_key", "serve.body_timeout",
                      "permissions.allow", "context.cache_dir", "engine.trust_remote_code", "engine.quantization",
                      "engine.cache_dir",
                      "sandbox_hide", "sandbox_show"}

@@ -25,7 +25,7 @@ from serve_helpers import EchoBackend, EchoBatchBackend, EchoBatchSession
 from clovercode.backends.base import Event, GenerationParams
 from clovercode.ground.config import load_config
 from clovercode.ground.messages import Message
-from clovercode.serve import command
+from clovercode.front import servecmd as command
 from clovercode.front.servecmd import READY_PREFIX
 from clovercode.toolcalls.schemas import ToolSpec
 

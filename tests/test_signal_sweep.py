@@ -53,7 +53,8 @@ def test_signals_at_every_moment_give_one_answer_and_their_code(tmp_path):
     sleeper = replay(tmp_path / "m.jsonl", call("run_command", command="sleep 30"))
     work = make_git_repo(tmp_path / "p")
     (work / "a.py").write_text("")
-    exec_args = ["exec", "--json", "--sandbox", "none", "--model", f"replay:{sleeper}", "wait"]
+    # exec refuses commands outside the sandbox (nobody can be asked), so its sleeper runs in bwrap
+    exec_args = ["exec", "--json", "--model", f"replay:{sleeper}", "wait"]
     fix_args = ["fix", "--json", "--sandbox", "none", "--repo", str(work), "--model", f"replay:{sleeper}",
                 "--test-command", "none", "wait"]
     runs = [(exec_args, d, signal.SIGTERM, None, 0.0) for d in (0.0, 0.1, 0.3, 0.6, 1.0, 2.0, 3.0)]
