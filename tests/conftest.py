@@ -30,23 +30,11 @@ def slow_tests() -> set[str]:
 
 
 def pytest_collection_modifyitems(config, items):
-    """The measured slow tests get the `slow` marker, so `-m "not slow"` is the fast tier. A test that uses a
-    module- or class-scoped fixture joins its file's xdist group, so that fixture (a model, a server, a
-    venv) is built once, on one worker, rather than once per worker (`--dist loadgroup`)."""
+    """The measured slow tests get the `slow` marker, so `-m "not slow"` is the fast tier."""
     slow = slow_tests()
     for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        if item.nodeid in slow or path in slow:
+        if item.nodeid in slow or item.nodeid.split("::", 1)[0] in slow:
             item.add_marker(pytest.mark.slow)
-        if _shares_a_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(path))
-
-
-def _shares_a_fixture(item) -> bool:
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return False
-    return any(defs[-1].scope in ("module", "class", "package") for defs in info.name2fixturedefs.values() if defs)
 
 
 @pytest.fixture(autouse=True)
