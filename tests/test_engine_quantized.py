@@ -259,8 +259,9 @@ def test_loading_quantized_never_holds_the_full_precision_model(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     grown, weights = json.loads(done.stdout.strip().splitlines()[-1])
     assert weights < 0.35 * checkpoint
-    # measured 0.44 (89-92 MiB of 204) with one heap; 0.43-0.64 with glibc's per-thread heaps; bf16 is ≥ 1.0
-    assert grown < 0.75 * checkpoint, (grown, weights, checkpoint)
+    # measured 0.44 (89-92 MiB of 204) with one heap alone; 0.43-0.64 with glibc's per-thread heaps; 0.76 once
+    # beside the parallel suite. Holding the bf16 model whole is ≥ 1.0: below 0.9 it never existed at once.
+    assert grown < 0.9 * checkpoint, (grown, weights, checkpoint)
 
 
 def test_auto_takes_the_most_precise_mode_whose_plan_holds_a_sequence(hybrid_dir):
