@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from clovercode.actions.toolerror import ToolError
-from clovercode.trust.projectview import OutsideProject, ProjectView, SecretPath
+from clovercode.trust.projectview import OutsideProject, ProjectView, SecretPath, current_umask, pid_alive
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 TEMP_SUFFIX = ".clovercode-tmp"
@@ -161,7 +161,7 @@ def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         if mode is None:
-            mode = info.st_mode & 0o7777 if info else 0o666 & ~_umask()
+            mode = info.st_mode & 0o7777 if info else 0o666 & ~current_umask()
         os.chmod(tmp, mode)
         if info is not None and (info.st_uid, info.st_gid) != (os.geteuid(), os.getegid()):
             try:
@@ -181,24 +181,8 @@ def _remove_stale_temps(path: Path) -> None:
     """Delete temp files of ``path`` left by a writer that was killed mid-write."""
     for leftover in path.parent.glob(f".{path.name}.*{TEMP_SUFFIX}"):
         parts = leftover.name[len(path.name) + 2:].split(".")
-        if parts and parts[0].isdigit() and not _alive(int(parts[0])):
+        if parts and parts[0].isdigit() and not pid_alive(int(parts[0])):
             try:
                 leftover.unlink()
             except OSError:
                 pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current

@@ -337,7 +337,7 @@ class ProjectView:
                     handle.flush()
                     os.fsync(handle.fileno())
                     if mode is None:
-                        mode = info.st_mode & 0o7777 if info else 0o666 & ~_umask()
+                        mode = info.st_mode & 0o7777 if info else 0o666 & ~current_umask()
                     os.fchmod(handle.fileno(), mode)
                     if info is not None and (info.st_uid, info.st_gid) != (os.geteuid(), os.getegid()):
                         try:
@@ -458,14 +458,15 @@ def _remove_stale_temps(dfd: int, name: str) -> None:
         if not (leftover.startswith(prefix) and leftover.endswith(TEMP_SUFFIX)):
             continue
         pid = leftover[len(prefix):].split(".")[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             try:
                 os.unlink(leftover, dir_fd=dfd)
             except OSError:
                 pass
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs (a temp file's writer)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -475,7 +476,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _umask() -> int:
+def current_umask() -> int:
     current = os.umask(0)
     os.umask(current)
     return current
