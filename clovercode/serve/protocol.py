@@ -67,24 +67,24 @@ def parse_chat_request(body: Any, limits: Limits) -> ChatRequest:
         raise ApiError(400, "the request body must be a JSON object")
     model = body.get("model")
     if model is not None and not isinstance(model, str):
-        raise _bad("model", "must be a string")
+        raise bad_param("model", "must be a string")
     messages = _messages(body.get("messages"))
     tools = _tools(body.get("tools"))
     tool_choice = _tool_choice(body.get("tool_choice"), tools)
     if body.get("n") not in (None, 1):
-        raise _bad("n", "only n = 1 is supported")
+        raise bad_param("n", "only n = 1 is supported")
     json_schema = _response_schema(body.get("response_format"))
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
-        raise _bad("stream", "must be true or false")
+        raise bad_param("stream", "must be true or false")
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
-        raise _bad("stream_options", "must be an object")
+        raise bad_param("stream_options", "must be an object")
     user = body.get("user")
     refuse_unhonoured(body)
     parallel = body.get("parallel_tool_calls", True)
     if not isinstance(parallel, bool):
-        raise _bad("parallel_tool_calls", "must be true or false")
+        raise bad_param("parallel_tool_calls", "must be true or false")
     params = replace(_params(body, limits), tool_choice=tool_choice, json_schema=json_schema,
                      close_calls=tool_choice not in (None, "auto", "none"))
     if json_schema is not None:  # reasoning would spend the budget the object needs (content holds it)
@@ -100,13 +100,13 @@ def refuse_unhonoured(body: dict[str, Any]) -> None:
     for name in ("presence_penalty", "frequency_penalty"):
         value = body.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value != 0):
-            raise _bad(name, "is not supported by this server (only 0)")
+            raise bad_param(name, "is not supported by this server (only 0)")
     if body.get("logit_bias") not in (None, {}):
-        raise _bad("logit_bias", "is not supported by this server")
+        raise bad_param("logit_bias", "is not supported by this server")
     if body.get("logprobs") not in (None, False):
-        raise _bad("logprobs", "is not supported by this server: log probabilities are not returned")
+        raise bad_param("logprobs", "is not supported by this server: log probabilities are not returned")
     if body.get("top_logprobs") not in (None, 0):
-        raise _bad("top_logprobs", "is not supported by this server: log probabilities are not returned")
+        raise bad_param("top_logprobs", "is not supported by this server: log probabilities are not returned")
 
 
 def _cache_key(body: dict[str, Any]) -> str | None:
@@ -119,7 +119,7 @@ def _cache_key(body: dict[str, Any]) -> str | None:
             parts.append("")
             continue
         if not isinstance(value, str) or len(value) > MAX_CACHE_KEY:
-            raise _bad(name, f"must be a string of at most {MAX_CACHE_KEY} characters")
+            raise bad_param(name, f"must be a string of at most {MAX_CACHE_KEY} characters")
         parts.append(value)
     return None if not any(parts) else f"{len(parts[0])}:{parts[0]}/{parts[1]}"
 
@@ -133,14 +133,19 @@ def _tool_choice(raw: Any, tools: list[ToolSpec]) -> str | None:
         function = raw.get("function") if raw.get("type", "function") == "function" else None
         name = function.get("name") if isinstance(function, dict) else None
         if not isinstance(name, str) or not name:
-            raise _bad("tool_choice", 'must be "auto", "required", "none" or {"type": "function", "function": {"name": ...}}')
+            raise bad_param("tool_choice", 'must be "auto", "required", "none" or {"type": "function", "function": {"name": ...}}')
         if name not in {t.name for t in tools}:
-            raise _bad("tool_choice", f"names the function '{name}', which is not among the tools")
+            raise bad_param("tool_choice", f"names the function '{name}', which is not among the tools")
         return name
+    return plain_tool_choice(raw, tools)
+
+
+def plain_tool_choice(raw: Any, tools: list[ToolSpec]) -> str:
+    """A tool_choice given as a word (auto, required, none): the same rule for chat and Responses."""
     if raw not in ("auto", "required", "none"):
-        raise _bad("tool_choice", f"'{raw}' is not one of auto, required, none or a named function")
+        raise bad_param("tool_choice", f"'{raw}' is not one of auto, required, none or a named function")
     if raw == "required" and not tools:
-        raise _bad("tool_choice", "'required' needs at least one tool in 'tools'")
+        raise bad_param("tool_choice", "'required' needs at least one tool in 'tools'")
     return str(raw)
 
 
@@ -157,12 +162,13 @@ def _response_schema(raw: Any) -> dict[str, Any] | None:
         spec = raw.get("json_schema")
         schema = spec.get("schema") if isinstance(spec, dict) else None
         if not isinstance(schema, dict):
-            raise _bad("response_format", "json_schema needs {\"json_schema\": {\"name\": ..., \"schema\": {...}}}")
+            raise bad_param("response_format", "json_schema needs {\"json_schema\": {\"name\": ..., \"schema\": {...}}}")
         return schema
-    raise _bad("response_format", f"'{kind}' is not supported; use text, json_object or json_schema")
+    raise bad_param("response_format", f"'{kind}' is not supported; use text, json_object or json_schema")
 
 
-def _bad(param: str, problem: str) -> ApiError:
+def bad_param(param: str, problem: str) -> ApiError:
+    """A 400 naming the request field at fault, in OpenAI's error shape."""
     return ApiError(400, f"'{param}' {problem}", param=param)
 
 
@@ -171,7 +177,7 @@ def _params(body: dict[str, Any], limits: Limits) -> GenerationParams:
     if max_tokens is None:
         max_tokens = limits.max_new_tokens
     elif isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise _bad("max_tokens", "must be a whole number of at least 1")
+        raise bad_param("max_tokens", "must be a whole number of at least 1")
     temperature = _number(body, "temperature", 0.0, 0.0, 2.0)
     top_p = _number(body, "top_p", 1.0, 0.0, 1.0)
     stop = body.get("stop")
@@ -182,11 +188,11 @@ def _params(body: dict[str, Any], limits: Limits) -> GenerationParams:
     elif isinstance(stop, list) and all(isinstance(s, str) for s in stop) and len(stop) <= MAX_STOPS:
         stops = tuple(s for s in stop if s)
     else:
-        raise _bad("stop", f"must be a string or a list of at most {MAX_STOPS} strings")
+        raise bad_param("stop", f"must be a string or a list of at most {MAX_STOPS} strings")
     seed = body.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
                              or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]):
-        raise _bad("seed", f"must be a whole number from {SEED_RANGE[0]} to {SEED_RANGE[1]}")
+        raise bad_param("seed", f"must be a whole number from {SEED_RANGE[0]} to {SEED_RANGE[1]}")
     thinking = limits.thinking
     kwargs = body.get("chat_template_kwargs")
     if isinstance(kwargs, dict) and isinstance(kwargs.get("enable_thinking"), bool):
@@ -201,21 +207,21 @@ def _number(body: dict[str, Any], key: str, default: float, low: float, high: fl
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-        raise _bad(key, f"must be a number from {low:g} to {high:g}")
+        raise bad_param(key, f"must be a number from {low:g} to {high:g}")
     return float(value)
 
 
 def _messages(raw: Any) -> list[Message]:
     if not isinstance(raw, list) or not raw:
-        raise _bad("messages", "must be a non-empty list")
+        raise bad_param("messages", "must be a non-empty list")
     out = []
     for index, item in enumerate(raw):
         where = f"messages[{index}]"
         if not isinstance(item, dict):
-            raise _bad(where, "must be an object")
+            raise bad_param(where, "must be an object")
         role = ROLES.get(item["role"]) if isinstance(item.get("role"), str) else None
         if role is None:
-            raise _bad(f"{where}.role", f"must be one of {', '.join(ROLES)}")
+            raise bad_param(f"{where}.role", f"must be one of {', '.join(ROLES)}")
         content = _content(item.get("content"), f"{where}.content")
         reasoning = item.get("reasoning_content") or item.get("reasoning") or ""
         calls = _assistant_calls(item.get("tool_calls"), where) if role == "assistant" else ()
@@ -233,31 +239,31 @@ def _content(raw: Any, where: str) -> str:
         parts = []
         for part in raw:
             if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                raise _bad(where, "may only hold text parts ({\"type\": \"text\", \"text\": ...})")
+                raise bad_param(where, "may only hold text parts ({\"type\": \"text\", \"text\": ...})")
             parts.append(part["text"])
         return "".join(parts)
-    raise _bad(where, "must be a string or a list of text parts")
+    raise bad_param(where, "must be a string or a list of text parts")
 
 
 def _assistant_calls(raw: Any, where: str) -> tuple[CallRecord, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list):
-        raise _bad(f"{where}.tool_calls", "must be a list")
+        raise bad_param(f"{where}.tool_calls", "must be a list")
     calls = []
     for index, call in enumerate(raw):
         at = f"{where}.tool_calls[{index}]"
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-            raise _bad(at, "must be {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}")
+            raise bad_param(at, "must be {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}")
         arguments = function.get("arguments") or {}
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except (json.JSONDecodeError, RecursionError):
-                raise _bad(f"{at}.function.arguments", "is not valid JSON (or nested too deeply)") from None
+                raise bad_param(f"{at}.function.arguments", "is not valid JSON (or nested too deeply)") from None
         if not isinstance(arguments, dict):
-            raise _bad(f"{at}.function.arguments", "must encode a JSON object")
+            raise bad_param(f"{at}.function.arguments", "must encode a JSON object")
         calls.append(CallRecord(str(call.get("id") or f"call_{index}"), function["name"], arguments))
     return tuple(calls)
 
@@ -266,16 +272,16 @@ def _tools(raw: Any) -> list[ToolSpec]:
     if raw is None:
         return []
     if not isinstance(raw, list):
-        raise _bad("tools", "must be a list")
+        raise bad_param("tools", "must be a list")
     specs = []
     for index, tool in enumerate(raw):
         function = tool.get("function") if isinstance(tool, dict) and tool.get("type", "function") == "function" else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
-            raise _bad(f"tools[{index}]", "must be {\"type\": \"function\", \"function\": {\"name\", \"parameters\"}}")
+            raise bad_param(f"tools[{index}]", "must be {\"type\": \"function\", \"function\": {\"name\", \"parameters\"}}")
         parameters = function.get("parameters")
         parameters = {"type": "object", "properties": {}} if parameters is None else parameters
         if not isinstance(parameters, dict):
-            raise _bad(f"tools[{index}].function.parameters", "must be a JSON Schema object")
+            raise bad_param(f"tools[{index}].function.parameters", "must be a JSON Schema object")
         description = function.get("description") if isinstance(function.get("description"), str) else ""
         specs.append(ToolSpec(function["name"], description, parameters))
     return specs

@@ -17,7 +17,7 @@ from typing import Any
 
 from clovercode.backends.base import GenerationParams
 from clovercode.ground.messages import CallRecord, Message
-from clovercode.serve.protocol import ApiError, Limits, _cache_key, _params, _tools
+from clovercode.serve.protocol import ApiError, Limits, _cache_key, _params, _tools, bad_param, plain_tool_choice
 from clovercode.toolcalls.schemas import ToolSpec
 
 RESPONSES_PATH = "/v1/responses"
@@ -27,10 +27,6 @@ CUSTOM_INPUT = "input"
 _INCLUDE_OK = {"reasoning.encrypted_content"}  # nothing is encrypted: reasoning comes back in the clear
 _REFUSED = {"background": "background responses", "conversation": "conversations (send previous_response_id or the items)",
             "prompt": "prompt templates", "top_logprobs": "log probabilities", "max_tool_calls": "max_tool_calls"}
-
-
-def _bad(param: str, problem: str) -> ApiError:
-    return ApiError(400, f"'{param}' {problem}", param=param)
 
 
 @dataclass(frozen=True)
@@ -97,38 +93,38 @@ def parse_responses_request(body: Any, limits: Limits, store: ResponseStore, ten
         raise ApiError(400, "the request body must be a JSON object")
     for name, what in _REFUSED.items():
         if body.get(name) not in (None, False):
-            raise _bad(name, f"is not supported: this server does not offer {what}")
+            raise bad_param(name, f"is not supported: this server does not offer {what}")
     model = body.get("model")
     if model is not None and not isinstance(model, str):
-        raise _bad("model", "must be a string")
+        raise bad_param("model", "must be a string")
     include = body.get("include") or []
     if not isinstance(include, list) or any(item not in _INCLUDE_OK for item in include):
-        raise _bad("include", f"may only hold {sorted(_INCLUDE_OK)}")
+        raise bad_param("include", f"may only hold {sorted(_INCLUDE_OK)}")
     if body.get("truncation") not in (None, "disabled"):
-        raise _bad("truncation", "must be 'disabled': an input that does not fit is refused, never cut")
+        raise bad_param("truncation", "must be 'disabled': an input that does not fit is refused, never cut")
     tools, custom = _response_tools(body.get("tools"))
     tool_choice = _tool_choice(body.get("tool_choice"), tools)
     json_schema = _text_format(body.get("text"))
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
-        raise _bad("instructions", "must be a string")
+        raise bad_param("instructions", "must be a string")
     history: list[Message] = []
     previous = body.get("previous_response_id")
     if previous is not None:
         if not isinstance(previous, str):
-            raise _bad("previous_response_id", "must be a string")
+            raise bad_param("previous_response_id", "must be a string")
         history = store.history(tenant, previous)
     history += _input(body.get("input"), custom)
     messages = ([Message("system", instructions)] if instructions else []) + history
     for flag in ("stream", "store", "parallel_tool_calls"):
         if not isinstance(body.get(flag, False), bool):
-            raise _bad(flag, "must be true or false")
+            raise bad_param(flag, "must be true or false")
     chat_like = {"max_tokens": body.get("max_output_tokens"), "temperature": body.get("temperature"),
                  "top_p": body.get("top_p"), "seed": body.get("seed")}
     try:
         params = _params({k: v for k, v in chat_like.items() if v is not None}, _reasoning(body.get("reasoning"), limits))
     except ApiError as exc:
-        raise _bad("max_output_tokens" if exc.param == "max_tokens" else str(exc.param),
+        raise bad_param("max_output_tokens" if exc.param == "max_tokens" else str(exc.param),
                    exc.message.split("' ", 1)[-1]) from None
     params = replace(params, tool_choice=tool_choice, json_schema=json_schema,
                      close_calls=tool_choice not in (None, "auto", "none"))
@@ -137,7 +133,7 @@ def parse_responses_request(body: Any, limits: Limits, store: ResponseStore, ten
     user = body.get("safety_identifier") or body.get("user")
     metadata = body.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
-        raise _bad("metadata", "must be an object")
+        raise bad_param("metadata", "must be an object")
     echo = {"instructions": instructions, "max_output_tokens": body.get("max_output_tokens"),
             "metadata": metadata or {}, "previous_response_id": previous, "temperature": params.temperature,
             "top_p": params.top_p, "tool_choice": body.get("tool_choice", "auto"),
@@ -155,10 +151,10 @@ def _reasoning(raw: Any, limits: Limits) -> Limits:
     if raw is None:
         return limits
     if not isinstance(raw, dict):
-        raise _bad("reasoning", "must be an object")
+        raise bad_param("reasoning", "must be an object")
     effort = raw.get("effort")
     if effort is not None and effort not in ("none", "minimal", "low", "medium", "high", "xhigh"):
-        raise _bad("reasoning.effort", "must be none, minimal, low, medium, high or xhigh")
+        raise bad_param("reasoning.effort", "must be none, minimal, low, medium, high or xhigh")
     return replace(limits, thinking=limits.thinking and effort not in ("none", "minimal"))
 
 
@@ -168,7 +164,7 @@ def _response_tools(raw: Any) -> tuple[list[ToolSpec], frozenset[str]]:
     if raw is None:
         return [], frozenset()
     if not isinstance(raw, list):
-        raise _bad("tools", "must be a list")
+        raise bad_param("tools", "must be a list")
     functions, custom = [], set()
     for index, tool in enumerate(raw):
         kind = tool.get("type") if isinstance(tool, dict) else None
@@ -181,7 +177,7 @@ def _response_tools(raw: Any) -> tuple[list[ToolSpec], frozenset[str]]:
                 "parameters": {"type": "object", "properties": {CUSTOM_INPUT: {"type": "string"}},
                                "required": [CUSTOM_INPUT], "additionalProperties": False}}})
         else:
-            raise _bad(f"tools[{index}]", f"is a '{kind}' tool; this server runs function and custom tools only "
+            raise bad_param(f"tools[{index}]", f"is a '{kind}' tool; this server runs function and custom tools only "
                        "(for Codex CLI: web_search = \"disabled\" and no tool namespaces, e.g. --disable multi_agent)")
     try:
         return _tools(functions), frozenset(custom)
@@ -195,14 +191,10 @@ def _tool_choice(raw: Any, tools: list[ToolSpec]) -> str | None:
     if isinstance(raw, dict):
         name = raw.get("name") if raw.get("type") in ("function", "custom") else None
         if not isinstance(name, str) or name not in {t.name for t in tools}:
-            raise _bad("tool_choice", "must be auto, none, required or {\"type\": \"function\", \"name\": NAME} "
+            raise bad_param("tool_choice", "must be auto, none, required or {\"type\": \"function\", \"name\": NAME} "
                        "naming one of the tools")
         return name
-    if raw not in ("auto", "required", "none"):
-        raise _bad("tool_choice", f"'{raw}' is not one of auto, required, none or a named function")
-    if raw == "required" and not tools:
-        raise _bad("tool_choice", "'required' needs at least one tool in 'tools'")
-    return str(raw)
+    return plain_tool_choice(raw, tools)
 
 
 def _text_format(raw: Any) -> dict[str, Any] | None:
@@ -210,7 +202,7 @@ def _text_format(raw: Any) -> dict[str, Any] | None:
         return None
     fmt = raw.get("format") if isinstance(raw, dict) else None
     if isinstance(raw, dict) and raw.get("verbosity") not in (None, "medium"):
-        raise _bad("text.verbosity", "is not supported (only medium, the default)")
+        raise bad_param("text.verbosity", "is not supported (only medium, the default)")
     if fmt is None:
         return None
     kind = fmt.get("type") if isinstance(fmt, dict) else None
@@ -220,7 +212,7 @@ def _text_format(raw: Any) -> dict[str, Any] | None:
         return {"type": "object"}
     if kind == "json_schema" and isinstance(fmt.get("schema"), dict):
         return fmt["schema"]
-    raise _bad("text.format", "must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+    raise bad_param("text.format", "must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
                "{\"type\": \"json_schema\", \"name\": ..., \"schema\": {...}}")
 
 
@@ -229,24 +221,24 @@ def _input(raw: Any, custom: frozenset[str]) -> list[Message]:
     if isinstance(raw, str):
         return [Message("user", raw)]
     if not isinstance(raw, list) or not raw:
-        raise _bad("input", "must be a string or a non-empty list of items")
+        raise bad_param("input", "must be a string or a non-empty list of items")
     out: list[Message] = []
     reasoning = ""
     for index, item in enumerate(raw):
         where = f"input[{index}]"
         if not isinstance(item, dict):
-            raise _bad(where, "must be an object")
+            raise bad_param(where, "must be an object")
         kind = item.get("type", "message" if "role" in item else None)
         if kind == "message":
             role = {"developer": "system", "system": "system", "user": "user", "assistant": "assistant"}.get(item.get("role"))
             if role is None:
-                raise _bad(f"{where}.role", "must be user, assistant, system or developer")
+                raise bad_param(f"{where}.role", "must be user, assistant, system or developer")
             out.append(Message(role, _text(item.get("content"), f"{where}.content"), reasoning if role == "assistant" else ""))
             reasoning = "" if role == "assistant" else reasoning
         elif kind in ("function_call", "custom_tool_call"):
             name, call_id = item.get("name"), item.get("call_id")
             if not isinstance(name, str) or not isinstance(call_id, str):
-                raise _bad(where, "needs a string 'name' and 'call_id'")
+                raise bad_param(where, "needs a string 'name' and 'call_id'")
             arguments = ({CUSTOM_INPUT: item.get("input") if isinstance(item.get("input"), str) else ""}
                          if kind == "custom_tool_call" else _arguments(item.get("arguments"), where))
             call = CallRecord(call_id, name, arguments)
@@ -258,7 +250,7 @@ def _input(raw: Any, custom: frozenset[str]) -> list[Message]:
         elif kind in ("function_call_output", "custom_tool_call_output"):
             call_id = item.get("call_id")
             if not isinstance(call_id, str):
-                raise _bad(where, "needs a string 'call_id'")
+                raise bad_param(where, "needs a string 'call_id'")
             output = item.get("output")
             out.append(Message("tool", output if isinstance(output, str) else _text(output, f"{where}.output"),
                                tool_call_id=call_id))
@@ -266,10 +258,10 @@ def _input(raw: Any, custom: frozenset[str]) -> list[Message]:
             parts = (item.get("content") or []) + (item.get("summary") or [])
             reasoning += "".join(p.get("text", "") for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
         else:
-            raise _bad(f"{where}.type", f"'{kind}' items are not supported; send message, function_call, "
+            raise bad_param(f"{where}.type", f"'{kind}' items are not supported; send message, function_call, "
                        "function_call_output, custom_tool_call(_output) or reasoning items")
     if not out:
-        raise _bad("input", "holds no message")
+        raise bad_param("input", "holds no message")
     return out
 
 
@@ -281,10 +273,10 @@ def _text(raw: Any, where: str) -> str:
         for part in raw:
             kind = part.get("type") if isinstance(part, dict) else None
             if kind not in ("input_text", "output_text", "text", "refusal") or not isinstance(part.get("text", part.get("refusal")), str):
-                raise _bad(where, f"may only hold text parts (input_text, output_text); '{kind}' is not supported")
+                raise bad_param(where, f"may only hold text parts (input_text, output_text); '{kind}' is not supported")
             parts.append(part.get("text", part.get("refusal")))
         return "".join(parts)
-    raise _bad(where, "must be a string or a list of text parts")
+    raise bad_param(where, "must be a string or a list of text parts")
 
 
 def _arguments(raw: Any, where: str) -> dict[str, Any]:
@@ -293,7 +285,7 @@ def _arguments(raw: Any, where: str) -> dict[str, Any]:
     try:
         value = json.loads(raw) if isinstance(raw, str) and raw.strip() else {}
     except (ValueError, RecursionError):
-        raise _bad(f"{where}.arguments", "is not valid JSON (or nested too deeply)") from None
+        raise bad_param(f"{where}.arguments", "is not valid JSON (or nested too deeply)") from None
     if not isinstance(value, dict):
-        raise _bad(f"{where}.arguments", "must encode a JSON object")
+        raise bad_param(f"{where}.arguments", "must encode a JSON object")
     return value
