@@ -9,15 +9,19 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 import realhome
 
-# Read before any fixture points HOME elsewhere: the home the session-end check guards.
-REAL_HOME = Path(os.environ.get("HOME") or Path.home())
+# Read before configure points HOME at a stand-in: the home the session-end check guards. xdist's
+# workers start after that, so the controller hands them the real one by name.
+REAL_HOME_VARIABLE = "CLOVER_TEST_REAL_HOME"
+REAL_HOME = Path(os.environ.get(REAL_HOME_VARIABLE) or os.environ.get("HOME") or Path.home())
 REAL_HOME_WATCH = pytest.StashKey["realhome.Watch"]()
+STAND_IN_HOME = pytest.StashKey[Path]()
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO_ROOT / "examples"
 SLOW_TESTS = Path(__file__).resolve().parent / "slow_tests.txt"
@@ -54,13 +58,7 @@ def isolated_home(tmp_path_factory, monkeypatch):
     for name in list(os.environ):
         if name.startswith("CLOVERCODE_"):
             monkeypatch.delenv(name)
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
-    # An exported GIT_CONFIG_GLOBAL would otherwise beat HOME, and /etc/gitconfig is the host's.
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    point_home_at(home, monkeypatch.setenv)
     return home
 
 
@@ -80,10 +78,36 @@ def shared_with_the_suite() -> list[str]:
     return shared
 
 
+HOME_VARIABLES = ("HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "GIT_CONFIG_GLOBAL")
+
+
+def point_home_at(home: Path, setenv) -> None:
+    """HOME, the XDG directories and git's global config all under ``home``; git's system config off."""
+    setenv("HOME", str(home))
+    setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    # An exported GIT_CONFIG_GLOBAL would otherwise beat HOME, and /etc/gitconfig is the host's.
+    setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+    setenv("GIT_CONFIG_NOSYSTEM", "1")
+
+
 def pytest_configure(config):
-    """Start watching the real home (once per run: under pytest-xdist the controller watches, not each worker)."""
+    """Start watching the real home (once per run: under pytest-xdist the controller watches, not each worker),
+    and point every process at a stand-in home before collection: a module-level constant, or a module or
+    session fixture, built from the environment before any test's own home exists, never sees the real one."""
     if not hasattr(config, "workerinput"):
         config.stash[REAL_HOME_WATCH] = realhome.watch(REAL_HOME)
+    os.environ[REAL_HOME_VARIABLE] = str(REAL_HOME)
+    stand_in = Path(tempfile.mkdtemp(prefix="clovercode-test-home-"))
+    config.stash[STAND_IN_HOME] = stand_in
+    point_home_at(stand_in, lambda name, value: os.environ.__setitem__(name, value))
+
+
+def pytest_unconfigure(config):
+    stand_in = config.stash.get(STAND_IN_HOME, None)
+    if stand_in is not None:
+        shutil.rmtree(stand_in, ignore_errors=True)
 
 
 def pytest_sessionfinish(session, exitstatus):

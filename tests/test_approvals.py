@@ -14,7 +14,9 @@ from clovercode.actions.permissions import allowed, command_prefix
 from conftest import EXAMPLES, cli_env, run_cli
 
 REPLAY = f"replay:{EXAMPLES / 'calc.replay.jsonl'}"
-WIDE = cli_env(COLUMNS="200")  # rich wraps at the terminal width; keep messages on one line
+def wide() -> dict[str, str]:
+    """rich wraps at the terminal width: keep messages on one line. Built per test, inside its own home."""
+    return cli_env(COLUMNS="200")
 EDIT = ApprovalRequest("edit", "edit calc.py", "diff")
 COMMAND = ApprovalRequest("command", "pytest", "runs in sandbox: workspace-write")
 
@@ -102,7 +104,7 @@ def test_answers():
 
 def repl(calc_repo, approval: str, stdin: str):
     return run_cli("--repo", str(calc_repo), "--model", REPLAY, "--approval", approval, input=stdin, cwd=calc_repo,
-                   env=WIDE)
+                   env=wide())
 
 
 def test_suggest_shows_the_diff_and_the_command_and_obeys_the_answers(calc_repo):
@@ -143,7 +145,7 @@ def test_full_auto_asks_nothing_inside_the_sandbox(calc_repo):
 
 def test_full_auto_without_a_sandbox_still_asks_about_commands(calc_repo):
     proc = run_cli("--repo", str(calc_repo), "--model", REPLAY, "--approval", "full-auto", "--sandbox", "none",
-                   input="mean() is wrong\nn\n\n/exit\n", cwd=calc_repo, env=WIDE)
+                   input="mean() is wrong\nn\n\n/exit\n", cwd=calc_repo, env=wide())
     assert proc.returncode == 0, proc.stderr
     assert "commands are still asked about" in proc.stdout
     assert "Run it?" in proc.stdout and "Apply this change?" not in proc.stdout

@@ -17,6 +17,9 @@ from conftest import REAL_HOME, REPO_ROOT, git, make_git_repo
 # before the watch waits one tick out, or it would count as a change.
 TICK = 0.025
 ESCAPE = "CLOVER_TEST_ESCAPE_HOME"  # set only by the runs below: the escape test then writes into the real home
+# What a module-level constant built from the environment sees (CI's run once wrote six REPL runs'
+# trajectories and tag caches into the real home through `WIDE = cli_env(...)` in a test module).
+AT_IMPORT = {name: os.environ.get(name, "") for name in ("HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")}
 
 
 def test_the_home_git_and_the_caches_are_the_tests_own(isolated_home: Path, tmp_path: Path) -> None:
@@ -29,6 +32,11 @@ def test_the_home_git_and_the_caches_are_the_tests_own(isolated_home: Path, tmp_
     assert "Somebody" in (isolated_home / ".gitconfig").read_text()
     # Nothing from the host's system config shows through.
     assert "system" not in git(repo, "config", "--list", "--show-scope")
+
+
+def test_what_a_module_reads_at_import_is_a_stand_in_home_not_the_real_one() -> None:
+    for name, value in AT_IMPORT.items():
+        assert value and not Path(value).resolve().is_relative_to(REAL_HOME.resolve()), (name, value)
 
 
 def test_the_watch_names_what_was_created_changed_and_removed(tmp_path: Path) -> None:
@@ -89,6 +97,7 @@ def run_pytest(home: Path, *args: str, escape: bool) -> subprocess.CompletedProc
     env = {key: value for key, value in os.environ.items() if key != ESCAPE}
     env.update(HOME=str(home), PYTHONPATH=str(REPO_ROOT))
     env.pop("CLOVER_TEST_HOME_IGNORE", None)
+    env.pop("CLOVER_TEST_REAL_HOME", None)  # the inner run's real home is ``home``, not this run's
     if escape:
         env[ESCAPE] = "1"
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-o", "addopts=", "-p", "no:cacheprovider", *args],
