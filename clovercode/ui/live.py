@@ -32,6 +32,22 @@ def command_label(command: str) -> str:
     return f"running `{inert(first, newlines=False)}{more}`"
 
 
+TAIL_ROWS = 8  # the most rows of the model's text the live region shows
+
+
+def tail_rows(height: int, below: int) -> int:
+    """How many rows of the model's text to show: at most TAIL_ROWS and half of what the screen has
+    left. The region must stay well short of the screen: a terminal that gets shorter scrolls its top
+    rows into the scrollback, and rows of a live region left there are stale copies nothing erases."""
+    return max(0, min(TAIL_ROWS, (height - 1 - below) // 2))
+
+
+def one_row(text: Text) -> Text:
+    """A line the region keeps on one row at any width (cut with an ellipsis), never wrapped to two."""
+    text.no_wrap, text.overflow = True, "ellipsis"
+    return text
+
+
 class StepStatus:
     """A rich renderable redrawn a few times a second by rich.live.Live."""
 
@@ -59,19 +75,25 @@ class StepStatus:
             bits.append(self.hint)
         return Text(" · ".join(bits), style="dim")
 
-    def tail(self, height: int) -> Text:
-        """The last lines written, to fit the screen above the status line."""
+    def tail(self, height: int, console: Console | None = None, width: int = 0) -> Text:
+        """The last ``height`` rows written; with a console, wrapped at ``width`` here, so each row is
+        one screen row that no later redraw at another width can turn into two."""
         text = Text()
         for kind, part in self.parts:
             text.append(part, style="dim italic" if kind == "reasoning" else "")
-        lines = text.split("\n", allow_blank=True)
         keep = max(height, 0)
-        return Text("\n").join(lines[-keep:]) if keep and text.plain.strip() else Text()
+        if not keep or not text.plain.strip():
+            return Text()
+        rows: list[Text] = []
+        for line in text.split("\n", allow_blank=True):
+            rows.extend(line.wrap(console, width, overflow="fold") if console is not None and width > 0 and line.plain
+                        else [line])
+        return Text("\n", no_wrap=True, overflow="crop").join(rows[-keep:])
 
     def __rich_console__(self, console: Console, options):  # type: ignore[no-untyped-def]
-        below = self.below()
-        tail = self.tail((options.height or console.height) - 2 - len(below))
-        status = Text.assemble(self.spinner.render(self.clock()), " ", self.line())
+        below = [one_row(row) for row in self.below()]
+        tail = self.tail(tail_rows(options.height or console.height, len(below)), console, options.max_width)
+        status = one_row(Text.assemble(self.spinner.render(self.clock()), " ", self.line()))
         yield Group(*([tail] if tail.plain else []), status, *below)
 
     def below(self) -> list[Text]:
