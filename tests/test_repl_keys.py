@@ -165,3 +165,21 @@ def test_enter_during_a_turn_queues_a_message_shown_under_the_status_line_and_se
     screen = screen_text(child)
     assert f"{PROMPT} then the next" in screen and "oops" not in screen.split("First done.")[1]
     assert "queued:" not in screen  # the live region, with its queue, is gone
+
+
+def test_ctrl_g_writes_the_prompt_in_the_editor_and_enter_sends_what_it_saved(calc_repo, tmp_path, isolated_home):
+    editor = tmp_path / "editor.sh"  # an editor that appends a line to the draft it is handed, and saves
+    editor.write_text('#!/bin/sh\nprintf \'%s then edited\\n\' "$(cat "$1")" > "$1"\n')
+    editor.chmod(0o755)
+    child = spawn_repl(calc_repo, "--model", f"replay:{replay_file(tmp_path, 'Got it.')}", VISUAL="", EDITOR=str(editor))
+    child.expect_exact(PROMPT)
+    child.send("typed here")
+    child.send("\x07")  # Ctrl-G
+    wait_screen(child, f"{PROMPT} typed here then edited")
+    child.send("\r")
+    child.expect_exact("Got it.")
+    child.expect_exact(PROMPT)
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    [trajectory] = (isolated_home / ".local" / "state" / "clovercode" / "trajectories").glob("*.jsonl")
+    assert "typed here then edited" in trajectory.read_text()  # what the model was sent
