@@ -132,5 +132,13 @@ def test_engine_compile_is_a_setting_like_the_others(tmp_path):
 def test_weights_load_straight_onto_the_gpu():
     on_gpu = weights_kwargs(torch.bfloat16, "cuda:1", False)
     assert on_gpu == {"dtype": torch.bfloat16, "trust_remote_code": False, "attn_implementation": "sdpa",
-                      "device_map": "cuda:1"}
+                      "use_kernels": False, "device_map": "cuda:1"}
     assert "device_map" not in weights_kwargs(torch.float32, "cpu", True)
+
+
+def test_no_load_fetches_kernels_from_the_hub():
+    """transformers 5.25 turns Hub kernels on by default where the `kernels` package is installed: on the
+    H200 (offline) every load failed with "Version 2 of 'kernels-community/rotary' is not available"."""
+    for device in ("cpu", "cuda"):
+        for trust in (False, True):
+            assert weights_kwargs(torch.bfloat16, device, trust)["use_kernels"] is False

@@ -265,8 +265,14 @@ def _weights_error() -> type[Exception]:
 def weights_kwargs(dtype: Any, device: str, trust: bool) -> dict[str, Any]:
     """``from_pretrained`` arguments. Off the CPU the weights go straight to the device
     (``device_map``, through accelerate), shard by shard in the chosen dtype: a 35B model is never
-    all in host RAM first. On the CPU transformers' plain path loads them where they stay."""
-    kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": trust, "attn_implementation": "sdpa"}
+    all in host RAM first. On the CPU transformers' plain path loads them where they stay.
+
+    ``use_kernels=False``: from 5.25, transformers fetches and runs kernels from the Hugging Face Hub
+    at load time by default wherever the ``kernels`` package is installed. That is code neither the
+    user nor the model folder supplied (and offline it fails the load); the fast GPU paths come from
+    the locally installed ``gpu`` extra instead."""
+    kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": trust, "attn_implementation": "sdpa",
+                              "use_kernels": False}
     if device != "cpu":
         kwargs["device_map"] = device
     return kwargs
@@ -383,7 +389,8 @@ def convert_gguf(gguf: Path, cache_root: Path, step: Any = lambda text: None) ->
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
+                                                                     use_kernels=False)
         # The weights are dequantized by now; drop the GGUF marker so the plain tensors can be saved.
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
