@@ -22,6 +22,9 @@ def spawn_repl(repo: Path, *args: str, timeout: float = 60, cols: int = COLS, si
     """The REPL on a pty of ROWS x ``cols``; ``sized_by_env`` also exports COLUMNS and LINES, which fix
     the size rich draws at (a shell does not export them: a test of resizing must not either)."""
     size = {"COLUMNS": str(cols), "LINES": str(ROWS)} if sized_by_env else {}
+    # COLORFGBG names a dark background, as many terminals do: the REPL then asks pexpect's pty (which
+    # never answers) nothing about its background. COLORFGBG="" makes it ask (tests/test_theme.py).
+    env = {"COLORFGBG": "15;0", **env}
     environment = cli_env(PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", **size, **env)
     for name in () if sized_by_env else ("COLUMNS", "LINES"):
         environment.pop(name, None)

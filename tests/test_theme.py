@@ -66,3 +66,34 @@ def test_the_theme_comes_from_the_setting_or_colorfgbg():
     assert pick_theme("light", {}) == "light" and pick_theme("dark", {"COLORFGBG": "0;15"}) == "dark"
     assert pick_theme("auto", {"COLORFGBG": "0;15"}) == "light" and pick_theme("auto", {"COLORFGBG": "15;default;0"}) == "dark"
     assert pick_theme("auto", {}) == "dark"
+
+
+@pytest.mark.parametrize("answer, shown", [
+    ("\x1b]11;rgb:ffff/ffff/fafa\x1b\\\x1b[?62;22c", "light (the terminal's background)"),
+    ("\x1b]11;rgb:1e1e/1e1e/2e2e\x07\x1b[?1;2c", "dark (the terminal's background)"),
+    ("\x1b[?1;2c", "dark (the default: the terminal did not say)"),  # no OSC 11: the DA1 answer ends the wait
+], ids=["light", "dark", "no-osc-11"])
+def test_without_colorfgbg_the_repl_asks_the_terminal_for_its_background(calc_repo, tmp_path, answer, shown):
+    import pexpect
+    from pty_screen import PROMPT, screen_text, spawn_repl, wait_screen
+
+    (tmp_path / "r.jsonl").write_text('{"text": "unused"}\n')
+    child = spawn_repl(calc_repo, "--model", f"replay:{tmp_path / 'r.jsonl'}", COLORFGBG="")
+    child.expect_exact("\x1b]11;?")  # the question, before the prompt
+    child.send(answer)
+    child.expect_exact(PROMPT)
+    child.sendline("/status")
+    wait_screen(child, shown)
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    assert f"{PROMPT} /status" in screen_text(child)  # nothing of the answer reached the input line
+
+
+def test_a_terminals_answer_is_read_as_a_colour():
+    from clovercode.ui.termquery import is_light, parse_background
+
+    assert parse_background(b"\x1b]11;rgb:ffff/ffff/ffff\x07") == (1.0, 1.0, 1.0)
+    assert parse_background(b"\x1b]11;rgb:ff/80/00\x1b\\")[1] == pytest.approx(128 / 255)
+    assert parse_background(b"\x1b[?1;2c") is None
+    assert is_light((1.0, 1.0, 0.98)) and is_light((0.9, 0.9, 0.9)) and not is_light((0.12, 0.12, 0.18))
+    assert not is_light((0.0, 0.0, 0.0)) and not is_light((0.3, 0.3, 0.3))

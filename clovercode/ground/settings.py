@@ -57,7 +57,7 @@ SETTINGS: tuple[Setting, ...] = (
             "on top of clovercode's own state and the credential stores it always hides."),
     Setting("sandbox_show", list, (), "Paths under ~/ sandboxed commands may read (the home is hidden but for "
             "toolchain caches; the credential stores stay hidden). Your own config only."),
-    Setting("ui.theme", str, "auto", "Colours for a dark or light terminal; auto reads COLORFGBG (dark when unset).",
+    Setting("ui.theme", str, "auto", "Colours for a dark or light terminal; auto reads COLORFGBG, else asks the terminal (dark when neither says).",
             choices=("auto", "dark", "light")),
     Setting("approval", str, "suggest", "When to ask before acting (REPL; `fix` is always full-auto).", choices=APPROVAL_MODES),
     # subagents: the task tool (docs/subagents.md)

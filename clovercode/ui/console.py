@@ -17,11 +17,12 @@ from rich.segment import Segment
 
 from clovercode.trust.terminal import inert
 from clovercode.ui.glyphs import fit, is_unicode
-from clovercode.ui.theme import pick_theme, remap
+from clovercode.ui.theme import choose_theme, remap
 
 
 class InertConsole(Console):
     theme_name = "dark"  # ui/theme.py: "light" remaps the colours for a light background
+    theme_reason = "the default"  # why: ui.theme, COLORFGBG, the terminal's background (/status says)
 
     def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
         unicode = is_unicode(self.encoding)  # else marks fall back to ASCII, other characters to "?"
@@ -34,10 +35,24 @@ class InertConsole(Console):
             yield segment if text is segment.text and style is segment.style else Segment(text, style)
 
 
-def use_theme(console: Console, setting: str, env: Mapping[str, str]) -> None:
-    """Set ``console``'s theme from ``ui.theme`` (auto: the terminal's COLORFGBG)."""
-    if isinstance(console, InertConsole):
-        console.theme_name = pick_theme(setting, env)
+def use_theme(console: Console, setting: str, env: Mapping[str, str], ask_terminal: bool = False) -> None:
+    """Set ``console``'s theme from ``ui.theme`` (auto: the terminal's COLORFGBG, else, with
+    ``ask_terminal`` where stdin and the console are the terminal, its answer about its background)."""
+    if not isinstance(console, InertConsole):
+        return
+    ask = None
+    if ask_terminal and console.is_terminal and not console.is_dumb_terminal:
+        def ask() -> bool | None:
+            import sys
+
+            from clovercode.ui.termquery import is_light, query_background
+
+            try:
+                rgb = query_background(sys.stdin.fileno(), console.file.fileno())
+            except (AttributeError, ValueError, OSError):  # a stream without a descriptor
+                return None
+            return None if rgb is None else is_light(rgb)
+    console.theme_name, console.theme_reason = choose_theme(setting, env, ask)
 
 
 def make_console(*, stderr: bool = False) -> Console:

@@ -1,13 +1,13 @@
 """Light and dark terminals: the 16 colours the UI names (yellow headings, green `+` lines, cyan
 names, Markdown's code on black) are remapped per theme so that every text is at least 4.5:1
 against the background with the xterm palette (tests/test_theme.py computes it from this table).
-``ui.theme``: auto (from COLORFGBG, which many terminals set: "15;0" is light text on black), dark or
-light. The remap happens where every segment passes (ui/console.InertConsole)."""
+``ui.theme``: auto (from COLORFGBG, which many terminals set: "15;0" is light text on black, else
+the terminal's own answer about its background, ui/termquery.py), dark or light. The remap happens where every segment passes (ui/console.InertConsole)."""
 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Mapping
+from typing import Callable, Mapping
 
 from rich.color import Color, ColorType
 from rich.style import Style
@@ -26,12 +26,22 @@ BACKGROUNDS: dict[str, dict[int, int]] = {"dark": {}, "light": {0: 255, 8: 255}}
 
 def pick_theme(setting: str, env: Mapping[str, str]) -> str:
     """dark or light: the setting, or for auto the background COLORFGBG names (dark when unknown)."""
+    return choose_theme(setting, env)[0]
+
+
+def choose_theme(setting: str, env: Mapping[str, str],
+                 ask: Callable[[], "bool | None"] | None = None) -> tuple[str, str]:
+    """(dark or light, why): the setting; for auto the background COLORFGBG names, else what ``ask``
+    (the terminal, ui/termquery.py: light or not, None when it did not say) answers; else dark."""
     if setting in ("dark", "light"):
-        return setting
+        return setting, "ui.theme"
     last = env.get("COLORFGBG", "").split(";")[-1].strip()
     if last.isdigit():
-        return "light" if int(last) in (7, 15) or 9 <= int(last) <= 14 else "dark"
-    return "dark"
+        return ("light" if int(last) in (7, 15) or 9 <= int(last) <= 14 else "dark"), "COLORFGBG"
+    light = ask() if ask is not None else None
+    if light is not None:
+        return ("light" if light else "dark"), "the terminal's background"
+    return "dark", "the default: the terminal did not say"
 
 
 def _swap(color: Color | None, table: dict[int, int]) -> Color | None:

@@ -233,8 +233,8 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
 
     from clovercode.ui.console import use_theme
 
-    use_theme(console, cfg["ui.theme"], os.environ)
     tty = sys.stdin.isatty() and sys.stdout.isatty()
+    use_theme(console, cfg["ui.theme"], os.environ, ask_terminal=tty)
     screen = Screen(live=LiveStatus(console, hint=ESC_HINT if tty else CTRL_C_HINT))
     if tty:
         from clovercode.ui.keys import KeyWatcher

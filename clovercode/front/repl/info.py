@@ -67,7 +67,8 @@ def status_command(repl: "Repl", _: str) -> bool:
              ("session", session.session_id or "(not saved yet: no task has run)"),
              ("this session", f"{repl.tasks} task{'s' if repl.tasks != 1 else ''} · {repl.steps} steps · tokens "
                               f"{repl.prompt_tokens} in / {repl.completion_tokens} out"),
-             ("limits", f"--max-steps {repl.cfg['max_steps']} · --max-time {repl.cfg['max_time']:g}s")]
+             ("limits", f"--max-steps {repl.cfg['max_steps']} · --max-time {repl.cfg['max_time']:g}s"),
+             ("theme", f"{getattr(console, 'theme_name', 'dark')} ({getattr(console, 'theme_reason', 'the default')})")]
     line = context_line(session)
     if line:
         rows.append(("context", line.removeprefix("context ")))
