@@ -47,6 +47,50 @@ def test_a_hostile_template_stops_fast_and_small(source):
     assert peak < 64 * 2**20
 
 
+TRACED = """
+import sys, time
+from clovercode.engine.template import Limits, TemplateLimit, render
+
+def greedy(frame, event, arg):  # like coverage.py's C tracer: puts itself back on every call
+    if event == "call":
+        sys.settrace(greedy)
+    return None
+
+sys.settrace(greedy)
+started = time.monotonic()
+try:
+    render(%r, {"messages": []}, Limits(chars=1_000_000, seconds=0.3))
+except TemplateLimit as exc:
+    print("stopped:", exc, round(time.monotonic() - started, 1))
+"""
+
+
+def test_a_tracer_that_puts_itself_back_does_not_lift_the_time_limit():
+    """The deadline was a trace function: coverage.py's tracer replaced it, and the nested loops ran for hours."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", TRACED % ATTACKS["nested loops"]], capture_output=True, text=True,
+                          timeout=60, env=cli_env())
+    assert "stopped: the template ran past its time limit of 0.3 s" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_deadline_that_fires_as_the_render_ends_raises_nothing_afterwards():
+    """Renders about as long as their deadline: each ends whole or with the time limit, and no raise
+    the timer fired at the edge comes out later, in code that has nothing to do with templates."""
+    loop = "{% for i in range(300) %}{{ i }}{% endfor %}"
+    outcomes = set()
+    for attempt in range(300):
+        try:
+            render(loop, {"messages": CONVERSATION}, Limits(seconds=0.0001 * (attempt % 10 + 1)))
+            outcomes.add("whole")
+        except TemplateLimit as exc:
+            assert "time limit" in str(exc)
+            outcomes.add("stopped")
+        total = sum(range(20_000))  # bytecodes enough for a pending raise to land, had one been left
+    assert total == 199990000 and outcomes <= {"whole", "stopped"}  # which of them depends on the load
+
+
 def test_an_honest_template_renders_as_transformers_renders_it():
     from transformers import AutoTokenizer
 

@@ -143,31 +143,66 @@ def _compiled(source: str, limits: Limits) -> jinja2.Template:
 def render(source: str, variables: Mapping[str, Any], limits: Limits = Limits()) -> str:
     """``source`` rendered with ``variables`` within ``limits``; a TemplateLimit when it goes past one."""
     template = _compiled(source, limits)
-    deadline = time.monotonic() + limits.seconds
-    previous = sys.gettrace()
-
-    # the template's compiled code runs in frames named "<template>": only they pay for the check
-    def local(frame: Any, event: str, arg: Any) -> Any:
-        if time.monotonic() > deadline:
-            raise TemplateLimit(f"the template ran past its time limit of {limits.seconds:g} s")
-        return local
-
-    def tracer(frame: Any, event: str, arg: Any) -> Any:
-        if frame.f_code.co_filename == "<template>":
-            return local(frame, event, arg)
-        return previous(frame, event, arg) if previous is not None else None
-
     parts, total = [], 0
-    sys.settrace(tracer)
     try:
-        for part in template.generate(**variables):
-            total += len(part)
-            if total > limits.chars:
-                raise TemplateLimit(f"the template wrote more than {limits.chars:,} characters")
-            parts.append(part)
-    finally:
-        sys.settrace(previous)
+        with _Deadline(limits.seconds):
+            for part in template.generate(**variables):
+                total += len(part)
+                if total > limits.chars:
+                    raise TemplateLimit(f"the template wrote more than {limits.chars:,} characters")
+                parts.append(part)
+    except _TimeUp:
+        raise TemplateLimit(f"the template ran past its time limit of {limits.seconds:g} s") from None
     return "".join(parts)
+
+
+class _TimeUp(TemplateLimit):
+    """Raised in the rendering thread by :class:`_Deadline` (an asynchronous exception takes no arguments)."""
+
+
+class _Deadline:
+    """At ``seconds``, :class:`_TimeUp` is raised in the thread that entered, between two of its bytecodes,
+    by a timer thread (CPython's ``PyThreadState_SetAsyncExc``, the call a debugger's "raise here" uses).
+    Not a trace function: a tracer that puts itself back on every call (coverage.py's does) silently
+    removed the old trace-hook deadline, and a template then ran for hours. One long C-level operation is
+    bounded by the size checks, not by this. A raise that fires as the render ends lands inside it, so none escapes."""
+
+    def __init__(self, seconds: float):
+        import threading
+
+        self.seconds, self.lock, self.fired, self.done = seconds, threading.Lock(), False, False
+        self.thread = threading.get_ident()
+        self.timer = threading.Timer(seconds, self._fire)
+        self.timer.daemon = True
+
+    def _fire(self) -> None:
+        with self.lock:
+            if not self.done:
+                self.fired = True
+                _set_async_exc(self.thread, _TimeUp)
+
+    def __enter__(self) -> "_Deadline":
+        self.timer.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: Any) -> None:
+        try:  # a raise fired as the render ended lands in here, and stops here
+            self.timer.cancel()
+            with self.lock:
+                self.done = True
+                pending = self.fired and kind is not _TimeUp
+            for _ in range(10_000 if pending else 0):  # bytecodes for it to land on
+                pass
+        except _TimeUp:
+            pass
+        # Never PyThreadState_SetAsyncExc(thread, NULL) to take a raise back: on 3.11 it leaves the
+        # interpreter's "something pending" flag set, and under a tracer the thread hangs in its next call.
+
+
+def _set_async_exc(thread: int, exc: type[BaseException]) -> None:
+    import ctypes
+
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread), ctypes.py_object(exc))
 
 
 def chat_variables(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
