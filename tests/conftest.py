@@ -23,6 +23,21 @@ REAL_HOME = Path(os.environ.get(REAL_HOME_VARIABLE) or os.environ.get("HOME") or
 REAL_HOME_WATCH = pytest.StashKey["realhome.Watch"]()
 STAND_IN_HOME = pytest.StashKey[Path]()
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def threads_per_worker() -> int:
+    """CPU threads one xdist worker's math may use: the cores shared out among the workers (at least 1).
+    Two workers that each start torch, OpenMP and llama.cpp with a thread per core, on two cores, spend
+    the difference spinning against each other."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // workers) if workers else cores
+
+
+# Set before any test module imports torch; subprocesses (the CLI, serve, llama.cpp) inherit it.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_name, str(threads_per_worker()))
 EXAMPLES = REPO_ROOT / "examples"
 SLOW_TESTS = Path(__file__).resolve().parent / "slow_tests.txt"
 
@@ -39,6 +54,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.nodeid in slow or item.nodeid.split("::", 1)[0] in slow:
             item.add_marker(pytest.mark.slow)
+    if getattr(config.option, "dist", "no") == "loadfile":
+        from schedule import longest_first
+
+        longest_first(items)
 
 
 @pytest.fixture(autouse=True)

@@ -20,6 +20,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from conftest import threads_per_worker
+
 START_TIMEOUT = 180.0  # seconds; loading a 135M model takes ~2 s, a loaded CI machine much longer
 _EVALUATED = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens to eval")
 _PROMPT_EVAL = re.compile(r"prompt eval time = .*?/\s*(\d+) tokens")
@@ -43,7 +45,7 @@ class LlamaServer:
         self.port = free_port()
         self.log_path = log
         self.args = [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf()), "--host", "127.0.0.1",
-                     "--port", str(self.port), "--n_ctx", str(n_ctx), "--n_threads", "2"]
+                     "--port", str(self.port), "--n_ctx", str(n_ctx), "--n_threads", str(threads_per_worker())]
         if chat_format:
             self.args += ["--chat_format", chat_format]
         self.proc: subprocess.Popen | None = None
