@@ -118,11 +118,7 @@ def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err
                 session.close()
                 raise
     except CloverError as exc:
-        if writer is None:
-            raise
-        report_to(err, exc)
-        writer.fail(str(exc), int(exc.exit_code))
-        return int(exc.exit_code)
+        return _failed(exc, writer, err)
     if cfg["sandbox"] == "none":
         err.print(f"[bold red]{NO_SANDBOX_WARNING}[/]", highlight=False, soft_wrap=True)
         if writer is not None:  # a script reads the stream, not stderr
@@ -138,11 +134,7 @@ def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err
     try:
         result = session.run_task(task, sink)
     except CloverError as exc:
-        if writer is None:
-            raise
-        report_to(err, exc)
-        writer.fail(str(exc), int(exc.exit_code))
-        return int(exc.exit_code)
+        return _failed(exc, writer, err)
     finally:
         session.close()
     code = exit_code_for(result.stop.value, result.signal)
@@ -167,3 +159,13 @@ def report_to(err: Console, exc: CloverError) -> None:
 def exec_config(base: Config, approval: str | None) -> Config:
     """exec is full-auto unless told otherwise: the user's REPL approval setting is for the REPL."""
     return base.with_overrides({"approval": approval or "full-auto"}, "flag" if approval else "exec (full-auto)")
+
+
+def _failed(exc: CloverError, writer: "JsonEventWriter | None", err: Console) -> int:
+    """A run that could not start or go on: with --json, the error event and its exit code; else raised
+    for the CLI's own error report."""
+    if writer is None:
+        raise exc
+    report_to(err, exc)
+    writer.fail(str(exc), int(exc.exit_code))
+    return int(exc.exit_code)
