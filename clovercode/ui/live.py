@@ -85,7 +85,7 @@ class StepStatus:
         if not keep or not text.plain.strip():
             return Text()
         rows: list[Text] = []
-        for line in text.split("\n", allow_blank=True):
+        for line in text.split("\n", allow_blank=True)[-keep:]:  # each line is a row or more: the last keep suffice
             rows.extend(line.wrap(console, width, overflow="fold") if console is not None and width > 0 and line.plain
                         else [line])
         return Text("\n", no_wrap=True, overflow="crop").join(rows[-keep:])
