@@ -27,7 +27,6 @@ from clovercode.toolcalls.schemas import load_tool_specs
 from clovercode.ground.taskinput import check_task
 from clovercode.trust.terminal import inert
 from clovercode.ui.jsonevents import JsonEventWriter
-from clovercode.ui.render import ConsoleRenderer
 
 
 def exit_code_for(stop: str, signum: int | None = None) -> int:
@@ -127,6 +126,8 @@ def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err
     if writer is not None:
         sink = writer
     else:
+        from clovercode.ui.render import ConsoleRenderer  # the human renderer: --json never loads it
+
         sink = ConsoleRenderer(err)
     ask.sink = sink
     if cfg["approval"] == PLAN:  # read only (the approver refuses changes); the model is told why

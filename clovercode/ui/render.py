@@ -13,9 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from rich.console import Console
-from rich.markdown import Markdown
 from rich.markup import escape
-from rich.syntax import Syntax
 from rich.text import Text
 
 from clovercode.trust.terminal import inert
@@ -77,6 +75,8 @@ def print_markdown(console: Console, text: str) -> None:
     """Markdown on a terminal; for a log or a pipe the source itself is the readable form (rich
     would pad every paragraph to the width)."""
     if console.is_terminal:
+        from rich.markdown import Markdown  # markdown_it and pygments: loaded at the first answer shown
+
         console.print(Markdown(inert(text), code_theme="ansi_dark", hyperlinks=False))
     else:
         console.print(Text(inert(text)), soft_wrap=True)
@@ -156,6 +156,8 @@ class ConsoleRenderer:
         self.console.print(f"  {mark} {head}" if ok else f"  {mark} [red]{head}[/]", soft_wrap=True)
         if diff:
             if diff not in self.screen.approved_diffs:  # shown at the approval already: once is enough
+                from rich.syntax import Syntax  # pygments: loaded at the first diff shown
+
                 self.console.print(Syntax(inert(diff), "diff", theme="ansi_dark", background_color="default"))
             self.screen.approved_diffs.discard(diff)
             return
