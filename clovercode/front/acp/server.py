@@ -238,7 +238,7 @@ class CloverAgent:
 
     def _after_turn(self, live: LiveSession) -> None:
         """How full the window is, and the session's title (its first task) with the time of this turn."""
-        window = usage(live.session)
+        window = usage(live.session, live.mapper.model_window if live.mapper is not None else None)
         if window is not None:
             live.post_update(window)
         live.post_update({"sessionUpdate": "session_info_update", "title": live_title(live),
