@@ -283,7 +283,8 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
         from clovercode.front.repl.completion import FileLister, ReplCompleter
 
         lines = tty_lines(cfg, ReplCompleter(lambda: [*repl.commands, *repl.custom], FileLister(session.root)),
-                          typed_ahead=repl.typed_ahead, modes=repl.modes)
+                          typed_ahead=repl.typed_ahead, modes=repl.modes,
+                          theme=getattr(console, "theme_name", "dark"))
     else:
         lines = plain_lines()
     try:
