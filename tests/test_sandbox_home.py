@@ -1,7 +1,7 @@
 """The sandbox hides the home directory: real bubblewrap over a fake home holding marker secrets.
 
-Only the toolchain caches of sandbox/home.toml, the home's toolchains on PATH and a credential-free
-copy of ~/.gitconfig come back; `sandbox_show` (the user's config) adds paths, and the credential
+Only the toolchain caches of sandbox/home.toml, the PATH directories in the home and a copy of
+~/.gitconfig rebuilt from an allowlist come back; `sandbox_show` (the user's config) adds paths, and the credential
 stores of sandbox/secrets.toml stay hidden whatever is shown. The world lives under /var/tmp so
 that the private /tmp is not what hides it."""
 
@@ -135,7 +135,8 @@ def test_sandbox_show_is_the_users_alone(tmp_path):
         user_shown({"sandbox_show": ["/etc"]})  # type: ignore[arg-type]
 
 
-def test_the_interpreter_a_project_venv_was_made_from_comes_back(tmp_path):
+def test_the_interpreter_a_project_venv_was_made_from_comes_back_only_by_the_users_word(tmp_path):
+    # pyvenv.cfg is the project's: it could name any directory of the home (see test_sandbox_home_allowlist.py)
     from clovercode.sandboxing.survey import survey
 
     home = Path(tempfile.mkdtemp(prefix="clovercode-home-", dir="/var/tmp"))
@@ -145,7 +146,11 @@ def test_the_interpreter_a_project_venv_was_made_from_comes_back(tmp_path):
         project = tmp_path / "proj"
         (project / ".venv").mkdir(parents=True)
         (project / ".venv" / "pyvenv.cfg").write_text(f"home = {python}\ninclude-system-site-packages = false\n")
-        layout = survey(load_policy("workspace-write"), project, project, {"HOME": str(home), "PATH": "/usr/bin"})
-        assert str(home) in layout.homes and str(home / "tools") in layout.home_visible
+        env = {"HOME": str(home), "PATH": "/usr/bin"}
+        layout = survey(load_policy("workspace-write"), project, project, env)
+        assert str(home) in layout.homes and not any(p.startswith(str(home / "tools")) for p in layout.home_visible)
+        policy = load_policy("workspace-write")
+        shown = dataclasses.replace(policy, home_visible=(*policy.home_visible, "~/tools/py312"))
+        assert str(home / "tools/py312") in survey(shown, project, project, env).home_visible
     finally:
         shutil.rmtree(home, ignore_errors=True)

@@ -12,6 +12,7 @@ from typing import Mapping
 
 from clovercode.ground.errors import SandboxUnavailable
 from clovercode.sandboxing.argv import Layout
+from clovercode.sandboxing.envstores import env_stores, may_hide
 from clovercode.sandboxing.policy import Policy, expand_patterns, home_dirs
 from clovercode.trust.paths import runs_outside_paths
 
@@ -42,12 +43,14 @@ def survey(policy: Policy, project: Path, cwd: Path, env: Mapping[str, str]) -> 
     # A toolchain that lives under /tmp or a masked directory (a CI checkout's virtualenv in /tmp,
     # say) would vanish behind the private /tmp: keep it visible, read-only.
     exposed += [path for path in _toolchain(env) if _hidden_below(path, root, masked)]
-    homes, shown, scrub = _home(policy, root, masked, env)
+    stores = _existing(expand_patterns(policy.hidden, home_dirs(env)))
+    homes, shown, scrub = _home(policy, root, masked, env, [os.path.realpath(p) for p in stores])
     hidden_dirs, hidden_files = [], []
-    for path in _existing(expand_patterns(policy.hidden, home_dirs(env))):
+    moved = [p for p in env_stores(env, home_dirs(env)) if os.path.lexists(p)]
+    for path in [*stores, *moved]:
         real = os.path.realpath(path)
-        if _within(root, real):
-            continue  # hiding it would hide the project itself
+        if not may_hide(real, root):
+            continue  # hiding it would hide the project itself, or break every command
         if not _visible(real, root, masked):
             continue
         (hidden_dirs if os.path.isdir(real) else hidden_files).append(real)
@@ -57,8 +60,15 @@ def survey(policy: Policy, project: Path, cwd: Path, env: Mapping[str, str]) -> 
                   tuple(dict.fromkeys(exposed)), homes=homes, home_visible=shown, scrub=tuple(dict.fromkeys(scrub)))
 
 
-def _home(policy: Policy, root: str, masked: list[str], env: Mapping[str, str]) -> tuple[tuple[str, ...], tuple[str, ...], list[str]]:
-    """(homes to hide, what of them comes back read-only, git config files there to show scrubbed)."""
+def _home(policy: Policy, root: str, masked: list[str], env: Mapping[str, str],
+          stores: list[str]) -> tuple[tuple[str, ...], tuple[str, ...], list[str]]:
+    """(homes to hide, what of them comes back read-only, git config files there to show rebuilt).
+
+    What comes back is exact paths from the user and clovercode, never from the project: the
+    shipped list and the user's ``sandbox_show``, each ``PATH`` directory under the home as itself,
+    and the prefix of the interpreter clovercode runs on. Nothing is widened to the home's
+    top-level directory that holds it (``~/.local/bin`` is not ``~/.local``), and nothing inside a
+    credential store (``stores``, resolved) comes back."""
     homes = []
     for home in home_dirs(env):
         real = os.path.realpath(home)
@@ -74,30 +84,39 @@ def _home(policy: Policy, root: str, masked: list[str], env: Mapping[str, str]) 
         # a link is not followed: its target would show without the hidden list applied to it
         if real == os.path.abspath(path) and any(_within(real, h) for h in homes):
             shown.append(real)
-    for path in [*_toolchain(env), *_venv_bases(root, env)]:  # the home's directory that holds one: ~/.pyenv, ~/.cargo
-        for home in homes:
-            if _within(path, home) and path != home and not _within(path, root):
-                shown.append(os.path.join(home, os.path.relpath(path, home).split(os.sep)[0]))
+    for path in _toolchain_in_home(env, homes):
+        if not _within(path, root) and not any(_within(path, store) for store in stores):
+            shown.append(path)
     shown = [p for p in dict.fromkeys(shown) if not any(_within(p, q) and p != q for q in shown)]
     scrub = [os.path.realpath(p) for p in _existing(expand_patterns(policy.home_scrubbed, tuple(homes)))
              if os.path.isfile(p)]
     return tuple(homes), tuple(shown), [p for p in scrub if any(_within(p, h) for h in homes)]
 
 
-def _venv_bases(root: str, env: Mapping[str, str]) -> list[str]:
-    """The interpreters the project's virtualenv (or the active one) was made from (pyvenv.cfg ``home``)."""
+def _toolchain_in_home(env: Mapping[str, str], homes: list[str]) -> list[str]:
+    """The exact directories under a home that the user's ``PATH`` and clovercode's interpreter run
+    from. A ``PATH`` entry is that directory alone; an interpreter (or a virtualenv's ``bin`` on
+    ``PATH``) is its prefix, unless the prefix is a top-level directory of the home (a Python built
+    with ``--prefix=~/.local``), where only its ``bin`` and ``lib`` come back. A project's
+    ``pyvenv.cfg`` is not read: the project would choose what of the home it sees."""
     found = []
-    for venv in (os.path.join(root, ".venv"), os.path.join(root, "venv"), env.get("VIRTUAL_ENV", "")):
-        try:
-            with open(os.path.join(venv, "pyvenv.cfg"), encoding="utf-8") as handle:
-                lines = handle.read(4096).splitlines()
-        except (OSError, UnicodeDecodeError):
+    paths = [os.path.realpath(p) for p in env.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
+    prefixes = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)]
+    prefixes += [os.path.dirname(p) for p in paths
+                 if os.path.basename(p) == "bin" and os.path.isfile(os.path.join(os.path.dirname(p), "pyvenv.cfg"))]
+    for path in [*paths, os.path.dirname(os.path.realpath(sys.executable))]:
+        home = next((h for h in homes if _within(path, h) and path != h), None)
+        if home is not None and os.path.isdir(path):
+            found.append(path)
+    for prefix in prefixes:
+        home = next((h for h in homes if _within(prefix, h) and prefix != h), None)
+        if home is None or not os.path.isdir(prefix):
             continue
-        for line in lines:
-            key, _, value = line.partition("=")
-            if key.strip() == "home" and os.path.isabs(value.strip()):
-                found.append(os.path.realpath(value.strip()))
-    return found
+        if os.path.dirname(prefix) != home:
+            found.append(prefix)
+        else:
+            found += [os.path.join(prefix, d) for d in ("bin", "lib", "lib64") if os.path.isdir(os.path.join(prefix, d))]
+    return list(dict.fromkeys(found))
 
 
 def _git_config(root: str) -> list[str]:
