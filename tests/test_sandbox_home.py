@@ -19,7 +19,7 @@ from conftest import git, make_git_repo
 from clovercode.executors.bwrap import BwrapExecutor
 from clovercode.sandboxing.argv import Layout, bwrap_argv
 from clovercode.sandboxing.policy import Policy, load_policy
-from clovercode.trust.gitsafe import scrub_config_text
+from clovercode.trust.gitconfigcopy import rebuild_config
 
 MARK = "marker-secret-7c2e"
 # the list and then some: each must read as nothing inside the sandbox
@@ -114,11 +114,10 @@ def test_argv_hides_the_home_then_binds_back_then_covers_whole_list():
     ]
 
 
-def test_scrubbed_config_keeps_everything_but_credentials():
-    assert scrub_config_text(GITCONFIG) == "[user]\n\tname = Me\n\temail = me@example.invalid\n[credential]\n" \
-                                           '[http "https://github.com/"]\n[alias]\n\tst = status\n'
-    text = '[remote "origin"]\n\turl = https://u:pw@github.com/o/r.git\n\tfetch = x\n[credential] helper = a\\\n b\n'
-    assert scrub_config_text(text) == '[remote "origin"]\n\tfetch = x\n[credential]\n'
+def test_the_copy_of_gitconfig_keeps_identity_and_aliases_and_nothing_else():
+    entries = [("user.name", "Me"), ("user.email", "me@example.invalid"), ("credential.helper", "store"),
+               ("http.https://github.com/.extraheader", f"AUTHORIZATION: basic {MARK}"), ("alias.st", "status")]
+    assert rebuild_config(entries) == '[user]\n\tname = "Me"\n\temail = "me@example.invalid"\n[alias]\n\tst = "status"\n'
 
 
 def test_sandbox_show_is_the_users_alone(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Mapping
@@ -54,7 +55,7 @@ def survey(policy: Policy, project: Path, cwd: Path, env: Mapping[str, str]) -> 
         if not _visible(real, root, masked):
             continue
         (hidden_dirs if os.path.isdir(real) else hidden_files).append(real)
-    scrub += _git_config(root)
+    scrub += [p for p in _git_config(root) if _visible(p, root, masked)]
     return Layout(root, here, tuple(read_only), tuple(dict.fromkeys(pinned)), tuple(absent),
                   tuple(dict.fromkeys(hidden_dirs)), tuple(dict.fromkeys(hidden_files)), tuple(masked),
                   tuple(dict.fromkeys(exposed)), homes=homes, home_visible=shown, scrub=tuple(dict.fromkeys(scrub)))
@@ -120,17 +121,40 @@ def _toolchain_in_home(env: Mapping[str, str], homes: list[str]) -> list[str]:
 
 
 def _git_config(root: str) -> list[str]:
-    """The config file of the git repository holding ``root`` (shown scrubbed: a checkout may have
-    left a token header in it)."""
+    """The config files git reads for the repository holding ``root``: its ``config`` and, with
+    ``extensions.worktreeConfig``, ``config.worktree`` (shown rebuilt: a checkout may have left a
+    token there). For a linked worktree or a submodule (a ``.git`` file) they lie in the git
+    directory it names, which git tells."""
     here = root
     while True:
         dotgit = os.path.join(here, ".git")
-        if os.path.isdir(dotgit):
-            config = os.path.join(dotgit, "config")
-            return [config] if os.path.isfile(config) and not os.path.islink(config) else []
-        if os.path.lexists(dotgit) or os.path.dirname(here) == here:
-            return []  # a worktree's or submodule's .git file: its config lies outside the project
+        if os.path.isdir(dotgit) and not os.path.islink(dotgit):
+            return _config_files(dotgit, dotgit)
+        if os.path.lexists(dotgit):
+            return _linked_config(here)
+        if os.path.dirname(here) == here:
+            return []
         here = os.path.dirname(here)
+
+
+def _linked_config(top: str) -> list[str]:
+    try:
+        proc = subprocess.run(["git", "-C", top, "-c", "core.fsmonitor=false", "rev-parse", "--path-format=absolute",
+                               "--git-dir", "--git-common-dir"], capture_output=True, text=True, timeout=30,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    lines = proc.stdout.splitlines()
+    if proc.returncode != 0 or len(lines) != 2:
+        return []
+    return _config_files(os.path.realpath(lines[1]), os.path.realpath(lines[0]))
+
+
+def _config_files(common: str, gitdir: str) -> list[str]:
+    found = [os.path.join(common, "config"), os.path.join(common, "config.worktree"),
+             os.path.join(gitdir, "config.worktree")]
+    # a link is not followed: covering its target would cover a file elsewhere
+    return [p for p in dict.fromkeys(found) if os.path.isfile(p) and not os.path.islink(p)]
 
 
 def remove_created(layout: Layout) -> list[str]:
