@@ -44,9 +44,11 @@ class FileGuard:
             outside = tuple(os.path.realpath(os.path.join(top, rel)) for rel in found.all)
             why = tuple((os.path.realpath(os.path.join(top, rel)), reason) for rel, reason in load_runs_commands().items())
         # stores the environment moves (KUBECONFIG, GH_CONFIG_DIR …), as written and resolved, glob-safe
-        from clovercode.sandboxing.envstores import env_stores
+        from clovercode.sandboxing.envstores import env_stores, may_hide
 
-        moved = env_stores(os.environ if env is None else env, homes)
+        project = os.path.realpath(root) if root is not None else None
+        moved = [p for p in env_stores(os.environ if env is None else env, homes)
+                 if may_hide(os.path.realpath(p), project)]  # one holding the project would refuse all of it
         moved = tuple(glob.escape(p) for p in dict.fromkeys([*moved, *(os.path.realpath(p) for p in moved)]))
         return cls(load_tool_refused(), (*expand_patterns((*load_hidden(), *extra), homes), *moved, *GIT_CONFIG_FILES),
                    outside, why)

@@ -66,9 +66,9 @@ def _paths(value: str, homes: tuple[str, ...]) -> list[str]:
     return out
 
 
-def may_hide(path: str, project: str) -> bool:
-    """Whether hiding ``path`` (resolved) leaves the sandbox usable: never the project or a directory
-    holding it, never "/" or a top-level system directory (``FOO_CONFIG_DIR=/etc`` is a mistake,
-    not a store)."""
-    holds = project == path or project.startswith(path.rstrip("/") + "/")
+def may_hide(path: str, project: str | None) -> bool:
+    """Whether hiding ``path`` (resolved) leaves the sandbox and the file tools usable: never the
+    project or a directory holding it, never "/" or a top-level system directory
+    (``FOO_CONFIG_DIR=/etc`` is a mistake, not a store)."""
+    holds = project is not None and (project == path or project.startswith(path.rstrip("/") + "/"))
     return not holds and os.path.dirname(path) != path and os.path.dirname(path) != "/"
