@@ -28,6 +28,7 @@ def covered(layout: Layout) -> Iterator[Layout]:
             # allowlist let through, never the original file
             copy = Path(scratch) / f"{index}.config"
             copy.write_text(rebuilt_copy(Path(path)), encoding="utf-8", errors="surrogateescape")
-            os.chmod(copy, 0o444)
+            # yours alone outside; inside, the read-only bind answers a write with "Read-only file system"
+            os.chmod(copy, 0o600)
             covers.append((str(copy), path))
         yield dataclasses.replace(layout, covers=tuple(covers))

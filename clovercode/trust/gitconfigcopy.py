@@ -12,6 +12,7 @@ fragment. docs/security.md, "Git config in the sandbox", gives the reason for ea
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -241,5 +242,16 @@ def read_entries(path: Path) -> list[Entry]:
 
 
 def rebuilt_copy(path: Path) -> str:
-    """The text of ``path`` rebuilt from the allowlist (what a sandboxed command reads there)."""
-    return rebuild_config(read_entries(path))
+    """The text of ``path`` rebuilt from the allowlist (what a sandboxed command reads there). Every
+    sandboxed command asks for the same few files: the answer is kept while the file's identity,
+    size and change times stay (whatever it is, it passed the allowlist)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ""
+    return _rebuilt(str(path), (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+
+
+@functools.lru_cache(maxsize=32)
+def _rebuilt(path: str, stamp: tuple[int, int, int, int]) -> str:
+    return rebuild_config(read_entries(Path(path)))

@@ -250,7 +250,7 @@ def check_layout(where: Path, entries: Iterable[ConfigEntry], base: Mapping[str,
     theirs = {e.key.lower(): e for e in entries if e.scope not in USER_SCOPES and e.key.lower() in LAYOUT_KEYS}
     if not theirs:
         return
-    top = _dotgit_top(Path(os.path.realpath(where)))
+    top = dotgit_top(Path(os.path.realpath(where)))
     if top is None:
         return  # a bare repository, or not one: nothing to move
     bare = theirs.get("core.bare")
@@ -269,7 +269,7 @@ def check_layout(where: Path, entries: Iterable[ConfigEntry], base: Mapping[str,
         raise _moved(top, "core.worktree", moved.value)
 
 
-def _dotgit_top(path: Path) -> Path | None:
+def dotgit_top(path: Path) -> Path | None:
     """The nearest directory at or above ``path`` holding a ``.git`` entry; None inside a git
     directory or outside a repository."""
     for here in (path, *path.parents):
