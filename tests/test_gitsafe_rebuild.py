@@ -172,3 +172,15 @@ def test_a_submodules_own_core_worktree_is_accepted(tmp_path):
     assert "core.worktree=" in git(top / "lib", "config", "--list", "--local")  # git set it itself
     found_top, _ = runs_outside(top / "lib", [".github/workflows"])
     assert found_top == (top / "lib").resolve()
+
+
+def test_a_linked_worktrees_config_in_the_common_git_directory_is_rebuilt_too(world):
+    base, home, _ = world
+    main = make_git_repo(base / "main")
+    with open(main / ".git/config", "a") as config:
+        config.write(PLANTED)
+    git(main, "worktree", "add", "-q", str(base / "linked"), "-b", "side")
+    linked = base / "linked"
+    result = executor(home, linked).run(f"git config --list; cat {main}/.git/config; git status", linked, 60)
+    assert [token for token in TOKENS if token in result.output] == []
+    assert "On branch side" in result.output

@@ -122,3 +122,32 @@ def test_a_store_variable_never_hides_the_project_or_a_system_directory(world):
            "X_CREDENTIALS": "/"}
     layout = survey(load_policy("workspace-write"), project, project, env)
     assert not {"/usr", "/", str(project.parent)} & set(layout.hidden_dirs)
+
+
+def test_a_store_a_variable_names_inside_the_project_is_hidden_and_refused_by_the_file_tools(world):
+    from clovercode.actions.guards import FileGuard
+
+    _, home, project = world
+    creds = project / "gha-creds-1234.json"  # where google-github-actions/auth writes it: the workspace
+    creds.write_text(f'{{"private_key": "{MARK}"}}\n')
+    env = {"GOOGLE_APPLICATION_CREDENTIALS": str(creds), "HOME": str(home), "PATH": "/usr/bin"}
+    assert MARK not in run(home, project, f"cat {creds.name} 2>&1; echo done", GOOGLE_APPLICATION_CREDENTIALS=str(creds))
+    guard = FileGuard.from_policy_data(env, project)
+    assert guard.is_secret(creds.resolve()) and not guard.is_secret((project / "app.py").resolve())
+    # a variable naming the project (or a directory holding it) refuses nothing of it
+    holding = FileGuard.from_policy_data({**env, "TOOL_CONFIG_DIR": str(project.parent)}, project)
+    assert not holding.is_secret((project / "app.py").resolve())
+
+
+def test_the_interpreter_clovercode_runs_on_comes_back_as_its_prefix_alone(world, monkeypatch):
+    import sys
+
+    _, home, project = world
+    for rel in (".local/bin", ".local/lib/python3.12", "py/venvs/tool/bin", "py/venvs/other"):
+        (home / rel).mkdir(parents=True, exist_ok=True)
+    monkeypatch.setattr(sys, "prefix", str(home / "py/venvs/tool"))
+    monkeypatch.setattr(sys, "base_prefix", str(home / ".local"))  # a Python built with --prefix=~/.local
+    monkeypatch.setattr(sys, "executable", str(home / "py/venvs/tool/bin/python"))
+    shown = set(survey(load_policy("workspace-write"), project, project, {"HOME": str(home), "PATH": "/usr/bin"}).home_visible)
+    assert {str(home / "py/venvs/tool"), str(home / ".local/bin"), str(home / ".local/lib")} <= shown
+    assert not {str(home / ".local"), str(home / "py"), str(home / "py/venvs")} & shown
