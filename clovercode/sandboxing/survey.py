@@ -18,6 +18,7 @@ from clovercode.sandboxing.policy import Policy, expand_patterns, home_dirs
 from clovercode.trust.paths import runs_outside_paths
 
 PRIVATE_TMP = "/tmp"
+SYSTEM_GITCONFIG = "/etc/gitconfig"
 
 
 def survey(policy: Policy, project: Path, cwd: Path, env: Mapping[str, str]) -> Layout:
@@ -56,6 +57,8 @@ def survey(policy: Policy, project: Path, cwd: Path, env: Mapping[str, str]) -> 
             continue
         (hidden_dirs if os.path.isdir(real) else hidden_files).append(real)
     scrub += [p for p in _git_config(root) if _visible(p, root, masked)]
+    # git's system config (Debian's, and most distributions' place for it) is shown rebuilt too
+    scrub += [p for p in (SYSTEM_GITCONFIG,) if os.path.isfile(p) and not os.path.islink(p) and _visible(p, root, masked)]
     return Layout(root, here, tuple(read_only), tuple(dict.fromkeys(pinned)), tuple(absent),
                   tuple(dict.fromkeys(hidden_dirs)), tuple(dict.fromkeys(hidden_files)), tuple(masked),
                   tuple(dict.fromkeys(exposed)), homes=homes, home_visible=shown, scrub=tuple(dict.fromkeys(scrub)))
