@@ -139,15 +139,18 @@ def test_a_store_a_variable_names_inside_the_project_is_hidden_and_refused_by_th
     assert not holding.is_secret((project / "app.py").resolve())
 
 
-def test_the_interpreter_clovercode_runs_on_comes_back_as_its_prefix_alone(world, monkeypatch):
+def test_no_interpreter_prefix_in_the_home_comes_back_on_its_own(world, monkeypatch):
+    # sys.base_prefix is read from a virtualenv's pyvenv.cfg: run from a project's .venv, the project names it
     import sys
 
     _, home, project = world
     for rel in (".local/bin", ".local/lib/python3.12", "py/venvs/tool/bin", "py/venvs/other"):
         (home / rel).mkdir(parents=True, exist_ok=True)
+    (home / "py/venvs/tool/pyvenv.cfg").write_text("home = /usr/bin\n")
     monkeypatch.setattr(sys, "prefix", str(home / "py/venvs/tool"))
-    monkeypatch.setattr(sys, "base_prefix", str(home / ".local"))  # a Python built with --prefix=~/.local
+    monkeypatch.setattr(sys, "base_prefix", str(home / ".local"))
     monkeypatch.setattr(sys, "executable", str(home / "py/venvs/tool/bin/python"))
-    shown = set(survey(load_policy("workspace-write"), project, project, {"HOME": str(home), "PATH": "/usr/bin"}).home_visible)
-    assert {str(home / "py/venvs/tool"), str(home / ".local/bin"), str(home / ".local/lib")} <= shown
-    assert not {str(home / ".local"), str(home / "py"), str(home / "py/venvs")} & shown
+    env = {"HOME": str(home), "PATH": f"{home}/py/venvs/tool/bin:/usr/bin"}
+    shown = set(survey(load_policy("workspace-write"), project, project, env).home_visible)
+    assert str(home / "py/venvs/tool/bin") in shown  # the PATH entry, alone
+    assert not {str(home / p) for p in (".local", "py", "py/venvs", "py/venvs/tool")} & shown

@@ -69,8 +69,8 @@ def _home(policy: Policy, root: str, masked: list[str], env: Mapping[str, str],
     """(homes to hide, what of them comes back read-only, git config files there to show rebuilt).
 
     What comes back is exact paths from the user and clovercode, never from the project: the
-    shipped list and the user's ``sandbox_show``, each ``PATH`` directory under the home as itself,
-    and the prefix of the interpreter clovercode runs on. Nothing is widened to the home's
+    shipped list and the user's ``sandbox_show``, and each ``PATH`` directory under the home as
+    itself. Nothing is widened to the home's
     top-level directory that holds it (``~/.local/bin`` is not ``~/.local``), and nothing inside a
     credential store (``stores``, resolved) comes back."""
     homes = []
@@ -98,28 +98,16 @@ def _home(policy: Policy, root: str, masked: list[str], env: Mapping[str, str],
 
 
 def _toolchain_in_home(env: Mapping[str, str], homes: list[str]) -> list[str]:
-    """The exact directories under a home that the user's ``PATH`` and clovercode's interpreter run
-    from. A ``PATH`` entry is that directory alone; an interpreter (or a virtualenv's ``bin`` on
-    ``PATH``) is its prefix, unless the prefix is a top-level directory of the home (a Python built
-    with ``--prefix=~/.local``), where only its ``bin`` and ``lib`` come back. A project's
-    ``pyvenv.cfg`` is not read: the project would choose what of the home it sees."""
+    """The ``PATH`` directories under a home, each alone (``~/.cargo/bin``, never ``~/.cargo``).
+
+    No interpreter prefix comes back on its own: a project's ``pyvenv.cfg`` names one (and so
+    would choose what of the home it sees), and even clovercode's own ``sys.base_prefix`` is read
+    from a virtualenv's ``pyvenv.cfg``. Interpreters under the home come back through the shipped
+    list (pyenv, uv, conda, pipx …) or the user's ``sandbox_show``; those outside it are visible."""
     found = []
-    paths = [os.path.realpath(p) for p in env.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
-    prefixes = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)]
-    prefixes += [os.path.dirname(p) for p in paths
-                 if os.path.basename(p) == "bin" and os.path.isfile(os.path.join(os.path.dirname(p), "pyvenv.cfg"))]
-    for path in [*paths, os.path.dirname(os.path.realpath(sys.executable))]:
-        home = next((h for h in homes if _within(path, h) and path != h), None)
-        if home is not None and os.path.isdir(path):
+    for path in (os.path.realpath(p) for p in env.get("PATH", "").split(os.pathsep) if os.path.isabs(p)):
+        if any(_within(path, h) and path != h for h in homes) and os.path.isdir(path):
             found.append(path)
-    for prefix in prefixes:
-        home = next((h for h in homes if _within(prefix, h) and prefix != h), None)
-        if home is None or not os.path.isdir(prefix):
-            continue
-        if os.path.dirname(prefix) != home:
-            found.append(prefix)
-        else:
-            found += [os.path.join(prefix, d) for d in ("bin", "lib", "lib64") if os.path.isdir(os.path.join(prefix, d))]
     return list(dict.fromkeys(found))
 
 
