@@ -4,6 +4,7 @@ host secrets they must not read, and read-before-edit (a file must be viewed, un
 from __future__ import annotations
 
 import fnmatch
+import glob
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +14,8 @@ from clovercode.actions.toolerror import ToolError
 
 # A repository's config is where a checkout leaves a token (http.*.extraheader, a password in a URL);
 # sandboxed commands see it scrubbed (sandboxing/scrub.py), the file tools not at all.
-GIT_CONFIG_FILES = ("*/.git/config", "*/.git/worktrees/*/config.worktree", "*/.git/modules/*config")
+GIT_CONFIG_FILES = ("*/.git/config", "*/.git/config.worktree", "*/.git/worktrees/*/config.worktree",
+                    "*/.git/modules/*config")
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,15 @@ class FileGuard:
             top, found = runs_outside(root, load_runs_outside())
             outside = tuple(os.path.realpath(os.path.join(top, rel)) for rel in found.all)
             why = tuple((os.path.realpath(os.path.join(top, rel)), reason) for rel, reason in load_runs_commands().items())
-        return cls(load_tool_refused(), (*expand_patterns((*load_hidden(), *extra), homes), *GIT_CONFIG_FILES), outside, why)
+        # stores the environment moves (KUBECONFIG, GH_CONFIG_DIR …), as written and resolved, glob-safe
+        from clovercode.sandboxing.envstores import env_stores, may_hide
+
+        project = os.path.realpath(root) if root is not None else None
+        moved = [p for p in env_stores(os.environ if env is None else env, homes)
+                 if may_hide(os.path.realpath(p), project)]  # one holding the project would refuse all of it
+        moved = tuple(glob.escape(p) for p in dict.fromkeys([*moved, *(os.path.realpath(p) for p in moved)]))
+        return cls(load_tool_refused(), (*expand_patterns((*load_hidden(), *extra), homes), *moved, *GIT_CONFIG_FILES),
+                   outside, why)
 
     def check_read(self, path: Path, shown: str) -> None:
         if self.is_secret(path):

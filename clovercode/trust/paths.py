@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from clovercode.trust.gitsafe import check_layout, dotgit_top, read_config
 from clovercode.trust.projectview import ProjectView
 
 HUSKY_HOOKS = "_"  # husky >= 9 points core.hooksPath at .husky/_, whose scripts run .husky/<hook>
@@ -90,7 +91,9 @@ def git_layout(path: Path) -> tuple[Path, Path] | None:
     """(top of the work tree ``path`` is in, the absolute directory git runs hooks from), or None
     outside a work tree. Asked of git itself (``rev-parse --git-path hooks``), so core.hooksPath
     from any config file and its relative-path rule count exactly as for ``git commit``; rev-parse
-    runs no hooks and no fsmonitor."""
+    runs no hooks and no fsmonitor. A VcsError when the repository's own config moves the work
+    tree (``core.worktree``, ``core.bare``): every guard computed from this would protect another
+    directory."""
     try:
         proc = subprocess.run(["git", "-C", str(path), "-c", "core.fsmonitor=false", "rev-parse",
                                "--path-format=absolute", "--show-toplevel", "--git-path", "hooks"],
@@ -99,7 +102,10 @@ def git_layout(path: Path) -> tuple[Path, Path] | None:
         return None
     lines = proc.stdout.splitlines()
     if proc.returncode != 0 or len(lines) != 2 or not all(lines):
+        check_layout(path, read_config(path), os.environ)  # a bare-declared tree fails here: say why
         return None
+    if os.path.realpath(lines[0]) != str(dotgit_top(Path(os.path.realpath(path)))):
+        check_layout(path, read_config(path), os.environ)  # the config read only when git's top is not .git's
     return Path(lines[0]), Path(lines[1])
 
 
