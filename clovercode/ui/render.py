@@ -152,7 +152,11 @@ class ConsoleRenderer:
         lines = inert(text).splitlines() or [""]
         mark = "[green]✓[/]" if ok else "[red]✗[/]"
         diff = data.get("diff") if ok else None
-        head = escape(lines[0].removesuffix(":") if diff else lines[0])  # the colon introduced the diff the model reads
+        head = lines[0].removesuffix(":") if diff else lines[0]  # the colon introduced the diff the model reads
+        if not ok:  # the red mark says it failed; the words the model reads speak of "the user", not to them
+            head = head.removeprefix("Error: ")
+            head = "You declined" + head[len("The user declined"):] if head.startswith("The user declined") else head
+        head = escape(head)
         self.console.print(f"  {mark} {head}" if ok else f"  {mark} [red]{head}[/]", soft_wrap=True)
         if diff:
             if diff not in self.screen.approved_diffs:  # shown at the approval already: once is enough
