@@ -13,7 +13,7 @@ from typing import Mapping
 from clovercode.ground.errors import SandboxUnavailable
 from clovercode.sandboxing.argv import Layout
 from clovercode.sandboxing.policy import Policy, expand_patterns, home_dirs
-from clovercode.trust.paths import runs_outside_paths
+from clovercode.trust.paths import protected_on_disk, runs_outside_entries
 
 PRIVATE_TMP = "/tmp"
 
@@ -27,9 +27,15 @@ def survey(policy: Policy, project: Path, cwd: Path, env: Mapping[str, str]) -> 
     if not _within(here, root):
         here = root
     read_only, absent = [], []
-    protected = [os.path.join(root, rel) for rel in policy.read_only]
+    patterns = [(root, rel) for rel in policy.read_only]
     if policy.runs_outside:  # CI definitions and the tree's hooks directory: git tells where that is
-        protected += runs_outside_paths(Path(root), policy.runs_outside)
+        patterns += runs_outside_entries(Path(root), policy.runs_outside)
+    # The spelling as listed (bound when it exists, removed afterwards when a command makes it), and
+    # every spelling already on disk that names the same file on some checkout (`.VSCode`, `.Envrc`,
+    # each `.lintstagedrc*`): one file on macOS and Windows, so read-only here too.
+    present = protected_on_disk(root, patterns)
+    protected = [os.path.join(base, rel) for base, rel in patterns if not glob.has_magic(rel)]
+    protected = [p for p in protected if _within(p, root)] + present
     for path in dict.fromkeys(protected):
         if os.path.exists(path):
             read_only.append(path)
@@ -54,7 +60,8 @@ def survey(policy: Policy, project: Path, cwd: Path, env: Mapping[str, str]) -> 
     scrub += _git_config(root)
     return Layout(root, here, tuple(read_only), tuple(dict.fromkeys(pinned)), tuple(absent),
                   tuple(dict.fromkeys(hidden_dirs)), tuple(dict.fromkeys(hidden_files)), tuple(masked),
-                  tuple(dict.fromkeys(exposed)), homes=homes, home_visible=shown, scrub=tuple(dict.fromkeys(scrub)))
+                  tuple(dict.fromkeys(exposed)), homes=homes, home_visible=shown, scrub=tuple(dict.fromkeys(scrub)),
+                  protected_patterns=tuple(patterns), protected_present=tuple(present))
 
 
 def _home(policy: Policy, root: str, masked: list[str], env: Mapping[str, str]) -> tuple[tuple[str, ...], tuple[str, ...], list[str]]:
@@ -121,7 +128,11 @@ def remove_created(layout: Layout) -> list[str]:
     afterwards keeps hooks and start-up files planted by a command from ever running outside.
     """
     removed = []
-    for path in layout.absent_protected:
+    # A new spelling of a protected path (`.VSCode/tasks.json`, `.lintstagedrc.json`) is the
+    # protected file on another checkout: gone too, like the listed spelling.
+    made = [p for p in protected_on_disk(layout.project, layout.protected_patterns)
+            if p not in layout.protected_present and p not in layout.read_only]
+    for path in dict.fromkeys((*layout.absent_protected, *made)):
         # Through a parent the command turned into a symlink (`ln -s ~/.config .config`), the
         # path may name a host file the command could not have written: never delete outside.
         path = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
