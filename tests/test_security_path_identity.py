@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import git, make_git_repo
 from fake_github import fake_github, github_api  # noqa: F401 - fixtures
-from test_fix_e2e import bare, github, project  # noqa: F401 - fixtures
+from test_fix_e2e import github, project  # noqa: F401 - fixtures
 from test_security_ci_files import call, remote_branches, replay_with, run_fix
 
 from clovercode.actions.context import ToolContext, ToolError

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import glob
 import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Mapping
@@ -14,6 +13,7 @@ from clovercode.ground.errors import SandboxUnavailable
 from clovercode.sandboxing.argv import Layout
 from clovercode.sandboxing.policy import Policy, expand_patterns, home_dirs
 from clovercode.trust.paths import protected_on_disk, runs_outside_entries
+from clovercode.trust.treewalk import remove_tree
 
 PRIVATE_TMP = "/tmp"
 
@@ -139,7 +139,10 @@ def remove_created(layout: Layout) -> list[str]:
         if not _within(path, layout.project) or not os.path.lexists(path):
             continue
         if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
+            try:  # iterative: a command can make the tree 1,100 levels deep
+                remove_tree(layout.project, os.path.relpath(path, layout.project).split(os.sep))
+            except OSError:
+                pass
         else:
             try:
                 os.unlink(path)
