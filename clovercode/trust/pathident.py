@@ -64,7 +64,7 @@ def first_covering(path: str, entries: Iterable[str]) -> str | None:
     return next((entry for entry in entries if covers(path, entry)), None)
 
 
-def on_disk(base: str, entry: str, limit: int = 256, cache: dict[str, list[tuple[str, str]]] | None = None) -> list[str]:
+def on_disk(base: str, entry: str, limit: int = 256, cache: dict | None = None) -> list[str]:
     """The existing paths below ``base`` (a real directory) that name ``entry`` on some checkout: every
     spelling in any case or normal form, every name its wildcards match. Directories on the way are
     entered only when they are real directories (never a link), so nothing outside ``base`` is named;
@@ -76,10 +76,15 @@ def on_disk(base: str, entry: str, limit: int = 256, cache: dict[str, list[tuple
     for depth, pattern in enumerate(patterns):
         last = depth == len(patterns) - 1
         nxt: list[str] = []
+        magic = any(ch in pattern for ch in "*?[")
         for directory in found:
-            for name, named in _listing(directory, cache):
-                if len(nxt) >= limit or not (named == pattern or fnmatch.fnmatchcase(named, pattern)):
-                    continue
+            keyed, index = _listing(directory, cache)
+            # a literal entry is one lookup by key; only the few wildcard entries look at every name
+            candidates = ([name for name, named in keyed if fnmatch.fnmatchcase(named, pattern)] if magic
+                          else index.get(pattern, []))
+            for name in candidates:
+                if len(nxt) >= limit:
+                    break
                 path = os.path.join(directory, name)
                 if not last:
                     try:
@@ -94,12 +99,18 @@ def on_disk(base: str, entry: str, limit: int = 256, cache: dict[str, list[tuple
     return found
 
 
-def _listing(directory: str, cache: dict[str, list[tuple[str, str]]]) -> list[tuple[str, str]]:
+def _listing(directory: str, cache: dict[str, tuple[list[tuple[str, str]], dict[str, list[str]]]],
+             ) -> tuple[list[tuple[str, str]], dict[str, list[str]]]:
+    """(each name with its key, names by key) of ``directory``, listed once per cache."""
     if directory not in cache:
         try:
             with os.scandir(directory) as entries:
                 names = sorted(e.name for e in entries)
         except OSError:
             names = []
-        cache[directory] = [(name, _component(key(name))) for name in names]
+        keyed = [(name, _component(key(name))) for name in names]
+        index: dict[str, list[str]] = {}
+        for name, named in keyed:
+            index.setdefault(named, []).append(name)
+        cache[directory] = (keyed, index)
     return cache[directory]

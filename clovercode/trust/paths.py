@@ -131,7 +131,7 @@ def runs_outside_entries(root: Path, entries: Iterable[str]) -> list[tuple[str, 
 def protected_on_disk(root: str, patterns: Iterable[tuple[str, str]]) -> list[str]:
     """Every existing path inside ``root`` that names one of ``patterns`` ((base, entry) pairs) on
     some checkout: `.VSCode` as well as `.vscode`, each `.lintstagedrc*`."""
-    cache: dict[str, list[tuple[str, str]]] = {}
+    cache: dict = {}  # each directory listed once for all entries
     out = []
     for base, rel in patterns:
         out += [path for path in on_disk(base, rel, cache=cache)
