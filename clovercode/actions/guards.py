@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Mapping
 
 from clovercode.actions.toolerror import ToolError
+from clovercode.trust import pathident
 
 # A repository's config is where a checkout leaves a token (http.*.extraheader, a password in a URL);
 # sandboxed commands see it scrubbed (sandboxing/scrub.py), the file tools not at all.
@@ -59,21 +60,24 @@ class FileGuard:
 
     def check_write(self, root: Path, path: Path, shown: str) -> None:
         rel = path.relative_to(root.resolve()).as_posix() if path != root.resolve() else ""
+        # Compared by identity, not spelling (trust/pathident.py): `.Git/hooks` and `.VSCode/tasks.json`
+        # are the protected files themselves once the change reaches a macOS or Windows checkout.
+        names = [pathident.key(part) for part in rel.split("/")]
         for entry in self.refused:
-            hit = (entry in rel.split("/")) if "/" not in entry else (rel == entry or rel.startswith(entry + "/"))
+            hit = (pathident.key(entry) in names) if "/" not in entry else pathident.under(rel, entry)
             if hit:
                 raise ToolError(f"'{shown}' is protected ({entry}): clovercode does not change it, because it can run "
                                 "code or change settings outside the sandbox. Ask the user to make this change.")
         self.check_read(path, shown)
         text = str(path)
         for entry, reason in self.why:
-            if text == entry or text.startswith(entry.rstrip("/") + "/") or entry.startswith(text.rstrip("/") + "/"):
+            if pathident.covers(text, entry):
                 raise ToolError(f"'{shown}' makes another tool run commands on the user's machine ({reason}), so "
                                 "clovercode does not change it. Leave it as it is and say in your summary what should "
                                 "change there; the user can make the change, or allow it with `clovercode fix "
                                 "--allow-ci-changes`.")
         for entry in self.runs_outside:
-            if text == entry or text.startswith(entry.rstrip("/") + "/"):
+            if pathident.under(text, entry):
                 raise ToolError(f"'{shown}' is a CI definition or git hook: it runs outside the sandbox (in CI with the "
                                 "repository's secrets, or on the user's next git commit), so clovercode does not change "
                                 "it. Leave it as it is and say in your summary what should change there; the user can "

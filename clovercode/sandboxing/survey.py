@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import glob
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,8 @@ from clovercode.ground.errors import SandboxUnavailable
 from clovercode.sandboxing.argv import Layout
 from clovercode.sandboxing.envstores import env_stores, may_hide
 from clovercode.sandboxing.policy import Policy, expand_patterns, home_dirs
-from clovercode.trust.paths import runs_outside_paths
+from clovercode.trust.paths import protected_on_disk, runs_outside_entries
+from clovercode.trust.treewalk import remove_tree
 
 PRIVATE_TMP = "/tmp"
 SYSTEM_GITCONFIG = "/etc/gitconfig"
@@ -30,9 +30,15 @@ def survey(policy: Policy, project: Path, cwd: Path, env: Mapping[str, str]) -> 
     if not _within(here, root):
         here = root
     read_only, absent = [], []
-    protected = [os.path.join(root, rel) for rel in policy.read_only]
+    patterns = [(root, rel) for rel in policy.read_only]
     if policy.runs_outside:  # CI definitions and the tree's hooks directory: git tells where that is
-        protected += runs_outside_paths(Path(root), policy.runs_outside)
+        patterns += runs_outside_entries(Path(root), policy.runs_outside)
+    # The spelling as listed (bound when it exists, removed afterwards when a command makes it), and
+    # every spelling already on disk that names the same file on some checkout (`.VSCode`, `.Envrc`,
+    # each `.lintstagedrc*`): one file on macOS and Windows, so read-only here too.
+    present = protected_on_disk(root, patterns)
+    protected = [os.path.join(base, rel) for base, rel in patterns if not glob.has_magic(rel)]
+    protected = [p for p in protected if _within(p, root)] + present
     for path in dict.fromkeys(protected):
         if os.path.exists(path):
             read_only.append(path)
@@ -61,7 +67,8 @@ def survey(policy: Policy, project: Path, cwd: Path, env: Mapping[str, str]) -> 
     scrub += [p for p in (SYSTEM_GITCONFIG,) if os.path.isfile(p) and not os.path.islink(p) and _visible(p, root, masked)]
     return Layout(root, here, tuple(read_only), tuple(dict.fromkeys(pinned)), tuple(absent),
                   tuple(dict.fromkeys(hidden_dirs)), tuple(dict.fromkeys(hidden_files)), tuple(masked),
-                  tuple(dict.fromkeys(exposed)), homes=homes, home_visible=shown, scrub=tuple(dict.fromkeys(scrub)))
+                  tuple(dict.fromkeys(exposed)), homes=homes, home_visible=shown, scrub=tuple(dict.fromkeys(scrub)),
+                  protected_patterns=tuple(patterns), protected_present=tuple(present))
 
 
 def _home(policy: Policy, root: str, masked: list[str], env: Mapping[str, str],
@@ -155,14 +162,21 @@ def remove_created(layout: Layout) -> list[str]:
     afterwards keeps hooks and start-up files planted by a command from ever running outside.
     """
     removed = []
-    for path in layout.absent_protected:
+    # A new spelling of a protected path (`.VSCode/tasks.json`, `.lintstagedrc.json`) is the
+    # protected file on another checkout: gone too, like the listed spelling.
+    made = [p for p in protected_on_disk(layout.project, layout.protected_patterns)
+            if p not in layout.protected_present and p not in layout.read_only]
+    for path in dict.fromkeys((*layout.absent_protected, *made)):
         # Through a parent the command turned into a symlink (`ln -s ~/.config .config`), the
         # path may name a host file the command could not have written: never delete outside.
         path = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
         if not _within(path, layout.project) or not os.path.lexists(path):
             continue
         if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
+            try:  # iterative: a command can make the tree 1,100 levels deep
+                remove_tree(layout.project, os.path.relpath(path, layout.project).split(os.sep))
+            except OSError:
+                pass
         else:
             try:
                 os.unlink(path)
