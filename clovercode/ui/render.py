@@ -157,7 +157,8 @@ class ConsoleRenderer:
             head = head.removeprefix("Error: ")
             head = "You declined" + head[len("The user declined"):] if head.startswith("The user declined") else head
         head = escape(head)
-        self.console.print(f"  {mark} {head}" if ok else f"  {mark} [red]{head}[/]", soft_wrap=True)
+        # on a terminal rich wraps at words (the terminal's own wrap split "read|ing"); a log keeps whole lines
+        self.console.print(f"  {mark} {head}" if ok else f"  {mark} [red]{head}[/]", soft_wrap=not self.console.is_terminal)
         if diff:
             if diff not in self.screen.approved_diffs:  # shown at the approval already: once is enough
                 from rich.syntax import Syntax  # pygments: loaded at the first diff shown
@@ -166,7 +167,7 @@ class ConsoleRenderer:
             self.screen.approved_diffs.discard(diff)
             return
         for line in lines[1:OBS_PREVIEW_LINES]:
-            self.console.print(f"    [dim]{escape(line)}[/]", soft_wrap=True)
+            self.console.print(f"    [dim]{escape(line)}[/]", soft_wrap=not self.console.is_terminal)
         if len(lines) > OBS_PREVIEW_LINES:
             number = self.screen.observation_count()
             more = f"… {len(lines) - OBS_PREVIEW_LINES} more lines"
