@@ -157,11 +157,26 @@ def test_a_child_budget_is_a_share_of_the_parents_and_enforced(project):
                        {"one": looks, "two": ["fine"]})
     result, sink = run_session(session_with(project, backend, max_tokens=100000, **{"subagents.max_steps": 2}))
     started = {s["description"]: s for s in sink.of("subagent_started")}
-    assert started["one"]["limits"]["max_steps"] == 2 and started["one"]["limits"]["max_tokens"] == 50000
+    # what the parent has left (100000 less its first turn's 110 tokens), split between the two
+    assert started["one"]["limits"]["max_steps"] == 2 and started["one"]["limits"]["max_tokens"] == (100000 - 110) // 2
     done = {d["description"]: d for d in sink.of("subagent_completed")}
     assert done["one"]["stop_reason"] == "max_steps" and done["one"]["steps"] == 2
     report = [o for o in sink.of("observation") if o["name"] == "task"][0]
     assert not report["ok"] and "stopped: reached the step limit (2 steps)" in report["text"]
+    # the children's tokens are the parent's: two parent turns, two turns of one child, one of the other
+    assert (result.prompt_tokens, result.completion_tokens) == (5 * 100, 5 * 10)
+
+
+def test_children_get_what_is_left_of_the_parents_steps_and_time_and_none_when_nothing_is(project):
+    backend = Scripted([tool_call_text("view_file", path="src/a.py"), task("one", "x"), task("two", "y")],
+                       {"one": ["one done"], "two": ["never"]})
+    result, sink = run_session(session_with(project, backend, max_steps=3, max_time=50))
+    started = sink.of("subagent_started")
+    assert len(started) == 1 and started[0]["limits"]["max_steps"] == 1  # step 2 of 3: one left
+    assert 0 < started[0]["limits"]["max_time"] < 50
+    refused = [o for o in sink.of("observation") if o["name"] == "task"][1]
+    assert not refused["ok"] and "no steps left for a subagent" in refused["text"]
+    assert result.stop.value == "max_steps"
 
 
 def test_a_writing_child_changes_only_inside_its_paths_and_the_parent_sees_the_change(project):
@@ -251,7 +266,7 @@ def test_sigterm_stops_every_child_and_the_json_contract_holds(project, tmp_path
         validator.validate(event)
     done = [e for e in events if e["type"] == "subagent_completed"]
     assert code == 143 and [e["type"] for e in events[-2:]] == ["error", "run_completed"]
-    assert sorted(e["stop_reason"] for e in done) == ["interrupted", "interrupted"]
+    assert sorted(e["stop_reason"] for e in done) == ["cancelled", "cancelled"]  # stopped by their parent
     calls = {e["id"] for e in events if e["type"] == "tool_call"}
     assert calls == {e["id"] for e in events if e["type"] == "observation"} and len(calls) == 2
 
@@ -405,7 +420,7 @@ def test_cancelling_at_a_childs_question_cancels_the_whole_run(project):
     assert asked == ["edit src/a.py"] and result.stop.value == "interrupted"
     assert "cancelled by the user at an approval prompt" in result.detail
     assert (project / "src" / "a.py").read_text() == "def a():\n    return 1\n"
-    assert sink.of("subagent_completed")[0]["stop_reason"] == "interrupted"
+    assert sink.of("subagent_completed")[0]["stop_reason"] == "cancelled"
 
 
 def test_the_parents_hooks_see_a_childs_calls(project):
