@@ -434,3 +434,32 @@ def test_the_parents_hooks_see_a_childs_calls(project):
     seen = [e for e in lines if e["kind"] == "observation" and e["name"] == "view_file"][0]
     assert not seen["ok"] and "children may not look" in seen["text"]
     assert [h["event"] for h in sink.of("hook")] == ["pre_tool_use"]  # told in the parent's stream
+
+
+@pytest.mark.parametrize("mode", ["read-only", "plan"])
+def test_an_editors_read_only_and_plan_modes_refuse_a_writing_child_before_it_starts(project, tmp_path, mode):
+    """ACP: the session's approver carries the editor's mode, so the task tool refuses a child with
+    write rights before it starts (before, it started and only its writes were refused)."""
+    import asyncio
+
+    from clovercode.front.acp.outbox import Outbox
+    from clovercode.front.acp.server import CloverAgent
+
+    model = replay(tmp_path / "r.jsonl",
+                   (None, task("fix a", "make a() return 3", paths='["src/a.py"]', write="true")),
+                   (None, "It could not start."))
+    agent = CloverAgent({"model": model, "sandbox": "none", "approval": "full-auto"})
+    loop = asyncio.new_event_loop()
+    try:
+        live = agent._open_blocking(str(project), [], None, Outbox(loop))
+        live.switch_mode(mode)
+        events: list[tuple[str, dict]] = []
+        sink = type("Sink", (), {"emit": lambda self, kind, **data: events.append((kind, data))})()
+        live.session.run_task("fix a", sink)
+    finally:
+        agent.close()
+        loop.close()
+    report = [data for kind, data in events if kind == "observation" and data["name"] == "task"][0]
+    assert not report["ok"] and f"{mode} mode: nothing may change" in report["text"], report
+    assert not [kind for kind, _ in events if kind == "subagent_started"]
+    assert (project / "src" / "a.py").read_text() == "def a():\n    return 1\n"

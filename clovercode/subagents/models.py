@@ -36,16 +36,16 @@ class ChildStop:
 
     def __init__(self, outer: "ChildStop | None" = None):
         self._event, self.outer = threading.Event(), outer
-        self.reason = "cancelled"
+        self.reason, self.detail = "cancelled", "cancelled"
 
-    def set(self, reason: str = "cancelled") -> None:
+    def set(self, reason: str = "cancelled", detail: str = "cancelled at a question") -> None:
         if not self._event.is_set():
-            self.reason = reason
+            self.reason, self.detail = reason, detail
         self._event.set()
 
     def is_set(self) -> bool:
         if not self._event.is_set() and self.outer is not None and self.outer.is_set():
-            self.set(self.outer.reason)  # a grandchild stops with its parent, for the same reason
+            self.set(self.outer.reason, self.outer.detail)  # a grandchild stops with its parent, for the same reason
         return self._event.is_set()
 
     def wait(self, timeout: float) -> bool:

@@ -18,7 +18,7 @@ from clovercode.agent.budget import Limits, StopReason
 from clovercode.agent.deadline import TimeLimitReached
 from clovercode.backends.base import ModelBackend
 from clovercode.subagents.child import ChildOutcome, ChildTask, Parent, child_trajectory, report, run_child
-from clovercode.ground.termination import ENDING
+from clovercode.ground.termination import ENDING, interrupt_detail
 from clovercode.subagents.models import ChildStop, SharedModel
 from clovercode.subagents.profiles import AgentProfile
 from clovercode.subagents.rights import (WRITE_TOOLS, child_tools, overlapping, resolve_paths, writes_allowed)
@@ -169,7 +169,10 @@ class TaskTool:
             ENDING.deliver()  # a second signal from here on must not cut the children's stop short
             # every child at once: its model stream at the next event, its command (bwrap and all in
             # it) within a quarter second; each ends and says so (subagent_completed)
-            cancel.set("max_time" if isinstance(exc, TimeLimitReached) else "cancelled")
+            if isinstance(exc, TimeLimitReached):
+                cancel.set("max_time", "the parent reached its time limit")
+            else:
+                cancel.set("cancelled", str(exc) if isinstance(exc, RunCancelled) else interrupt_detail(exc))
             shared.close()
             futures.wait(running, timeout=STOP_WAIT)
             for future, task in running.items():  # a child stuck past STOP_WAIT is reported as stopped
@@ -205,12 +208,12 @@ class TaskTool:
         except Exception as exc:  # a child's bug must not take the parent's run down: it is its report
             outcome = ChildOutcome(task, path.stem, path, error=f"{type(exc).__name__}: {exc}")
         result = outcome.result
-        stop = result.stop.value if result else "error"
+        stop, detail = (result.stop.value, result.detail) if result else ("error", outcome.error)
         if cancel.is_set() and result is not None and result.stop is StopReason.INTERRUPTED:
-            stop = cancel.reason  # stopped by its parent: cancelled, or the parent's time limit
+            # stopped by its parent: cancelled, or the parent's time limit
+            stop, detail = cancel.reason, f"stopped by its parent: {cancel.detail}"
         group.completed(task.number, parent_id=self.parent.parent_id, call_id=task.call_id, child_id=outcome.child_id,
-                        description=task.description, stop_reason=stop,
-                        detail=result.detail if result else outcome.error, steps=result.steps if result else 0,
+                        description=task.description, stop_reason=stop, detail=detail, steps=result.steps if result else 0,
                         usage={"prompt_tokens": result.prompt_tokens if result else 0,
                                "completion_tokens": result.completion_tokens if result else 0},
                         seconds=round(result.seconds, 3) if result else 0.0, changed_files=sorted(outcome.changed),

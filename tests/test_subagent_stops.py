@@ -1,0 +1,94 @@
+"""Children stop with their parent (issue 46): `exec --json` whose subagent runs `sleep 60` in the real
+sandbox (bwrap) ends on SIGTERM, SIGINT and `--max-time` without waiting for the command: the child's
+bwrap, shell and sleep are gone, and the JSON has both child events, the child stopped as `cancelled`
+or `max_time`. Real subprocesses, run at once: the test costs about as much as its slowest run."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from conftest import cli_env, default_sigint, make_git_repo
+from conftest import tool_call_text as call
+
+pytestmark = pytest.mark.slow
+
+
+def with_marker(marker: str) -> list[int]:
+    """The processes whose command line holds ``marker`` (bwrap, the shell, the sleep)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if marker.encode() in (proc / "cmdline").read_bytes():
+                    found.append(int(proc.name))
+            except OSError:
+                pass
+    return found
+
+
+def child_sleeps(tmp_path: Path, name: str, seconds: str) -> Path:
+    lines = [{"text": call("task", description="wait", prompt="wait a minute")},
+             {"agent": "wait", "text": call("run_command", command=f"sleep {seconds}")},
+             {"agent": "wait", "text": "done waiting"},
+             {"text": call("finish", summary="waited")}]
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def stopped(work: Path, model: Path, marker: str, how: int | None, *flags: str) -> dict:
+    """Run exec until the child's sleep runs, then send ``how`` (None: wait for --max-time); what came out."""
+    proc = subprocess.Popen([sys.executable, "-m", "clovercode", "exec", "--json", "--model", f"replay:{model}",
+                             *flags, "wait for it"], cwd=work, env=cli_env(), text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, preexec_fn=default_sigint)
+    begun = time.monotonic()
+    while not any(b"sleep" in Path(f"/proc/{pid}/cmdline").read_bytes() for pid in with_marker(marker)
+                  if Path(f"/proc/{pid}").exists()):
+        assert proc.poll() is None and time.monotonic() - begun < 60, proc.stderr.read() if proc.stderr else ""
+        time.sleep(0.02)
+    running = time.monotonic()
+    if how is not None:
+        proc.send_signal(how)
+    out, err = proc.communicate(timeout=60)
+    ended = time.monotonic()
+    return {"code": proc.returncode, "events": [json.loads(line) for line in out.splitlines()], "stderr": err,
+            "after": ended - running, "left": with_marker(marker)}
+
+
+def test_sigterm_sigint_and_the_deadline_stop_a_childs_sandboxed_command_at_once(tmp_path):
+    work = make_git_repo(tmp_path / "p")
+    rng = random.Random()
+    runs = {}
+    for name, how, flags in (("SIGTERM", signal.SIGTERM, ()), ("SIGINT", signal.SIGINT, ()),
+                             ("max-time", None, ("--max-time", "4"))):
+        marker = f"60.{rng.randrange(10**6):06d}"  # `sleep 60.NNNNNN`: this run's processes, and only them
+        runs[name] = (work, child_sleeps(tmp_path, f"{name}.jsonl", marker), marker, how, *flags)
+    with ThreadPoolExecutor(len(runs)) as pool:
+        done = dict(zip(runs, pool.map(lambda args: stopped(*args), runs.values())))
+    for name, run in done.items():
+        events, where = run["events"], f"{name}: {run['stderr'][-2000:]}"
+        kinds = [e["type"] for e in events]
+        assert "Traceback" not in run["stderr"], where
+        assert not run["left"], f"{name}: processes of the child left: {run['left']}"
+        assert kinds.count("subagent_started") == 1 and kinds.count("subagent_completed") == 1, where + str(kinds)
+        child = next(e for e in events if e["type"] == "subagent_completed")
+        assert "left behind" not in child["detail"], child  # it stopped within STOP_WAIT (2 s), by itself
+        assert kinds[-1] == "run_completed" and kinds.count("run_completed") == 1, where
+        assert run["after"] < (10 if name == "max-time" else 6), f"{name}: {run['after']:.1f} s"  # not the 60 s sleep
+    assert done["SIGTERM"]["code"] == 143 and done["SIGINT"]["code"] == 130
+    for name in ("SIGTERM", "SIGINT"):
+        child = next(e for e in done[name]["events"] if e["type"] == "subagent_completed")
+        assert child["stop_reason"] == "cancelled" and "stopped by its parent" in child["detail"], child
+    timed = done["max-time"]["events"]
+    child = next(e for e in timed if e["type"] == "subagent_completed")
+    assert child["stop_reason"] == "max_time" and timed[-1]["stop_reason"] == "max_time", timed[-3:]
+    assert done["max-time"]["code"] == timed[-1]["exit_code"]
