@@ -131,12 +131,12 @@ def _runs(rng: random.Random, lost: list[int]) -> int:
         def send() -> None:
             os.kill(os.getpid(), signal.SIGTERM)
             sent.set()
-        timer = threading.Timer(rng.uniform(0.0, 0.002), send)
+        timer = threading.Timer(rng.uniform(0.0, 0.001), send)
         with signals_as_interrupts():
             try:
                 timer.start()
                 after = 0
-                while after < 10:  # steps after the signal was sent: a loop that went on
+                while after < 5:  # steps after the signal was sent: a loop that went on
                     in_callbacks += ENDING.lost is not None  # its raise was discarded in a callback
                     ENDING.check()
                     for _ in range(3):

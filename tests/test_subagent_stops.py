@@ -92,3 +92,43 @@ def test_sigterm_sigint_and_the_deadline_stop_a_childs_sandboxed_command_at_once
     child = next(e for e in timed if e["type"] == "subagent_completed")
     assert child["stop_reason"] == "max_time" and timed[-1]["stop_reason"] == "max_time", timed[-3:]
     assert done["max-time"]["code"] == timed[-1]["exit_code"]
+
+
+def test_esc_in_the_repl_stops_a_childs_sandboxed_command_and_the_session_goes_on(tmp_path):
+    """On a real pty: Esc while a subagent's `sleep 60` runs in bwrap ends the turn at once, with the
+    child's processes gone; the next prompt works."""
+    import pexpect
+
+    from pty_screen import PROMPT, spawn_repl
+
+    work = make_git_repo(tmp_path / "p")
+    marker = f"60.{random.Random().randrange(10**6):06d}"
+    model = child_sleeps(tmp_path, "m.jsonl", marker)
+    lines = model.read_text().splitlines()
+    model.write_text("\n".join([*lines[:2], json.dumps({"text": "The answer is 42."})]) + "\n")
+    child = spawn_repl(work, "--model", f"replay:{model}", "--approval", "full-auto")
+    try:
+        child.expect_exact(PROMPT)
+        child.sendline("wait for it")
+        begun = time.monotonic()
+        while not with_marker(marker):
+            assert time.monotonic() - begun < 60, "the child's command never started"
+            try:
+                child.read_nonblocking(size=65536, timeout=0.05)
+            except pexpect.TIMEOUT:
+                pass
+        child.send("\x1b")  # Esc
+        pressed = time.monotonic()
+        child.expect_exact("interrupted by the user")
+        child.expect_exact(PROMPT)
+        at_prompt = time.monotonic() - pressed
+        left = with_marker(marker)
+        child.sendline("and now?")
+        child.expect_exact("The answer is 42.")
+        child.expect_exact(PROMPT)
+        child.sendline("/exit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert not left, f"processes of the child left after Esc: {left}"
+    assert at_prompt < 6, f"{at_prompt:.1f} s from Esc to the prompt"  # not the 60 s sleep
