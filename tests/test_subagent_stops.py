@@ -132,3 +132,47 @@ def test_esc_in_the_repl_stops_a_childs_sandboxed_command_and_the_session_goes_o
         child.close(force=True)
     assert not left, f"processes of the child left after Esc: {left}"
     assert at_prompt < 6, f"{at_prompt:.1f} s from Esc to the prompt"  # not the 60 s sleep
+
+
+def test_a_childs_question_on_a_real_pty_runs_its_command_when_allowed_and_esc_cancels_the_run(tmp_path,
+                                                                                                isolated_home):
+    """A child's command in `suggest` mode is asked about on the person's terminal (one child at a
+    time): `y` runs it in the child's sandbox; Esc at the next child's question cancels the whole turn,
+    and the session goes on."""
+    import pexpect
+
+    from pty_screen import PROMPT, screen_text, spawn_repl, wait_screen
+
+    work = make_git_repo(tmp_path / "p")
+    lines = [{"text": call("task", description="look", prompt="run it")},
+             {"agent": "look", "text": call("run_command", command="echo child-ran-$((40+2))")},
+             {"agent": "look", "text": "the child saw it"},
+             {"text": "Parent done."},
+             {"text": call("task", description="again", prompt="run it again")},
+             {"agent": "again", "text": call("run_command", command="echo never-$((1+1))")}]
+    model = tmp_path / "m.jsonl"
+    model.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    child = spawn_repl(work, "--model", f"replay:{model}", "--approval", "suggest")
+    try:
+        child.expect_exact(PROMPT)
+        child.sendline("go")
+        wait_screen(child, "Esc cancels the run")
+        assert "$ echo child-ran-$((40+2))" in screen_text(child)
+        child.send("y")
+        child.expect_exact("Parent done.")
+        child.expect_exact(PROMPT)
+        child.sendline("once more")
+        wait_screen(child, "$ echo never-$((1+1))")
+        child.send("\x1b")  # Esc at the child's question
+        child.expect_exact("cancelled by the user at an approval prompt")
+        child.expect_exact(PROMPT)
+        child.sendline("/exit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    records = {path.name.split(".", 1)[1].split("-")[1]: [json.loads(x) for x in path.read_text().splitlines()]
+               for path in isolated_home.rglob("subagents/*.jsonl")}
+    ran = [e["text"] for e in records["look"] if e["kind"] == "observation" and e["name"] == "run_command"]
+    assert len(ran) == 1 and "child-ran-42" in ran[0]
+    assert not [e for e in records["again"] if e["kind"] == "observation" and "never-2" in e.get("text", "")]
+    assert records["again"][-1]["kind"] == "run_end" and records["again"][-1]["stop_reason"] == "interrupted"

@@ -89,10 +89,11 @@ class SharedModel:
             # The thread pool, not the batch, bounds how many children run at once.
             self.scheduler = Scheduler(backend, max_batch=max(2, self.limit), max_queue=4 * self.limit)
 
-    def drive(self, finished: threading.Event, stop: ChildStop) -> None:
+    def drive(self, finished: threading.Event, stop: ChildStop | None = None) -> None:
         """Run the batch's model loop on this thread until ``finished`` is set; without a batch, wait
         for it (in short waits, so Ctrl-C and SIGTERM reach this thread at once). ChildCancelled when
         ``stop`` was set from elsewhere (the parent of a nested group stopped)."""
+        stop = stop or ChildStop()
         scheduler = self.scheduler
         if scheduler is None:
             while not finished.wait(0.05):
