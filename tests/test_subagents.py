@@ -271,6 +271,44 @@ def test_sigterm_stops_every_child_and_the_json_contract_holds(project, tmp_path
     assert calls == {e["id"] for e in events if e["type"] == "observation"} and len(calls) == 2
 
 
+def test_a_child_still_waiting_for_its_turn_is_reported_stopped_and_never_starts(project):
+    """subagents.max_parallel = 1: SIGTERM while the first child writes; the second, queued behind it,
+    never starts, and each gets its subagent_completed."""
+    import os
+    import signal
+
+    from clovercode.ground.termination import signals_as_interrupts
+
+    started: list[str] = []
+
+    class Writer(Scripted):
+        def for_agent(self, label):
+            class Child:
+                name = "writer"
+
+                def generate(self, messages, tools, params):
+                    from clovercode.backends.base import TextDelta
+
+                    started.append(label)
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    while True:  # writes until the parent stops it
+                        yield TextDelta("thinking ")
+                        threading.Event().wait(0.005)
+
+                def close(self):
+                    pass
+            return Child()
+
+    backend = Writer([task("one", "x") + task("two", "y")], {})
+    session = session_with(project, backend, **{"subagents.max_parallel": 1})
+    with signals_as_interrupts():
+        result, sink = run_session(session)
+    done = {e["description"]: e for e in sink.of("subagent_completed")}
+    assert started == ["one"] and result.stop.value == "interrupted" and result.signal == signal.SIGTERM
+    assert done["one"]["stop_reason"] == "cancelled" and done["one"]["detail"] == "stopped by its parent: terminated by SIGTERM"
+    assert done["two"]["stop_reason"] == "cancelled" and done["two"]["detail"] == "stopped by its parent before it started"
+
+
 def test_named_agents_come_from_the_user_and_only_a_trusted_project(project, tmp_path):
     from clovercode.subagents.profiles import load_profiles
 

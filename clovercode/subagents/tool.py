@@ -174,11 +174,15 @@ class TaskTool:
             else:
                 cancel.set("cancelled", str(exc) if isinstance(exc, RunCancelled) else interrupt_detail(exc))
             shared.close()
+            for future, task in running.items():  # still waiting behind subagents.max_parallel: never starts
+                if future.cancel():
+                    group.stopped(self.parent.parent_id, task, cancel.reason, "stopped by its parent before it started")
             futures.wait(running, timeout=STOP_WAIT)
             for future, task in running.items():  # a child stuck past STOP_WAIT is reported as stopped
                 if not future.done():
-                    group.abandon(self.parent.parent_id, task, cancel.reason)
-            self._charge(ctx, [f.result() for f in running if f.done() and f.exception() is None])
+                    group.stopped(self.parent.parent_id, task, cancel.reason,
+                                  f"did not stop within {STOP_WAIT:g} s of its parent; left behind")
+            self._charge(ctx, [f.result() for f in running if f.done() and not f.cancelled() and f.exception() is None])
             raise
         finally:
             group.close()  # a child that ends later adds nothing after its parent's answer
@@ -242,11 +246,11 @@ class _Group:
                 self._completed.add(number)
                 self._emit("subagent_completed", **data)
 
-    def abandon(self, parent_id: str, task: ChildTask, reason: str) -> None:
+    def stopped(self, parent_id: str, task: ChildTask, reason: str, detail: str) -> None:
+        """The parent's word for a child that did not end by itself (not started, or stuck)."""
         path = self.paths[task.number]
         self.completed(task.number, parent_id=parent_id, call_id=task.call_id, child_id=path.stem,
-                       description=task.description, stop_reason=reason,
-                       detail=f"did not stop within {STOP_WAIT:g} s of its parent; left behind", steps=0,
+                       description=task.description, stop_reason=reason, detail=detail, steps=0,
                        usage={"prompt_tokens": 0, "completion_tokens": 0}, seconds=0.0, changed_files=[],
                        trajectory=str(path))
 
