@@ -309,6 +309,45 @@ def test_a_child_still_waiting_for_its_turn_is_reported_stopped_and_never_starts
     assert done["two"]["stop_reason"] == "cancelled" and done["two"]["detail"] == "stopped by its parent before it started"
 
 
+def test_a_childs_own_children_stop_with_the_run(project):
+    """subagents.max_depth = 2: SIGTERM while a grandchild writes stops it too (its group follows its
+    parent's stop), and every level says so."""
+    import os
+    import signal
+
+    from clovercode.ground.termination import signals_as_interrupts
+
+    class Nested(Scripted):
+        def for_agent(self, label):
+            if label == "outer":
+                return super().for_agent(label)
+
+            class Grandchild:
+                name = "writer"
+
+                def generate(self, messages, tools, params):
+                    from clovercode.backends.base import TextDelta
+
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    while True:
+                        yield TextDelta("thinking ")
+                        threading.Event().wait(0.005)
+
+                def close(self):
+                    pass
+            return Grandchild()
+
+    backend = Nested([task("outer", "x")], {"outer": [task("inner", "y")]})
+    with signals_as_interrupts():
+        result, sink = run_session(session_with(project, backend, **{"subagents.max_depth": 2}))
+    outer = sink.of("subagent_completed")
+    assert result.stop.value == "interrupted" and [e["stop_reason"] for e in outer] == ["cancelled"]
+    lines = [json.loads(x) for x in open(sink.of("subagent_started")[0]["trajectory"])]
+    inner = [e for e in lines if e["kind"] == "subagent_completed"]
+    assert [e["stop_reason"] for e in inner] == ["cancelled"], lines[-3:]
+    assert inner[0]["detail"] == "stopped by its parent: terminated by SIGTERM"
+
+
 def test_named_agents_come_from_the_user_and_only_a_trusted_project(project, tmp_path):
     from clovercode.subagents.profiles import load_profiles
 

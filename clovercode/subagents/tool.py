@@ -164,12 +164,16 @@ class TaskTool:
                 future = pool.submit(self._child, parent, task, path, shared, cancel, group)
                 running[future] = task
                 future.add_done_callback(ended)
-            shared.drive(finished, cancel)  # the batched model runs here, on the thread that loaded it
+            # the batched model runs here, on the thread that loaded it; a nested group's driver (its
+            # parent child's thread) is stopped by that child's stop, as no signal reaches it
+            shared.drive(finished, self.parent.stop)
         except KeyboardInterrupt as exc:
             ENDING.deliver()  # a second signal from here on must not cut the children's stop short
             # every child at once: its model stream at the next event, its command (bwrap and all in
             # it) within a quarter second; each ends and says so (subagent_completed)
-            if isinstance(exc, TimeLimitReached):
+            if cancel.is_set():  # set already: by a cancel at a question, or with the outer group's reason
+                pass
+            elif isinstance(exc, TimeLimitReached):
                 cancel.set("max_time", "the parent reached its time limit")
             else:
                 cancel.set("cancelled", str(exc) if isinstance(exc, RunCancelled) else interrupt_detail(exc))
