@@ -30,7 +30,8 @@ CTRL_C_EXIT = 130
 class Ending:
     """The process's one ending: the first signal that ends the run, and whether the run's answer (the
     JSON object, run_completed) is out. Signals are process-wide, so this record is too: every
-    handler here consults it, so a second signal, whichever handler is installed by then, is absorbed."""
+    handler here consults it, so a second signal, whichever handler is installed by then, is absorbed
+    (unless the first one's interrupt was lost: :meth:`take`)."""
 
     def __init__(self) -> None:
         self.signum: int | None = None  # the first ending signal (SIGINT included)
