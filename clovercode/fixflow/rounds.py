@@ -17,7 +17,7 @@ from clovercode.agent.trajectory import TrajectoryWriter
 from clovercode.fixflow.testrun import TestCommand, TestRun, feedback_message, run_tests
 from clovercode.fixflow.verdict import Verdict, names, related_failures, verdict
 from clovercode.wiring.session import Session
-from clovercode.ground.termination import interrupt_detail
+from clovercode.ground.termination import ENDING, interrupt_detail
 
 
 @dataclass
@@ -57,6 +57,7 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
         try:
             before = run_tests(session.executor, session.root, tests.command, timeout, -1, session.command_env)
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP: nothing has changed yet
+            ENDING.deliver()  # acted on: the check points (termination.py) stop raising it
             return Rounds(RunResult(StopReason.INTERRUPTED, 0, f"{interrupt_detail(exc)} while the baseline tests ran",
                                     signal=getattr(exc, "signum", None)), False, None, 0)
         console.print(f"[dim]baseline: {escape(before.describe() + _failing_note(before))}[/]", highlight=False,
@@ -81,6 +82,7 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
         try:
             run = run_tests(session.executor, session.root, tests.command, timeout, feedback, session.command_env)
         except KeyboardInterrupt as exc:  # the executor has killed the tests; report like an interrupted run
+            ENDING.deliver()
             done.result = replace(result, stop=StopReason.INTERRUPTED, detail=f"{interrupt_detail(exc)} while the tests ran",
                                   signal=getattr(exc, "signum", None))
             break

@@ -22,7 +22,7 @@ from clovercode.agent.prompts import Conversation
 from clovercode.agent.trajectory import TrajectoryWriter
 from clovercode.backends.base import GenerationParams
 from clovercode.context.assemble import ContextAssembler
-from clovercode.executors.base import Executor
+from clovercode.executors.base import Executor, with_stop
 from clovercode.subagents.profiles import AgentProfile
 from clovercode.subagents.rights import TASK_TOOL, scoped_guard
 from clovercode.toolcalls.schemas import load_tool_specs
@@ -54,6 +54,7 @@ class Parent:
     parent_id: str
     depth: int = 1  # the depth a child of this parent runs at
     lock: threading.Lock = field(default_factory=threading.Lock)
+    stop: Any = None  # a child's: its group's ChildStop (models.py), which its commands and children obey
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,10 @@ class _Locked:
 
     def __init__(self, inner: Callable[..., Any], lock: threading.Lock):
         self.inner, self.lock = inner, lock
-        self.mode = getattr(inner, "mode", None)
+
+    @property
+    def mode(self) -> str | None:  # read when asked: an editor can switch modes during a turn
+        return getattr(self.inner, "mode", None)
 
     def __call__(self, *args: Any) -> Any:
         with self.lock:
@@ -156,7 +160,9 @@ def run_child(parent: Parent, task: ChildTask, model: Any, emit: Callable[..., N
     sink = MultiSink(writer, Progress(emit, outcome.child_id, started))
     try:
         guard = scoped_guard(parent.guard, task.scope if task.write else ())
-        ctx = ToolContext(parent.root, parent.executor or _NoCommands(), parent.cfg["command_timeout"],
+        # its commands die with the group's stop: bwrap and every process in its namespace
+        executor = with_stop(parent.executor, parent.stop) if parent.executor and parent.stop else parent.executor
+        ctx = ToolContext(parent.root, executor or _NoCommands(), parent.cfg["command_timeout"],
                           parent.command_env, _Locked(parent.approve, parent.lock),  # type: ignore[arg-type]
                           checkpoint=_Locked(parent.checkpoint, parent.lock), stamps=FileStamps(), guard=guard,
                           files=parent.files, emit=sink.emit)
