@@ -540,3 +540,17 @@ def test_an_editors_read_only_and_plan_modes_refuse_a_writing_child_before_it_st
     assert not report["ok"] and f"{mode} mode: nothing may change" in report["text"], report
     assert not [kind for kind, _ in events if kind == "subagent_started"]
     assert (project / "src" / "a.py").read_text() == "def a():\n    return 1\n"
+
+
+def test_a_childs_row_counts_tokens_while_it_writes():
+    # the REPL's row said "0 tokens" all through a child's first turn (issue 49): text deltas are counted
+    from clovercode.subagents.child import Progress
+
+    told = []
+    progress = Progress(lambda kind, **data: told.append(data), "c1", 0.0)
+    progress.EVERY = 0.0
+    progress.emit("step_start", step=1)
+    progress.emit("text_delta", text="x" * 40)
+    assert told[-1]["status"] == "writing" and told[-1]["tokens"] == 10
+    progress.emit("model_turn", usage={"total_prompt_tokens": 300, "total_completion_tokens": 12}, calls=[])
+    assert told[-1]["tokens"] == 312

@@ -129,15 +129,31 @@ class _LockedHooks:
 class Progress:
     """The child's loop events, told to the parent as one live line's worth (step, tokens, status)."""
 
+    EVERY = 0.5  # seconds between two rows' worth of progress while the child writes
+
     def __init__(self, emit: Callable[..., None], child_id: str, started: float):
         self.emit_parent, self.child_id, self.started = emit, child_id, started
         self.step = self.tokens = 0
+        self.writing = 0  # characters of the turn being written: the row counts them as it streams
+        self.said = 0.0
 
     def emit(self, kind: str, **data: Any) -> None:
         status = None
         if kind == "step_start":
-            self.step, status = data.get("step", self.step), "thinking"
+            self.step, status, self.writing = data.get("step", self.step), "thinking", 0
+        elif kind == "text_delta":
+            self.writing += len(data.get("text") or "")
+            if time.monotonic() - self.said < self.EVERY:
+                return
+            # an estimate (4 characters a token) until the turn's own count comes at its end; the row
+            # said "0 tokens" all through a child's first turn (issue 49)
+            self.emit_parent("subagent_progress", child_id=self.child_id, step=self.step,
+                             tokens=self.tokens + max(1, self.writing // 4), status="writing",
+                             seconds=round(time.monotonic() - self.started, 3))
+            self.said = time.monotonic()
+            return
         elif kind == "model_turn":
+            self.writing = 0
             usage = data.get("usage") or {}
             self.tokens = usage.get("total_prompt_tokens", 0) + usage.get("total_completion_tokens", 0)
             calls = [c.get("name") for c in data.get("calls") or []]
