@@ -138,6 +138,8 @@ fi
 # Node.js and npm: the tests fetch GitHub's REST API description (@octokit/openapi) and GitHub's
 # workflow parser (@actions/workflow-parser) from the npm registry (tests/npm_fixtures.py).
 command -v npm >/dev/null 2>&1 || apt_install "Node.js and npm (the GitHub tests need them)" nodejs npm
+# tmux: a terminal that re-wraps its lines on a resize, for the REPL's resize test (tests/test_repl_resize.py)
+command -v tmux >/dev/null 2>&1 || apt_install "tmux (the REPL's resize test runs in it)" tmux
 
 phase "installing the test, mcp, acp and quant extras"
 ticking "installing the test, mcp, acp and quant extras" pip install -q "${WHEELS[@]}" -e ".[engine,context,test,mcp,acp,quant]"

@@ -7,12 +7,19 @@ resize drops the top rows and leaves the cursor where it was, which no terminal 
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
+import shutil
 import signal
+import subprocess
+import sys
+import time
 
 import pexpect
 import pytest
 
+from conftest import cli_env
 from openai_stub import StubServer, chunk, sse
 from pty_screen import PROMPT, ROWS, COLS, play, spawn_repl, wait_screen
 
@@ -58,3 +65,53 @@ def test_resizing_while_the_model_streams_leaves_no_stale_lines(calc_repo, size)
     for n in range(40):  # each row once: in the printed answer, not also in a stale copy of the region
         assert len(re.findall(rf"row{n:02d}\b", screen)) == 1, (n, screen)
     assert "interrupts" not in screen  # no status line left either
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (scripts/setup.sh --tests installs it)")
+@pytest.mark.parametrize("rows", [12, ROWS], ids=["shorter-and-narrower", "narrower"])
+def test_a_terminal_that_rewraps_its_lines_keeps_no_stale_rows_either(calc_repo, tmp_path, rows):
+    # tmux re-wraps every line when it gets narrower: a frame of the live region drawn 120 columns wide
+    # takes two rows a line at 60, and moving up one row a line left halves of it behind (issue 49)
+    with StubServer(["clover"]) as stub:
+        stub.script += [sse([chunk({"content": line + "\n\n"}) for line in ROW_TEXT], pause=0.06)]
+        tmux = ["tmux", "-L", f"clover-resize-{os.getpid()}", "-f", "/dev/null"]
+        env = cli_env(PROMPT_TOOLKIT_NO_CPR="1", COLORFGBG="15;0", TERM="xterm")
+        for name in ("COLUMNS", "LINES", "TMUX"):
+            env.pop(name, None)
+
+        def pane(*args: str) -> str:
+            return subprocess.run([*tmux, *args], env=env, capture_output=True, text=True, timeout=30).stdout
+
+        def wait_for(text: str, timeout: float = 60) -> str:
+            deadline = time.monotonic() + timeout
+            while text not in (shown := pane("capture-pane", "-p", "-J", "-S", "-", "-t", "t")):
+                assert time.monotonic() < deadline, f"{text!r} never appeared:\n{shown}"
+                time.sleep(0.1)
+            return shown
+
+        command = shlex.join([sys.executable, "-m", "clovercode", "--endpoint", stub.url, "--sandbox", "none"])
+        subprocess.run([*tmux, "new-session", "-d", "-s", "t", "-x", "120", "-y", str(ROWS), "-c", str(calc_repo),
+                        f"exec {command}"], env=env, check=True, timeout=30)
+        try:
+            pane("set-option", "-t", "t", "history-limit", "10000")
+            wait_for(PROMPT)
+            pane("send-keys", "-t", "t", "write forty rows", "Enter")
+            wait_for("row12")
+            pid = int(pane("display-message", "-p", "-t", "t", "#{pane_pid}").strip())
+            os.kill(pid, signal.SIGSTOP)  # every byte before the change drawn for the old width, after it the new
+            time.sleep(0.3)
+            pane("resize-window", "-t", "t", "-x", "60", "-y", str(rows))
+            time.sleep(0.3)
+            os.kill(pid, signal.SIGCONT)
+            wait_for("row39")
+            screen = wait_for(PROMPT + " ")  # the answer is printed and the prompt is back
+            deadline = time.monotonic() + 30
+            while screen.count(PROMPT) < 2 and time.monotonic() < deadline:
+                time.sleep(0.1)
+                screen = pane("capture-pane", "-p", "-J", "-S", "-", "-t", "t")
+        finally:
+            subprocess.run([*tmux, "kill-server"], env=env, capture_output=True, timeout=30)
+    for n in range(40):  # each row once: in the printed answer, not also in a stale copy of the region
+        assert len(re.findall(rf"row{n:02d}\b", screen)) == 1, (n, screen)
+    assert "interrupts" not in screen

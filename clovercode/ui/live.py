@@ -5,11 +5,15 @@ output is not a terminal (a log, a pipe, CI) the same status line goes to stderr
 
 from __future__ import annotations
 
+import os
 import time
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from rich.console import Console, Group
+from rich.control import Control
 from rich.live import Live
+from rich.live_render import LiveRender
+from rich.segment import ControlType
 from rich.spinner import Spinner
 from rich.text import Text
 
@@ -107,6 +111,60 @@ class StepStatus:
         return rows
 
 
+# Terminals that re-wrap their lines when they get narrower (tmux, VTE, kitty, iTerm2, WezTerm, Windows
+# Terminal, Konsole, Alacritty), known by what they put in the environment. xterm cuts lines instead.
+REFLOW_MARKERS = ("TMUX", "VTE_VERSION", "KITTY_WINDOW_ID", "WT_SESSION", "KONSOLE_VERSION", "ALACRITTY_SOCKET",
+                  "WEZTERM_PANE")
+REFLOW_PROGRAMS = ("iTerm.app", "WezTerm", "vscode", "ghostty")
+
+
+def terminal_reflows(env: Mapping[str, str]) -> bool:
+    """Does this terminal re-wrap lines on a resize? Only a known one counts: erasing rows as if it did,
+    where it did not, would erase the answer above the live region."""
+    return any(env.get(name) for name in REFLOW_MARKERS) or env.get("TERM_PROGRAM", "") in REFLOW_PROGRAMS
+
+
+class ReflowRender(LiveRender):
+    """rich's live region, which knows how many screen rows its last frame takes after the terminal
+    re-wrapped it: a frame drawn 120 columns wide takes two rows a line at 60 on tmux, and moving up one
+    row a line left the other half of each on the screen (issue 49)."""
+
+    def __init__(self, renderable: Any, console: Console, reflows: bool, **kwargs: Any):
+        super().__init__(renderable, **kwargs)
+        self.console, self.reflows = console, reflows
+        self.lengths: list[int] = []
+
+    def __rich_console__(self, console: Console, options):  # type: ignore[no-untyped-def]
+        lines = list(super().__rich_console__(console, options))
+        self.lengths, length = [], 0
+        for segment in lines:
+            if segment.text == "\n" and not segment.control:
+                self.lengths.append(length)
+                length = 0
+            elif not segment.control:
+                length += segment.cell_length
+        self.lengths.append(length)
+        yield from lines
+
+    def rows(self) -> int:
+        height = self._shape[1] if self._shape is not None else 0
+        width = self.console.width
+        if not self.reflows or not self.lengths or width <= 0 or max(self.lengths) <= width:
+            return height
+        return sum(max(1, -(-length // width)) for length in self.lengths)
+
+    def position_cursor(self) -> Control:
+        if self._shape is None:
+            return Control()
+        up = ((ControlType.CURSOR_UP, 1), (ControlType.ERASE_IN_LINE, 2)) * (self.rows() - 1)
+        return Control(ControlType.CARRIAGE_RETURN, (ControlType.ERASE_IN_LINE, 2), *up)
+
+    def restore_cursor(self) -> Control:
+        if self._shape is None:
+            return Control()
+        return Control(ControlType.CARRIAGE_RETURN, *((ControlType.CURSOR_UP, 1), (ControlType.ERASE_IN_LINE, 2)) * self.rows())
+
+
 class LiveStatus:
     """Starts and stops the transient Live region; where the output is not a terminal, a heartbeat:
     the status line on stderr every ``every`` seconds (nothing for a step shorter than that)."""
@@ -134,6 +192,8 @@ class LiveStatus:
         if self.enabled:
             self.live = Live(status, console=self.console, transient=True, refresh_per_second=8,
                              vertical_overflow="crop", redirect_stdout=False, redirect_stderr=False)
+            self.live._live_render = ReflowRender(status, self.console, terminal_reflows(os.environ),
+                                                  vertical_overflow="crop")
             self.live.start()
         else:
             self.beat = Heartbeat(lambda: f"… {status.line(hint=False).plain}", self.write, self.every).start()
