@@ -39,7 +39,9 @@ def content(request: ApprovalRequest, root: Path) -> list[dict[str, Any]]:
         blocks: list[dict[str, Any]] = [
             {"type": "diff", "path": str(root / c.path), "newText": c.new or "", **({"oldText": c.old} if c.old is not None else {})}
             for c in view.changes]
-        if view.warnings:
+        if view.escaped:  # the diff blocks carry the text raw: the rendered diff shows what it hides
+            blocks.append(_text(fenced(view.plain())))
+        elif view.warnings:
             blocks.append(_text("\n".join(f"⚠ {warning}" for warning in view.warnings)))
         return blocks
     return [_text(fenced(view.plain()))]
