@@ -12,7 +12,7 @@ from rich.console import Console
 from clovercode.actions.approval import ALWAYS, CANCEL, NO, VIEW, Ask, Reply, parse_answer
 from clovercode.actions.approval_view import render_approval
 from clovercode.actions.context import ApprovalRequest
-from clovercode.actions.permissions import command_prefix
+from clovercode.actions.permissions import command_rule, describe
 from clovercode.trust.terminal import discard_pending_input, revealed
 from clovercode.ui.approval_draw import draw_contents, draw_view
 
@@ -120,10 +120,10 @@ def make_ask(console: Console, read_line: ReadLine, screen: "Screen | None" = No
         elif request.kind == "mcp":
             question = f"Call it? [y]es / [n]o / [a]lways for this tool this session{more} · {CANCEL_HINT}: "
         else:
-            prefix = command_prefix(request.title)
+            prefix = command_rule(request.title)
             always = prefix is not None
             where = f" (a rule in {rules_file})" if rules_file else ""
-            offer = f" / [a]lways allow commands starting `{revealed(prefix, newlines=False)}`{where}" if prefix else ""
+            offer = f" / [a]lways allow {revealed(describe(prefix), newlines=False)}{where}" if prefix else ""
             question = f"Run it? [y]es / [n]o{offer}{more} · {CANCEL_HINT}: "
         keys = "yna" + ("v" if more else "")  # "a" on a compound command is told why it cannot be
         while True:
