@@ -1,5 +1,5 @@
 """Approvals show every byte that will run (issue 34 point 4), on a real pty read through pyte: a
-payload pushed right by 90 spaces in an edit is on screen at 100 and at 60 columns, a command
+payload pushed right by 90 spaces in an edit is on screen at 100, 60 and 200 columns, a command
 hiding its last line behind 60 blank lines shows that line, and nothing is written when refused."""
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ def replay(tmp_path, *turns):
     return path
 
 
-def test_a_payload_behind_spaces_and_a_command_behind_blank_lines_are_on_screen_at_100_and_60_columns(calc_repo, tmp_path):
+def test_a_payload_behind_spaces_and_a_command_behind_blank_lines_are_on_screen_at_100_60_and_200_columns(calc_repo, tmp_path):
     edit = xml("edit_file", path="calc.py", old_text="return sum(values) // len(values)", new_text=SPACED)
     original = (calc_repo / "calc.py").read_text()
-    for cols in (100, 60):
+    for cols in (100, 60, 200):
         model = replay(tmp_path, xml("view_file", path="calc.py"), edit, xml("run_command", command=BLANKS),
                        xml("run_command", command=SELECTORS), "Stopped.")
         child = spawn_repl(calc_repo, "--model", f"replay:{model}", "--approval", "suggest", *SANDBOX, cols=cols)
