@@ -217,6 +217,9 @@ def test_what_is_off_the_list_is_refused_or_absent():
             render(source, {})
     import jinja2
 
+    for source in ("{{ 2.0 ** 99999 }}", "{{ 'x' | int + [] }}", "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}"):
+        with pytest.raises(jinja2.TemplateError, match="the template raised"):
+            render(source, {})  # the template's own failure: a template error (exit 5), never a traceback
     with pytest.raises(jinja2.UndefinedError):
         render("{{ lipsum(100000000) }}", {})  # lorem ipsum is not among the globals
     with pytest.raises(jinja2.TemplateAssertionError):

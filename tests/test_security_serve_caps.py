@@ -73,7 +73,9 @@ def test_keyless_sockets_from_a_few_addresses_cannot_keep_a_keyed_tenant_out():
                     closed += sock.recv(1) in (b"H", b"")  # a 503, or simply the end
                 except OSError:
                     pass
-            assert closed == 1  # one waiting flood socket gave its slot; the answers then reused it
+            # a waiting flood socket gave its slot up; more only if a finished answer had not yet given
+            # its own back when the next one came (a loaded machine), never more than one per answer
+            assert 1 <= closed <= len(answers)
         finally:
             for sock in flood:
                 sock.close()

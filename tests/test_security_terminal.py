@@ -130,7 +130,7 @@ def test_model_text_and_mcp_results_cannot_write_the_clipboard_or_hide_links(cal
 
 
 def typed_ahead_run(calc_repo: Path, tmp_path: Path, key: str) -> tuple[str, Path]:
-    config = write_user_config('[permissions]\nallow = ["sleep"]\n')
+    config = write_user_config('[permissions]\nallow = ["sleep *"]\n')
     replay = write_replay(tmp_path / "r.jsonl", [xml("run_command", command="sleep 2"),
                                                   xml("run_command", command="touch pwned.txt"), "never"])
     child = spawn_repl(calc_repo, "--model", f"replay:{replay}", "--approval", "suggest", *SANDBOX)

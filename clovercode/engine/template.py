@@ -45,6 +45,12 @@ def render(source: str, variables: Mapping[str, Any], limits: Limits = Limits())
                 parts.append(part)
     except _TimeUp:
         raise TemplateLimit(f"the template ran past its time limit of {limits.seconds:g} s") from None
+    except jinja2.TemplateError:
+        raise
+    except (ArithmeticError, LookupError, TypeError, ValueError, RecursionError) as exc:
+        # the template's own code failed (``2.0 ** 99999``, ``int('x')``, a macro calling itself):
+        # a template error naming what, which the engine reports as a model error, never a traceback
+        raise jinja2.TemplateError(f"the template raised {type(exc).__name__}: {exc}") from None
     return "".join(parts)
 
 
