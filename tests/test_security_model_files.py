@@ -38,6 +38,7 @@ ATTACKS = {
     "a nested width": "{{ '{:{}{}}'.format('x', 9999, 99999) }}",
     "a power of a power": "{{ (9 ** 4096) ** 4096 }}",
     "a tilde join": "{% set s = 'x' * 900000 %}{{ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s }}",
+    "a padded batch": "{{ [1] | batch(900000000, 'x') | list }}",
     "a list literal written out": "{% set s = 'x' * 900000 %}{{ [s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s] }}",
 }
 

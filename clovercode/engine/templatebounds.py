@@ -319,6 +319,13 @@ def _sum_size(weigh: Weigh, iterable: Any = (), attribute: Any = None, start: An
     return 0
 
 
+def _batch_size(weigh: Weigh, value: Any = (), count: Any = 1, fill_with: Any = None) -> int:
+    # batch pads the last group, slice every one, with ``fill_with``: ``count`` copies at most
+    if not isinstance(count, int) or count < 1:
+        return 0  # jinja's own error
+    return weigh(value) + count * (2 + (weigh(fill_with) if fill_with is not None else 0))
+
+
 def _format_filter_size(weigh: Weigh, value: Any = "", *args: Any, **kwargs: Any) -> int:
     return _printf_size(str(value), kwargs or args, weigh)
 
@@ -329,11 +336,11 @@ def _grows(factor: int) -> Callable[..., int]:
 
 # The filters a chat template may use: name -> an estimator of the output (None: never larger than the input).
 FILTERS: dict[str, Callable[..., int] | None] = {
-    "abs": None, "attr": None, "batch": None, "capitalize": None, "count": None, "d": None, "default": None,
+    "abs": None, "attr": None, "batch": _batch_size, "capitalize": None, "count": None, "d": None, "default": None,
     "dictsort": None, "first": None, "float": None, "groupby": None, "int": None, "items": None, "last": None,
     "length": None, "list": None, "lower": None, "map": None, "max": None, "min": None, "reject": None,
     "rejectattr": None, "reverse": None, "round": None, "safe": None, "select": None, "selectattr": None,
-    "slice": None, "sort": None, "striptags": None, "title": _grows(1), "trim": None, "truncate": None,
+    "slice": _batch_size, "sort": None, "striptags": None, "title": _grows(1), "trim": None, "truncate": None,
     "unique": None, "upper": _grows(3), "wordcount": None, "e": _grows(6), "escape": _grows(6),
     "forceescape": _grows(6), "string": _grows(10), "join": _join_size, "replace": lambda w, *a, **k: _replace_size(*a, **k),
     "format": _format_filter_size, "center": _center_size, "indent": _indent_size, "wordwrap": _wordwrap_size,
