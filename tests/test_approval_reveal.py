@@ -131,3 +131,26 @@ def test_random_strings_from_all_of_unicode_show_only_allowlisted_characters_and
                     assert "\\u{" not in piece
         for line in original.split("\n"):
             assert _unescape(revealed(line, newlines=False)) == line
+
+
+def test_execs_warning_carries_the_same_rendered_text():
+    from clovercode.actions.context import ToolError
+    from clovercode.front.execcmd import RefusingAsk
+
+    emitted = []
+
+    class Sink:
+        def emit(self, kind, **fields):
+            emitted.append((kind, fields))
+
+    ask = RefusingAsk("suggest")
+    ask.sink = Sink()
+    request = ApprovalRequest("command", VS_PAYLOAD, "runs in sandbox: workspace-write")
+    try:
+        ask(request)
+    except ToolError:
+        pass
+    (kind, fields), = emitted
+    assert kind == "warning" and fields["text"].endswith(_command(VS_PAYLOAD).plain())
+    assert "\\u{E0163}" in fields["text"] and "\U000E0163" not in fields["text"]
+    assert f"{len(HIDDEN)} invisible characters" in fields["text"]
