@@ -70,7 +70,7 @@ def test_an_editor_session_edits_asks_is_cancelled_and_loads_again(tmp_path: Pat
         # command, named in the option), then the same wrapper smuggling another command: asked
         tool_call_text("run_command", command="taskset -c 0 echo approved-run"),
         tool_call_text("run_command", command="taskset -c 0 echo approved-run"),
-        tool_call_text("run_command", command="taskset -c 0 touch SMUGGLED"),
+        tool_call_text("run_command", command="taskset -c 0 touch SMUGGLED \U0001F600\U000E0163\U000E0175"),
         "The command ran.",
         # 3: a command cancelled while it runs
         tool_call_text("run_command", command=f"echo started > started.txt; sleep {SLEEP}; echo late > late.txt"),
@@ -117,6 +117,10 @@ def test_an_editor_session_edits_asks_is_cancelled_and_loads_again(tmp_path: Pat
     assert editor.permission_requests[0][1][1].name == \
         "Always allow exactly `taskset -c 0 echo approved-run` (a rule in your config)"
     assert not (project / "SMUGGLED").exists()
+    # the hidden characters reach the editor written out and counted, in the title and the request
+    assert asked[2].title == "taskset -c 0 touch SMUGGLED \U0001F600\\u{E0163}\\u{E0175}"
+    shown = asked[2].content[0].content.text
+    assert "\\u{E0163}\\u{E0175}" in shown and "2 invisible characters" in shown and "\U000E0163" not in shown
     assert done["t2-call_1_1"].status == "failed" and done["t2-call_2_1"].status == "completed"
     assert "approved-run" in done["t2-call_2_1"].content[-1].content.text
     config = Path(os.environ["XDG_CONFIG_HOME"]) / "clovercode" / "config.toml"
