@@ -66,16 +66,18 @@ def test_an_editor_session_edits_asks_is_cancelled_and_loads_again(tmp_path: Pat
         tool_call_text("edit_file", path="hello.txt", old_text="from the buffer", new_text="from the model"),
         tool_call_text("write_file", path="../escape.txt", content="out"),  # the attack: outside the project
         tool_call_text("finish", summary="Edited hello.txt."),
-        # 2: a command, rejected, then allowed always
-        tool_call_text("run_command", command="echo approved-run"),
-        tool_call_text("run_command", command="echo approved-run"),
+        # 2: a command behind a wrapper, rejected, then allowed always (issue 45: the rule is that exact
+        # command, named in the option), then the same wrapper smuggling another command: asked
+        tool_call_text("run_command", command="taskset -c 0 echo approved-run"),
+        tool_call_text("run_command", command="taskset -c 0 echo approved-run"),
+        tool_call_text("run_command", command="taskset -c 0 touch SMUGGLED \U0001F600\U000E0163\U000E0175"),
         "The command ran.",
         # 3: a command cancelled while it runs
         tool_call_text("run_command", command=f"echo started > started.txt; sleep {SLEEP}; echo late > late.txt"),
         "never reached",
     )
     checker = SchemaChecker()
-    editor = Editor(buffers={hello: "hello from the buffer\n"}, answers=["reject-once", "allow-always", "allow-once"],
+    editor = Editor(buffers={hello: "hello from the buffer\n"}, answers=["reject-once", "allow-always", "reject-once", "allow-once"],
                     cancel_when=project / "started.txt")
 
     async def first_process() -> tuple[str, list[str]]:
@@ -109,13 +111,21 @@ def test_an_editor_session_edits_asks_is_cancelled_and_loads_again(tmp_path: Pat
 
     # 2: two questions about the command; the rejection reached the model, "always" became the user's rule
     asked = [tool_call for tool_call, _ in editor.permission_requests]
-    assert [t.tool_call_id for t in asked] == ["t2-call_1_1", "t2-call_2_1", "t3-call_1_1"]
-    assert asked[0].kind == "execute" and asked[0].title == "echo approved-run"
+    assert [t.tool_call_id for t in asked] == ["t2-call_1_1", "t2-call_2_1", "t2-call_3_1", "t3-call_1_1"]
+    assert asked[0].kind == "execute" and asked[0].title == "taskset -c 0 echo approved-run"
     assert [o.kind for o in editor.permission_requests[0][1]] == ["allow_once", "allow_always", "reject_once"]
+    assert editor.permission_requests[0][1][1].name == \
+        "Always allow exactly `taskset -c 0 echo approved-run` (a rule in your config)"
+    assert not (project / "SMUGGLED").exists()
+    # the hidden characters reach the editor written out and counted, in the title and the request
+    assert asked[2].title == "taskset -c 0 touch SMUGGLED \U0001F600\\u{E0163}\\u{E0175}"
+    shown = asked[2].content[0].content.text
+    assert "\\u{E0163}\\u{E0175}" in shown and "2 invisible characters" in shown and "\U000E0163" not in shown
     assert done["t2-call_1_1"].status == "failed" and done["t2-call_2_1"].status == "completed"
     assert "approved-run" in done["t2-call_2_1"].content[-1].content.text
     config = Path(os.environ["XDG_CONFIG_HOME"]) / "clovercode" / "config.toml"
-    assert "echo approved-run" in config.read_text()
+    assert '"taskset -c 0 echo approved-run"' in config.read_text() and '"taskset' not in config.read_text().replace(
+        '"taskset -c 0 echo approved-run"', "")
 
     # 3: the cancel stopped the running command (its process is gone, its last line never ran)
     assert (project / "started.txt").exists() and not (project / "late.txt").exists()
@@ -143,7 +153,7 @@ def test_an_editor_session_edits_asks_is_cancelled_and_loads_again(tmp_path: Pat
     told = again.text("user_message_chunk")
     assert "fix the greeting" in told and "run the check" in told and "run the slow thing" in told
     assert "Edited hello.txt." in again.text()
-    assert any(u.title == "echo approved-run" for u in again.of("tool_call"))
+    assert any(u.title == "taskset -c 0 echo approved-run" for u in again.of("tool_call"))
     said = [u.content.text for u in again.updates if u.session_update in ("user_message_chunk", "agent_message_chunk")]
     assert said[0] == "fix the greeting" and said[-1] == "I remember the greeting."  # the history came first
     assert checker_again.problems() == []

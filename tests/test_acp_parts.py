@@ -203,9 +203,9 @@ def test_permission_content_shows_the_whole_command_and_the_files() -> None:
 
     command = content(ApprovalRequest("command", "make\nrm -rf build\u202e", "runs in sandbox: workspace-write"), Path("/p"))
     assert [c["content"]["text"] for c in command] == [
-        "```\nclovercode wants to run a command (runs in sandbox: workspace-write)\n$ make\n$ rm -rf build\\u202e\n"
-        "! one command of 2 lines: every line runs\n! it holds characters a terminal would not show (control, "
-        "zero-width or bidi): they are written out as \\x.., \\u....\n```"]
+        "```\nclovercode wants to run a command (runs in sandbox: workspace-write)\n$ make\n$ rm -rf build\\u{202E}\n"
+        "! one command of 2 lines: every line runs\n! 1 invisible character (control, format, variation selector, "
+        "filler or unusual space), written out as \\u{...}: read them before answering\n```"]
     changes = (FileChange("a.py", "x\n", "y\n"), FileChange("b.py", None, "z"))
     edit = content(ApprovalRequest("edit", "edit a.py, b.py", "+y\n-x", changes=changes), Path("/p"))
     assert edit == [{"type": "diff", "path": "/p/a.py", "oldText": "x\n", "newText": "y\n"},

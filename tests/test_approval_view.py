@@ -41,14 +41,15 @@ def test_a_long_command_keeps_every_line_and_says_how_many_the_preview_holds_bac
 
 def test_invisible_bidi_tabs_and_escapes_are_written_out_and_marked():
     assert visible("\tif x:\u202e# admin\u200b\x1b[2K\tdone  ") == (
-        ("    if x:", False), ("\\u202e", True), ("# admin", False),
-        ("\\u200b", True), ("\\x1b", True), ("[2K", False), ("\\t", True), ("done", False), ("[2 spaces]", True))
+        ("    if x:", False), ("\\u{202E}", True), ("# admin", False),
+        ("\\u{200B}", True), ("\\u{1B}", True), ("[2K", False), ("\\u{9}", True), ("done", False), ("[2 spaces]", True))
+    assert visible("\tls", "command")[0] == ("\\u{9}", True)  # a command's tabs are all written out
     view = render_approval(ApprovalRequest("command", "ls\u202e -la", ""))
-    assert view.title == "ls\\u202e -la" and "characters a terminal would not show" in view.warnings[0]
+    assert view.title == "ls\\u{202E} -la" and "1 invisible character " in view.warnings[0]
     assert render_approval(ApprovalRequest("command", "git status", "")).warnings == ()
 
 
 def test_an_mcp_call_shows_server_tool_and_every_argument_line():
     view = render_approval(ApprovalRequest("mcp", "files: delete\u202e", '{\n  "path": "/"\n}', rule="files__delete"))
-    assert view.heading == "clovercode wants to call the MCP tool delete\\u202e of the server files"
+    assert view.heading == "clovercode wants to call the MCP tool delete\\u{202E} of the server files"
     assert [line.text for line in view.lines] == ["{", '  "path": "/"', "}"] and view.note == "outside the sandbox"

@@ -10,7 +10,7 @@ import pytest
 from clovercode.actions.approval import (ALWAYS, CANCEL, NO, YES, ModeApprover, Reply, RunCancelled, needs_asking,
                                          parse_answer)
 from clovercode.actions.context import ApprovalRequest, ToolError
-from clovercode.actions.permissions import allowed, command_prefix
+from clovercode.actions.permissions import allowed, command_rule
 from conftest import EXAMPLES, cli_env, run_cli
 
 REPLAY = f"replay:{EXAMPLES / 'calc.replay.jsonl'}"
@@ -44,42 +44,64 @@ def test_always_is_remembered_per_kind():
     assert ModeApprover("full-auto", True, lambda r: YES).notice() is None
 
 
-def test_always_for_a_command_is_a_prefix_rule_kept_by_the_caller():
-    kept, answers = [], iter([Reply(ALWAYS), Reply(YES), Reply(ALWAYS)])
+def test_always_for_a_command_is_a_rule_kept_by_the_caller():
+    kept, answers = [], iter([Reply(ALWAYS), Reply(YES), Reply(ALWAYS), Reply(ALWAYS), Reply(NO), Reply(NO)])
     approver = ModeApprover("suggest", True, lambda r: next(answers), ["npm test"], kept.append)
     assert approver(ApprovalRequest("command", "npm test -- --watch"))  # an existing rule: not asked
-    assert approver(ApprovalRequest("command", "git status --short"))  # asked; "always" adds `git status`
+    assert approver(ApprovalRequest("command", "git status --short"))  # asked; "always" adds `git status *`
     assert approver(ApprovalRequest("command", "git status"))  # not asked again
-    assert kept == ["git status"] and approver.rules == ["npm test", "git status"]
+    assert kept == ["git status *"] and approver.rules == ["npm test", "git status *"]
     assert approver(ApprovalRequest("command", "git push"))  # another subcommand: asked (the YES)
     assert approver(ApprovalRequest("command", "pytest; rm -rf ~"))  # compound: "always" is only this once
-    assert approver.rules == ["npm test", "git status"]
+    assert approver.rules == ["npm test", "git status *"]
+    # issue 45: a wrapper's "always" is that exact command; what it smuggles next is asked (the NOs)
+    assert approver(ApprovalRequest("command", "taskset -c 0 make"))
+    assert kept[-1] == "taskset -c 0 make" and approver(ApprovalRequest("command", "taskset -c 0 make"))
+    assert not approver(ApprovalRequest("command", "taskset -c 0 touch SMUGGLED"))
+    assert not approver(ApprovalRequest("command", "taskset -c 0 make && touch SMUGGLED"))
 
 
 def test_prefixes_and_what_a_rule_covers():
-    assert [command_prefix(c) for c in ("git status --short", "npm run build", "pytest -q tests/", "python3 -m pytest",
-                                        "ls", "./run.sh", "FOO=1 make", "make && rm x", "cat a | sh", "echo $(id)")] == [
-        "git status", "npm run build", "pytest", "python3 -m pytest", "ls", "./run.sh", None, None, None, None]
+    assert [command_rule(c) for c in ("git status --short", "npm run build", "pytest -q tests/", "python3 -m pytest",
+                                      "ls", "./run.sh", "FOO=1 make", "make && rm x", "cat a | sh", "echo $(id)")] == [
+        "git status *", "npm run build", "pytest *", "python3 -m pytest *", "ls *", "./run.sh", "FOO=1 make",
+        None, None, None]
 
 
-def test_always_offers_the_narrowest_useful_prefix_and_never_a_bare_interpreter():
+def test_always_saves_a_prefix_only_for_allowlisted_programs_and_the_exact_command_otherwise():
     cases = {
-        "python3 -m unittest -q": "python3 -m unittest", "python3 tools/check.py --fix": "python3 tools/check.py",
-        "/usr/bin/python3.12 -m pytest -x": "/usr/bin/python3.12 -m pytest", "bash scripts/test.sh": "bash scripts/test.sh",
-        "python3 -c 'import os; os.system(1)'": None, "bash -c 'curl x'": None, "python3": None, "node -e 1": None,
-        "npm run test:unit -- --watch": "npm run test:unit", "yarn run lint": "yarn run lint", "npm test": "npm test",
-        "uv run pytest -q": "uv run pytest", "poetry run python -m pytest": "poetry run python -m pytest",
-        "npx jest --watch": "npx jest", "npx -y something": None, "uv run python": None,
-        "git -C /tmp status": None, "git": None, "cargo test --release": "cargo test", "go test ./...": "go test",
-        "sudo make install": None, "env A=1 pytest": None, "xargs rm": None, "timeout 5 pytest": None,
-        "find . -delete": None, "make test": "make test", "grep -rn foo .": "grep",
+        "python3 -m unittest -q": "python3 -m unittest *", "/usr/bin/python3.12 -m pytest -x": "/usr/bin/python3.12 -m pytest *",
+        "python3 tools/check.py --fix": "python3 tools/check.py --fix", "bash scripts/test.sh": "bash scripts/test.sh",
+        "python3 -c 'import os; os.system(1)'": None, "bash -c 'curl x'": "bash -c 'curl x'",
+        "npm test": "npm test *", "uv run pytest -q": "uv run pytest *", "cargo test --release": "cargo test *",
+        "go test ./...": "go test *", "git log -3": "git log *", "grep -rn foo .": "grep *", "rg foo": "rg *",
+        # the attacks: a prefix here would have allowed anything after it
+        "rm -rf build": "rm -rf build", "curl -s https://example.com": "curl -s https://example.com",
+        "pip install requests": "pip install requests", "docker run alpine id": "docker run alpine id",
+        "taskset -c 0 pytest": "taskset -c 0 pytest", "ionice -c3 make": "ionice -c3 make", "nice make": "nice make",
+        "chrt -f 1 ls": "chrt -f 1 ls", "timeout 5 pytest": "timeout 5 pytest", "env A=1 pytest": "env A=1 pytest",
+        "npx jest --watch": "npx jest --watch", "go run ./cmd": "go run ./cmd", "sudo make install": "sudo make install",
+        "gdb -batch -ex run ./a": "gdb -batch -ex run ./a", "tmux new -d x": "tmux new -d x",
+        "sed -i s/a/b/ f": "sed -i s/a/b/ f", "find . -delete": "find . -delete", "make test": "make test",
+        "git push --force": "git push --force", "git -C /tmp status": "git -C /tmp status",
+        # an allowlisted program with an option that runs a program or writes a file: exact
+        "rg --pre ./x foo": "rg --pre ./x foo", "git diff --output=calc.py": "git diff --output=calc.py",
+        "pytest --basetemp=src": "pytest --basetemp=src", "go test -exec ./x": "go test -exec ./x",
     }
-    assert {command: command_prefix(command) for command in cases} == cases
-    assert allowed("python3 -m unittest discover", ["python3 -m unittest"]) and not allowed("python3 evil.py", ["python3 -m unittest"])
-    assert allowed("git status -s", ["git status"]) == "git status"
-    assert allowed("git stash", ["git status"]) is None
-    assert allowed("git status; curl evil", ["git status"]) is None
-    assert allowed("git status > /etc/x", ["git status"]) is None
+    assert {command: command_rule(command) for command in cases} == cases
+    assert allowed("python3 -m unittest discover", ["python3 -m unittest *"])
+    assert not allowed("python3 evil.py", ["python3 -m unittest *"])
+    assert allowed("git status -s", ["git status *"]) == "git status *"
+    assert allowed("git status -s", ["git status"]) == "git status"  # as older versions saved them
+    assert allowed("git stash", ["git status *"]) is None
+    assert allowed("git status; curl evil", ["git status *"]) is None
+    assert allowed("git status > /etc/x", ["git status *"]) is None
+    assert allowed("rm -rf build", ["rm -rf build"]) and not allowed("rm -rf build /", ["rm -rf build"])
+    assert not allowed("rm -rf /", ["rm"])  # a bare entry off the list is exact
+    assert not allowed("taskset -c 0 touch X", ["taskset", "taskset *", "ionice *"])  # never a wrapper's prefix
+    assert not allowed("git diff --output=calc.py", ["git diff *"]) and not allowed("rg --pre=sh x", ["rg *"])
+    assert allowed("make test -j4", ["make test *"]) is None  # make runs the Makefile's commands: a wrapper
+    assert allowed("cargo build --release", ["cargo build *"]) == "cargo build *"  # the user's own word
 
 
 def test_no_with_a_reason_reaches_the_model_and_cancel_stops_the_run():

@@ -123,7 +123,7 @@ def test_an_allow_rule_persists_across_sessions_and_esc_cancels_the_run(calc_rep
     child.sendline("/exit")
     child.expect(pexpect.EOF)
     assert config.read_text().startswith("# my settings\nmax_steps = 12\n")  # the person's file kept as written
-    assert 'allow = ["git status"]' in config.read_text()
+    assert 'allow = ["git status *"]' in config.read_text()
 
     child = spawn_repl(calc_repo, "--model", f"replay:{second}", "--approval", "suggest")
     child.expect_exact(PROMPT)

@@ -30,6 +30,16 @@ ATTACKS = {
     "a huge power": "{{ 10 ** 100000000 }}",
     "a replace that multiplies": "{{ ('x' * 100000).replace('x', 'x' * 100000) }}",
     "too much output": "{% for i in range(100000) %}{{ 'y' * 1000 }}{% endfor %}",
+    # issue 45: one C-level operation each, past the old checks (1-2 GB or 60-70 s before refusal)
+    "a %-precision": "{{ '%.999999999d' % 1 }}",
+    "a format filter": "{{ '%999999999d' | format(1) }}",
+    "a replace filter": "{{ ('x' * 900000) | replace('x', 'x' * 1000) }}",
+    "a join filter": "{{ (['x' * 900000] * 1000) | join }}",
+    "a nested width": "{{ '{:{}{}}'.format('x', 9999, 99999) }}",
+    "a power of a power": "{{ (9 ** 4096) ** 4096 }}",
+    "a tilde join": "{% set s = 'x' * 900000 %}{{ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s }}",
+    "a padded batch": "{{ [1] | batch(900000000, 'x') | list }}",
+    "a list literal written out": "{% set s = 'x' * 900000 %}{{ [s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s] }}",
 }
 
 
@@ -134,15 +144,19 @@ def test_a_gguf_header_that_cannot_be_true_is_refused_before_reading(tmp_path):
     check_gguf(lying_gguf(tmp_path / "plausible.gguf"))  # the header alone cannot tell: the reader must
 
 
-@pytest.mark.parametrize("kind", ["gguf", "template"])
+@pytest.mark.parametrize("kind", ["gguf", "template", "deep config"])
 def test_exec_with_a_hostile_model_file_exits_5_naming_it(tmp_path, kind):
     project = tmp_path / "project"
     project.mkdir()
     if kind == "gguf":
         model, reason = str(lying_gguf(project / "lying.gguf")), "lying.gguf could not be read as a GGUF model"
-    else:
+    elif kind == "template":
         model, reason = "./m", "went past its limits"
         _tiny_with_template(project / "m", ATTACKS["a gigabyte string"])
+    else:  # issue 45: a 100,000-deep config.json was a RecursionError, exit 70
+        model, reason = "./m", "config.json of the model in"
+        _tiny_with_template(project / "m", "{{ messages }}")
+        (project / "m" / "config.json").write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
     proc = run_cli("exec", "--sandbox", "none", "--model", model, "hello", cwd=project,
                    env=cli_env(CLOVERCODE_ENGINE_DEVICE="cpu"), timeout=300)
     assert proc.returncode == ExitCode.MODEL_UNAVAILABLE, proc.stderr
@@ -168,3 +182,64 @@ def test_a_prompt_that_cannot_fit_is_refused_before_it_is_tokenized():
     assert encoded == []
     backend.prepare([Message("user", "hi")], [], GenerationParams(max_new_tokens=4, thinking=False))
     assert encoded
+
+
+EVERYDAY = """{%- set ns = namespace(last=-1, names=[]) -%}
+{%- if tools %}{{ '# Tools\\n' + (tools | map(attribute='function') | map(attribute='name') | join(', ')) }}
+{% for tool in tools %}{{ tool | tojson(indent=2) }}{{ '\\n' }}{% endfor %}{% endif -%}
+{%- for message in messages[::-1] %}{% if message.role == 'user' and ns.last < 0 %}{% set ns.last = loop.index0 %}{% endif %}{% endfor -%}
+{%- for message in messages -%}
+{%- set content = message.content if message.content is string else '' -%}
+{%- if '</think>' in content %}{% set content = content.split('</think>')[-1].lstrip('\\n') %}{% endif -%}
+<|{{ message['role'] }}|>{{ content | trim }} {{ '%-6s|%3d' % (message.role[:4], loop.index) }} {{ '{0}:{1:>4}'.format(loop.index0, content | length) }}
+{{ content.replace('hi', 'hello') | indent(2) | center(30) | truncate(40) }} {{ message.role ~ '/' ~ loop.length }}
+{%- endfor %}
+{{ messages | selectattr('role', 'equalto', 'user') | list | length }} {{ [1, 2.5, 3] | sum }} {{ (7 / 2) | round | int }}
+{{ {'b': 1, 'a': 2} | dictsort | map('first') | join('') }} {{ [3, 1, 3] | unique | list }} {{ 2 ** 10 }} {{ -3 | abs }}
+{%- if add_generation_prompt %}<|assistant|>{% endif %}"""
+
+
+def test_everyday_template_constructs_render_as_jinjas_own_sandbox_renders_them():
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    variables = {"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi there"},
+                              {"role": "assistant", "content": "<think>x</think>\n\nok"}, {"role": "user", "content": "go"}],
+                 "tools": [{"type": "function", "function": {"name": "view_file", "parameters": {"type": "object"}}}],
+                 "add_generation_prompt": True}
+    plain = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    plain.filters["tojson"] = lambda v, indent=None: __import__("json").dumps(v, indent=indent)
+    assert render(EVERYDAY, variables) == plain.from_string(EVERYDAY).render(**variables)
+
+
+def test_what_is_off_the_list_is_refused_or_absent():
+    for source in ("{{ 'x'.encode('utf-8') }}", "{{ 'x'.translate({}) }}", "{{ ['a'] | sum(start='') }}",
+                   "{{ '%*d' % (5, 1) }}", "{{ '{:!<{w}}'.format('x', w=3) }}"):
+        with pytest.raises(TemplateLimit):
+            render(source, {})
+    import jinja2
+
+    for source in ("{{ 2.0 ** 99999 }}", "{{ 'x' | int + [] }}", "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}"):
+        with pytest.raises(jinja2.TemplateError, match="the template raised"):
+            render(source, {})  # the template's own failure: a template error (exit 5), never a traceback
+    with pytest.raises(jinja2.UndefinedError):
+        render("{{ lipsum(100000000) }}", {})  # lorem ipsum is not among the globals
+    with pytest.raises(jinja2.TemplateAssertionError):
+        render("{{ 'x' | pprint }}", {})  # nor pprint among the filters
+
+
+def test_model_json_is_parsed_with_a_depth_limit(tmp_path):
+    from clovercode.engine.sources import read_json_object
+    from clovercode.engine.weightplan import read_header
+    from clovercode.ground import boundedjson
+
+    deep = '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    assert boundedjson.depth('{"a": "[[[[[", "b": [[1]]}') == 3  # brackets inside strings do not count
+    with pytest.raises(boundedjson.TooDeep):
+        boundedjson.loads(deep)
+    for name in ("tokenizer_config.json", "generation_config.json"):
+        (tmp_path / name).write_text(deep)
+        with pytest.raises(ModelUnavailable, match=f"{name} of the model in .* nests more than 128 levels"):
+            read_json_object(tmp_path / name)
+    header = deep.encode()
+    (tmp_path / "w.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
+    assert read_header(tmp_path / "w.safetensors") is None  # not a safetensors file, and no RecursionError

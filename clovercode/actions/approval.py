@@ -13,8 +13,8 @@ covers that one tool; full-auto calls the servers the user configured without as
 run in the sandbox, so it would not change anything for them).
 
 The answers (as in Claude Code and Codex): yes; always (edits: for the rest of the session; an MCP
-tool: that tool, this session; commands: an allow rule for the command's prefix, kept in the user's
-config); no, with an optional reason the model reads; cancel (Ctrl-D or Esc), which stops the run.
+tool: that tool, this session; commands: an allow rule, kept in the user's config: a prefix for the
+allowlisted programs, else the exact command, actions/permissions.py); no, with an optional reason the model reads; cancel (Ctrl-D or Esc), which stops the run.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Callable, Union
 
 from clovercode.actions.context import ApprovalRequest, ToolError
-from clovercode.actions.permissions import allowed, command_prefix
+from clovercode.actions.permissions import allowed, command_rule
 
 YES, NO, ALWAYS, CANCEL = "yes", "no", "always", "cancel"
 VIEW = "view"  # not an answer: show the whole command, or the new file, then ask again
@@ -81,7 +81,7 @@ class ModeApprover:
         if reply.answer == ALWAYS:
             if request.kind != "command":
                 self.always.add(rule)
-            elif (prefix := command_prefix(request.title)) is not None and prefix not in self.rules:
+            elif (prefix := command_rule(request.title)) is not None and prefix not in self.rules:
                 self.rules.append(prefix)
                 if self.remember is not None:
                     self.remember(prefix)

@@ -5,13 +5,19 @@ text, ACP as text plus diff blocks). None of them decides on its own what to sho
 What it guarantees, whatever the model wrote:
 - every line of the command or the diff is in ``lines``, never cut: long lines are for the front
   end to wrap, and a preview that holds back lines says how many (``hidden``) so the rest is one
-  key away; runs of blank lines are folded into one marked line saying how many;
-- what a terminal would not show is made visible and marked: control and escape characters, bidi
-  overrides and zero-width characters (``\\u202e``, :func:`clovercode.trust.terminal.inert`), tabs
-  inside a line, and long runs of spaces inside a line (``[90 spaces]``), which could otherwise
-  push a payload past the right edge or onto what looks like a line of its own;
+  key away; runs of empty lines (nothing at all on them) are folded into one marked line saying how
+  many, and a line that holds anything else (a space, ``\\x0c``, U+3000) is never folded;
+- only an allowlist of characters shows as itself (:func:`clovercode.trust.terminal.reveal`:
+  printable ASCII, and letters, marks, digits, punctuation and symbols that draw something);
+  every other character (controls, escapes, bidi, zero-width, variation selectors, Hangul
+  fillers, spaces other than U+0020, line separators) is written out as ``\\u{E0100}``, marked,
+  and counted in a warning ("7 invisible characters"); a command's tabs are written out too, a
+  diff's leading tabs are indentation; long runs of spaces inside a line (``[90 spaces]``), which
+  could push a payload past the right edge, are counted;
+- the lines are those split at ``\\n`` only, so no line ends at a character it does not show;
 - an edit carries each file's old and new text in full (``changes``), for a front end to page or
-  to send as a diff block.
+  to send as a diff block, and :meth:`ApprovalView.raw_hex` gives the bytes of every line that
+  holds an escape, for the ``v`` key.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from clovercode.actions.context import ApprovalRequest, FileChange
-from clovercode.trust.terminal import inert
+from clovercode.trust.terminal import escaped_count, hex_dump, reveal, revealed
 
 PREVIEW_LINES = 40  # lines shown before "N more lines"; the rest is a key away
 SPACE_RUN = 8  # spaces in a row, past a line's indentation, that are shown as a count
@@ -51,6 +57,21 @@ class ApprovalView:
     warnings: tuple[str, ...]  # what the person should look at twice (invisible characters, a long command)
     changes: tuple[FileChange, ...] = ()  # an edit's files in full
     preview: int = PREVIEW_LINES
+    source: str = ""  # the text the lines were made from (the command, the diff, the arguments)
+
+    @property
+    def escaped(self) -> int:
+        """Characters written out as escapes (invisible or steering), over every line."""
+        return sum(escaped_count(line.parts) for line in self.lines)
+
+    def raw_hex(self) -> list[str]:
+        """Each source line that holds an escape, numbered, with its UTF-8 bytes in hex."""
+        out: list[str] = []
+        for number, line in enumerate(self.source.split("\n"), 1):
+            if escaped_count(reveal(line)):
+                out.append(f"line {number}:")
+                out += ["  " + row for row in hex_dump(line)]
+        return out
 
     @property
     def hidden(self) -> int:
@@ -77,19 +98,18 @@ def render_approval(request: ApprovalRequest, preview: int = PREVIEW_LINES) -> A
 
 
 def visible(line: str, kind: str = "text") -> tuple[Part, ...]:
-    """One line (no newline in it) with every hidden thing written out and marked."""
+    """One line (no newline in it) with every hidden thing written out and marked. A command's
+    tabs are written out (``\\u{9}``); elsewhere (diffs, files) leading tabs are indentation."""
     body = line
-    indent = len(body) - len(body.lstrip(" \t"))
+    indent = 0 if kind == "command" else len(body) - len(body.lstrip(" \t"))
     lead, rest = body[:indent].replace("\t", "    "), body[indent:]
     parts: list[Part] = [(lead, False)] if lead else []
-    for match in re.finditer(f"\t| {{{SPACE_RUN},}}| +$|[^\t ]+| +", rest):
+    for match in re.finditer(f" {{{SPACE_RUN},}}| +$|[^ ]+| +", rest):
         piece = match.group()
-        if piece == "\t":
-            parts.append(("\\t", True))
-        elif piece.startswith(" ") and (len(piece) >= SPACE_RUN or match.end() == len(rest)):
+        if piece.startswith(" ") and (len(piece) >= SPACE_RUN or match.end() == len(rest)):
             parts.append((f"[{len(piece)} space{'' if len(piece) == 1 else 's'}]", True))  # long, or trailing
         else:
-            parts += _inert_parts(piece)
+            parts += reveal(piece)
     merged: list[Part] = []
     for text, marked in parts:
         if merged and not marked and not merged[-1][1]:
@@ -99,23 +119,12 @@ def visible(line: str, kind: str = "text") -> tuple[Part, ...]:
     return tuple(merged) if merged else (("", False),)
 
 
-def _inert_parts(text: str) -> list[Part]:
-    shown = inert(text, newlines=False)
-    if shown is text:
-        return [(text, False)]
-    parts: list[Part] = []
-    for piece in re.split(r"(\\(?:x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8}|[rnbafv]))", shown):
-        if piece:
-            parts.append((piece, bool(re.fullmatch(r"\\(?:x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8}|[rnbafv])", piece))))
-    return parts
-
-
 def _folded(raw_lines: list[str], kind: str) -> Iterator[ViewLine]:
     """The lines, each made visible, with runs of blank lines folded into one marked line."""
     at = 0
     while at < len(raw_lines):
         end = at
-        while end < len(raw_lines) and not raw_lines[end].strip():
+        while end < len(raw_lines) and raw_lines[end] == "":  # empty: a space or \x0c runs, and shows
             end += 1
         if end - at >= BLANK_RUN:
             yield ViewLine(kind, ((f"[{end - at} blank lines]", True),))
@@ -128,14 +137,16 @@ def _folded(raw_lines: list[str], kind: str) -> Iterator[ViewLine]:
 def _marked(lines: tuple[ViewLine, ...]) -> tuple[str, ...]:
     texts = [text for line in lines for text, marked in line.parts if marked]
     warnings = []
-    if any(t.startswith("\\") and not t.startswith("\\t") for t in texts):
-        warnings.append("it holds characters a terminal would not show (control, zero-width or bidi): "
-                        "they are written out as \\x.., \\u....")
+    if hidden := sum(escaped_count(line.parts) for line in lines):
+        warnings.append(f"{hidden} invisible character{'' if hidden == 1 else 's'} (control, format, variation "
+                        "selector, filler or unusual space), written out as \\u{...}: read them before answering")
+    if "\\u{9}" in texts:
+        warnings.append("a tab is written out as \\u{9}")
     if any(t.endswith("spaces]") or t.endswith("space]") for t in texts):
         warnings.append("a line holds a long run of spaces (or trailing ones), shown as [N spaces]: "
                         "read what follows it")
     if any(t.endswith("blank lines]") for t in texts):
-        warnings.append("blank lines in a row are folded, shown as [N blank lines]")
+        warnings.append("empty lines in a row are folded, shown as [N blank lines]")
     return tuple(warnings)
 
 
@@ -143,12 +154,12 @@ def _command(request: ApprovalRequest, preview: int) -> ApprovalView:
     raw = request.title.split("\n")
     lines = tuple(_folded(raw, "command"))
     warnings = list(_marked(lines))
-    title = inert(raw[0], newlines=False)
+    title = revealed(raw[0], newlines=False)
     if len(raw) > 1:
         warnings.insert(0, f"one command of {len(raw)} lines: every line runs")
         title += f" (+{len(raw) - 1} more line{'' if len(raw) == 2 else 's'})"
-    return ApprovalView("command", "clovercode wants to run a command", inert(request.detail, newlines=False),
-                        title, lines, tuple(warnings), preview=preview)
+    return ApprovalView("command", "clovercode wants to run a command", revealed(request.detail, newlines=False),
+                        title, lines, tuple(warnings), preview=preview, source=request.title)
 
 
 def _edit(request: ApprovalRequest, preview: int) -> ApprovalView:
@@ -164,17 +175,18 @@ def _edit(request: ApprovalRequest, preview: int) -> ApprovalView:
         else:
             lines.append(ViewLine("text", visible(raw)))
     view_lines = tuple(lines)
-    title = inert(request.title, newlines=False)
+    title = revealed(request.title, newlines=False)
     return ApprovalView("edit", f"clovercode wants to {title}", "", title, view_lines, _marked(view_lines),
-                        request.changes, preview)
+                        request.changes, preview, request.detail)
 
 
 def _mcp(request: ApprovalRequest, preview: int) -> ApprovalView:
     server, _, tool = request.title.partition(": ")
     lines = tuple(_folded(request.detail.split("\n"), "text")) if request.detail else ()
-    heading = f"clovercode wants to call the MCP tool {inert(tool, newlines=False)} of the server {inert(server, newlines=False)}"
-    return ApprovalView("mcp", heading, "outside the sandbox", inert(request.title, newlines=False), lines,
-                        _marked(lines), preview=preview)
+    heading = (f"clovercode wants to call the MCP tool {revealed(tool, newlines=False)} "
+               f"of the server {revealed(server, newlines=False)}")
+    return ApprovalView("mcp", heading, "outside the sandbox", revealed(request.title, newlines=False), lines,
+                        _marked(lines), preview=preview, source=request.detail)
 
 
 def _sign(kind: str) -> str:

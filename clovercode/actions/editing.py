@@ -94,8 +94,8 @@ def commit_changes(ctx: ToolContext, changes: Sequence[Change], notes: Sequence[
         ctx.changed.add(change.shown)
     if ctx.bytecode is not None:
         ctx.bytecode.changed(change.path for change, _ in done)
-    added = sum(1 for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++"))
-    removed = sum(1 for line in diff.splitlines() if line.startswith("-") and not line.startswith("---"))
+    added = sum(1 for line in diff.split("\n") if line.startswith("+") and not line.startswith("+++"))
+    removed = sum(1 for line in diff.split("\n") if line.startswith("-") and not line.startswith("---"))
     head = f"Changed {labels} (+{added} -{removed})"
     text = "\n".join([head + ":", diff, *notes, *([warning] if warning else [])])
     shown = [c.shown for c in changes if not c.quiet]
@@ -110,8 +110,15 @@ def unified_diff(change: Change, context: int = 2) -> str:
     source = change.old_shown or change.shown
     old_name = f"a/{source}" if change.before is not None or change.old_shown else "/dev/null"
     new_name = f"b/{change.shown}" if change.after is not None else "/dev/null"
-    lines = difflib.unified_diff(before.splitlines(), after.splitlines(), old_name, new_name, n=context, lineterm="")
+    lines = difflib.unified_diff(_lines(before), _lines(after), old_name, new_name, n=context, lineterm="")
     return "\n".join(lines)
+
+
+def _lines(text: str) -> list[str]:
+    """Lines split at ``\\n`` only: ``str.splitlines`` also splits at ``\\x0c``, ``\\x1c`` and U+2028,
+    and a diff split there would never show that character (the approval writes it out)."""
+    lines = text.split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
 
 
 def _label(change: Change) -> str:

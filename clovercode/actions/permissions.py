@@ -1,6 +1,24 @@
-"""Allow rules for commands: a rule is a command prefix (``git status``, ``npm test``); a command
-matches when its words start with the rule's words. A compound command (``;``, ``&&``, pipes,
-redirections, substitutions) never matches: ``pytest; rm -rf ~`` must not ride on ``pytest``."""
+"""Allow rules for commands, by allowlist (issue 45 point 6).
+
+"Always" saves one of two kinds of rule:
+
+- a **prefix** rule (``git status *``): the command's words start with the rule's. Offered only
+  for the programs and subcommands in :data:`SAFE_PREFIXES`, known to run no other program and
+  destroy no data (``git status``, ``ls``, ``pytest``, ``python3 -m unittest``, ``npm test``), and
+  matched only when none of that program's options that would run a program or write a file
+  (``rg --pre``, ``git diff --output``, ``go test -exec``) is among the words;
+- an **exact** rule (``rm -rf build``): that command, word for word, and nothing else. Every other
+  program gets one: ``rm``, ``curl``, ``pip install``, ``docker run``, and every wrapper that runs
+  what follows it (``taskset``, ``ionice``, ``nice``, ``timeout``, ``env``, ``sudo``, ``sh -c``, ``npx``).
+
+A compound command (``;``, ``&&``, pipes, redirections, substitutions, globs, several lines) gets
+no rule and never matches one: ``pytest; rm -rf ~`` must not ride on ``pytest``.
+
+Rules in the user's config: an entry ending in `` *`` is a prefix rule; an entry without it is a
+prefix rule when it names an allowlisted prefix (``git status``, as older versions saved them),
+else exact. A prefix entry for a program off the list (``taskset *``, ``make *``) is honoured only as
+far as the list allows: for a wrapper, never; for others (the user wrote it), yes.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +27,36 @@ import shlex
 from typing import Iterable
 
 SHELL_SYNTAX = set(";&|<>`$(){}\n*?!")
-MAX_PREFIX_WORDS = 2
+PREFIX_MARK = " *"
+
+# pytest's options that delete a directory (--basetemp is emptied first) or overwrite a file.
+PYTEST_WRITES = ("--basetemp", "--junitxml", "--junit-xml", "--result-log", "--report-log", "--cov-report",
+                 "--pastebin", "-p")
+# The prefixes "always" may save as prefixes, each with the options that would make it run another
+# program or write a file (a word equal to one, or starting with it and "="), which a match refuses.
+SAFE_PREFIXES: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("ls",): (), ("cat",): (), ("head",): (), ("tail",): (), ("wc",): (), ("pwd",): (), ("echo",): (),
+    ("stat",): (), ("du",): (), ("df",): (), ("which",): (), ("diff",): (), ("grep",): (),
+    ("rg",): ("--pre", "--pre-glob", "--search-zip", "-z"),
+    ("git", "status"): (), ("git", "diff"): ("--output", "--ext-diff"), ("git", "log"): ("--output", "--ext-diff"),
+    ("git", "show"): ("--output", "--ext-diff"),
+    ("pytest",): PYTEST_WRITES, ("py.test",): PYTEST_WRITES,
+    ("npm", "test"): ("--script-shell",), ("yarn", "test"): (), ("pnpm", "test"): ("--script-shell",),
+    ("cargo", "test"): ("--config", "-Z"), ("go", "test"): ("-exec", "-toolexec", "-o"), ("go", "vet"): ("-vettool",),
+}
+# An interpreter's test modules: `python3 -m pytest *`, `python -m unittest *`.
+SAFE_MODULES = ("pytest", "unittest")
+# Runners that run the allowlisted command after them in the project's environment.
+RUNNERS = {("uv", "run"), ("poetry", "run"), ("pipenv", "run"), ("pdm", "run"), ("hatch", "run")}
+# Programs that run what follows them, or change who or how it runs: never a prefix, even one the
+# user wrote (an older version saved `taskset` from ACP, then `taskset -c 0 touch X` ran unasked).
+WRAPPERS = {"env", "sudo", "doas", "su", "xargs", "timeout", "nice", "nohup", "exec", "command", "builtin", "eval",
+            "time", "watch", "strace", "ltrace", "find", "parallel", "ssh", "chroot", "unshare", "flock", "setsid",
+            "stdbuf", "script", "busybox", "taskset", "ionice", "chrt", "gdb", "lldb", "valgrind", "screen", "tmux",
+            "fakeroot", "systemd-run", "firejail", "bwrap", "nsenter", "runuser", "sg", "newgrp", "npx", "bunx",
+            "pnpx", "sed", "awk", "gawk", "mawk", "perl", "python", "python3", "sh", "bash", "zsh", "dash", "ksh",
+            "fish", "node", "ruby", "docker", "podman", "kubectl", "make", "cmake", "ninja", "cgexec", "numactl",
+            "prlimit", "caffeinate", "catchsegv", "proxychains", "torsocks", "entr", "inotifywait", "dbus-launch"}
 
 
 def _words(command: str) -> list[str] | None:
@@ -21,67 +68,55 @@ def _words(command: str) -> list[str] | None:
         return None
 
 
-# Programs that run what their arguments name: a rule must name the script or module too
-# (`python3 -m unittest`), never the bare interpreter, which would allow every script.
-INTERPRETERS = {"python", "python2", "python3", "pypy", "pypy3", "node", "deno", "bun", "ruby", "perl", "php",
-                "bash", "sh", "zsh", "dash", "ksh", "fish", "pwsh", "lua", "Rscript", "tclsh", "osascript"}
-# Programs that run another command given after them: the rule is theirs plus that command's.
-RUNNERS = {("uv", "run"), ("poetry", "run"), ("pipenv", "run"), ("pdm", "run"), ("hatch", "run"), ("npx",),
-           ("bunx",), ("pnpm", "exec"), ("pnpm", "dlx"), ("yarn", "dlx"), ("cargo", "run")}
-# Package scripts: the script's name is part of the rule (`npm run test:unit`, not `npm run`).
-SCRIPT_RUNNERS = {("npm", "run"), ("npm", "run-script"), ("pnpm", "run"), ("yarn", "run"), ("bun", "run")}
-# Tools whose first word picks what they do: without that word no rule (a bare `git` would allow `git push`).
-SUBCOMMAND_TOOLS = {"git", "npm", "pnpm", "yarn", "cargo", "go", "docker", "podman", "kubectl", "gh", "pip", "pip3",
-                    "uv", "poetry", "conda", "brew", "apt", "apt-get", "dotnet", "mvn", "gradle", "terraform"}
-# Programs that run whatever follows them, or change who runs it: never a rule.
-WRAPPERS = {"env", "sudo", "doas", "su", "xargs", "timeout", "nice", "nohup", "exec", "command", "builtin", "eval",
-            "time", "watch", "strace", "ltrace", "find", "parallel", "ssh", "chroot", "unshare", "flock", "setsid",
-            "stdbuf", "script", "busybox"}
-
-
 def _interpreter(word: str) -> bool:
-    name = word.rsplit("/", 1)[-1]
-    return name in INTERPRETERS or bool(re.fullmatch(r"python\d(\.\d+)?|pypy\d?(\.\d+)?|node\d*", name))
+    return bool(re.fullmatch(r"python(\d(\.\d+)?)?|pypy\d?(\.\d+)?", word.rsplit("/", 1)[-1]))
 
 
-def command_prefix(command: str) -> str | None:
-    """The rule 'always allow' offers for ``command``: the narrowest that is still useful, as Claude
-    Code offers `npm run test:*`. A program and its subcommand (`git status`); an interpreter with its
-    module or script (`python3 -m unittest`, `bash run.sh`); a package script (`npm run test:unit`);
-    a runner with the rule of what it runs (`uv run pytest`). None when no rule can be safe: a
-    compound command, an assignment first, a wrapper (`sudo`, `env`, `xargs`), an interpreter given
-    code inline (`python3 -c`, `bash -c`) or nothing to run, a subcommand tool without its subcommand."""
+def _safe_prefix(words: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The allowlisted prefix ``words`` start with, and the options it refuses; None if none."""
+    for runner in RUNNERS:
+        if tuple(words[:len(runner)]) == runner:
+            inner = _safe_prefix(words[len(runner):])
+            return (runner + inner[0], inner[1]) if inner else None
+    if len(words) >= 3 and _interpreter(words[0]) and words[1] == "-m" and words[2] in SAFE_MODULES:
+        return tuple(words[:3]), PYTEST_WRITES
+    for length in (2, 1):
+        key = tuple(words[:length])
+        if len(key) == length and key in SAFE_PREFIXES:
+            return key, SAFE_PREFIXES[key]
+    return None
+
+
+def command_rule(command: str) -> str | None:
+    """The rule "always" saves for ``command``: ``git status *`` (a prefix, for an allowlisted
+    program) or the command itself, exactly (``rm -rf build``). None for a compound command."""
     words = _words(command)
-    return _prefix(words) if words and "=" not in words[0] else None
-
-
-def _prefix(words: list[str]) -> str | None:
     if not words:
         return None
-    program = words[0]
-    if program.startswith("-") or program.rsplit("/", 1)[-1] in WRAPPERS:
-        return None
-    for runner in sorted(RUNNERS | SCRIPT_RUNNERS, key=len, reverse=True):
-        if tuple(words[:len(runner)]) == runner:
-            rest = words[len(runner):]
-            if runner in SCRIPT_RUNNERS:
-                return " ".join([*runner, rest[0]]) if rest and not rest[0].startswith("-") else None
-            inner = _prefix(rest)
-            return " ".join([*runner, inner]) if inner else None
-    if _interpreter(program):
-        if len(words) >= 3 and words[1] == "-m" and not words[2].startswith("-"):
-            return " ".join(words[:3])
-        if len(words) >= 2 and not words[1].startswith("-"):
-            return " ".join(words[:2])
-        return None  # inline code (-c, -e), options first, or a bare interpreter (reads its stdin)
-    prefix = [program]
-    for word in words[1:MAX_PREFIX_WORDS]:
-        if word.startswith("-") or any(ch in word for ch in "/.=:~"):
-            break
-        prefix.append(word)
-    if len(prefix) == 1 and program in SUBCOMMAND_TOOLS:
-        return None
-    return " ".join(prefix)
+    safe = _safe_prefix(words)
+    if safe is not None and not _refused(words, safe[1]):
+        return " ".join(safe[0]) + PREFIX_MARK
+    return shlex.join(words)
+
+
+def is_prefix(rule: str) -> bool:
+    """Whether a rule (from "always" or the user's config) matches by prefix."""
+    if rule.endswith(PREFIX_MARK):
+        return True
+    words = _words(rule)
+    return bool(words) and (safe := _safe_prefix(words)) is not None and list(safe[0]) == words
+
+
+def describe(rule: str) -> str:
+    """How a question names a rule: "commands starting `git status`" or "exactly `rm -rf build`"."""
+    if is_prefix(rule):
+        return f"commands starting `{rule.removesuffix(PREFIX_MARK)}`"
+    return f"exactly `{rule}`"
+
+
+def _refused(words: list[str], options: tuple[str, ...]) -> bool:
+    return any(word == option or word.startswith(option + "=") or (len(option) == 2 and word.startswith(option))
+               for word in words for option in options)
 
 
 def allowed(command: str, rules: Iterable[str]) -> str | None:
@@ -90,7 +125,17 @@ def allowed(command: str, rules: Iterable[str]) -> str | None:
     if not words:
         return None
     for rule in rules:
-        rule_words = rule.split()
-        if rule_words and words[:len(rule_words)] == rule_words:
+        rule_words = _words(rule.removesuffix(PREFIX_MARK))
+        if not rule_words:
+            continue
+        if words == rule_words:
             return rule
+        if not is_prefix(rule) or words[:len(rule_words)] != rule_words:
+            continue
+        if words[0].rsplit("/", 1)[-1] in WRAPPERS and not _safe_prefix(words):
+            continue  # a wrapper's prefix rule runs anything after it: exact only
+        safe = _safe_prefix(words)
+        if safe is not None and _refused(words, safe[1]):
+            continue  # `git diff --output=…` is not what `git diff *` allows
+        return rule
     return None

@@ -21,6 +21,7 @@ from rich.console import Console
 from clovercode.engine import quantmode
 from clovercode.engine.config import EngineConfig
 from clovercode.engine.sources import ModelSource, engine_missing, converted_dir, read_json_object
+from clovercode.ground import boundedjson
 from clovercode.ground.errors import ModelUnavailable
 from clovercode.trust import models as trust_models
 from clovercode.ground.heartbeat import HEARTBEAT_SECONDS, Heartbeat
@@ -424,7 +425,7 @@ def parameter_count(folder: Path) -> int | None:
                 (size,) = struct.unpack("<Q", handle.read(8))
                 if size > os.fstat(handle.fileno()).st_size - 8:  # not a safetensors file: never read "size" bytes
                     return None
-                header = json.loads(handle.read(size))
+                header = boundedjson.loads(handle.read(size))  # a TooDeep is a ValueError: not one
         except (OSError, ValueError, struct.error):
             return None
         if not isinstance(header, dict):

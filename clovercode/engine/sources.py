@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from clovercode.ground import boundedjson
 from clovercode.ground.errors import ModelUnavailable
 from clovercode.trust.models import ships_code
 
@@ -113,7 +114,10 @@ def _from_dir(name: str, path: Path, repo_id: str | None = None, revision: str |
 def read_json_object(path: Path) -> dict:
     """A model's JSON file as a dict, or one ModelUnavailable that names the file and what is wrong."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = boundedjson.loads(path.read_text(encoding="utf-8"))
+    except boundedjson.TooDeep as exc:
+        raise ModelUnavailable(f"{path.name} of the model in {path.parent} is refused: {exc}",
+                               hint="Real model files nest a few levels; this one is damaged or hostile.") from None
     except OSError as exc:
         raise ModelUnavailable(f"{path} cannot be read: {exc.strerror or exc}") from None
     except UnicodeDecodeError:

@@ -2,8 +2,9 @@
 
 jinja2's immutable sandbox (what transformers uses) keeps a template away from Python's internals,
 but not from the machine's time and memory: nested ``range(100000)`` loops run for hours, and
-``{{ 'x' * 1000000000 }}`` asks for a gigabyte at once. Here every value a template builds (string,
-list) is checked before it is built, the output is counted as it streams, and the template's own
+``{{ 'x' * 1000000000 }}`` asks for a gigabyte at once. Here the template runs in a restricted
+environment (engine/templatebounds.py: allowlisted operators, filters, methods and globals, every
+size computed before it is built), the output is counted as it streams, and the template's own
 code runs against a deadline. A template that goes past any of these raises :class:`TemplateLimit`
 (a jinja2 ``SecurityError``), which the engine reports as a model error naming the model (exit 5).
 
@@ -15,124 +16,15 @@ the extra keyword arguments (``enable_thinking``).
 from __future__ import annotations
 
 import functools
-import json
-import re
-import sys
-import time
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import jinja2
-from jinja2.exceptions import SecurityError, TemplateError
-from jinja2.ext import Extension, loopcontrols
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-_WIDTH = re.compile(r"%[-+ #0]*(\d+|\*)|\{[^{}]*:[^{}]*?(\d{5,})")
+from clovercode.engine.templatebounds import BoundedEnvironment, Limits, TemplateLimit
+
+__all__ = ["BoundedEnvironment", "Limits", "TemplateLimit", "chat_variables", "render"]
+
 _REASONING = ("reasoning_content", "thinking", "reasoning")
-
-
-@dataclass(frozen=True)
-class Limits:
-    chars: int = 16_000_000  # the rendered prompt, and any one string or list built on the way
-    seconds: float = 10.0  # the template's own code; a real one takes milliseconds
-
-
-class TemplateLimit(SecurityError):
-    """The chat template went past a limit (time, output size, a value too large)."""
-
-
-class _Generation(Extension):
-    """``{% generation %}`` (assistant-mask markers some templates carry) renders its body as is."""
-
-    tags = {"generation"}
-
-    def parse(self, parser: Any) -> Any:
-        lineno = next(parser.stream).lineno
-        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-        return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
-
-    def _body(self, caller: Callable[[], str]) -> str:
-        return caller()
-
-
-class BoundedEnvironment(ImmutableSandboxedEnvironment):
-    """transformers' chat-template environment, with every allocation a template asks for bounded."""
-
-    intercepted_binops = frozenset({"*", "+", "%", "**"})
-
-    def __init__(self, limits: Limits):
-        super().__init__(trim_blocks=True, lstrip_blocks=True, extensions=[_Generation, loopcontrols])
-        self.limits = limits
-        self.filters["tojson"] = _tojson
-        self.globals.update(raise_exception=_raise, strftime_now=lambda fmt: datetime.now().strftime(fmt))
-        self.filters = {name: self._bounded(f) for name, f in self.filters.items()}
-
-    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        limit = self.limits.chars
-        if operator == "*":
-            size, times = (_size(left), right) if _size(left) is not None else (_size(right), left)
-            if size is not None and isinstance(times, int) and size * times > limit:
-                raise TemplateLimit(f"a value of {size:,} × {times:,} items is over the limit of {limit:,}")
-        elif operator == "+" and _size(left) is not None and _size(right) is not None:
-            if _size(left) + _size(right) > limit:  # type: ignore[operator]
-                raise TemplateLimit(f"a value of more than {limit:,} items")
-        elif operator == "**" and isinstance(right, int) and abs(right) > 4096 and left not in (0, 1, -1):
-            raise TemplateLimit(f"a power with exponent {right:,}")
-        elif operator == "%" and isinstance(left, str):
-            self._check_widths(left, right)
-        return self._checked(super().call_binop(context, operator, left, right))
-
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - jinja2's signature
-        __self._check_arguments(args, kwargs)
-        if callable(__obj) and getattr(__obj, "__name__", "") == "format" \
-                and isinstance(getattr(__obj, "__self__", None), str):
-            __self._check_widths(__obj.__self__, None)
-        if getattr(__obj, "__name__", "") == "replace" and isinstance(getattr(__obj, "__self__", None), str) \
-                and len(args) >= 2 and isinstance(args[1], str):
-            grown = len(__obj.__self__) * max(1, len(args[1]))
-            if grown > __self.limits.chars:
-                raise TemplateLimit(f"a replace that could build {grown:,} characters")
-        return __self._checked(super().call(__context, __obj, *args, **kwargs))
-
-    def _bounded(self, function: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(function)  # keeps jinja's pass_context / pass_environment markers
-        def bounded(*args: Any, **kwargs: Any) -> Any:
-            self._check_arguments(args, kwargs)
-            return self._checked(function(*args, **kwargs))
-
-        return bounded
-
-    def _check_arguments(self, args: tuple, kwargs: Mapping[str, Any]) -> None:
-        for value in (*args, *kwargs.values()):
-            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > self.limits.chars:
-                raise TemplateLimit(f"an argument of {value:,} is over the limit of {self.limits.chars:,}")
-
-    def _check_widths(self, text: str, _: Any) -> None:
-        for match in _WIDTH.finditer(text):
-            width = match.group(1) or match.group(2)
-            if width == "*" or (width and int(width) > self.limits.chars):
-                raise TemplateLimit("a format width over the limit")
-
-    def _checked(self, value: Any) -> Any:
-        size = _size(value)
-        if size is not None and size > self.limits.chars:
-            raise TemplateLimit(f"a value of {size:,} items is over the limit of {self.limits.chars:,}")
-        return value
-
-
-def _size(value: Any) -> int | None:
-    return len(value) if isinstance(value, (str, list, tuple, dict)) else None
-
-
-def _tojson(value: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None,
-            sort_keys: bool = False) -> str:
-    # transformers' own filter: Jinja's escapes HTML, which a prompt must not have
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-
-def _raise(message: str) -> None:
-    raise TemplateError(message)
 
 
 @functools.lru_cache(maxsize=8)
@@ -153,6 +45,12 @@ def render(source: str, variables: Mapping[str, Any], limits: Limits = Limits())
                 parts.append(part)
     except _TimeUp:
         raise TemplateLimit(f"the template ran past its time limit of {limits.seconds:g} s") from None
+    except jinja2.TemplateError:
+        raise
+    except (ArithmeticError, LookupError, TypeError, ValueError, RecursionError) as exc:
+        # the template's own code failed (``2.0 ** 99999``, ``int('x')``, a macro calling itself):
+        # a template error naming what, which the engine reports as a model error, never a traceback
+        raise jinja2.TemplateError(f"the template raised {type(exc).__name__}: {exc}") from None
     return "".join(parts)
 
 

@@ -6,13 +6,14 @@ the memory plan (memplan.py) and ``gpu_check.sh --plan-only`` use it without wei
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
+
+from clovercode.ground import boundedjson
 
 MODES = ("none", "int8", "int4", "fp8", "auto")
 QUANTIZED_MODES = ("int8", "int4", "fp8")
@@ -105,7 +106,7 @@ def read_header(path: Path) -> dict[str, Any] | None:
             (size,) = struct.unpack("<Q", handle.read(8))
             if size > min(HEADER_LIMIT, os.fstat(handle.fileno()).st_size - 8):
                 return None
-            header = json.loads(handle.read(size))
+            header = boundedjson.loads(handle.read(size))  # a TooDeep is a ValueError: not one
     except (OSError, ValueError, struct.error):
         return None
     return header if isinstance(header, dict) else None

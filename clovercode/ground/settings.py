@@ -140,8 +140,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("serve.max_queue_per_key", int, 0, "Queue places one API key may hold (429 beyond; 0: serve.max_queue shared "
             "evenly among the keys; no limit without keys).", minimum=0),
     # REPL permissions (docs/usage.md#approvals): the user's own rules, never a project's
-    Setting("permissions.allow", list, (), "Command prefixes the REPL runs without asking (e.g. 'git status'); "
-            "added by answering 'a' at an approval, listed and removed with /permissions."),
+    Setting("permissions.allow", list, (), "Commands run without asking: 'git status *' (a prefix, honoured only "
+            "for programs that run no other program) or an exact command ('rm -rf build'); added by answering 'a' "
+            "at an approval, listed and removed with /permissions."),
     # repository context: repo map, instruction files, prompt budget, compaction (docs/context.md)
     Setting("context.map_tokens", int, 2048, "Token budget of the repository map in the system prompt (0: no map).", minimum=0),
     Setting("context.window", int, 0, "Context window in tokens (0: the model's own, else 32768).", minimum=0),

@@ -3,7 +3,12 @@
 A thread per connection (``http.server``), bounded three ways so no client can shut out another:
 all connections (``max_connections``), one address's (``per_address``: reconnecting keyless
 sockets from one host), one tenant's once its key is known (``per_tenant``: one key holding slow
-bodies). A connection past a cap gets an immediate answer and is closed. Header and body reads
+bodies). A connection past a cap gets an immediate answer and is closed. The global cap is shared
+fairly: when every slot is taken, a newcomer whose party (its address, since its key is not known
+yet) holds fewer connections than the largest party takes the slot of one of that party's
+connections that is only waiting for a request (never one in the middle of a request), which is
+answered 503 and closed. A party is a connection's tenant once its key is known, else its address,
+so keyless sockets from a few hosts cannot keep a keyed tenant out. Header and body reads
 have deadlines for the whole read, not per ``recv``: a byte a second defeats a per-read timeout.
 """
 
@@ -36,6 +41,15 @@ _ADDRESS_BUSY = _refusal("503 Service Unavailable", "too many open connections f
                          "(serve.max_connections_per_address); close some and retry", "too_many_connections")
 
 
+def _hang_up(sock: socket.socket, answer: bytes) -> None:
+    """Answer ``answer`` and end the connection (its handler, if any, sees the end and finishes)."""
+    try:
+        sock.sendall(answer)
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already gone
+
+
 @dataclass(frozen=True)
 class ConnectionCaps:
     """How many connections, from one address, of one tenant; the read deadlines. 0: no cap."""
@@ -59,7 +73,8 @@ class ServeHTTPServer(ThreadingHTTPServer):
         self.app = app  # may be set after binding, before serve_forever
         self.caps = caps
         self.header_timeout = caps.header_timeout
-        self._slots = threading.BoundedSemaphore(caps.max_connections)
+        self._used = 0  # connection slots taken, of caps.max_connections
+        self._handed_over: set[socket.socket] = set()  # evicted: their slot already went to a newcomer
         # Each open connection and its handler thread (None until the thread runs), for server_close.
         self._open: dict[socket.socket, threading.Thread | None] = {}
         # Connections waiting for a request line and headers, and when they must have sent them.
@@ -118,13 +133,20 @@ class ServeHTTPServer(ThreadingHTTPServer):
 
     def process_request(self, request: Any, client_address: Any) -> None:
         address = str(client_address[0]) if client_address else ""
+        victim = None
         with self._open_lock:
             crowded = bool(self.caps.per_address) and self._by_address[address] >= self.caps.per_address
-        if crowded or not self._slots.acquire(blocking=False):
-            try:
-                request.sendall(_ADDRESS_BUSY if crowded else _BUSY)
-            except OSError:
-                pass
+            admitted = not crowded and self._used < self.caps.max_connections
+            if admitted:
+                self._used += 1
+            elif not crowded and (victim := self._victim_for(address)) is not None:
+                self._handed_over.add(victim)  # its slot passes to this connection
+                self._deadlines.pop(victim, None)
+                admitted = True
+        if victim is not None:
+            _hang_up(victim, _BUSY)
+        if not admitted:
+            _hang_up(request, _ADDRESS_BUSY if crowded else _BUSY)
             self.shutdown_request(request)
             return
         with self._open_lock:
@@ -157,7 +179,24 @@ class ServeHTTPServer(ThreadingHTTPServer):
                 if not self._by_address[address]:
                     del self._by_address[address]
             self._leave_tenant(request)
-        self._slots.release()
+            if request in self._handed_over:
+                self._handed_over.discard(request)
+            else:
+                self._used -= 1
+
+    def _party(self, sock: socket.socket) -> str:
+        tenant = self._tenant_of.get(sock)
+        return f"key:{tenant}" if tenant is not None else f"address:{self._address_of.get(sock, '')}"
+
+    def _victim_for(self, address: str) -> socket.socket | None:
+        """With every slot taken: a connection of the largest party that only waits for a request,
+        when that party holds at least two more than the newcomer's address. Under ``_open_lock``."""
+        parties = Counter(self._party(sock) for sock in self._address_of)
+        waiting = [sock for sock in self._deadlines if sock in self._address_of and sock not in self._handed_over]
+        if not waiting:
+            return None
+        victim = max(waiting, key=lambda sock: parties[self._party(sock)])
+        return victim if parties[self._party(victim)] > parties[f"address:{address}"] + 1 else None
 
     def server_close(self, timeout: float = 5.0) -> None:
         """Stop listening, then end the connections still open and wait (at most ``timeout`` s) for

@@ -12,8 +12,8 @@ from rich.console import Console
 from clovercode.actions.approval import ALWAYS, CANCEL, NO, VIEW, Ask, Reply, parse_answer
 from clovercode.actions.approval_view import render_approval
 from clovercode.actions.context import ApprovalRequest
-from clovercode.actions.permissions import command_prefix
-from clovercode.trust.terminal import discard_pending_input, inert
+from clovercode.actions.permissions import command_rule, describe
+from clovercode.trust.terminal import discard_pending_input, revealed
 from clovercode.ui.approval_draw import draw_contents, draw_view
 
 if TYPE_CHECKING:
@@ -113,14 +113,17 @@ def make_ask(console: Console, read_line: ReadLine, screen: "Screen | None" = No
         more = " / [v]iew every line" if view.hidden else ""
         if request.kind == "edit":
             more = " / [v]iew the new file" if view.changes else more
+        if view.escaped:
+            more = (more or " / [v]iew") + " and the raw bytes"
+        if request.kind == "edit":
             question = f"Apply this change? [y]es / [n]o / [a]lways for edits this session{more} · {CANCEL_HINT}: "
         elif request.kind == "mcp":
             question = f"Call it? [y]es / [n]o / [a]lways for this tool this session{more} · {CANCEL_HINT}: "
         else:
-            prefix = command_prefix(request.title)
+            prefix = command_rule(request.title)
             always = prefix is not None
             where = f" (a rule in {rules_file})" if rules_file else ""
-            offer = f" / [a]lways allow commands starting `{inert(prefix, newlines=False)}`{where}" if prefix else ""
+            offer = f" / [a]lways allow {revealed(describe(prefix), newlines=False)}{where}" if prefix else ""
             question = f"Run it? [y]es / [n]o{offer}{more} · {CANCEL_HINT}: "
         keys = "yna" + ("v" if more else "")  # "a" on a compound command is told why it cannot be
         while True:
@@ -134,6 +137,10 @@ def make_ask(console: Console, read_line: ReadLine, screen: "Screen | None" = No
                     draw_contents(console, view)
                 else:
                     draw_view(console, view, everything=True)
+                if view.escaped:  # what the escapes stand for, byte by byte
+                    console.print("The lines that hold escapes, as UTF-8 bytes:", style="yellow", highlight=False)
+                    for row in view.raw_hex():
+                        console.print(row, highlight=False, markup=False)
                 continue
             if answer == ALWAYS and not always:
                 console.print("No rule can cover a compound command (;, &&, pipes, redirections): answer y or n.",

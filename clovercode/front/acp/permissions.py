@@ -1,7 +1,8 @@
 """Approvals through the client: what the approval mode would ask a person about becomes a
 ``session/request_permission`` with three options mapped onto the REPL's answers (actions/approval.py):
-allow once = yes, allow always = always (a command prefix rule saved in the user's config, an edit or
-MCP tool for the rest of the session), reject = no. An answer of "cancelled" (the person cancelled
+allow once = yes, allow always = always (a command rule saved in the user's config and named in the
+option: a prefix only for allowlisted programs, else the exact command; an edit or MCP tool for the
+rest of the session; no "always" for a compound command, which no rule covers), reject = no. An answer of "cancelled" (the person cancelled
 the turn) stops the run as Ctrl-C at the REPL's prompt does."""
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from clovercode.front.acp.markdown import fenced
 from clovercode.actions.approval import ALWAYS, CANCEL, NO, YES, Reply
 from clovercode.actions.approval_view import render_approval
 from clovercode.actions.context import ApprovalRequest
+from clovercode.actions.permissions import command_rule, describe
+from clovercode.trust.terminal import revealed
 
 ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE = "allow-once", "allow-always", "reject-once"
 ANSWERS = {ALLOW_ONCE: YES, ALLOW_ALWAYS: ALWAYS, REJECT_ONCE: NO}
@@ -21,9 +24,16 @@ KIND = {"edit": "edit", "command": "execute", "mcp": "other"}
 
 
 def options(request: ApprovalRequest) -> list[dict[str, str]]:
-    always = {"command": "Always allow commands starting like this",
-              "edit": "Allow all edits this session",
+    always = {"edit": "Allow all edits this session",
               "mcp": "Always allow this tool this session"}.get(request.kind, "Always allow")
+    if request.kind == "command":  # name the very rule it saves, as the REPL's question does
+        rule = command_rule(request.title)
+        if rule is None:  # a compound command: no rule can cover it, so no "always"
+            return [{"optionId": ALLOW_ONCE, "name": "Allow", "kind": "allow_once"},
+                    {"optionId": REJECT_ONCE, "name": "Reject", "kind": "reject_once"}]
+        named = revealed(describe(rule), newlines=False)
+        always = (f"Always allow {named} (a rule in your config)" if len(named) <= 300
+                  else "Always allow exactly this command, as shown above (a rule in your config)")
     return [{"optionId": ALLOW_ONCE, "name": "Allow", "kind": "allow_once"},
             {"optionId": ALLOW_ALWAYS, "name": always, "kind": "allow_always"},
             {"optionId": REJECT_ONCE, "name": "Reject", "kind": "reject_once"}]
@@ -39,7 +49,9 @@ def content(request: ApprovalRequest, root: Path) -> list[dict[str, Any]]:
         blocks: list[dict[str, Any]] = [
             {"type": "diff", "path": str(root / c.path), "newText": c.new or "", **({"oldText": c.old} if c.old is not None else {})}
             for c in view.changes]
-        if view.warnings:
+        if view.escaped:  # the diff blocks carry the text raw: the rendered diff shows what it hides
+            blocks.append(_text(fenced(view.plain())))
+        elif view.warnings:
             blocks.append(_text("\n".join(f"⚠ {warning}" for warning in view.warnings)))
         return blocks
     return [_text(fenced(view.plain()))]

@@ -15,6 +15,7 @@ Runs on the loop's worker thread; ``post`` queues an update for the client (outb
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -25,6 +26,7 @@ from clovercode.front.acp.output import LiveOutput
 from clovercode.trust.markdown import EditorMarkdown
 from clovercode.mcpservers.config import SEPARATOR
 from clovercode.trust.paths import inside_project
+from clovercode.trust.terminal import revealed
 from clovercode.ui.stream import StreamFilter
 
 KINDS = {"view_file": "read", "list_files": "search", "search_text": "search", "edit_file": "edit",
@@ -68,8 +70,11 @@ def title_of(name: str, arguments: dict[str, Any]) -> str:
         text = f"{name} {arguments['path']}"
     else:
         text = name
-    lines = text.splitlines() if text.strip() else [name]
-    first = lines[0][:TITLE_CHARS] + ("…" if len(lines[0]) > TITLE_CHARS else "")
+    # split at \n only (a line ending at \x0c or U+2028 would hide it), every line counted, and the
+    # first one through the approval screen's allowlist (trust/terminal.py): escapes, never raw
+    lines = text.split("\n") if text.strip() else [name]
+    shown = revealed(lines[0], newlines=False)
+    first = shown if len(shown) <= TITLE_CHARS else re.sub(r"\\u\{[0-9A-F]*$", "", shown[:TITLE_CHARS]) + "…"
     # a title never passes for the whole command: the lines after the first are counted
     return first + (f" (+{len(lines) - 1} more lines)" if len(lines) > 1 else "")
 

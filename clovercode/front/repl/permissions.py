@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING, Mapping
 import tomlkit
 from rich.markup import escape
 
+from clovercode.actions.permissions import describe
 from clovercode.ground.config import user_config_path
 from clovercode.ground.errors import ConfigError
 from clovercode.ground.privatefiles import private_dir, write_private
+from clovercode.trust.terminal import revealed
 
 if TYPE_CHECKING:
     from clovercode.front.repl.app import Repl
@@ -90,9 +92,10 @@ def permissions_command(repl: "Repl", arg: str) -> bool:
         console.print(f"no allow rules: answer 'a' at a command's approval to add one (kept in {path})", highlight=False,
                       markup=False)
         return True
-    console.print(f"commands run without asking when they start with (rules in {path}):", highlight=False, markup=False)
+    console.print(f"commands run without asking (rules in {path}; a rule ending in * is a prefix):", highlight=False,
+                  markup=False)
     for number, rule in enumerate(approver.rules, 1):
-        console.print(f"  {number}. {escape(rule)}", highlight=False)
+        console.print(f"  {number}. {escape(revealed(rule, newlines=False))}  ({escape(describe(rule))})", highlight=False)
     console.print("[dim]/permissions remove N deletes one[/]", highlight=False)
     return True
 
