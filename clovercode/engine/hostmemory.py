@@ -55,8 +55,8 @@ def host_available_bytes() -> int | None:
     return int(psutil.virtual_memory().available)
 
 
-def _fallback_available() -> int | None:
-    if sys.platform == "darwin":
+def _fallback_available(platform: str = sys.platform) -> int | None:
+    if platform == "darwin":
         try:
             out = subprocess.run(["vm_stat"], capture_output=True, text=True, timeout=5, check=False).stdout
         except (OSError, subprocess.SubprocessError):
