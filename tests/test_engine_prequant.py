@@ -28,6 +28,7 @@ KINDS = {  # quantization_config as each quantizer writes it → the name a refu
                             "bnb_4bit_quant_type": "nf4", "bnb_4bit_compute_dtype": "bfloat16"}, "bitsandbytes 4-bit"),
     "bitsandbytes 8-bit": ({"quant_method": "bitsandbytes", "load_in_8bit": True, "load_in_4bit": False},
                            "bitsandbytes 8-bit"),
+    "torchao": ({"quant_method": "torchao", "quant_type": {"default": {"_type": "Int8WeightOnlyConfig"}}}, "torchao"),
     "FBGEMM fp8": ({"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0}, "FBGEMM fp8"),
     "MXFP4": ({"quant_method": "mxfp4", "modules_to_not_convert": ["lm_head"]}, "MXFP4"),
 }
@@ -48,11 +49,11 @@ def folder_with(tmp_path, quantization, nested: bool = False):
 def test_each_kind_is_refused_by_name_where_its_kernels_do_not_run_and_loads_where_they_do(tmp_path, kind):
     quantization, label = KINDS[kind]
     folder = folder_with(tmp_path, quantization)
-    if "cpu" in prequant.METHODS[quantization["quant_method"]].devices:  # GPTQ: gptqmodel has CPU kernels
+    if "cpu" in prequant.METHODS[quantization["quant_method"]].devices:  # GPTQ (gptqmodel), torchao: CPU kernels
         assert prequant.check(folder, "clover-q", "cpu", installed=lambda package: True).label == label
         with pytest.raises(ModelUnavailable) as err:
             prequant.check(folder, "clover-q", "cpu", installed=lambda package: False)
-        assert "(optimum, gptqmodel are not installed)" in err.value.message
+        assert "not installed)" in err.value.message
     else:
         with pytest.raises(ModelUnavailable) as err:
             prequant.check(folder, "clover-q", "cpu", installed=lambda package: True)

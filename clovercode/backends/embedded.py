@@ -101,11 +101,16 @@ class EmbeddedBackend:
         return self.too_long(tokens, limit)
 
     def overflow_advice(self, tokens: int) -> str | None:
-        """What serve adds to a refusal counted before the queue: the plan's limit and the mode that fits."""
+        """What serve adds to a refusal counted before the queue: what sets the limit under the model's
+        window (the memory plan, with the weights mode that would hold the prompt, or engine.max_context)."""
         planned = self.engine.context_limit()
-        if planned is None or not planned.from_plan:
-            return None
-        return f"{planned.describe()}; {planned.advice(tokens + 1)}"
+        limit, window = self.engine.max_context, self.engine.context_window
+        if planned is not None and planned.from_plan and limit == planned.positions:
+            return f"{planned.describe()}; {planned.advice(tokens + 1)}"
+        if limit and limit < window:
+            return (f"engine.max_context = {limit} tokens (the positions one request may hold in the memory plan; "
+                    f"the model's context window is {window})")
+        return None
 
     def _max_token_chars(self) -> int:
         """The longest token of the vocabulary, in characters (as stored: never shorter than the text it
