@@ -126,6 +126,20 @@ def test_exec_refuses_a_prompt_over_the_plans_limit_with_exit_5_and_no_traceback
     assert "Traceback" not in proc.stderr and not any(e["type"] == "model_text" for e in events)
 
 
+def test_a_device_that_holds_not_one_chunk_beside_the_weights_is_refused_at_load(engine, monkeypatch):
+    from clovercode.engine import engine as engine_module
+    from clovercode.engine.engine import Engine
+    from clovercode.ground.errors import ModelUnavailable
+
+    monkeypatch.setattr(engine_module, "load", lambda *args: (engine.model, engine.tokenizer, engine.info))
+    monkeypatch.setattr(memory, "free_bytes", lambda device: 100 * 2 ** 20)  # the weights fit, no context does
+    with pytest.raises(ModelUnavailable) as err:
+        Engine.open("clover-tiny", EngineConfig(), Console(file=io.StringIO()))
+    assert "not enough memory to run clover-tiny: the memory plan holds 0 positions for one sequence" in err.value.message
+    assert err.value.hint.startswith("Quantized weights: no")
+    assert engine.model is not None  # (the fixture's own engine is untouched)
+
+
 # ---- without a model --------------------------------------------------------------------------------
 
 def test_the_whole_window_is_the_limit_when_it_fits_even_off_a_chunk():

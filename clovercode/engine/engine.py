@@ -55,6 +55,11 @@ class Engine:
             engine.note(fastpaths.skipped("index-written cache", why))
         engine.plan()  # fail now, not at the first turn, if the model cannot decode as configured
         engine.limits = engine.plan_limits()
+        alone = engine.limits["single"]
+        if alone is not None and alone.positions == 0:  # loaded, but not one chunk of context fits beside it
+            engine.close()
+            raise ModelUnavailable(f"not enough memory to run {engine.name}: {alone.describe()}",
+                                   hint=f"Quantized weights: {alone.advice(1)}; or free device memory.")
         return engine
 
     def plan_limits(self) -> dict[str, Any]:
