@@ -126,6 +126,7 @@ def test_exec_refuses_a_prompt_over_the_plans_limit_with_exit_5_and_no_traceback
     assert "Traceback" not in proc.stderr and not any(e["type"] == "model_text" for e in events)
 
 
+@pytest.mark.slow
 def test_a_device_that_holds_not_one_chunk_beside_the_weights_is_refused_at_load(engine, monkeypatch):
     from clovercode.engine import engine as engine_module
     from clovercode.engine.engine import Engine
