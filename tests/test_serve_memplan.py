@@ -59,8 +59,10 @@ def test_the_plan_limits_the_batch_queues_the_rest_and_refuses_what_never_fits()
         assert status == 400
         error = refused["error"]
         assert error["code"] == "context_length_exceeded" and error["param"] == "messages"
-        assert "does not fit engine.max_context = 256 tokens" in error["message"]
-        prompt_tokens = int(error["message"].split("the prompt (", 1)[1].split(" tokens", 1)[0])
+        # max_model_len is the applied limit: the messages alone are over it, refused before the queue
+        assert error["message"].startswith("This model's maximum context length is 256 tokens.")
+        assert "engine.max_context = 256 tokens" in error["message"]
+        prompt_tokens = int(error["message"].split("tokens (", 1)[1].split(" in the messages", 1)[0])
         assert prompt_tokens > 256
         assert "context window is 4096" in error["message"]
 

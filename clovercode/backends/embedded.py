@@ -48,7 +48,10 @@ class EmbeddedBackend:
 
     @property
     def context_window(self) -> int:
-        return self.engine.context_window
+        """The positions a request may hold here: the model's window, engine.max_context, and the memory
+        plan's limit on this device, whichever is least (what prompts are fitted into, and what serve
+        reports as max_model_len)."""
+        return self.engine.max_context or self.engine.context_window
 
     def count_tokens(self, text: str) -> int:
         return self.engine.count_tokens(text)
@@ -64,17 +67,50 @@ class EmbeddedBackend:
                                  f"{self._max_token_chars()} characters")
         prompt = self.engine.encode(text)
         room = limit - len(prompt)
-        if room < 1 and limit < self.context_window:  # the memory plan's limit, not the model's
-            raise ContextTooLong(f"the prompt ({len(prompt)} tokens) does not fit engine.max_context = {limit} "
-                                 f"tokens (the positions one request may hold in the memory plan; the model's "
-                                 f"context window is {self.context_window})", prompt_tokens=len(prompt), window=limit)
         if room < 1:
-            raise ContextTooLong(f"the prompt ({len(prompt)} tokens) does not fit the context window of "
-                             f"{self.engine.name} ({self.context_window} tokens)", prompt_tokens=len(prompt),
-                                 window=self.context_window)
+            raise self.too_long(len(prompt), limit)
         plan = self.engine.plan(temperature=params.temperature, top_p=params.top_p,
                                 max_new_tokens=max(1, min(params.max_new_tokens, room)))
         return prompt, replace(plan, cache_scope=params.cache_scope)
+
+    def too_long(self, tokens: int, limit: int) -> ContextTooLong:
+        """The refusal of a prompt of ``tokens`` over ``limit``, naming what sets the limit: the memory
+        plan (with the weights mode that would hold it), engine.max_context, or the model's window."""
+        window = self.engine.context_window
+        planned = self.engine.context_limit()
+        if planned is not None and planned.from_plan and limit == planned.positions:
+            return ContextTooLong(
+                f"the prompt ({tokens:,} tokens) does not fit: {planned.describe()}; {planned.advice(tokens + 1)}",
+                prompt_tokens=tokens, window=limit,
+                hint="Free device memory, load quantized weights (engine.quantization), or shorten the prompt.")
+        if limit < window:
+            return ContextTooLong(f"the prompt ({tokens} tokens) does not fit engine.max_context = {limit} tokens (the "
+                                  f"positions one request may hold in the memory plan; the model's context window "
+                                  f"is {window})", prompt_tokens=tokens, window=limit)
+        return ContextTooLong(f"the prompt ({tokens} tokens) does not fit the context window of {self.engine.name} "
+                              f"({window} tokens)", prompt_tokens=tokens, window=window)
+
+    def refuse_task(self, tokens: int) -> ContextTooLong | None:
+        """The refusal of a task whose prompt (``tokens``) cannot fit where the memory plan, not the model,
+        sets the window: the context layer cuts a task only to fit the model's window, never to fit a
+        device that another weights mode would hold it on. None: not the plan's limit (the task is cut)."""
+        planned = self.engine.context_limit()
+        limit = self.engine.max_context
+        if planned is None or not planned.from_plan or limit != planned.positions:
+            return None
+        return self.too_long(tokens, limit)
+
+    def overflow_advice(self, tokens: int) -> str | None:
+        """What serve adds to a refusal counted before the queue: what sets the limit under the model's
+        window (the memory plan, with the weights mode that would hold the prompt, or engine.max_context)."""
+        planned = self.engine.context_limit()
+        limit, window = self.engine.max_context, self.engine.context_window
+        if planned is not None and planned.from_plan and limit == planned.positions:
+            return f"{planned.describe()}; {planned.advice(tokens + 1)}"
+        if limit and limit < window:
+            return (f"engine.max_context = {limit} tokens (the positions one request may hold in the memory plan; "
+                    f"the model's context window is {window})")
+        return None
 
     def _max_token_chars(self) -> int:
         """The longest token of the vocabulary, in characters (as stored: never shorter than the text it
@@ -102,7 +138,9 @@ class EmbeddedBackend:
 
     def batch_slots(self, max_batch: int) -> int:
         """How many of ``max_batch`` requests the memory plan lets decode together (docs/engine.md, "The
-        memory plan"): the scheduler admits no more, the rest wait in its queue."""
+        memory plan"): the scheduler admits no more, the rest wait in its queue. From now on a request
+        is held to a slot's limit (the server batches: prompts are prefilled beside the slots)."""
+        self.engine.batched = True
         plan = self.engine.memory_plan(max_batch)
         return max_batch if plan is None else max(1, plan.slots)
 

@@ -64,4 +64,5 @@ class ContextAssembler:
                                     conversation_texts)
         return ContextPrompt(root=self.root, base_system=system_prompt(self.root, self.interactive), repo_map=repo_map,
                              tools_tokens=tools_tokens(specs, count), count=count, exact=exact, budget=budget,
-                             touched=touched, instructions=self.cfg["context.instructions"], sink=sink)
+                             touched=touched, instructions=self.cfg["context.instructions"], sink=sink,
+                             refuse_task=getattr(backend, "refuse_task", None))

@@ -89,7 +89,8 @@ class ContextPrompt:
 
     def __init__(self, *, root: Path, base_system: str, repo_map: str | MapLoader, tools_tokens: int,
                  count: TokenCounter, exact: bool, budget: Budget, touched: Iterable[str] = (),
-                 instructions: bool = True, sink: EventSink | None = None):
+                 instructions: bool = True, sink: EventSink | None = None,
+                 refuse_task: Callable[[int], Exception | None] | None = None):
         # A loader is first called at the first build, inside the run (after its run_start event).
         self._map_loader = None if isinstance(repo_map, str) else repo_map
         self.root, self.base_system = root, base_system
@@ -98,6 +99,9 @@ class ContextPrompt:
         self.touched = set(touched)
         self.use_instructions = instructions
         self.sink = sink
+        # The backend's refusal of a prompt of N tokens where the window is its memory plan's limit (a
+        # quantized load would hold it): a task that cannot fit is refused then, not cut (backends/embedded.py).
+        self.refuse_task = refuse_task
         self.compactions = 0
         self._refused_noted: set[str] = set()  # instruction files that lead outside, said once each
         self.last: PromptStats | None = None
@@ -213,10 +217,13 @@ class ContextPrompt:
         is cut in the middle — in the conversation itself, once, with a note in the text and a warning."""
         room = (self.limit - fixed) // 2
         for index, message in enumerate(conversation.messages):
-            if GOAL not in message.tags or room <= 0:
+            if GOAL not in message.tags:
                 continue
             tokens = self.message_tokens(message)
-            if tokens <= room:
+            refusal = self.refuse_task(fixed + tokens) if self.refuse_task and fixed + tokens > self.limit else None
+            if refusal is not None:
+                raise refusal
+            if room <= 0 or tokens <= room:
                 continue
             keep = max(200, int(len(message.content) * (room - MESSAGE_OVERHEAD) / tokens * 0.9))
             cut = cut_middle(message.content, keep)

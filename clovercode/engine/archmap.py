@@ -12,7 +12,8 @@ The mapping is strict, because transformers' class will compute what *it* comput
   layer kinds the class has;
 * every other key is a field of transformers' config class, an argument its constructor takes, a
   key its published configs carry for older releases (``LEGACY``), the engine's own diffusion
-  metadata (mask token, block size, logit shift), or bookkeeping (``auto_map``, ``architectures``…).
+  metadata (mask token, block size, logit shift), bookkeeping (``auto_map``, ``architectures``…), or a
+  ``quantization_config`` (checked by engine/prequant.py before anything loads).
   Any other key may be a switch the model's code reads, so the model is not mapped and the reason
   names the key;
 * after loading, every weight must fit the class exactly (``loading._check_native_fit``).
@@ -42,6 +43,9 @@ NESTED = {"qwen3_5_moe_text": "qwen3_5_moe"}  # the model_type whose text_config
 DIFFUSION = frozenset({"mask_token_id", "block_size", "bd_size", "block_length", "diffusion_block_size", "logit_shift"})
 BOOKKEEPING = frozenset({"auto_map", "architectures", "model_type", "transformers_version", "torch_dtype", "dtype",
                          "_name_or_path", "text_config", "vision_config"})
+# Data transformers' quantizers read, not a switch of the model's code: engine/prequant.py allows the
+# methods that load here and refuses every other by name (a pre-quantized Clover maps as any other).
+QUANTIZATION = frozenset({"quantization_config"})
 # Keys Qwen's published configs carry that transformers 5 reads elsewhere or ignores.
 LEGACY = frozenset({"rope_theta", "rope_scaling", "partial_rotary_factor", "full_attention_interval",
                     "mtp_num_hidden_layers", "mtp_use_dedicated_embeddings", "norm_topk_prob", "decoder_sparse_step",
@@ -99,4 +103,4 @@ def _known(model_type: str) -> frozenset[str]:
     cls = CONFIG_MAPPING[model_type]
     fields = set(cls().to_dict())
     fields.update(name for name in inspect.signature(cls.__init__).parameters if name not in ("self", "kwargs"))
-    return frozenset(fields) | DIFFUSION | BOOKKEEPING | LEGACY
+    return frozenset(fields) | DIFFUSION | BOOKKEEPING | LEGACY | QUANTIZATION

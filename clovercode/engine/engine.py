@@ -39,6 +39,10 @@ class Engine:
     console: Console | None = field(default=None, repr=False)  # where notes go (stderr when None)
     notes: list[str] = field(default_factory=list, repr=False)  # fast paths skipped, each said once
     filler: frozenset[int] | None = field(default=None, repr=False)  # pad and mask ids: never text
+    # The memory plan's context limits (engine/memory.py), read once the weights are loaded: one for a
+    # batch-1 sequence, one for a slot of a server's batch. None: not planned (a bare engine in tests).
+    limits: dict[str, Any] | None = field(default=None, repr=False)
+    batched: bool = field(default=False, repr=False)  # a server's slots decode here: their limit applies
 
     @classmethod
     def open(cls, spec: str, config: EngineConfig, console: Console | None = None, base_dir: Path | None = None,
@@ -60,7 +64,28 @@ class Engine:
         if why is not None:
             engine.note(fastpaths.skipped("index-written cache", why))
         engine.plan()  # fail now, not at the first turn, if the model cannot decode as configured
+        engine.limits = engine.plan_limits()
+        alone = engine.limits["single"]
+        if alone is not None and alone.positions == 0:  # loaded, but not one chunk of context fits beside it
+            engine.close()
+            raise ModelUnavailable(f"not enough memory to run {engine.name}: {alone.describe()}",
+                                   hint=f"Quantized weights: {alone.advice(1)}; or free device memory.")
         return engine
+
+    def plan_limits(self) -> dict[str, Any]:
+        """The memory plan's limit for one sequence alone and for a slot of a batch, for the memory
+        free now (after the weights): a prompt over it is refused before it runs (docs/engine.md)."""
+        from clovercode.engine.memory import context_limit
+
+        block = self.block_size()
+        return {kind: context_limit(self.model, self.name, self.info.device, self.config, block, self.context_window,
+                                    single=kind == "single") for kind in ("single", "slot")}
+
+    def context_limit(self) -> Any:
+        """The applied limit (memory.ContextLimit) of the way this engine decodes now; None: unplanned."""
+        if not self.limits:
+            return None
+        return self.limits["slot" if self.batched else "single"]
 
     def note(self, text: str) -> None:
         """Say once that a fast path does not apply, and why (a slow path is never taken silently)."""
@@ -79,9 +104,12 @@ class Engine:
 
     @property
     def max_context(self) -> int:
-        """The most positions one request may hold: engine.max_context, else (and at most) the window."""
+        """The most positions one request may hold: engine.max_context, else (and at most) the window,
+        and at most what the memory plan holds on this device (:meth:`context_limit`)."""
         window, limit = self.context_window, self.config.max_context
-        return min(limit, window) if limit and window else (limit or window)
+        wanted = min(limit, window) if limit and window else (limit or window)
+        planned = self.context_limit()
+        return wanted if planned is None else min(wanted, planned.positions)
 
     def memory_plan(self, slots: int) -> Any:
         """The memory plan (engine/memplan.py) for ``slots`` batched sequences; None for a model whose
@@ -92,7 +120,8 @@ class Engine:
 
         try:
             return engine_plan(self.model, self.name, self.info.device, self.config, slots, self.block_size(),
-                               self.context_window)
+                               self.max_context if self.context_limit() is not None and self.max_context
+                               else self.context_window)
         except PlanError as exc:
             raise ConfigError(str(exc), hint="See docs/engine.md (The memory plan).") from None
 
@@ -236,6 +265,7 @@ class Engine:
         except ImportError as exc:
             self.note(fastpaths.skipped("slot batching", f"{exc.name or 'a module'} is not importable"))
             return SerialBatchDenoiser(self.model, capacity)
+        self.batched = True  # the slots' limit holds from now on (the batch-1 path shares the device)
         plan = self.memory_plan(capacity) if self.info is not None else None  # (tests build bare engines)
         try:
             batched = SlotBatchDenoiser(self.model, capacity, keep_tokens=self.config.prompt_cache_tokens,

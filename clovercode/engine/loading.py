@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 from rich.console import Console
 
-from clovercode.engine import quantmode
+from clovercode.engine import prequant, quantmode
 from clovercode.engine.config import EngineConfig
 from clovercode.engine.sources import ModelSource, engine_missing, converted_dir, read_json_object
 from clovercode.ground import boundedjson
@@ -81,9 +81,11 @@ def load(source: ModelSource, config: EngineConfig, console: Console, cache_root
         import transformers
     except ImportError:
         raise engine_missing() from None
+    device = pick_device(config.device)
+    if source.kind != "gguf":  # published quantized: loads through transformers' quantizer here, or refused by name
+        prequant.check(source.path, source.name, device)
     native = native_class(source) if source.needs_trust else Native(None)
     trust = _check_trust(source, config, console, native)
-    device = pick_device(config.device)
     dtype = pick_dtype(config.dtype, device)
     with _progress(console, f"Loading {source.name}") as step:
         folder = source.path
@@ -442,16 +444,9 @@ def check_memory(name: str, folder: Path, dtype: str, device: str, mode: str = "
 
 
 def free_memory(device: str) -> int | None:
-    import torch
+    from clovercode.engine import memory  # its free_bytes is the one seam (patched there in tests)
 
-    if device.startswith("cuda"):
-        return int(torch.cuda.mem_get_info(torch.device(device))[0])
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().available)
-    except ImportError:  # pragma: no cover - psutil comes with accelerate
-        return None
+    return memory.free_bytes(device)
 
 
 def model_info(name: str, model: Any, tokenizer: Any, device: str, dtype: str) -> ModelInfo:

@@ -297,13 +297,19 @@ def clover_shape(quantization: str = "none") -> ModelShape:
 
 
 def max_context(shape: ModelShape, *, free_bytes: int, utilisation: float = 0.9, slots: int = 1, block: int = 32,
-                prompt_cache_tokens: int = 0) -> int:
-    """The longest context (in whole chunks, at most the model's window) each of ``slots`` sequences may
-    hold within the plan (0: not even one chunk fits); one slot is planned as a single batch-1 sequence."""
+                prompt_cache_tokens: int = 0, single: bool | None = None) -> int:
+    """The longest context (the model's whole window when it fits, else whole chunks) each of ``slots``
+    sequences may hold within the plan (0: not even one chunk fits). ``single`` (default: one slot) plans
+    a batch-1 sequence decoded in its own prefilled cache; False plans slots a server copies prompts into."""
+    single = slots == 1 if single is None else single
+
+    def fits(context: int) -> bool:
+        return _made(shape, slots, context, free_bytes, utilisation, block, prompt_cache_tokens, slots, single).fits
+
+    if shape.context_window and fits(shape.context_window):
+        return shape.context_window
     low, high = 0, shape.context_window // CHUNK_TOKENS
     while low < high:  # the plan's peak grows with the context: bisect on chunks
         middle = (low + high + 1) // 2
-        candidate = _made(shape, slots, middle * CHUNK_TOKENS, free_bytes, utilisation, block, prompt_cache_tokens, slots,
-                          slots == 1)
-        low, high = (middle, high) if candidate.fits else (low, middle - 1)
+        low, high = (middle, high) if fits(middle * CHUNK_TOKENS) else (low, middle - 1)
     return low * CHUNK_TOKENS

@@ -120,7 +120,8 @@ class CheckpointSize:
     stored_bytes: int
 
 
-def _group_of_key(key: str, shape: list[int]) -> str:
+def group_of_key(key: str, shape: list[int]) -> str:
+    """The group of a parameter named ``key`` (a checkpoint's or a loaded model's) of this shape."""
     if ".experts." in key and len(shape) == 3 or ".experts." in key and ".shared_expert" not in key:
         return "experts"
     if "embed_tokens" in key or key.endswith("wte.weight"):
@@ -146,6 +147,6 @@ def checkpoint_size(folder: Path) -> CheckpointSize | None:
             shape = [int(x) for x in entry.get("shape", []) if isinstance(x, int)]
             numel = math.prod(shape) if shape else 1
             stored += numel * SAFETENSORS_ITEMSIZE.get(str(entry.get("dtype")), 4)
-            totals[_group_of_key(key, shape)] += numel
+            totals[group_of_key(key, shape)] += numel
             seen = True
     return CheckpointSize(ParameterCounts(**totals), stored) if seen else None

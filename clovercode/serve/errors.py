@@ -42,7 +42,10 @@ def refuse_overlong(backend: Any, messages: Sequence[Message], max_new_tokens: i
     except Exception:  # a tokenizer busy on the model thread, say: the backend's own check still runs
         return
     if tokens > window + 4 * len(messages):
-        raise context_overflow(window, tokens, max_new_tokens, "the messages alone, counted before queueing")
+        advice = getattr(backend, "overflow_advice", None)
+        said = advice(tokens) if callable(advice) else None  # the memory plan's limit and the mode that fits
+        raise context_overflow(window, tokens, max_new_tokens,
+                               "the messages alone, counted before queueing" + (f": {said}" if said else ""))
 
 
 def api_error(error: BaseException, log: Callable[[str], None], job: Any = None) -> ApiError:
