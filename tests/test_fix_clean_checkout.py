@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from conftest import git, make_git_repo
+from conftest import cli_env, git, make_git_repo
 from conftest import tool_call_text as call
 from conftest import write_replay
 from rich.console import Console
@@ -125,6 +127,7 @@ def clone_passes(tmp_path: Path, work: Path, branch: str) -> bool:
     return tests.returncode == 0
 
 
+@pytest.mark.slow  # about 2.5 s each on a loaded 2-core machine: three test runs, a clone and a fourth
 @pytest.mark.parametrize("trap", sorted(TRAPS))
 def test_fixed_only_where_the_commit_alone_passes(tmp_path, trap):
     untracked, turns, tracked = TRAPS[trap]
@@ -224,3 +227,54 @@ def test_a_module_written_into_the_virtualenv_never_comes_back_through_the_link(
     assert result["tests"]["runs"][-1]["passed"]
     assert result["status"] != "fixed" and result["tests"]["clean_checkout"]["linked"] == []
     assert any(item.startswith(f"{site.relative_to(work)}/plus.py") for item in result["not_committed"])
+
+
+ONLY_IN_CLEAN = 'case "$PWD" in *clovercode-clean-*) {then};; esac; ' + TESTS
+
+
+def test_max_time_covers_the_baseline(tmp_path):
+    work = project(tmp_path, {}, {})
+    started = time.monotonic()
+    result = fix(tmp_path, work, [FIX], max_time=1, **{"fix.test_command": f"sleep 20; {TESTS}"})
+    # before: the baseline ran its whole 20 s outside the limit
+    assert time.monotonic() - started < 8
+    assert result["stop_reason"] == "max_time" and result["exit_code"] == 3 and result["commit"] is None
+    assert "baseline" in result["detail"]
+
+
+@pytest.mark.slow  # waits for --max-time (4 s) to cut the clean checkout's tests
+def test_max_time_covers_the_clean_checkout_run(tmp_path):
+    work = project(tmp_path, {}, {})
+    started = time.monotonic()
+    result = fix(tmp_path, work, [FIX], max_time=4, **{"fix.test_command": ONLY_IN_CLEAN.format(then="sleep 30")})
+    assert time.monotonic() - started < 10
+    clean = result["tests"]["clean_checkout"]
+    assert clean["timed_out"] and result["status"] == "unverified"
+    assert "not verified in a clean checkout" in result["tests"]["reason"]
+
+
+@pytest.mark.slow  # a real `fix` process, stopped while the clean checkout's tests run (about 5 s)
+def test_sigterm_during_the_clean_run_removes_the_checkout(tmp_path):
+    work = project(tmp_path, {}, {})
+    marker, scratch = tmp_path / "clean-run-started", tmp_path / "tmp"
+    scratch.mkdir()
+    model = write_replay(tmp_path / "model.jsonl", call("view_file", path="calc.py"), FIX, call("finish", summary="adds"))
+    command = ONLY_IN_CLEAN.format(then=f"touch {marker}; sleep 60")
+    proc = subprocess.Popen([sys.executable, "-m", "clovercode", "fix", ISSUE, "--repo", str(work), "--sandbox", "none",
+                             "--model", f"replay:{model}", "--json", "--test-command", command],
+                            env=cli_env(TMPDIR=str(scratch)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert marker.exists(), proc.communicate(timeout=5)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    result = json.loads(out)
+    assert result["status"] == "interrupted" and "Traceback" not in err
+    assert not list(scratch.glob("clovercode-clean-*"))  # the checkout is gone
+    assert git(work, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert not list((work / ".git").glob("worktrees/clovercode-clean-*"))

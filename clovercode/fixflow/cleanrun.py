@@ -88,6 +88,8 @@ def judge_clean(working: Conclusion, working_run: TestRun | None, baseline: Test
     if clean.run is None:
         return Conclusion(UNVERIFIED, f"the working tree's tests showed the fix, but it was {NOT_VERIFIED}: "
                                       f"{clean.error}{_missing(clean)}")
+    if clean.run.timed_out:  # cut by --max-time or fix.test_timeout: it shows nothing either way
+        return Conclusion(UNVERIFIED, f"{NOT_VERIFIED}: the tests there {clean.run.describe()}{_missing(clean)}")
     alone = conclude(baseline, clean.run, issue_text)
     failing = clean.run.results.with_outcome(FAILED)
     before = set(working_run.results.with_outcome(FAILED)) if working_run is not None else set()
