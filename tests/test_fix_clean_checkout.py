@@ -19,6 +19,7 @@ import pytest
 from conftest import cli_env, git, make_git_repo
 from conftest import tool_call_text as call
 from conftest import write_replay
+from fake_github import fake_github, github_api  # noqa: F401 - fixtures
 from rich.console import Console
 
 from clovercode.fixflow.plan import FixRequest
@@ -275,6 +276,35 @@ def test_sigterm_during_the_clean_run_removes_the_checkout(tmp_path):
     assert proc.returncode == 143, err
     result = json.loads(out)
     assert result["status"] == "interrupted" and "Traceback" not in err
+    assert result["error"].endswith("while testing the commit in a clean checkout") and result["commit"] is None
     assert not list(scratch.glob("clovercode-clean-*"))  # the checkout is gone
     assert git(work, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert not list((work / ".git").glob("worktrees/clovercode-clean-*"))
+
+
+@pytest.mark.slow  # the real CLI, a bare origin and the fake GitHub (about 6 s)
+def test_a_fix_the_commit_alone_misses_opens_a_draft_that_refs_the_issue(tmp_path, fake_github):  # noqa: F811
+    untracked, turns, tracked = TRAPS["command_ignored_module"]
+    work = project(tmp_path, tracked, untracked)
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(origin)], check=True)
+    git(work, "remote", "add", "origin", origin.as_uri())
+    git(work, "push", "-q", "origin", "main")
+    fake_github.bare_repo = origin
+    fake_github.add_repo("octo/calc")
+    fake_github.add_issue("octo/calc", 7, "add() subtracts", ISSUE)
+    model = write_replay(tmp_path / "model.jsonl", call("view_file", path="calc.py"), *turns,
+                         call("finish", summary="add() adds, with a helper."))
+    proc = subprocess.run([sys.executable, "-m", "clovercode", "fix", "--github-issue", "octo/calc#7", "--pr",
+                           "--repo", str(work), "--sandbox", "none", "--model", f"replay:{model}", "--json",
+                           "--test-command", TESTS], capture_output=True, text=True, timeout=300,
+                          env=cli_env(GITHUB_TOKEN="ghs_valid_token", CLOVERCODE_GITHUB_API_URL=fake_github.url))
+    result = json.loads(proc.stdout)
+    # before: exit 0, a ready pull request with "Fixes #7", and a pushed branch that fails alone
+    assert proc.returncode == 1 and result["status"] == "tests_failed", proc.stderr
+    [create] = fake_github.calls("pulls/create")
+    assert create.body["draft"] is True and create.body["title"].startswith("Attempt #7 (breaks tests): ")
+    body = create.body["body"]
+    assert body.startswith("Refs #7") and "Fixes #7" not in body
+    assert "Clean checkout: the commit alone: tests failed" in body and "gen/plus.py" in body
+    assert "Clean checkout:" in proc.stderr

@@ -38,6 +38,15 @@ class CleanRun:
     error: str = ""
     off: str = ""  # why the check was not made at all (fix.verify_clean off)
 
+    def describe(self) -> str:
+        """One line: what ran, its result and what it cost."""
+        if self.off:
+            return f"{NOT_VERIFIED} ({self.off})"
+        if self.run is None:
+            return f"not run: {self.error}"
+        linked = f"; linked read-only from the working tree: {', '.join(self.linked)}" if self.linked else ""
+        return f"the commit alone: tests {self.run.describe()}; the whole check took {self.seconds:.1f} s{linked}"
+
     def to_json(self) -> dict[str, Any]:
         run = self.run
         return {"verified": run is not None, "passed": run.passed if run else None,

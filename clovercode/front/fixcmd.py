@@ -26,7 +26,7 @@ from clovercode.executors.select import NO_SANDBOX_WARNING
 from clovercode.executors.base import Executor
 from clovercode.fixflow.cigate import ci_changes, refuse_ci_changes
 from clovercode.fixflow.changes import TestedTree, pending_stats
-from clovercode.fixflow.cleanrun import NOT_VERIFIED, CleanRun, judge_clean, skipped, verify_commit
+from clovercode.fixflow.cleanrun import CleanRun, judge_clean, skipped, verify_commit
 from clovercode.fixflow.issue import Issue
 from clovercode.fixflow.plan import FixRequest, Plan, make_plan
 from clovercode.fixflow.report import change_text, commit_message, pull_body, subject, tests_line, verdict_lines
@@ -60,6 +60,7 @@ class CleanSetup:
     timeout: float  # fix.test_timeout
     deadline: float | None  # --max-time's end (time.monotonic())
     enabled: bool  # fix.verify_clean
+    console: Console
 
 
 @dataclass
@@ -93,6 +94,7 @@ class FixOutcome:
     summaries: list[tuple[int, str]] = field(default_factory=list)  # every round's finish summary
     tests_note: str = ""  # why the change's tests did not run (to the end)
     clean: CleanRun | None = None  # the commit's tests in a clean checkout (fixflow/cleanrun.py)
+    stage: str = ""  # what conclude() is doing, when it is not committing or publishing (for an interrupt)
 
     @property
     def verdict(self) -> Verdict | None:
@@ -177,7 +179,8 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
                             after_tests=tested.after_tests if tested is not None else None, deadline=deadline)
     finally:
         session.close()
-    clean = CleanSetup(session.executor, session.command_env, cfg["fix.test_timeout"], deadline, cfg["fix.verify_clean"])
+    clean = CleanSetup(session.executor, session.command_env, cfg["fix.test_timeout"], deadline, cfg["fix.verify_clean"],
+                       console)
     outcome = FixOutcome(plan.issue, rounds.result, ExitCode.GAVE_UP, session.last_trajectory, rounds.steps,
                          rounds.summary, plan.tests, rounds.tests, notes=plan.notes,
                          prompt_tokens=rounds.prompt_tokens, completion_tokens=rounds.completion_tokens,
@@ -187,7 +190,7 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
         conclude(outcome, rounds, plan, request, cfg, tested, clean)
     except KeyboardInterrupt as exc:  # while committing, pushing or opening the pull request: report it all the same
         outcome.exit_code = ExitCode(exit_code(getattr(exc, "signum", None)))
-        stage = "pushing or opening the pull request" if outcome.commit else "committing"
+        stage = outcome.stage or ("pushing or opening the pull request" if outcome.commit else "committing")
         outcome.error = f"{interrupt_detail(exc)} while {stage}"
     record_event(outcome.trajectory, "fix_result", **outcome.to_json())
     print_summary(console, outcome)
@@ -270,9 +273,16 @@ def check_clean(outcome: FixOutcome, plan: Plan, tested: TestedTree, changes: Ch
     missing = sorted((set(checkout.untracked()) - set(changes.paths)) | left)
     subdir = os.path.relpath(checkout.root, checkout.top)
     links = environment_links(checkout, [subdir] if subdir != "." else [], left | tested.ignored_written)
+    clean.console.print(f"[bold]Testing the commit alone in a clean checkout:[/] {escape(plan.tests.command)}",
+                        highlight=False)
+    outcome.stage = "testing the commit in a clean checkout"
     outcome.clean = verify_commit(checkout, changes.tree, git.start.base, plan.tests, clean.executor,
                                   time_left(clean.deadline, clean.timeout), root=checkout.root, env=clean.env,
                                   links=links, missing=missing)
+    outcome.stage = ""
+    passed = outcome.clean.run is not None and outcome.clean.run.passed
+    clean.console.print(f"[{'green' if passed else 'yellow'}]clean checkout: {escape(outcome.clean.describe())}[/]",
+                        highlight=False, soft_wrap=True)
     record_event(outcome.trajectory, "clean_run", **outcome.clean.to_json())
 
 
@@ -287,20 +297,11 @@ def publish(outcome: FixOutcome, plan: Plan, request: FixRequest, cfg: Config) -
     if pull is not None:
         body = pull_body(plan.issue, outcome.summaries or outcome.summary, plan.tests, outcome.tests, outcome.files,
                          pull.reference, cfg["model"] if not cfg["endpoint"] else cfg["endpoint"], outcome.steps,
-                         outcome.verdict, outcome.conclusion, outcome.skipped)
+                         outcome.verdict, outcome.conclusion, outcome.skipped,
+                         outcome.clean.describe() if outcome.clean else None)
         spec = PullSpec(pull.target, pull.head, pull.base, subject(plan.issue, outcome.conclusion), body,
                         draft=request.draft or outcome.exit_code is not ExitCode.OK)  # a draft unless fixed
         outcome.pull = publish_pull(pull.client, spec)
-
-
-def describe_clean(clean: CleanRun) -> str:
-    """One line on the clean-checkout check: what ran, its result and what it cost."""
-    if clean.off:
-        return f"{NOT_VERIFIED} ({clean.off})"
-    if clean.run is None:
-        return f"not run: {clean.error}"
-    linked = f"; linked read-only from the working tree: {', '.join(clean.linked)}" if clean.linked else ""
-    return f"the commit alone: tests {clean.run.describe()}; the whole check took {clean.seconds:.1f} s{linked}"
 
 
 def print_summary(console: Console, outcome: FixOutcome) -> None:
@@ -320,7 +321,7 @@ def print_summary(console: Console, outcome: FixOutcome) -> None:
     for text in verdict_lines(outcome.verdict):
         console.print(f"  {escape(text)}", highlight=False, soft_wrap=True)
     if outcome.clean is not None:
-        line("Clean checkout", describe_clean(outcome.clean))
+        line("Clean checkout", outcome.clean.describe())
     if outcome.exit_code in OUTCOME_CODES.values() or outcome.tests_note:
         line("Outcome", f"{outcome.conclusion.outcome}: {outcome.conclusion.reason}")
     line("Changed", ", ".join(result.changed) if result.changed
