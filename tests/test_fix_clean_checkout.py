@@ -185,8 +185,9 @@ def test_turned_off_in_trusted_settings_says_not_verified(tmp_path):
 
 
 def test_a_project_file_cannot_turn_it_off(tmp_path):
-    work = project(tmp_path, {".clovercode/config.toml": "[fix]\nverify_clean = false\n"}, {})
-    cfg = load_config(work, os.environ, {})
+    work = project(tmp_path, {"clovercode.toml": "[fix]\nverify_clean = false\nbaseline = false\n"}, {})
+    cfg = load_config(work, {k: v for k, v in os.environ.items() if not k.startswith("CLOVERCODE_")}, {})
+    assert cfg["fix.baseline"] is False  # the file is read: an untrusted project may set this one
     assert cfg["fix.verify_clean"] is True
 
 
@@ -308,3 +309,31 @@ def test_a_fix_the_commit_alone_misses_opens_a_draft_that_refs_the_issue(tmp_pat
     assert body.startswith("Refs #7") and "Fixes #7" not in body
     assert "Clean checkout: the commit alone: tests failed" in body and "gen/plus.py" in body
     assert "Clean checkout:" in proc.stderr
+
+
+def test_the_change_set_names_what_a_command_changed_in_ignored_paths_and_not_what_the_tests_wrote(tmp_path):
+    from clovercode.fixflow.changes import TestedTree
+    from clovercode.vcs.git import open_checkout
+
+    work = project(tmp_path, {}, {})
+    (work / "gen").mkdir()
+    (work / "gen" / "old.py").write_text("x = 1\n")
+    (work / "gen" / "gone.py").write_text("x = 1\n")
+    checkout = open_checkout(work)
+    tested = TestedTree(checkout, checkout.start())
+    (work / "calc.py").write_text(BUGGY.replace("a - b", "a + b"))
+    (work / "gen" / "new.py").write_text("x = 2\n")  # what a command of the model's would do: no file tool knows
+    (work / "gen" / "old.py").chmod(0o755)
+    (work / "gen" / "gone.py").unlink()
+    (work / ".venv" / "lib").mkdir(parents=True)
+    for n in range(25):  # a package installed into the virtualenv: one entry, with the count
+        (work / ".venv" / "lib" / f"m{n}.py").write_text("")
+    assert tested.before_tests([])
+    (work / "run.log").write_text("the tests' own log\n")  # written while the tests ran
+    tested.after_tests()
+    changes, since = tested.to_commit([])
+    assert changes.paths == ("calc.py",) and since == []
+    # before: none of these was named; the commit left them out silently
+    assert [item.describe() for item in changes.left_out] == [
+        ".venv/ (ignored by git: 25 files in it changed)", "gen/gone.py (ignored by git, deleted)",
+        "gen/new.py (ignored by git)", "gen/old.py (ignored by git)"]

@@ -80,7 +80,7 @@ def verify_commit(checkout: Checkout, commit: str, base: str, tests: TestCommand
             where = (top / rel).resolve() if rel != "." else top
             confined = with_writable(with_project_read_only(executor), [top])
             run = run_tests(confined, where, tests.command, max(timeout - (time.monotonic() - started), 0.1), 0, env)
-    except VcsError as exc:
+    except (VcsError, OSError) as exc:  # git refused, or the disk is full: said, never a traceback
         return CleanRun(None, time.monotonic() - started, missing, error=f"the clean checkout could not be made: {exc}")
     return CleanRun(run, time.monotonic() - started, missing, tuple(rel for rel, _ in links))
 

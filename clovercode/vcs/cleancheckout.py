@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
+from clovercode.ground.errors import VcsError
+
 if TYPE_CHECKING:
     from clovercode.vcs.git import Checkout
 
@@ -78,8 +80,6 @@ def clean_checkout(checkout: "Checkout", tree: str, base: str, links: Iterable[t
 def remove(checkout: "Checkout", top: Path, scratch: Path, links: Iterable[str], added: bool) -> None:
     """The worktree, its administrative directory in .git/worktrees and the scratch directory.
     The links go first, by unlinking them: no removal ever walks into the working tree's toolchain."""
-    from clovercode.ground.errors import VcsError
-
     for rel in links:
         target = top / rel
         if target.is_symlink():
