@@ -337,3 +337,20 @@ def test_the_change_set_names_what_a_command_changed_in_ignored_paths_and_not_wh
     assert [item.describe() for item in changes.left_out] == [
         ".venv/ (ignored by git: 25 files in it changed)", "gen/gone.py (ignored by git, deleted)",
         "gen/new.py (ignored by git)", "gen/old.py (ignored by git)"]
+
+
+def test_a_subproject_is_tested_in_its_place_of_the_clean_checkout(tmp_path):
+    import venv
+
+    source = tmp_path / "src"
+    for rel, text in PROJECT.items():
+        (source / "sub" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (source / "sub" / rel).write_text(text)
+    (source / "README").write_text("a monorepo\n")
+    top = make_git_repo(tmp_path / "mono", source)
+    work = top / "sub"
+    venv.create(work / ".venv", with_pip=False, symlinks=True)
+    result = fix(tmp_path, work, [FIX], **{"fix.test_command": ".venv/bin/python -m unittest -q"})
+    clean = result["tests"]["clean_checkout"]
+    assert result["status"] == "fixed" and clean["linked"] == ["sub/.venv"], (result["tests"]["reason"], clean)
+    assert result["changed_files"] == ["calc.py"]
