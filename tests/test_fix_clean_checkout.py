@@ -354,3 +354,15 @@ def test_a_subproject_is_tested_in_its_place_of_the_clean_checkout(tmp_path):
     clean = result["tests"]["clean_checkout"]
     assert result["status"] == "fixed" and clean["linked"] == ["sub/.venv"], (result["tests"]["reason"], clean)
     assert result["changed_files"] == ["calc.py"]
+
+
+@pytest.mark.slow  # waits for --max-time (3 s) to cut the tests after the change
+def test_tests_cut_by_max_time_are_neither_a_hang_nor_no_test_command(tmp_path):
+    work = project(tmp_path, {}, {})
+    slow_after = f"if grep -q 'a + b' calc.py; then sleep 30; fi; {TESTS}"
+    result = fix(tmp_path, work, [FIX], max_time=3, **{"fix.test_command": slow_after})
+    # before: the cut run was a regression ("the tests hang after the change"), or the reason was
+    # "no test command was found" when none was judged
+    assert result["status"] == "unverified" and result["exit_code"] == 9
+    assert "--max-time" in result["tests"]["reason"] and "no test command" not in result["tests"]["reason"]
+    assert result["tests"]["regressions"] == [] and result["tests"]["clean_checkout"] is None
