@@ -314,7 +314,8 @@ def test_the_baseline_runs_first_and_its_time_comes_out_of_the_first_rounds_budg
     session = Watched(work2, cfg, ReplayBackend(fixtures / "durations.replay.jsonl"), LocalExecutor(), False, {})
     rounds = run_rounds(session, "fix", TestCommand("true", "t"), 3, 60, None, Console(file=open(os.devnull, "w")),
                         lambda result: bool(result.changed), baseline=False)
-    assert rounds.baseline is None and [b for b, _ in budgets] == [30] and not rounds.verdict.baseline
+    assert rounds.baseline is None and not rounds.verdict.baseline
+    assert [29 < b <= 30 for b, _ in budgets] == [True]  # what is left of --max-time: all of it, less a moment
 
 
 def test_no_fixed_test_is_said_plainly():

@@ -49,3 +49,27 @@ def test_a_turn_cut_before_any_text_is_no_step(tmp_path):
 
     result, sink = run(tmp_path, [stall_after([], 30)], max_time=1.5)
     assert result.stop.value == "max_time" and result.steps == 0  # before: 1 step, 0/0 tokens
+
+
+def test_a_turn_cut_by_the_deadline_is_on_record_with_estimated_usage(tmp_path):
+    import io
+    import json
+
+    from openai_stub import stall_after
+
+    from clovercode.ui.jsonevents import JsonEventWriter
+
+    result, sink = run(tmp_path, [stall_after([chunk({"content": "I will read the file "})], 30)], max_time=1.5)
+    assert result.stop.value == "max_time" and result.steps == 1 and result.usage_estimated
+    # before: the step counted, but no model_turn (no model_text, no trajectory record) said what it wrote
+    [turn] = sink.of("model_turn")
+    assert turn["cut"] and turn["content"].strip() == "I will read the file" and turn["usage"]["usage_estimated"]
+    out = io.StringIO()
+    writer = JsonEventWriter(out)
+    for kind, data in sink.events:
+        writer.emit(kind, **data)
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    [text] = [e for e in events if e["type"] == "model_text"]
+    assert text["text"].strip() == "I will read the file" and text["usage"]["estimated"] is True
+    # before: run_completed's usage dropped the marker the run's own JSON keeps
+    assert [e for e in events if e["type"] == "run_completed"][0]["usage"]["estimated"] is True

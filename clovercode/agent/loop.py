@@ -22,7 +22,7 @@ from clovercode.agent.repetition import RepetitionGuard
 from clovercode.backends.base import Finish, GenerationParams, ModelBackend, ModelError, Notice, TextDelta, ToolCallEvent, Usage
 from clovercode.agent.deadline import TimeLimitReached, deadline
 from clovercode.ground.termination import ENDING, interrupt_behind, interrupt_detail
-from clovercode.toolcalls.parser import ParsedCall
+from clovercode.toolcalls.parser import ParsedCall, parse_turn
 from clovercode.toolcalls.review import TurnReview, review_turn
 from clovercode.toolcalls.validate import CheckedCall, Validator
 
@@ -176,9 +176,16 @@ class Agent:
             if not "".join(parts).strip():
                 state.steps -= 1  # nothing was written: no turn to count
             else:  # what was streamed was generated and paid for
-                state.prompt_tokens += so_far.prompt_tokens
-                state.completion_tokens += self._count("".join(parts))
+                text = "".join(parts)
+                cut = Usage(so_far.prompt_tokens, self._count(text), extra={"usage_estimated": True})
+                state.prompt_tokens += cut.prompt_tokens
+                state.completion_tokens += cut.completion_tokens
                 state.usage_estimated = True
+                # the step it counts as is on record: its text as far as it got (trajectory, model_text)
+                parsed = parse_turn(text)
+                self.sink.emit("model_turn", step=state.steps, raw=text, content=parsed.content,
+                               reasoning=parsed.reasoning, calls=[], errors=[], usage=_usage_json(cut, state),
+                               seconds=round(self.clock() - started, 4), cut=True)
             raise
         state.prompt_tokens += usage.prompt_tokens
         state.completion_tokens += usage.completion_tokens

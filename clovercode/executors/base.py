@@ -62,3 +62,10 @@ def with_writable(executor: Any, paths: Sequence[Path]) -> Any:
     """
     extend = getattr(executor, "with_writable", None)
     return extend(paths) if callable(extend) else executor
+
+
+def with_project_read_only(executor: Any) -> Any:
+    """``executor``, unable to write the project, where it can confine writes at all (the unsandboxed
+    one and test doubles cannot, and are returned as they are)."""
+    confine = getattr(executor, "with_project_read_only", None)
+    return confine() if callable(confine) else executor

@@ -68,9 +68,20 @@ class BwrapExecutor:
         stoppable.stop = stop
         return stoppable
 
+    def with_project_read_only(self) -> "BwrapExecutor":
+        """A copy under which commands cannot write the project (a clean checkout's tests, fix)."""
+        return self.with_policy(dataclasses.replace(self.policy, project_writable=False))
+
     def layout(self, cwd: Path | None = None) -> Layout:
         layout = survey(self.policy, self.project, cwd or self.project, self.host_env)
-        return dataclasses.replace(layout, writable=self.writable) if self.writable else layout
+        if not self.writable:
+            return layout
+        layout = dataclasses.replace(layout, writable=self.writable)
+        here = os.path.realpath(cwd) if cwd is not None else ""
+        # a command may also run inside a writable scratch directory (a clean checkout of a commit)
+        if here and any(here == w or here.startswith(w.rstrip("/") + "/") for w in self.writable):
+            layout = dataclasses.replace(layout, cwd=here)
+        return layout
 
     def argv(self, command: str | Sequence[str], layout: Layout, status_fd: int | None = None) -> list[str]:
         return [self.bwrap, *bwrap_argv(self.policy, layout, shell_argv(command), status_fd)]

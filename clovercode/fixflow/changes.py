@@ -8,11 +8,17 @@ from typing import Iterable
 
 from clovercode.vcs.changeset import ChangeSet, untracked_stamps
 from clovercode.vcs.git import Checkout, FileStat, Start
+from clovercode.vcs.ignoredstat import Snapshot, changed, ignored_snapshot
 
 
 class TestedTree:
     """Takes the change set right before each test run, so the commit holds the tree the last run saw
-    (a file the tests themselves write afterwards is not in it), and says what differs from now."""
+    (a file the tests themselves write afterwards is not in it), and says what differs from now.
+
+    Files git ignores are watched by stat snapshots (vcs/ignoredstat.py): one at the start, one
+    before and one after each test run. What changed between the end of one test run and the start
+    of the next is the model's (a file tool or a command), and is named as left out of the commit;
+    what a test run wrote (a cache, a report) is the tests'."""
 
     __test__ = False
 
@@ -20,6 +26,8 @@ class TestedTree:
         self.checkout, self.start = checkout, start
         self.tested: ChangeSet | None = None
         self.by_tests: frozenset[str] = frozenset()  # files the baseline test run wrote
+        self.last: Snapshot = ignored_snapshot(checkout)  # ignored files when the model last got the tree
+        self.ignored_written: set[str] = set()  # top-relative ignored paths the model changed
 
     def after_baseline(self) -> None:
         """Files the baseline test run wrote (a report, a log) are the tests', never the model's change."""
@@ -27,14 +35,26 @@ class TestedTree:
         self.by_tests = frozenset(now - self.start.untracked)
         untracked = self.start.untracked | self.by_tests
         self.start = replace(self.start, untracked=untracked, stamps=untracked_stamps(self.checkout.top, untracked))
+        self.last = ignored_snapshot(self.checkout)
+
+    def after_tests(self) -> None:
+        """Called when a test run ended: what it wrote into ignored paths is the tests', not the model's."""
+        self.last = ignored_snapshot(self.checkout)
+
+    def _model_ignored(self) -> set[str]:
+        """Ignored paths the model changed, up to now (the snapshot is moved on)."""
+        now = ignored_snapshot(self.checkout)
+        self.ignored_written |= changed(self.last, now)
+        self.last = now
+        return self.ignored_written
 
     def before_tests(self, written: Iterable[str]) -> bool:
         """Called right before a test run (run_rounds' ``has_changes``): is there a change to test?"""
-        self.tested = self.checkout.changes(self.start, written, self.by_tests)
+        self.tested = self.checkout.changes(self.start, written, self.by_tests, self._model_ignored())
         return bool(self.tested)
 
     def now(self, written: Iterable[str]) -> ChangeSet:
-        return self.checkout.changes(self.start, written, self.by_tests)
+        return self.checkout.changes(self.start, written, self.by_tests, self._model_ignored())
 
     def to_commit(self, written: Iterable[str]) -> tuple[ChangeSet, list[str]]:
         """The change to commit (the tested tree when tests ran) and the paths changed since it was tested."""

@@ -174,8 +174,9 @@ def diffstat_table(stats: list[FileStat]) -> str:
 
 def pull_body(issue: Issue, summary: Summaries, command: TestCommand | None, runs: list[TestRun],
               stats: list[FileStat], reference: str | None, model: str, steps: int,
-              verdict: Verdict | None = None, conclusion: Conclusion | None = None, left_out: Sequence[str] = ()) -> str:
-    """The pull request's Markdown. Only clovercode's own words are live: its ``Fixes #N`` (added
+              verdict: Verdict | None = None, conclusion: Conclusion | None = None, left_out: Sequence[str] = (),
+              clean: str | None = None) -> str:
+    """The pull request's Markdown (``clean``: the clean-checkout check in one line, fixflow/cleanrun.py). Only clovercode's own words are live: its ``Fixes #N`` (added
     after everything else was made inert), its headings, its table and its <details>."""
     parts = []
     if reference:
@@ -193,6 +194,8 @@ def pull_body(issue: Issue, summary: Summaries, command: TestCommand | None, run
     tests = "## Tests\n\n" + inert_markdown(tests_line(command, runs).removeprefix("Tests: "))
     if verdict is not None:
         tests += "\n\n" + "\n".join(f"- {inert_markdown(line)}" for line in verdict_lines(verdict, ALL_NAMES, code_span))
+    if clean:
+        tests += f"\n\nClean checkout: {inert_markdown(clean)}."
     if conclusion is not None and conclusion.outcome != FIXED:
         why = ("the tests fail: the change breaks tests that passed before" if conclusion.outcome == REGRESSED
                else f"no test shows the issue fixed: {conclusion.reason}")

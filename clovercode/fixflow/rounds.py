@@ -3,6 +3,7 @@ finish; feed back what the change broke, or the issue's tests still failing, a b
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -33,6 +34,7 @@ class Rounds:
     usage_estimated: bool = False
     baseline: TestRun | None = None  # the tests before the model changed anything
     summaries: list[tuple[int, str]] = field(default_factory=list)  # (round, finish summary), in order
+    tests_note: str = ""  # why the finished change's tests did not run to the end (--max-time)
 
     @property
     def verdict(self) -> Verdict | None:
@@ -42,29 +44,40 @@ class Rounds:
 def run_rounds(session: Session, task: str, tests: TestCommand | None, max_rounds: int, timeout: float,
                sink: EventSink, console: Console, has_changes: Callable[[RunResult], bool],
                baseline: bool = True, issue_text: str | None = None,
-               after_baseline: Callable[[], None] | None = None) -> Rounds:
+               after_baseline: Callable[[], None] | None = None, after_tests: Callable[[], None] | None = None,
+               deadline: float | None = None) -> Rounds:
     """Run ``task``; while the model's finished change needs work and rounds are left, tell it what.
 
     "Needs work" is judged against the baseline (verdict.py): a regression, or a still-failing test
     that looks like the issue's own. Failures that were there before and are someone else's never
     start a round. Tests run once the model has finished with a change, and one last time when a
     feedback round stops without finish, so the recorded result describes the tree that is committed.
-    ``after_baseline`` is called once the baseline ran (what it wrote is the tests', not the model's).
+    ``after_baseline`` is called once the baseline ran (what it wrote is the tests', not the model's),
+    ``after_tests`` after each later test run. ``deadline`` (time.monotonic()) is --max-time's end for
+    the whole run: the baseline, every model round and every test run fit inside it.
     """
+    if deadline is None and session.cfg["max_time"]:
+        deadline = time.monotonic() + session.cfg["max_time"]
     before = None
     if tests is not None and baseline:
         console.print(f"[bold]Running the tests before any change (baseline):[/] {escape(tests.command)}", highlight=False)
         try:
-            before = run_tests(session.executor, session.root, tests.command, timeout, -1, session.command_env)
+            limit = time_left(deadline, timeout)
+            before = run_tests(session.executor, session.root, tests.command, limit, -1, session.command_env)
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP: nothing has changed yet
             ENDING.deliver()  # acted on: the check points (termination.py) stop raising it
             return Rounds(RunResult(StopReason.INTERRUPTED, 0, f"{interrupt_detail(exc)} while the baseline tests ran",
                                     signal=getattr(exc, "signum", None)), False, None, 0)
+        if before.timed_out and limit < timeout:  # --max-time, not the suite, ended it: no time is left for the model
+            max_time = session.cfg["max_time"]
+            return Rounds(RunResult(StopReason.MAX_TIME, 0, f"reached the time limit ({max_time:g} s) while the "
+                                    "baseline tests ran", seconds=before.seconds), False, None, 0,
+                          seconds=before.seconds, baseline=before)
         console.print(f"[dim]baseline: {escape(before.describe() + _failing_note(before))}[/]", highlight=False,
                       soft_wrap=True)  # a long test id is never cut
         if after_baseline is not None:
             after_baseline()
-    result = _first_round(session, task, sink, before.seconds if before is not None else 0.0)
+    result = _round(session, task, sink, deadline)
     done = Rounds(result, result.stop is StopReason.FINISHED, result.summary, result.steps,
                   result.prompt_tokens, result.completion_tokens, result.seconds, baseline=before,
                   usage_estimated=result.usage_estimated)
@@ -78,13 +91,27 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
     while tests is not None and done.finished and result.stop not in (StopReason.INTERRUPTED, StopReason.MODEL_ERROR):
         if not has_changes(result):
             break
+        limit = time_left(deadline, timeout)
+        if limit <= 0:
+            done.tests_note = f"the tests were not run after the change: --max-time ({session.cfg['max_time']:g} s) ran out"
+            break
         console.print(f"[bold]Running the tests:[/] {escape(tests.command)} [dim]({escape(tests.source)})[/]", highlight=False)
         try:
-            run = run_tests(session.executor, session.root, tests.command, timeout, feedback, session.command_env)
+            run = run_tests(session.executor, session.root, tests.command, limit, feedback, session.command_env)
         except KeyboardInterrupt as exc:  # the executor has killed the tests; report like an interrupted run
             ENDING.deliver()
             done.result = replace(result, stop=StopReason.INTERRUPTED, detail=f"{interrupt_detail(exc)} while the tests ran",
                                   signal=getattr(exc, "signum", None))
+            done.tests_note = f"the tests were interrupted ({interrupt_detail(exc)})"
+            break
+        finally:
+            if after_tests is not None:
+                after_tests()
+        if run.timed_out and limit < timeout:  # cut by --max-time: says nothing about the change (not a hang)
+            done.seconds += run.seconds
+            record_event(session.last_trajectory, "test_run", cut_by_max_time=True, **run.to_json())
+            done.tests_note = (f"the tests were cut after {run.seconds:.0f} s by --max-time "
+                               f"({session.cfg['max_time']:g} s), so they show nothing")
             break
         done.tests.append(run)
         done.seconds += run.seconds
@@ -106,7 +133,7 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
         console.print(f"[yellow]Sending the failures back to the model (round {feedback} of {max_rounds})[/]")
         message = feedback_message(run, feedback, max_rounds, judged.regressions, related, pre_existing,
                                    failed_before=judged.failing_before)
-        result = session.run_task(message, sink, follow_up=True)
+        result = _round(session, message, sink, deadline, follow_up=True)
         done.result = result
         done.steps += result.steps
         done.prompt_tokens += result.prompt_tokens
@@ -123,15 +150,26 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
     return done
 
 
-def _first_round(session: Session, task: str, sink: EventSink, spent: float) -> RunResult:
-    """The model's first round; the baseline's time comes out of its --max-time budget."""
+def time_left(deadline: float | None, cap: float) -> float:
+    """Seconds a step may take: ``cap``, or less when --max-time's ``deadline`` comes first (0: none left)."""
+    if deadline is None:
+        return cap
+    return max(min(cap, deadline - time.monotonic()), 0.0)
+
+
+def _round(session: Session, task: str, sink: EventSink, deadline: float | None, follow_up: bool = False) -> RunResult:
+    """One model round, with what is left of --max-time (the baseline and earlier rounds and test runs
+    came out of it)."""
     budget = session.cfg["max_time"]
-    if not budget or not spent:
-        return session.run_task(task, sink)
+    if not budget or deadline is None:
+        return session.run_task(task, sink, follow_up=follow_up)
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return RunResult(StopReason.MAX_TIME, 0, f"reached the time limit ({budget:g} s) before this round")
     full = session.cfg
-    session.cfg = full.with_overrides({"max_time": max(budget - spent, 1.0)}, "max_time less the baseline tests")
+    session.cfg = full.with_overrides({"max_time": max(left, 0.1)}, "what is left of max_time")
     try:
-        return session.run_task(task, sink)
+        return session.run_task(task, sink, follow_up=follow_up)
     finally:
         session.cfg = full
 

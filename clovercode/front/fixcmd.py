@@ -10,6 +10,7 @@ regressed, but no test shows the fix), 130 interrupted.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -22,12 +23,14 @@ from clovercode.agent.loop import RunResult, usage_json
 from clovercode.ground.config import Config
 from clovercode.ground.errors import CiChangeRefused, ExitCode, VcsError
 from clovercode.executors.select import NO_SANDBOX_WARNING
+from clovercode.executors.base import Executor
 from clovercode.fixflow.cigate import ci_changes, refuse_ci_changes
 from clovercode.fixflow.changes import TestedTree, pending_stats
+from clovercode.fixflow.cleanrun import CleanRun, judge_clean, skipped, verify_commit
 from clovercode.fixflow.issue import Issue
 from clovercode.fixflow.plan import FixRequest, Plan, make_plan
 from clovercode.fixflow.report import change_text, commit_message, pull_body, subject, tests_line, verdict_lines
-from clovercode.fixflow.rounds import Rounds, record_event, run_rounds
+from clovercode.fixflow.rounds import Rounds, record_event, run_rounds, time_left
 from clovercode.fixflow.testrun import TestCommand, TestRun
 from clovercode.fixflow.verdict import FIXED, REGRESSED, UNVERIFIED, Conclusion, Verdict, conclude as judge, verdict
 from clovercode.github.api import PullRequest, PullSpec, publish_pull
@@ -36,6 +39,8 @@ from clovercode.wiring.session import open_session
 from clovercode.ground.termination import exit_code, interrupt_detail
 from clovercode.ui.render import ConsoleRenderer
 from clovercode.vcs.branchguard import Commit, backup_ref
+from clovercode.vcs.changeset import ChangeSet
+from clovercode.vcs.cleancheckout import environment_links
 from clovercode.vcs.git import FileStat
 
 STATUS = {ExitCode.OK: "fixed", ExitCode.TESTS_FAILED: "tests_failed", ExitCode.NO_CHANGE: "no_change",
@@ -44,6 +49,18 @@ STATUS = {ExitCode.OK: "fixed", ExitCode.TESTS_FAILED: "tests_failed", ExitCode.
           ExitCode.CI_CHANGE_REFUSED: "ci_change_refused",
           ExitCode.TERMINATED: "interrupted", ExitCode.HUNG_UP: "interrupted", ExitCode.UNVERIFIED: "unverified"}
 OUTCOME_CODES = {FIXED: ExitCode.OK, REGRESSED: ExitCode.TESTS_FAILED, UNVERIFIED: ExitCode.UNVERIFIED}
+
+
+@dataclass(frozen=True)
+class CleanSetup:
+    """What the clean-checkout check needs once the session is closed (fixflow/cleanrun.py)."""
+
+    executor: Executor
+    env: Mapping[str, str]
+    timeout: float  # fix.test_timeout
+    deadline: float | None  # --max-time's end (time.monotonic())
+    enabled: bool  # fix.verify_clean
+    console: Console
 
 
 @dataclass
@@ -75,6 +92,9 @@ class FixOutcome:
     usage_estimated: bool = False
     baseline: TestRun | None = None  # the tests before the model changed anything
     summaries: list[tuple[int, str]] = field(default_factory=list)  # every round's finish summary
+    tests_note: str = ""  # why the change's tests did not run (to the end)
+    clean: CleanRun | None = None  # the commit's tests in a clean checkout (fixflow/cleanrun.py)
+    stage: str = ""  # what conclude() is doing, when it is not committing or publishing (for an interrupt)
 
     @property
     def verdict(self) -> Verdict | None:
@@ -82,7 +102,12 @@ class FixOutcome:
 
     @property
     def conclusion(self) -> Conclusion:
-        return judge(self.baseline, self.tests[-1] if self.tests else None, f"{self.issue.title}\n{self.issue.body}")
+        issue_text = f"{self.issue.title}\n{self.issue.body}"
+        if not self.tests and self.test_command is not None:  # a command exists: say why it did not judge
+            return Conclusion(UNVERIFIED, self.tests_note or "the tests were not run after the change")
+        working = judge(self.baseline, self.tests[-1] if self.tests else None, issue_text)
+        return judge_clean(working, self.tests[-1] if self.tests else None, self.baseline, self.clean,
+                           issue_text) if self.clean else working
 
     @property
     def status(self) -> str:
@@ -117,6 +142,7 @@ class FixOutcome:
                 "source": self.test_command.source if self.test_command else None,
                 "passed": self.tests_passed, "baseline": baseline, "outcome": concluded.outcome,
                 "reason": concluded.reason, "issue_tests": list(concluded.named),
+                "clean_checkout": self.clean.to_json() if self.clean else None,
                 **(judged.to_json() if judged else {"fixed": [], "regressions": [], "still_failing": [],
                                                     "per_test": False, "regressed": False, "verdict": None, "note": None}),
                 "runs": [t.to_json() for t in self.tests]}
@@ -127,6 +153,8 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
     if isinstance(request, str):
         request = FixRequest(issue_text=request)
     env = os.environ if env is None else env
+    # --max-time covers everything from here: the baseline, the rounds, every test run, the clean check
+    deadline = time.monotonic() + cfg["max_time"] if cfg["max_time"] else None
     cfg = cfg.with_overrides({"approval": "full-auto"}, "fix (always full-auto)")
     plan = make_plan(root, cfg, request, env)
     if cfg["sandbox"] == "none":
@@ -147,19 +175,22 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
         rounds = run_rounds(session, plan.issue.task(plan.tests.command if plan.tests else None), plan.tests,
                             cfg["fix.test_rounds"], cfg["fix.test_timeout"], ConsoleRenderer(console), console, has_changes,
                             baseline=cfg["fix.baseline"], issue_text=f"{plan.issue.title}\n{plan.issue.body}",
-                            after_baseline=tested.after_baseline if tested is not None else None)
+                            after_baseline=tested.after_baseline if tested is not None else None,
+                            after_tests=tested.after_tests if tested is not None else None, deadline=deadline)
     finally:
         session.close()
+    clean = CleanSetup(session.executor, session.command_env, cfg["fix.test_timeout"], deadline, cfg["fix.verify_clean"],
+                       console)
     outcome = FixOutcome(plan.issue, rounds.result, ExitCode.GAVE_UP, session.last_trajectory, rounds.steps,
                          rounds.summary, plan.tests, rounds.tests, notes=plan.notes,
                          prompt_tokens=rounds.prompt_tokens, completion_tokens=rounds.completion_tokens,
                          seconds=rounds.seconds, baseline=rounds.baseline, summaries=rounds.summaries,
-                         usage_estimated=rounds.usage_estimated)
+                         usage_estimated=rounds.usage_estimated, tests_note=rounds.tests_note)
     try:
-        conclude(outcome, rounds, plan, request, cfg, tested)
+        conclude(outcome, rounds, plan, request, cfg, tested, clean)
     except KeyboardInterrupt as exc:  # while committing, pushing or opening the pull request: report it all the same
         outcome.exit_code = ExitCode(exit_code(getattr(exc, "signum", None)))
-        stage = "pushing or opening the pull request" if outcome.commit else "committing"
+        stage = outcome.stage or ("pushing or opening the pull request" if outcome.commit else "committing")
         outcome.error = f"{interrupt_detail(exc)} while {stage}"
     record_event(outcome.trajectory, "fix_result", **outcome.to_json())
     print_summary(console, outcome)
@@ -167,7 +198,7 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
 
 
 def conclude(outcome: FixOutcome, rounds: Rounds, plan: Plan, request: FixRequest, cfg: Config,
-             tested: TestedTree | None) -> None:
+             tested: TestedTree | None, clean: CleanSetup | None = None) -> None:
     """Decide the exit code; commit, push and open the pull request when there is a finished change."""
     stop = rounds.result.stop
     if stop is StopReason.INTERRUPTED:  # 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP
@@ -176,14 +207,17 @@ def conclude(outcome: FixOutcome, rounds: Rounds, plan: Plan, request: FixReques
         outcome.exit_code = ExitCode.MODEL_UNAVAILABLE
     elif not rounds.finished:
         outcome.exit_code = ExitCode.GAVE_UP
-    elif not (tested.now(rounds.result.changed) if tested is not None else rounds.result.changed):
+    elif not (now := tested.now(rounds.result.changed) if tested is not None else rounds.result.changed):
         outcome.exit_code = ExitCode.NO_CHANGE
+        if isinstance(now, ChangeSet) and now.left_out:  # changed, but all of it is left out (an over-size file)
+            outcome.skipped = [item.describe() for item in now.left_out]
+            outcome.tests_note = outcome.tests_note or "the tests were not run: nothing the change made can be committed"
     else:
         # fixed only when a test shows it; pre-existing failures do not count against the change
         outcome.exit_code = OUTCOME_CODES[outcome.conclusion.outcome]
         if plan.git is not None:
             try:
-                commit_fix(outcome, plan, tested, request.allow_ci_changes)
+                commit_fix(outcome, plan, tested, request.allow_ci_changes, clean)
                 publish(outcome, plan, request, cfg)
             except (VcsError, CiChangeRefused) as exc:
                 outcome.error = str(exc)
@@ -193,7 +227,8 @@ def conclude(outcome: FixOutcome, rounds: Rounds, plan: Plan, request: FixReques
         outcome.notes.append("nothing was committed: the model's unfinished changes are in the working tree")
 
 
-def commit_fix(outcome: FixOutcome, plan: Plan, tested: TestedTree | None, allow_ci_changes: bool = False) -> None:
+def commit_fix(outcome: FixOutcome, plan: Plan, tested: TestedTree | None, allow_ci_changes: bool = False,
+               clean: CleanSetup | None = None) -> None:
     git = plan.git
     assert git is not None and tested is not None
     changes, since = tested.to_commit(outcome.result.changed)
@@ -208,6 +243,9 @@ def commit_fix(outcome: FixOutcome, plan: Plan, tested: TestedTree | None, allow
     outcome.refused = [] if allow_ci_changes else ci_changes(git.checkout.top, sorted({*changes.paths, *since}))
     if outcome.refused:
         raise refuse_ci_changes(outcome.refused)
+    if clean is not None:
+        check_clean(outcome, plan, tested, changes, clean)
+        outcome.exit_code = OUTCOME_CODES[outcome.conclusion.outcome]
     reference = plan.pull.reference if plan.pull else (str(plan.issue.ref) if plan.issue.ref else None)
     message = commit_message(plan.issue, outcome.summaries or outcome.summary, plan.tests, outcome.tests, reference,
                              outcome.verdict, outcome.conclusion, pending_stats(git.checkout, git.start.base, changes),
@@ -222,6 +260,32 @@ def commit_fix(outcome: FixOutcome, plan: Plan, tested: TestedTree | None, allow
     outcome.diffstat = git.checkout.diff_stat_text(git.start.base, outcome.commit)
 
 
+def check_clean(outcome: FixOutcome, plan: Plan, tested: TestedTree, changes: ChangeSet, clean: CleanSetup) -> None:
+    """A fix the working tree's tests call fixed is tested once more, as the commit alone (fixflow/cleanrun.py)."""
+    git = plan.git
+    if git is None or plan.tests is None or not outcome.tests or outcome.conclusion.outcome != FIXED:
+        return  # nothing to reproduce: only a fix is checked
+    if not clean.enabled:
+        outcome.clean = skipped("fix.verify_clean is off")
+        return
+    checkout = git.checkout
+    left = {item.path for item in changes.left_out}
+    missing = sorted((set(checkout.untracked()) - set(changes.paths)) | left)
+    subdir = os.path.relpath(checkout.root, checkout.top)
+    links = environment_links(checkout, [subdir] if subdir != "." else [], left | tested.ignored_written)
+    clean.console.print(f"[bold]Testing the commit alone in a clean checkout:[/] {escape(plan.tests.command)}",
+                        highlight=False)
+    outcome.stage = "testing the commit in a clean checkout"
+    outcome.clean = verify_commit(checkout, changes.tree, git.start.base, plan.tests, clean.executor,
+                                  time_left(clean.deadline, clean.timeout), root=checkout.root, env=clean.env,
+                                  links=links, missing=missing)
+    outcome.stage = ""
+    passed = outcome.clean.run is not None and outcome.clean.run.passed
+    clean.console.print(f"[{'green' if passed else 'yellow'}]clean checkout: {escape(outcome.clean.describe())}[/]",
+                        highlight=False, soft_wrap=True)
+    record_event(outcome.trajectory, "clean_run", **outcome.clean.to_json())
+
+
 def publish(outcome: FixOutcome, plan: Plan, request: FixRequest, cfg: Config) -> None:
     git, pull = plan.git, plan.pull
     assert git is not None
@@ -233,7 +297,8 @@ def publish(outcome: FixOutcome, plan: Plan, request: FixRequest, cfg: Config) -
     if pull is not None:
         body = pull_body(plan.issue, outcome.summaries or outcome.summary, plan.tests, outcome.tests, outcome.files,
                          pull.reference, cfg["model"] if not cfg["endpoint"] else cfg["endpoint"], outcome.steps,
-                         outcome.verdict, outcome.conclusion, outcome.skipped)
+                         outcome.verdict, outcome.conclusion, outcome.skipped,
+                         outcome.clean.describe() if outcome.clean else None)
         spec = PullSpec(pull.target, pull.head, pull.base, subject(plan.issue, outcome.conclusion), body,
                         draft=request.draft or outcome.exit_code is not ExitCode.OK)  # a draft unless fixed
         outcome.pull = publish_pull(pull.client, spec)
@@ -255,9 +320,12 @@ def print_summary(console: Console, outcome: FixOutcome) -> None:
         line("Before the change", outcome.baseline.describe())
     for text in verdict_lines(outcome.verdict):
         console.print(f"  {escape(text)}", highlight=False, soft_wrap=True)
-    if outcome.exit_code in OUTCOME_CODES.values():
+    if outcome.clean is not None:
+        line("Clean checkout", outcome.clean.describe())
+    if outcome.exit_code in OUTCOME_CODES.values() or outcome.tests_note:
         line("Outcome", f"{outcome.conclusion.outcome}: {outcome.conclusion.reason}")
-    line("Changed", ", ".join(result.changed) if result.changed else "nothing")
+    line("Changed", ", ".join(result.changed) if result.changed
+         else "nothing that can be committed (see Not committed)" if outcome.skipped else "nothing")
     if outcome.commit:
         # the branch is named only here, once it is made: most runs that end without a change make none
         line("Commit", f"{outcome.commit[:12]} on branch {outcome.branch} (one commit on {outcome.base[:12] if outcome.base else '?'}"

@@ -90,6 +90,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("fix.test_timeout", float, 900.0, "Seconds the test command may take before it is killed.", minimum=1.0),
     Setting("fix.baseline", bool, True, "Run the tests once before the model changes anything, so failures that were "
             "already there do not count against the fix (false: skip it for a huge suite; any failure then counts)."),
+    Setting("fix.verify_clean", bool, True, "Before a fix is called fixed, run the tests once more in a clean temporary "
+            "checkout of the commit alone (false: skip it; the verdict then says 'not verified in a clean checkout'). "
+            "Only your own or a trusted project's settings can turn it off."),
     Setting("fix.branch_prefix", str, "clovercode/", "Prefix of the branch each fix is committed on."),
     Setting("fix.author", str, "", "Commit author as 'Name <email>' ('' = git's user.name/user.email, else clovercode)."),
     Setting("fix.remote", str, "origin", "Git remote that --push and --pr push the fix branch to."),

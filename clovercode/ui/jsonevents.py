@@ -30,8 +30,10 @@ def schema_path() -> Path:
     return Path(__file__).resolve().parent.parent / "schemas" / SCHEMA_FILE
 
 
-def _usage(usage: dict[str, Any]) -> dict[str, int]:
-    return {"prompt_tokens": usage.get("prompt_tokens", 0), "completion_tokens": usage.get("completion_tokens", 0)}
+def _usage(usage: dict[str, Any]) -> dict[str, Any]:
+    """Token counts, and ``estimated`` where some were counted by clovercode rather than the model's tokenizer."""
+    out: dict[str, Any] = {"prompt_tokens": usage.get("prompt_tokens", 0), "completion_tokens": usage.get("completion_tokens", 0)}
+    return {**out, "estimated": True} if usage.get("estimated") or usage.get("usage_estimated") else out
 
 
 class JsonEventWriter:

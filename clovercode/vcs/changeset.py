@@ -81,10 +81,29 @@ def _too_big(file: Path) -> str | None:
     return None
 
 
+MAX_NAMED_IGNORED = 20  # more ignored files than this in one top directory are named as that directory
+
+
+def _ignored_left_out(checkout: "Checkout", paths: list[str]) -> list[LeftOut]:
+    """Ignored paths the run changed, each named (a deleted one says so); a directory with many (a
+    package installed into .venv) is named once, with the count, so the list stays readable."""
+    by_dir: dict[str, list[str]] = {}
+    for rel in paths:
+        by_dir.setdefault(rel.split("/", 1)[0] if "/" in rel else "", []).append(rel)
+    left = []
+    for folder, inside in by_dir.items():
+        if folder and len(inside) > MAX_NAMED_IGNORED:
+            left.append(LeftOut(folder + "/", f"{IGNORED}: {len(inside)} files in it changed"))
+            continue
+        left += [LeftOut(rel, IGNORED if os.path.lexists(checkout.top / rel) else IGNORED + ", deleted") for rel in inside]
+    return left
+
+
 def change_set(checkout: "Checkout", start: "Start", written: Iterable[str] = (), by_tests: Iterable[str] = ()) -> ChangeSet:
     """The working tree now against ``start.base``, less ignored files, files that were untracked at
     the start, nested repositories and files over the size limits (named in ``left_out``, with the
-    ignored files among ``written``: top-relative paths the file tools wrote). ``by_tests``: files in
+    ignored files among ``written``: top-relative paths the file tools wrote or a command changed,
+    fixflow/changes.py). ``by_tests``: files in
     ``start.untracked`` that the baseline test run wrote, named for what they are."""
     tests_wrote = set(by_tests)
     with tempfile.TemporaryDirectory(prefix="clovercode-index-") as scratch:
@@ -112,7 +131,7 @@ def change_set(checkout: "Checkout", start: "Start", written: Iterable[str] = ()
                  for rel in sorted(start.untracked)
                  if not os.path.lexists(checkout.top / rel)]
         quiet = set(start.untracked) | set(candidates)  # tracked files git ignores are committed all the same
-        left += [LeftOut(rel, IGNORED) for rel in sorted(checkout.ignored(sorted(set(written) - quiet)))]
+        left += _ignored_left_out(checkout, sorted(checkout.ignored(sorted(set(written) - quiet))))
         chosen = []
         for rel in sorted(set(candidates)):
             why = _too_big(checkout.top / rel)

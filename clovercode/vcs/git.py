@@ -123,10 +123,12 @@ class Checkout:
         """Untracked files git does not ignore, top-relative."""
         return frozenset(self.repo.untracked_files)
 
-    def changes(self, start: Start, written: Iterable[str] = (), by_tests: Iterable[str] = ()) -> ChangeSet:
+    def changes(self, start: Start, written: Iterable[str] = (), by_tests: Iterable[str] = (),
+                ignored_written: Iterable[str] = ()) -> ChangeSet:
         """The working tree's change since ``start`` (vcs/changeset.py); ``written`` are root-relative
-        paths the file tools wrote, so that those git ignores are named as left out."""
-        tops = []
+        paths the file tools wrote, ``ignored_written`` top-relative ignored paths a command changed
+        (vcs/ignoredstat.py), so that those git ignores are named as left out."""
+        tops = list(ignored_written)
         for rel in written:
             try:
                 tops.append((self.root / rel).resolve().relative_to(self.top).as_posix())

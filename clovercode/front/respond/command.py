@@ -147,7 +147,7 @@ def _follow_up(root: Path, cfg: Config, request: RespondRequest, ref: CommentRef
     try:
         rounds = run_rounds(session, task, tests, cfg["fix.test_rounds"], cfg["fix.test_timeout"], ConsoleRenderer(console),
                             console, has_changes, baseline=cfg["fix.baseline"], issue_text=comment.body,
-                            after_baseline=tested.after_baseline)
+                            after_baseline=tested.after_baseline, after_tests=tested.after_tests)
     finally:
         session.close()
     out = RespondOutcome(ExitCode.GAVE_UP, "gave_up", rounds.result.detail, comment, pull, follow.branch,
