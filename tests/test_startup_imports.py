@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import cli_env, write_replay
 
 # Each costs a noticeable part of a second (or many seconds) to import on 2 cores.
@@ -65,3 +67,12 @@ def test_the_shipped_tool_schemas_are_valid_json_schema() -> None:
     assert paths
     for path in paths:
         jsonschema.Draft202012Validator.check_schema(json.loads(path.read_text(encoding="utf-8")))
+
+
+@pytest.mark.slow
+def test_the_startup_bench_measures_each_path_in_real_processes() -> None:
+    from clovercode.bench.startup import TARGETS, measure, report
+
+    seconds = measure(1)
+    assert set(seconds) == set(TARGETS) and all(len(v) == 1 and 0 < v[0] < 60 for v in seconds.values())
+    assert "exec --json, first event" in report(seconds)

@@ -29,6 +29,13 @@ def make_bench_app(base_group: type, project_root: Callable[[Optional[Path]], Pa
             raise UsageError(f"--sandbox: unknown policy '{sandbox}'", hint=f"Choose one of: {', '.join(PROFILES)}.")
         typer.echo(report(measure(sandbox, runs), sandbox, runs))
 
+    @bench_app.command("startup")
+    def bench_startup(runs: int = typer.Option(10, "--runs", min=1, help="Interleaved runs of each path.")) -> None:
+        """Start-up: --version, exec --json's first event and acp's initialize answer, in real processes."""
+        from clovercode.bench.startup import measure, report
+
+        typer.echo(report(measure(runs)))
+
     @bench_app.command("serve")
     def bench_serve(
         model: str = typer.Option("tiny", "--model", "-m", help="Model spec each `clovercode serve` process loads."),
