@@ -112,7 +112,10 @@ def change_set(checkout: "Checkout", start: "Start", written: Iterable[str] = ()
         index = os.path.join(scratch, "index")
         own = Path(checkout.git("rev-parse", "--path-format=absolute", "--git-path", "index").strip())
         if own.is_file():
-            shutil.copyfile(own, index)
+            # copy2: the copy keeps the index's own mtime, by which git tells a racily clean entry (a file
+            # rewritten at the same size within the clock's step of the index write) from a clean one; a
+            # copy stamped "now" made such an edit look unchanged, and the change set missed it
+            shutil.copy2(own, index)
         env = {"GIT_INDEX_FILE": index, "GIT_LITERAL_PATHSPECS": "1"}
         checkout.git_env(env, "read-tree", "-m", start.base)  # -m: keeps stat data where the entry matches
         checkout.refresh(env)
