@@ -176,3 +176,18 @@ def test_no_cuda_choice_is_the_per_expert_loop_and_each_chain_ends_in_a_path_tha
     assert expertpath.choose("cuda", (7, 5), "none", hopper).name == "batched_mm"  # pre-Ampere: no grouped GEMM
     assert expertpath.choose("cpu", None, "int8", hopper).name == "dequant_grouped"
     assert expertpath.choose("cpu", None, "fp8", hopper).name == "dequant_grouped"
+
+
+def test_unquantized_experts_leave_the_grouped_gemm_for_the_batched_matmul_only_before_ampere():
+    from tinymodels import VOCAB, tiny_hybrid
+
+    model = tiny_hybrid(dtype=torch.float32)
+    ids = torch.arange(1, 9).unsqueeze(0) % VOCAB
+    with torch.no_grad():
+        want = model(ids).logits
+    assert expertpath.apply_unquantized(model, "cpu", None) is None
+    assert expertpath.apply_unquantized(model, "cuda", (9, 0)) is None  # transformers' grouped GEMM stays
+    assert expertpath.apply_unquantized(model, "cuda", (7, 5)) == "batched_mm"
+    assert model.config._experts_implementation == "batched_mm"
+    with torch.no_grad():
+        assert torch.allclose(model(ids).logits, want, atol=1e-4)

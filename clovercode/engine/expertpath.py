@@ -82,3 +82,18 @@ def capability_of(device: object) -> tuple[int, int] | None:
     if device.type != "cuda":
         return None
     return tuple(torch.cuda.get_device_capability(device))  # type: ignore[return-value]
+
+
+def apply_unquantized(model: object, device_type: str, capability: tuple[int, int] | None) -> str | None:
+    """For a model whose fused experts stay unquantized: transformers' default, the grouped GEMM, has on
+    CUDA before sm80 only a fallback that loops over the experts; switch those to its batched matmul.
+    Returns the implementation set (None: transformers' own choice kept)."""
+    from clovercode.engine.qexperts import is_fused_experts
+
+    if device_type != "cuda" or not any(is_fused_experts(m) for m in model.modules()):  # type: ignore[attr-defined]
+        return None
+    path = choose(device_type, capability, "none", available_ops())
+    if path.name == "grouped_mm":
+        return None
+    model.set_experts_implementation(path.name)  # type: ignore[attr-defined]
+    return path.name

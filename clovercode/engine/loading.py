@@ -110,6 +110,10 @@ def load(source: ModelSource, config: EngineConfig, console: Console, cache_root
             model._clovercode_quantization = mode
             _grouped_attention(model, console)
             _gdn_kernels(model, device, console)
+            if mode == "none":  # quantized experts choose their own path (engine/expertpath.py)
+                from clovercode.engine import expertpath
+
+                expertpath.apply_unquantized(model, device.split(":")[0], expertpath.capability_of(device))
         except torch.OutOfMemoryError:
             raise quantmode.memory_error(source.name, dtype, device, mode, None, None) from None
         except _load_errors() as exc:
