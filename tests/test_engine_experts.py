@@ -171,6 +171,8 @@ def test_no_cuda_choice_is_the_per_expert_loop_and_each_chain_ends_in_a_path_tha
     hopper = frozenset({"grouped_mm", "scaled_grouped_mm"})
     assert expertpath.choose("cuda", (9, 0), "fp8", hopper).name == "scaled_grouped_mm"
     assert expertpath.choose("cuda", (8, 9), "fp8", hopper).name == "dequant_grouped"  # Ada: no grouped fp8 GEMM
+    assert expertpath.choose("cuda", (10, 0), "fp8", hopper).name == "scaled_grouped_mm"  # B200
+    assert expertpath.choose("cuda", (12, 0), "fp8", hopper).name == "dequant_grouped"  # RTX 50xx: not built there
     assert expertpath.choose("cuda", (9, 0), "int4", hopper).name == "dequant_grouped"
     assert expertpath.choose("cuda", (9, 0), "none", hopper).name == "grouped_mm"
     assert expertpath.choose("cuda", (7, 5), "none", hopper).name == "batched_mm"  # pre-Ampere: no grouped GEMM

@@ -40,7 +40,9 @@ def candidates(device_type: str, capability: tuple[int, int] | None, mode: str, 
         found = [ExpertPath("grouped_mm", "grouped GEMM (sm80+ on CUDA; torch's CPU kernel)")] if ampere or not cuda else []
         return found + [ExpertPath("batched_mm", "no grouped GEMM here: batched matmul")]
     out = []
-    if mode == "fp8" and cuda and capability is not None and capability >= (9, 0):
+    # torch's grouped float8 GEMM is built for sm90 (Hopper) and sm100 (data-centre Blackwell), not for
+    # consumer Blackwell (sm120) or Ada (sm89), whose float8 has no grouped kernel in torch
+    if mode == "fp8" and cuda and capability is not None and capability[0] in (9, 10):
         out.append(ExpertPath("scaled_grouped_mm", "Hopper/Blackwell grouped float8 GEMM"))
     # int8/int4: no maintained fused dequantize-inside-the-grouped-GEMM kernel installs with the quant
     # extra (docs/engine.md), so the dequantizing paths are the whole chain; they need no optional kernel
@@ -88,12 +90,17 @@ def apply_unquantized(model: object, device_type: str, capability: tuple[int, in
     """For a model whose fused experts stay unquantized: transformers' default, the grouped GEMM, has on
     CUDA before sm80 only a fallback that loops over the experts; switch those to its batched matmul.
     Returns the implementation set (None: transformers' own choice kept)."""
-    from clovercode.engine.qexperts import is_fused_experts
-
-    if device_type != "cuda" or not any(is_fused_experts(m) for m in model.modules()):  # type: ignore[attr-defined]
+    if device_type != "cuda" or not any(_fused(m) for m in model.modules()):  # type: ignore[attr-defined]
         return None
     path = choose(device_type, capability, "none", available_ops())
     if path.name == "grouped_mm":
         return None
     model.set_experts_implementation(path.name)  # type: ignore[attr-defined]
     return path.name
+
+
+def _fused(module: object) -> bool:
+    """transformers' fused experts, unquantized: a 3-D ``gate_up_proj`` parameter (qexperts.py's
+    is_fused_experts, which this module cannot import: qexperts imports it)."""
+    weight = getattr(module, "gate_up_proj", None)
+    return getattr(weight, "dim", lambda: 0)() == 3 and hasattr(module, "act_fn")

@@ -119,10 +119,12 @@ class QuantizedExperts(nn.Module):
         from clovercode.engine import groupedexperts
 
         name = self.path(hidden_states.device).name
-        if name == "scaled_grouped_mm":
+        inner = self._buffers["down_proj_qdata"].shape[-1]
+        if name == "scaled_grouped_mm" and hidden_states.shape[-1] % 16 == 0 and inner % 16 == 0:
+            # (the float8 kernel takes only widths in multiples of 16; others dequantize below)
             return groupedexperts.scaled_grouped(self, hidden_states, top_k_index, top_k_weights)
         capacity = None
-        if name == "dequant_grouped_fixed":
+        if name == "dequant_grouped_fixed" or self.capture_safe:
             capacity = min(self.num_experts, top_k_index.numel())
         return groupedexperts.dequant_grouped(self, hidden_states, top_k_index, top_k_weights, capacity)
 
