@@ -60,7 +60,8 @@ def _routing(tokens: int, experts: int, top_k: int, spread: bool, dtype=torch.fl
     return index, torch.softmax(torch.randn(tokens, top_k), -1).to(dtype)
 
 
-@pytest.mark.parametrize("mode,dtype", list(itertools.product(MODES, (torch.float32, torch.float64))))
+# float32 takes torch's grouped GEMM, float64 the padded batched matmul (one mode is enough for that)
+@pytest.mark.parametrize("mode,dtype", [(m, torch.float32) for m in MODES] + [("int4", torch.float64)])
 def test_the_grouped_paths_equal_the_reference_loop(mode, dtype):
     fused, _ = _layer()
     module = qexperts.QuantizedExperts(fused, mode, dtype)

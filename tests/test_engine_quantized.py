@@ -139,6 +139,26 @@ def test_the_quantized_hybrid_decodes_alone_and_batched_close_to_full_precision(
         batch.release(slot)
 
 
+def test_the_fixed_capacity_experts_decode_what_the_exact_hit_set_decodes(hybrids):
+    """What CUDA graphs run (fastpaths.prepare_graphs: static shapes) against the eager path, through
+    the engine's decoding on the quantized hybrid: the same tokens."""
+    from clovercode.engine.fastpaths import prepare_graphs
+
+    engine = hybrids["int4"]
+    plan = engine.plan(block_size=4)
+    prompt = [5, 9, 17, 3, 40, 41, 7, 8]
+    want = engine.generate(prompt, plan, engine.stops(()), denoiser=CachedDenoiser(engine.model))
+    experts = [m for m in engine.model.modules() if isinstance(m, qexperts.QuantizedExperts)]
+    prepare_graphs(engine.model)
+    try:
+        assert {m.path(torch.device("cpu")).name for m in experts} == {"dequant_grouped_fixed"}
+        got = engine.generate(prompt, plan, engine.stops(()), denoiser=CachedDenoiser(engine.model))
+    finally:
+        for module in experts:
+            module.capture_safe = False
+    assert got.tokens == want.tokens
+
+
 def test_clover_tiny_int4_keeps_constrained_tool_calls_valid():
     pytest.importorskip("llguidance")
     from clovercode.backends.base import GenerationParams, TextDelta
