@@ -113,6 +113,13 @@ def test_the_tiny_moe_hybrid_loads_quantized_shard_by_shard_and_weighs_what_the_
     experts = [m for m in engine.model.modules() if isinstance(m, qexperts.QuantizedExperts)]
     assert len(experts) == 4 and all(e.quantized for e in experts)
     assert engine.model._clovercode_quantization == mode
+    # the output projection stays a plain bf16 tensor: no torchao subclass that dequantizes the whole
+    # head on every forward (a transient the plan would not count); weightplan counts it at 2 bytes
+    head = engine.model.get_output_embeddings().weight
+    assert type(head.data) is torch.Tensor and head.dtype == torch.bfloat16
+    assert weightplan.bytes_per_parameter("lm_head", mode, 2) == 2.0
+    assert any(type(m.weight.data) is not torch.Tensor for m in engine.model.modules()
+               if isinstance(m, torch.nn.Linear) and m.out_features >= 16 and m is not engine.model.lm_head)
 
 
 @pytest.mark.parametrize("mode", ["int8", "int4"])
@@ -130,6 +137,26 @@ def test_the_quantized_hybrid_decodes_alone_and_batched_close_to_full_precision(
     assert len(slots) == 2
     for slot, _ in slots:
         batch.release(slot)
+
+
+def test_the_fixed_capacity_experts_decode_what_the_exact_hit_set_decodes(hybrids):
+    """What CUDA graphs run (fastpaths.prepare_graphs: static shapes) against the eager path, through
+    the engine's decoding on the quantized hybrid: the same tokens."""
+    from clovercode.engine.fastpaths import prepare_graphs
+
+    engine = hybrids["int4"]
+    plan = engine.plan(block_size=4)
+    prompt = [5, 9, 17, 3, 40, 41, 7, 8]
+    want = engine.generate(prompt, plan, engine.stops(()), denoiser=CachedDenoiser(engine.model))
+    experts = [m for m in engine.model.modules() if isinstance(m, qexperts.QuantizedExperts)]
+    prepare_graphs(engine.model)
+    try:
+        assert {m.path(torch.device("cpu")).name for m in experts} == {"dequant_grouped_fixed"}
+        got = engine.generate(prompt, plan, engine.stops(()), denoiser=CachedDenoiser(engine.model))
+    finally:
+        for module in experts:
+            module.capture_safe = False
+    assert got.tokens == want.tokens
 
 
 def test_clover_tiny_int4_keeps_constrained_tool_calls_valid():
@@ -273,15 +300,18 @@ def test_auto_takes_the_most_precise_mode_whose_plan_holds_a_sequence(hybrid_dir
     assert quantmode.choose("tiny", hybrid_dir, "auto", "bfloat16", "cpu", int(1.2 * GiB), QUIET) == "none"
 
 
-def test_a_quantized_model_says_why_cuda_graphs_cannot_capture_it():
+def test_a_quantized_model_is_captured_with_its_experts_on_the_fixed_capacity_path():
     from tinymodels import tiny_hybrid
 
-    from clovercode.engine.fastpaths import graph_refusal
+    from clovercode.engine.fastpaths import graph_refusal, prepare_graphs
 
     model = tiny_hybrid(dtype=torch.float32)
-    assert graph_refusal(model) is None
     qexperts.replace_experts(model, "int8", torch.float32)
-    assert "quantized MoE experts" in graph_refusal(model)
+    assert graph_refusal(model) is None
+    experts = [m for m in model.modules() if isinstance(m, qexperts.QuantizedExperts)]
+    assert {m.path(torch.device("cpu")).name for m in experts} == {"dequant_grouped"}
+    prepare_graphs(model)
+    assert {m.path(torch.device("cpu")).name for m in experts} == {"dequant_grouped_fixed"}
 
 
 def test_the_flag_is_checked_like_the_setting():

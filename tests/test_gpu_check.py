@@ -131,7 +131,8 @@ def test_a_card_plan_weighs_the_quantized_weights_and_ends_with_the_longest_cont
     weights = float(next(line for line in lines if line.startswith("weights: ")).split()[1])
     assert 17 < weights < 20  # 35B parameters, the experts at ~4.1 bits, embeddings and the rest as loaded
     assert lines[-2].startswith("planned peak GiB: ") and float(lines[-2].split(": ")[1]) <= 21.6  # 0.9 × 24
-    assert lines[-1].startswith("max context per slot: ") and int(lines[-1].split(": ")[1]) >= 65536
+    # the output projection stays bf16 (no per-forward dequantized copy): 0.47 GiB of the card's 24
+    assert lines[-1].startswith("max context per slot: ") and int(lines[-1].split(": ")[1]) >= 40960
     gpucheck.main(["--device", "cpu", "--plan-only", "--gpu-memory", "48", "--quantization", "int8"])
     lines = capsys.readouterr().out.splitlines()
     assert float(lines[-2].split(": ")[1]) <= 43.2 and int(lines[-1].split(": ")[1]) >= 131072

@@ -213,6 +213,8 @@ class Engine:
         why = fastpaths.graph_refusal(self.model) if wanted and self.info.device.startswith("cuda") else None
         if why is not None:
             self.note(fastpaths.skipped("CUDA graphs", why))
+        if wanted and why is None:
+            fastpaths.prepare_graphs(self.model)
         return wanted and why is None
 
     def sequence_tokens(self) -> int | None:

@@ -62,10 +62,15 @@ def skipped(path: str, why: str) -> str:
 
 
 def graph_refusal(model: Any) -> str | None:
-    """Why CUDA graphs cannot capture this model's passes (None: they can)."""
-    from clovercode.engine.qexperts import QuantizedExperts
-
-    if any(isinstance(m, QuantizedExperts) for m in model.modules()):
-        return ("its quantized MoE experts (engine.quantization) pick the experts a pass runs on the host, "
-                "which a graph cannot replay; passes run eagerly")
+    """Why CUDA graphs cannot capture this model's passes (None: they can). Quantized MoE experts can:
+    :func:`prepare_graphs` moves them to a path with static shapes first."""
     return None
+
+
+def prepare_graphs(model: Any) -> None:
+    """Before passes are captured: quantized MoE experts take their fixed-capacity path (no routing-
+    dependent shape, no host sync; engine/groupedexperts.py), at the price of dequantizing a fixed
+    number of experts a layer (docs/engine.md, "Quantized weights")."""
+    from clovercode.engine.qexperts import make_capturable
+
+    make_capturable(model)

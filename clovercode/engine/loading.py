@@ -112,6 +112,11 @@ def load(source: ModelSource, config: EngineConfig, console: Console, cache_root
             model.eval()
             model._clovercode_quantization = mode
             _grouped_attention(model, console)
+            _gdn_kernels(model, device, console)
+            if mode == "none":  # quantized experts choose their own path (engine/expertpath.py)
+                from clovercode.engine import expertpath
+
+                expertpath.apply_unquantized(model, device.split(":")[0], expertpath.capability_of(device))
         except torch.OutOfMemoryError:
             raise quantmode.memory_error(source.name, dtype, device, mode, None, None) from None
         except _load_errors() as exc:
@@ -129,6 +134,18 @@ def _grouped_attention(model: Any, console: Console) -> None:
     if choice.route == "plain" and "grouped" not in choice.why and "not sdpa" not in choice.why:
         console.print(f"note: masked attention repeats keys and values per query head here ({choice.why})",
                       highlight=False, markup=False)
+
+
+def _gdn_kernels(model: Any, device: str, console: Console) -> None:
+    """Which kernels the Gated DeltaNet layers run (engine/gdnkernels.py; transformers picks them): kept on
+    the model as the load summary's line, and said where there is a choice (off the CPU, where the
+    fallbacks are the only path and the line would be noise on every load)."""
+    from clovercode.engine import gdnkernels
+
+    line = gdnkernels.summary(device.split(":")[0], gdnkernels.kernels_in_use(model))
+    model._clovercode_gdn = line
+    if line is not None and not device.startswith("cpu"):
+        console.print(f"note: {line}", highlight=False, markup=False)
 
 
 def _load_errors() -> tuple[type[BaseException], ...]:

@@ -2,7 +2,9 @@
 two fused 3-D parameters (``gate_up_proj`` [E, 2I, H], ``down_proj`` [E, H, I]) that no library's
 ``nn.Linear`` swap reaches, yet they hold ~95 % of Clover's bytes. Here each expert's matrices are kept
 as int8 (a scale per output row), int4 (two values a byte, a scale per group of the input dimension) or
-float8 e4m3 (a scale per output row), and an expert's matrix is dequantized only inside its own matmul.
+float8 e4m3 (a scale per output row). A pass runs them loop-free (engine/groupedexperts.py, chosen by
+engine/expertpath.py): the layer's hit experts dequantized together and two grouped GEMMs, or float8's
+grouped scaled GEMM on Hopper; the per-expert loop is kept only as the tests' reference.
 """
 
 from __future__ import annotations
@@ -50,8 +52,9 @@ def unpack(qdata: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torc
         low = (qdata & 0x0F).to(dtype) - 8
         high = (qdata >> 4).to(dtype) - 8
         q = torch.stack((low, high), dim=-1).reshape(*qdata.shape[:-1], qdata.shape[-1] * 2)
-        groups = scale.shape[-1]
-        q = q.reshape(*q.shape[:-1], groups, q.shape[-1] // groups) * scale.to(dtype).unsqueeze(-1)
+        scale = scale if scale.dim() == qdata.dim() + 1 else scale.unsqueeze(-1)  # kept as [..., groups, 1]
+        groups = scale.shape[-2]
+        q = q.reshape(*q.shape[:-1], groups, q.shape[-1] // groups) * scale.to(dtype)
         return q.reshape(*q.shape[:-2], -1)
     return qdata.to(dtype) * scale.to(dtype)
 
@@ -71,6 +74,8 @@ class QuantizedExperts(nn.Module):
         self.act_fn = experts.act_fn
         self.mode = mode
         self.compute_dtype = compute_dtype
+        self.capture_safe = False  # set while passes are captured as CUDA graphs: static shapes only
+        self._path: Any = None
         for name in EXPERT_PARAMS:
             self.register_parameter(name, getattr(experts, name))
         if getattr(experts, "gate_up_proj", None) is not None and experts.gate_up_proj.device.type != "meta":
@@ -86,6 +91,8 @@ class QuantizedExperts(nn.Module):
         for expert in range(weight.shape[0]):
             for key, value in (first if expert == 0 else pack(weight[expert], self.mode, scale_dtype)).items():
                 parts[key][expert] = value
+        if parts["qdata"].dtype == torch.uint8:  # int4: a group's scale kept as a column, ready to multiply
+            parts["scale"] = parts["scale"].unsqueeze(-1)
         self._parameters.pop(name, None)
         for part, tensor in parts.items():
             self.register_buffer(f"{name}_{part}", tensor)
@@ -97,21 +104,35 @@ class QuantizedExperts(nn.Module):
     def expert_weight(self, name: str, expert: Any, dtype: torch.dtype) -> torch.Tensor:
         return unpack(self._buffers[f"{name}_qdata"][expert], self._buffers[f"{name}_scale"][expert], dtype)
 
+    def path(self, device: torch.device) -> Any:
+        """The implementation this module's passes run on ``device`` (engine/expertpath.py), kept."""
+        from clovercode.engine import expertpath
+
+        key = (str(device), self.capture_safe)
+        if self._path is None or self._path[0] != key:
+            chosen = expertpath.choose(device.type, expertpath.capability_of(device), self.mode,
+                                       expertpath.available_ops(), graphs=self.capture_safe)
+            self._path = (key, chosen)
+        return self._path[1]
+
     def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor) -> torch.Tensor:
-        out = torch.zeros_like(hidden_states)
-        dtype = hidden_states.dtype
-        with torch.no_grad():
-            mask = nn.functional.one_hot(top_k_index, num_classes=self.num_experts + 1).permute(2, 1, 0)
-            hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()
-        for (expert,) in hit.tolist():
-            if expert >= self.num_experts:
-                continue
-            slot, token = torch.where(mask[expert])
-            state = hidden_states[token]
-            gate, up = nn.functional.linear(state, self.expert_weight("gate_up_proj", expert, dtype)).chunk(2, dim=-1)
-            state = nn.functional.linear(self.act_fn(gate) * up, self.expert_weight("down_proj", expert, dtype))
-            out.index_add_(0, token, (state * top_k_weights[token, slot, None]).to(out.dtype))
-        return out
+        from clovercode.engine import groupedexperts
+
+        name = self.path(hidden_states.device).name
+        inner = self._buffers["down_proj_qdata"].shape[-1]
+        if name == "scaled_grouped_mm" and hidden_states.shape[-1] % 16 == 0 and inner % 16 == 0:
+            # (the float8 kernel takes only widths in multiples of 16; others dequantize below)
+            return groupedexperts.scaled_grouped(self, hidden_states, top_k_index, top_k_weights)
+        capacity = None
+        if name == "dequant_grouped_fixed" or self.capture_safe:
+            capacity = min(self.num_experts, top_k_index.numel())
+        return groupedexperts.dequant_grouped(self, hidden_states, top_k_index, top_k_weights, capacity)
+
+    def reference(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor) -> torch.Tensor:
+        """One expert at a time in Python (transformers' eager loop): what the paths are tested against."""
+        from clovercode.engine import groupedexperts
+
+        return groupedexperts.reference_loop(self, hidden_states, top_k_index, top_k_weights)
 
 
 def is_fused_experts(module: nn.Module) -> bool:
@@ -130,3 +151,11 @@ def replace_experts(model: nn.Module, mode: str, compute_dtype: torch.dtype) -> 
             model.get_submodule(parent).register_module(child, QuantizedExperts(module, mode, compute_dtype))
             swapped.append(name)
     return swapped
+
+
+def make_capturable(model: nn.Module) -> int:
+    """Switch every quantized experts module to a path with static shapes (CUDA graphs); how many."""
+    modules = [m for m in model.modules() if isinstance(m, QuantizedExperts)]
+    for module in modules:
+        module.capture_safe = True
+    return len(modules)

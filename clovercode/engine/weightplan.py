@@ -38,10 +38,10 @@ class ParameterCounts:
 
 def bytes_per_parameter(group: str, mode: str, dtype_bytes: int) -> float:
     """What one parameter of ``group`` takes in ``mode`` (scales included, at the usual shapes)."""
-    if mode in ("none", "auto") or group in ("embeddings", "other"):
+    if mode in ("none", "auto") or group in ("lm_head", "embeddings", "other"):
+        # engine/quantize.py keeps the output projection in the model's dtype in every mode: no
+        # per-forward dequantized copy of it, so none to plan for
         return float(dtype_bytes)
-    if group == "lm_head" and mode == "int4":
-        mode = "int8"  # engine/quantize.py keeps the output projection at int8 in int4 mode
     if mode == "int4":  # two a byte, and a scale (and torchao's zero point) per group
         return 0.5 + 2 * dtype_bytes / GROUP
     return 1.0 + 8 / 2048  # int8 / fp8: a byte, and a per-row scale over rows of ~2048

@@ -1,0 +1,106 @@
+"""Which implementation runs a layer's MoE experts: a pure choice from the device, its compute
+capability, the weights mode and the kernels torch offers, so that the CUDA choices are tested on a
+machine without CUDA (docs/engine.md, "Quantized weights": which path, and why).
+
+Every path here is loop-free: a constant number of tensor operations per layer, whatever the number of
+experts a block hits. The one-expert-at-a-time loop (``groupedexperts.reference_loop``) is never chosen;
+it is the reference the paths are tested against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# implementation → (capturable as a CUDA graph, what it does)
+PATHS = {
+    "grouped_mm": (True, "transformers' grouped experts: torch's grouped GEMM over the routed rows"),
+    "batched_mm": (True, "transformers' batched experts: each routed row's expert gathered, one batched matmul"),
+    "scaled_grouped_mm": (True, "float8 experts through torch's grouped scaled GEMM, never dequantized"),
+    "dequant_grouped": (False, "the layer's hit experts dequantized together, two grouped GEMMs"),
+    "dequant_grouped_fixed": (True, "a fixed number of experts (the hit ones first) dequantized, two grouped GEMMs"),
+}
+LOOP = "loop"  # the reference: never a choice
+
+
+@dataclass(frozen=True)
+class ExpertPath:
+    name: str
+    why: str
+
+    @property
+    def capturable(self) -> bool:
+        return PATHS[self.name][0]
+
+
+def candidates(device_type: str, capability: tuple[int, int] | None, mode: str, graphs: bool) -> list[ExpertPath]:
+    """The implementations to try, best first (the fallback chain), before asking what torch offers."""
+    cuda = device_type == "cuda"
+    ampere = cuda and capability is not None and capability >= (8, 0)
+    if mode == "none":
+        found = [ExpertPath("grouped_mm", "grouped GEMM (sm80+ on CUDA; torch's CPU kernel)")] if ampere or not cuda else []
+        return found + [ExpertPath("batched_mm", "no grouped GEMM here: batched matmul")]
+    out = []
+    # torch's grouped float8 GEMM is built for sm90 (Hopper) and sm100 (data-centre Blackwell), not for
+    # consumer Blackwell (sm120) or Ada (sm89), whose float8 has no grouped kernel in torch
+    if mode == "fp8" and cuda and capability is not None and capability[0] in (9, 10):
+        out.append(ExpertPath("scaled_grouped_mm", "Hopper/Blackwell grouped float8 GEMM"))
+    # int8/int4: no maintained fused dequantize-inside-the-grouped-GEMM kernel installs with the quant
+    # extra (docs/engine.md), so the dequantizing paths are the whole chain; they need no optional kernel
+    if graphs:
+        out.append(ExpertPath("dequant_grouped_fixed", "CUDA graphs need static shapes: fixed expert capacity"))
+    else:
+        out.append(ExpertPath("dequant_grouped", "dequantize the hit experts, grouped GEMM"))
+    return out
+
+
+def choose(device_type: str, capability: tuple[int, int] | None, mode: str, available: frozenset[str],
+           graphs: bool = False) -> ExpertPath:
+    """The first of :func:`candidates` whose kernel torch offers (``available``: ``grouped_mm``,
+    ``scaled_grouped_mm``); the dequantizing paths need only ``grouped_mm`` or a batched matmul."""
+    for path in candidates(device_type, capability, mode, graphs):
+        needs = {"grouped_mm": "grouped_mm", "scaled_grouped_mm": "scaled_grouped_mm"}.get(path.name)
+        if needs is None or needs in available:
+            return path
+    raise AssertionError("the chain ends in a path that needs no optional kernel")  # pragma: no cover
+
+
+def available_ops() -> frozenset[str]:
+    """The optional kernels this torch has."""
+    import torch
+
+    found = set()
+    if hasattr(torch.nn.functional, "grouped_mm") or hasattr(torch, "_grouped_mm"):
+        found.add("grouped_mm")
+    if hasattr(torch, "_scaled_grouped_mm"):
+        found.add("scaled_grouped_mm")
+    return frozenset(found)
+
+
+def capability_of(device: object) -> tuple[int, int] | None:
+    """The CUDA compute capability of ``device`` (None off CUDA)."""
+    import torch
+
+    device = torch.device(device)  # type: ignore[arg-type]
+    if device.type != "cuda":
+        return None
+    return tuple(torch.cuda.get_device_capability(device))  # type: ignore[return-value]
+
+
+def apply_unquantized(model: object, device_type: str, capability: tuple[int, int] | None) -> str | None:
+    """For a model whose fused experts stay unquantized: transformers' default, the grouped GEMM, has on
+    CUDA before sm80 only a fallback that loops over the experts; switch those to its batched matmul.
+    Returns the implementation set (None: transformers' own choice kept)."""
+    if device_type != "cuda" or not any(_fused(m) for m in model.modules()):  # type: ignore[attr-defined]
+        return None
+    path = choose(device_type, capability, "none", available_ops())
+    if path.name == "grouped_mm":
+        return None
+    model.set_experts_implementation(path.name)  # type: ignore[attr-defined]
+    return path.name
+
+
+def _fused(module: object) -> bool:
+    """transformers' fused experts, unquantized: a 3-D ``gate_up_proj`` parameter (qexperts.py's
+    is_fused_experts, which this module cannot import: qexperts imports it)."""
+    weight = getattr(module, "gate_up_proj", None)
+    return getattr(weight, "dim", lambda: 0)() == 3 and hasattr(module, "act_fn")

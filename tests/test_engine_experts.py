@@ -1,0 +1,196 @@
+"""Quantized MoE experts without a per-expert Python loop (engine/groupedexperts.py, engine/expertpath.py):
+each path equals the reference loop, a layer dispatches a bounded number of tensor operations whatever
+the number of experts its tokens hit, the fixed-capacity path keeps every shape static (CUDA graphs),
+float8's grouped scaled GEMM is checked against a stand-in for the CUDA kernel, and no CUDA choice is
+the loop."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+from clovercode.engine import expertpath, groupedexperts, qexperts  # noqa: E402
+
+MODES = ("int8", "int4", "fp8")
+OPS_PER_LAYER = 40  # issue 44: routing and experts of one MoE layer, whatever the number of experts hit
+
+
+class Dispatched(TorchDispatchMode):
+    """Every aten operation dispatched (views included), with its output's shape."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[tuple[str, tuple]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        first = out[0] if isinstance(out, (tuple, list)) else out
+        self.ops.append((str(func), tuple(first.shape) if isinstance(first, torch.Tensor) else ()))
+        return out
+
+
+def _layer(experts: int = 16, hidden: int = 64, inner: int = 32, top_k: int = 4, seed: int = 0):
+    from transformers.models.qwen3_5_moe.configuration_qwen3_5_moe import Qwen3_5MoeTextConfig
+    from transformers.models.qwen3_5_moe.modeling_qwen3_5_moe import Qwen3_5MoeExperts, Qwen3_5MoeTopKRouter
+
+    torch.manual_seed(seed)
+    config = Qwen3_5MoeTextConfig(hidden_size=hidden, moe_intermediate_size=inner, num_experts=experts,
+                                  num_experts_per_tok=top_k)
+    config._experts_implementation = "grouped_mm"
+    fused, router = Qwen3_5MoeExperts(config), Qwen3_5MoeTopKRouter(config)
+    with torch.no_grad():
+        fused.gate_up_proj.normal_(0, 0.05)
+        fused.down_proj.normal_(0, 0.05)
+        router.weight.normal_(0, 0.05)
+    return fused, router
+
+
+def _routing(tokens: int, experts: int, top_k: int, spread: bool, dtype=torch.float32):
+    """Top-k picks hitting every expert (spread) or only the first top_k (a block whose tokens agree)."""
+    if spread:
+        index = torch.stack([torch.randperm(experts)[:top_k] for _ in range(tokens)])
+    else:
+        index = torch.stack([torch.randperm(top_k) for _ in range(tokens)])
+    return index, torch.softmax(torch.randn(tokens, top_k), -1).to(dtype)
+
+
+# float32 takes torch's grouped GEMM, float64 the padded batched matmul (one mode is enough for that)
+@pytest.mark.parametrize("mode,dtype", [(m, torch.float32) for m in MODES] + [("int4", torch.float64)])
+def test_the_grouped_paths_equal_the_reference_loop(mode, dtype):
+    fused, _ = _layer()
+    module = qexperts.QuantizedExperts(fused, mode, dtype)
+    tolerance = 1e-12 if dtype == torch.float64 else 1e-5
+    for tokens, spread in ((1, True), (5, False), (12, True)):
+        hidden = torch.randn(tokens, 64, dtype=dtype)
+        index, weights = _routing(tokens, 16, 4, spread, dtype)
+        with torch.no_grad():
+            want = module.reference(hidden, index, weights)
+            for capacity in (None, min(16, index.numel())):
+                got = groupedexperts.dequant_grouped(module, hidden, index, weights, capacity)
+                assert got.dtype == dtype and got.shape == want.shape
+                assert (got - want).abs().max() <= tolerance * want.abs().max(), (tokens, capacity)
+            assert torch.equal(module(hidden, index, weights), groupedexperts.dequant_grouped(
+                module, hidden, index, weights))  # the module's own choice on the CPU: the exact hit set
+
+
+def test_a_second_layer_reuses_the_cpu_workspace_without_clobbering_the_first_layers_result():
+    first, second = (qexperts.QuantizedExperts(_layer(seed=s)[0], "int4", torch.float32) for s in (1, 2))
+    hidden = torch.randn(6, 64)
+    index, weights = _routing(6, 16, 4, True)
+    with torch.no_grad():
+        a = first(hidden, index, weights)
+        kept = a.clone()
+        second(hidden, index, weights)
+        assert torch.equal(a, kept)
+        assert torch.allclose(a, first.reference(hidden, index, weights), atol=1e-5)
+
+
+def _count(module, router, hidden):
+    with torch.no_grad(), Dispatched() as seen:
+        _, weights, index = router(hidden)
+        module(hidden, index, weights)
+    return [name for name, _ in seen.ops]
+
+
+@pytest.mark.parametrize("mode", ("none", *MODES))
+def test_a_moe_layer_dispatches_at_most_40_operations_however_many_experts_it_hits(mode):
+    fused, router = _layer(experts=64, top_k=8)
+    module = fused if mode == "none" else qexperts.QuantizedExperts(fused, mode, torch.float32)
+    # 1 token hits 8 experts; 32 tokens with these weights hit nearly all 64. The first pass sizes the
+    # CPU workspace (an allocation a layer, once); the counts are the steady state's
+    _count(module, router, torch.randn(512, 64) * 4)
+    few, many = _count(module, router, torch.randn(1, 64)), _count(module, router, torch.randn(32, 64) * 4)
+    hits = router(torch.randn(32, 64) * 4)[2].unique().numel()
+    assert hits > 24
+    assert len(few) == len(many) <= OPS_PER_LAYER, many
+    if mode != "none":
+        assert sum("grouped_mm" in name for name in many) == 2  # one grouped GEMM for each projection
+
+
+def test_the_fixed_capacity_path_keeps_every_shape_static_whatever_the_routing():
+    """What a CUDA graph needs: the same operations over the same shapes for any routing (no unique,
+    no host read-back), so one recorded pass replays for the next block."""
+    fused, _ = _layer()
+    for mode in MODES:
+        module = qexperts.QuantizedExperts(fused, mode, torch.float32)
+        qexperts.make_capturable(torch.nn.Sequential(module))
+        assert module.path(torch.device("cpu")) == expertpath.ExpertPath(
+            "dequant_grouped_fixed", "CUDA graphs need static shapes: fixed expert capacity")
+        hidden = torch.randn(3, 64)
+        traces = []
+        for spread in (False, True):  # 4 experts hit, then 12 of 16
+            index, weights = _routing(3, 16, 4, spread)
+            with torch.no_grad(), Dispatched() as seen:
+                got = module(hidden, index, weights)
+            assert torch.allclose(got, module.reference(hidden, index, weights), atol=1e-5)
+            traces.append(seen.ops)
+            assert not any("unique" in name or "nonzero" in name or "item" in name for name, _ in seen.ops)
+        assert traces[0] == traces[1]
+
+
+def test_float8_experts_run_the_grouped_scaled_gemm_with_its_layouts_and_scales():
+    """torch._scaled_grouped_mm has no CPU kernel: a plain stand-in with its signature checks that the
+    stored weights, transposed, are the column-major operand and their row scales its column scales."""
+    fused, _ = _layer()
+    module = qexperts.QuantizedExperts(fused, "fp8", torch.bfloat16)
+    hidden = torch.randn(10, 64, dtype=torch.bfloat16)
+    index, weights = _routing(10, 16, 4, True, torch.bfloat16)
+    calls = []
+
+    def stand_in(a, b, scale_a, scale_b, offs, out_dtype):
+        calls.append((a.dtype, b.dtype, b.stride(), scale_a.dtype, scale_b.shape, offs.dtype))
+        return groupedexperts.reference_scaled_grouped_mm(a, b, scale_a, scale_b, offs, out_dtype)
+
+    with torch.no_grad():
+        got = groupedexperts.scaled_grouped(module, hidden, index, weights, scaled_mm=stand_in)
+        want = module.reference(hidden.float(), index, weights.float())
+    assert len(calls) == 2 and all(c[0] == c[1] == torch.float8_e4m3fn for c in calls)
+    assert calls[0][2][-2] == 1  # column-major [E, in, out]
+    assert calls[0][4] == (16, 64) and calls[0][5] == torch.int32
+    # the activations' own float8 rounding on top of the weights': a few per cent, as fp8 inference is
+    assert (got.float() - want).norm() / want.norm() < 0.08
+
+
+CAPABILITIES = (None, (7, 0), (7, 5), (8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (12, 0))
+KERNELS = [frozenset(s) for s in ((), ("grouped_mm",), ("scaled_grouped_mm",), ("grouped_mm", "scaled_grouped_mm"))]
+
+
+def test_no_cuda_choice_is_the_per_expert_loop_and_each_chain_ends_in_a_path_that_needs_no_optional_kernel():
+    for capability, mode, available, graphs in itertools.product(CAPABILITIES, ("none", *MODES), KERNELS, (False, True)):
+        path = expertpath.choose("cuda", capability, mode, available, graphs)
+        assert path.name in expertpath.PATHS and path.name != expertpath.LOOP
+        if graphs:
+            assert path.capturable, (capability, mode, available)
+        chain = expertpath.candidates("cuda", capability, mode, graphs)
+        assert chain[-1].name in ("batched_mm", "dequant_grouped", "dequant_grouped_fixed")
+    hopper = frozenset({"grouped_mm", "scaled_grouped_mm"})
+    assert expertpath.choose("cuda", (9, 0), "fp8", hopper).name == "scaled_grouped_mm"
+    assert expertpath.choose("cuda", (8, 9), "fp8", hopper).name == "dequant_grouped"  # Ada: no grouped fp8 GEMM
+    assert expertpath.choose("cuda", (10, 0), "fp8", hopper).name == "scaled_grouped_mm"  # B200
+    assert expertpath.choose("cuda", (12, 0), "fp8", hopper).name == "dequant_grouped"  # RTX 50xx: not built there
+    assert expertpath.choose("cuda", (9, 0), "int4", hopper).name == "dequant_grouped"
+    assert expertpath.choose("cuda", (9, 0), "none", hopper).name == "grouped_mm"
+    assert expertpath.choose("cuda", (7, 5), "none", hopper).name == "batched_mm"  # pre-Ampere: no grouped GEMM
+    assert expertpath.choose("cpu", None, "int8", hopper).name == "dequant_grouped"
+    assert expertpath.choose("cpu", None, "fp8", hopper).name == "dequant_grouped"
+
+
+def test_unquantized_experts_leave_the_grouped_gemm_for_the_batched_matmul_only_before_ampere():
+    from tinymodels import VOCAB, tiny_hybrid
+
+    model = tiny_hybrid(dtype=torch.float32)
+    ids = torch.arange(1, 9).unsqueeze(0) % VOCAB
+    with torch.no_grad():
+        want = model(ids).logits
+    assert expertpath.apply_unquantized(model, "cpu", None) is None
+    assert expertpath.apply_unquantized(model, "cuda", (9, 0)) is None  # transformers' grouped GEMM stays
+    assert expertpath.apply_unquantized(model, "cuda", (7, 5)) == "batched_mm"
+    assert model.config._experts_implementation == "batched_mm"
+    with torch.no_grad():
+        assert torch.allclose(model(ids).logits, want, atol=1e-4)
