@@ -94,3 +94,24 @@ def test_the_cli_refuses_an_unknown_mode_before_building_anything():
     proc = run_cli("bench", "engine", "--roofline", "--quant", "none,int3", timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "int3" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_the_gpu_checks_roofline_section_dry_run_writes_its_report(tmp_path):
+    from clovercode.bench import gpucheck
+
+    out = tmp_path / "report.json"
+    code = gpucheck.main(["--device", "cpu", "--skip", "exactness,latency,tiny,subagents", "--roofline",
+                          "--roofline-modes", "none,int4", "--out", str(out)])
+    import json
+
+    report = json.loads(out.read_text())
+    assert code == 0 and report["passed"] and report["errors"] == {}, report["errors"]
+    section = report["roofline"]
+    assert [row["mode"] for row in section["modes"]] == ["none", "int4"] and section["skipped"] == []
+    for row in section["modes"]:
+        assert row["experts_exactness"]["passed"] and row["load_s"] >= row["quantize_s"] >= 0
+        assert [p["pass"] for p in row["passes"]] == ["prefill chunk 64", "block pass batch 1", "block pass batch 8"]
+        assert row["ops"]["experts_ops_per_layer"] > 0
+    assert section["gdn_exactness"] == {"skipped": "no CUDA device (dry run)"}
+    assert section["device"]["source"].startswith("measured: ")  # no GPU: the CPU probe

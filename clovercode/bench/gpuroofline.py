@@ -123,12 +123,13 @@ def run(device: str, dry: bool, layers: int | None, modes: tuple[str, ...], budg
     bench._sync(device)
     report["build_s"] = round(time.perf_counter() - started, 1)
     say(f"roofline: built {options.layers} layers in {report['build_s']} s")
+    context = bench.context_state(base, options)
     for mode in modes:
         if time.monotonic() > deadline:
             report["skipped"].append(mode)
             continue
         try:
-            report["modes"].append(_mode(base, mode, options, floor_device, cuda))
+            report["modes"].append(_mode(base, mode, options, floor_device, cuda, context))
             report["modes"][-1]["load_s"] = round(report["build_s"] + report["modes"][-1]["quantize_s"], 1)
         except Exception as exc:  # the report says what broke; the other modes still run
             import sys
@@ -144,7 +145,8 @@ def run(device: str, dry: bool, layers: int | None, modes: tuple[str, ...], budg
     return report
 
 
-def _mode(base: Any, mode: str, options: bench.RooflineOptions, device: roofline.Device, cuda: bool) -> dict[str, Any]:
+def _mode(base: Any, mode: str, options: bench.RooflineOptions, device: roofline.Device, cuda: bool,
+          context: Any) -> dict[str, Any]:
     import torch
 
     from clovercode.engine import memory
@@ -157,7 +159,7 @@ def _mode(base: Any, mode: str, options: bench.RooflineOptions, device: roofline
     if cuda:
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.memory_allocated()
-    row = bench.measure_mode(model, mode, options)
+    row = bench.measure_mode(model, mode, options, context)
     if cuda:  # this mode's weights plus what its passes needed on top
         row["device_peak_gib"] = round((weights + torch.cuda.max_memory_allocated() - before) / 2 ** 30, 3)
     row.update(weights_gib=round(weights / 2 ** 30, 3), quantize_s=round(quantize_s, 1),
