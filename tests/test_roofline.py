@@ -113,6 +113,7 @@ def test_the_table_matches_the_longest_name_and_knows_nothing_it_was_not_told():
     assert roofline.known_device("Some Future GPU") is None
 
 
+@pytest.mark.slow  # 3 s on the shared 2-core machine, most of it torch's first allocations
 def test_the_cpu_probe_measures_something_positive():
     device = roofline.probe("cpu", copy_mib=8, size=128, repeats=1)
     assert device.bandwidth > 0 and device.peak_flops > 0 and device.source.startswith("measured: ")

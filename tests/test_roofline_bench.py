@@ -24,6 +24,7 @@ def moe_ops(model, tokens: torch.Tensor) -> dict:
     return opcount.summary(counter, 2)
 
 
+@pytest.mark.slow  # 3-20 s on the shared 2-core machine (first dispatch mode, model builds, a CLI process)
 def test_views_and_allocations_are_not_launches_and_parts_follow_the_modules():
     counter = opcount.OpCounter()
     x = torch.ones(4, 4)
@@ -37,6 +38,7 @@ def test_views_and_allocations_are_not_launches_and_parts_follow_the_modules():
     assert counter.syncs["the rest"] == 1
 
 
+@pytest.mark.slow  # 3-20 s on the shared 2-core machine (first dispatch mode, model builds, a CLI process)
 def test_a_per_expert_loop_costs_operations_per_hit_expert_and_grouped_gemms_do_not():
     tokens = torch.randint(3, 500, (1, 32), generator=torch.Generator().manual_seed(0))
     loop = moe_ops(tiny_model("eager"), tokens)
@@ -90,6 +92,7 @@ def test_the_report_ends_with_the_two_lines_the_issue_reads():
         "experts ops per layer ≤ 40 (none)", "block pass measured/floor ≤ 2.0 (int8)"}
 
 
+@pytest.mark.slow  # 3-20 s on the shared 2-core machine (first dispatch mode, model builds, a CLI process)
 def test_the_cli_refuses_an_unknown_mode_before_building_anything():
     proc = run_cli("bench", "engine", "--roofline", "--quant", "none,int3", timeout=120)
     assert proc.returncode == 2, proc.stderr
