@@ -7,6 +7,13 @@
 #
 #   scripts/gpu_check.sh [--out FILE] [--wheels DIR] [--device cuda|cpu] [--layers N] [--prompts 2048,32768]
 #                        [--rows 1,16,32] [--budget-s S] [--skip exactness,latency,tiny,subagents]
+#                        [--roofline [--roofline-layers 40] [--roofline-modes none,int8,int4,fp8]]
+#
+# --roofline (issue 44; clovercode/bench/gpuroofline.py): a Clover-shaped random model built on the GPU
+# at --roofline-layers (default all 40, bf16 ~70 GB), and per weights mode: load time, device peak,
+# block pass ms at batch 1 and 8 against the floor, tokens/s at clover-tiny's forwards per token,
+# operations per MoE layer, and each kernel path's exactness against its reference, in the report's
+# "roofline". With --skip exactness,latency,tiny,subagents it is the only section (about 3-5 minutes).
 #
 # It needs only Python with torch, transformers and rich (what the GPU machine's image has), run from
 # this checkout: no install, no network. --wheels DIR installs pure-Python wheels carried in DIR

@@ -123,8 +123,18 @@ def make_bench_app(base_group: type, project_root: Callable[[Optional[Path]], Pa
         dtype: Optional[str] = typer.Option(None, "--dtype", help="Default: engine.dtype."),
         as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
         grammar: bool = typer.Option(True, "--grammar/--no-grammar", help="Also decode under the tool-call grammar."),
+        roofline: bool = typer.Option(False, "--roofline", help="Instead: each pass of a Clover-width model against "
+                                      "its floor (bytes / bandwidth, FLOPs / peak) and the operations it dispatches "
+                                      "(docs/engine.md, Roofline). --model is not used."),
+        quant: str = typer.Option("none", "--quant", help="With --roofline: weights modes, comma-separated "
+                                  "(none, int8, int4, fp8: all of them is the issue's acceptance run; each quantized "
+                                  "mode took minutes on 2 cores through today's per-expert loop)."),
+        layers: int = typer.Option(2, "--layers", min=2, help="With --roofline: layers of the Clover-width model."),
     ) -> None:
         """Block diffusion vs the AR and one-token-per-pass baselines, and prefix-cache scaling."""
+        if roofline:
+            run_roofline(quant, layers, device, dtype, repeats, as_json)
+            return
         from clovercode.bench.engine import BenchOptions, parse_floats, parse_ints, render_report, run_engine_bench
 
         cfg = effective_config(project_root(None))  # the engine settings every command that loads a model honours
@@ -145,3 +155,32 @@ def make_bench_app(base_group: type, project_root: Callable[[Optional[Path]], Pa
             render_report(report, console)
 
     return bench_app
+
+
+def run_roofline(quant: str, layers: int, device: Optional[str], dtype: Optional[str], repeats: int,
+                 as_json: bool) -> None:
+    """``bench engine --roofline``: its report, or its lines ending with the two the issue reads."""
+    from clovercode.bench.roofline import RooflineOptions, render, run
+
+    modes = tuple(m.strip() for m in quant.split(",") if m.strip())
+    if device in (None, "auto"):
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if dtype in (None, "auto"):
+        dtype = "bfloat16"
+    try:
+        options = RooflineOptions(layers=layers, modes=modes, device=device, dtype=dtype,
+                                  repeats=min(repeats, 3))
+    except ValueError as exc:
+        raise UsageError(f"--roofline: {exc}") from None
+    if options.dtype not in ("bfloat16", "float32", "float16") or options.device not in ("cpu", "cuda") \
+            and not options.device.startswith("cuda:"):
+        raise UsageError(f"--device {options.device} --dtype {options.dtype}: the roofline runs on cpu or cuda, "
+                         "in bfloat16, float16 or float32")
+    say = (lambda line: None) if as_json else (lambda line: typer.echo(line, err=True))
+    report = run(options, say)
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+    else:
+        typer.echo("\n".join(render(report)))

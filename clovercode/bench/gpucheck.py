@@ -53,6 +53,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quantized", action="store_true", help="also run the quantized section (bench/gpuquant.py: "
                    "bf16 vs int4 vs fp8; needs torchao, and llguidance + jsonschema for its constrained calls)")
     p.add_argument("--quantized-layers", type=int, default=None, help="layers of its Clover-shaped model (default 4; cpu 2)")
+    p.add_argument("--roofline", action="store_true", help="also run the roofline section (bench/gpuroofline.py: "
+                   "none/int8/int4/fp8 block passes against their floor, device peak, exactness per kernel path; "
+                   "int8/int4/fp8 need torchao)")
+    p.add_argument("--roofline-layers", type=int, default=None, help="layers of its Clover-shaped model "
+                   "(default 40 = all; cpu 2)")
+    p.add_argument("--roofline-modes", default="none,int8,int4,fp8", help="weights modes it measures, comma-separated")
+    p.add_argument("--roofline-budget-s", type=float, default=300.0, help="modes stop starting after this many "
+                   "seconds of the section (listed as skipped)")
     p.add_argument("--model", default="clover", choices=("clover",), help="whose memory plan to print (its config "
                    "ships with clovercode: engine/data/clover-35b-a3b.json)")
     p.add_argument("--plan-only", action="store_true", help="print the memory plan and stop (nothing loaded)")
@@ -142,7 +150,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from clovercode.bench import gpuquant
 
         _section(report, "quantized", lambda: gpuquant.run(args.device, dry, TINY_REQUESTS, args.quantized_layers, _say))
-    report["passed"] = bool(report.get("exactness", {}).get("passed")) and not report["errors"]
+    if args.roofline:
+        from clovercode.bench import gpuroofline
+
+        modes = tuple(m.strip() for m in args.roofline_modes.split(",") if m.strip())
+        _section(report, "roofline", lambda: gpuroofline.run(args.device, dry, args.roofline_layers, modes,
+                                                             args.roofline_budget_s, _say))
+    exact = report.get("exactness", {}).get("passed", "exactness" in skip)  # a skipped section fails nothing
+    report["passed"] = bool(exact) and not report["errors"] and _roofline_exact(report)
     report["seconds"] = round(time.monotonic() - started, 1)
     text = json.dumps(report, indent=2)
     if args.out == "-":
@@ -152,6 +167,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             handle.write(text + "\n")
         _say(f"report written to {args.out} ({report['seconds']} s, passed: {report['passed']})")
     return 0 if report["passed"] else 1
+
+
+def _roofline_exact(report: dict[str, Any]) -> bool:
+    """Every kernel path the roofline section compared with its reference agreed (none compared: True)."""
+    section = report.get("roofline") or {}
+    checks = [row.get("experts_exactness", {}) for row in section.get("modes", [])] + [section.get("gdn_exactness", {})]
+    return all(check.get("passed", True) for check in checks)
 
 
 def _cuda_ok(device: str) -> bool:
