@@ -16,18 +16,9 @@ from clovercode.executors.base import CommandStopped, with_stop
 from clovercode.executors.bwrap import BwrapExecutor
 from clovercode.executors.local import LocalExecutor
 from clovercode.sandboxing.policy import load_policy
+from test_subagent_stops import with_marker
 
 
-def with_marker(marker: str) -> list[int]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if marker.encode() in (proc / "cmdline").read_bytes():
-                    found.append(int(proc.name))
-            except OSError:
-                pass
-    return found
 
 
 @pytest.mark.parametrize("sandboxed", [False, True], ids=["process-group", "bwrap"])
