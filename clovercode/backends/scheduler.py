@@ -278,8 +278,8 @@ class Scheduler:
                         self._finish(job, cancelled=True)
                         continue
                     if constrained(job.params) and not getattr(self.backend, "batch_constraints", False):
-                        # A batch session decodes without grammars: this request takes the backend's
-                        # own path, alone, while the batch waits (docs/serve.md).
+                        # This backend's batch sessions take no grammars (the embedded one's do): the
+                        # request takes the backend's own path, alone, while the batch waits.
                         self._run_one(job)
                         continue
                     self._started(job)

@@ -10,7 +10,7 @@ from clovercode.backends.sse import sse_event
 from clovercode.serve.errors import api_error
 from clovercode.serve.protocol import (ApiError, ChatRequest, chunk_object, completion_object, finish_reason,
                                        tool_call_objects, usage_chunk_object)
-from clovercode.serve.reply import Reply, ReplyEvents, collect
+from clovercode.serve.reply import Reply, ReplyEvents, collect, offered_names
 from clovercode.backends.scheduler import DONE, Failed, Job
 
 
@@ -26,7 +26,7 @@ class Answering(Protocol):
 
 
 def answer_whole(h: Answering, job: Job, request: ChatRequest) -> str:
-    events, reply = ReplyEvents(request.parse_tools, request.params.stop), Reply()
+    events, reply = ReplyEvents(request.parse_tools, request.params.stop, offered_names(request.tools)), Reply()
     while (item := h.next_event(job)) != DONE:
         if isinstance(item, Failed):
             raise api_error(item.error, h.app.log, job)
@@ -66,7 +66,7 @@ def answer_stream(h: Answering, job: Job, request: ChatRequest) -> str:
             send(chunk_object(job.id, model, created, {key: text}, with_usage_field=with_usage))
 
     send(chunk_object(job.id, model, created, {"role": "assistant", "content": ""}, with_usage_field=with_usage))
-    events = ReplyEvents(request.parse_tools, request.params.stop)
+    events = ReplyEvents(request.parse_tools, request.params.stop, offered_names(request.tools))
     item, failure = first, None
     while item != DONE:
         if isinstance(item, Failed):

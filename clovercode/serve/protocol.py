@@ -125,10 +125,11 @@ def _cache_key(body: dict[str, Any]) -> str | None:
 
 
 def _tool_choice(raw: Any, tools: list[ToolSpec]) -> str | None:
-    """OpenAI's tool_choice → "auto" | "required" | "none" | a tool's name; None when not given (the
-    output is then left free, as before constrained decoding existed)."""
+    """OpenAI's tool_choice → "auto" | "required" | "none" | a tool's name. Not given: "auto" when
+    tools are offered (OpenAI's default: text or a call to one of THEM, which the grammar enforces,
+    so a model trained on other tools cannot call those), else None (free text)."""
     if raw is None:
-        return None
+        return "auto" if tools else None
     if isinstance(raw, dict):
         function = raw.get("function") if raw.get("type", "function") == "function" else None
         name = function.get("name") if isinstance(function, dict) else None

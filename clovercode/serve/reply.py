@@ -31,8 +31,11 @@ class Reply:
 
 
 class ReplySplitter:
-    def __init__(self, parse_tools: bool):
+    def __init__(self, parse_tools: bool, offered: frozenset[str] | None = None):
         self.parse_tools = parse_tools
+        # The tools the client offered: a call to any other is no call (an allowlist; the grammar
+        # already keeps the engine to these, this holds for any backend behind serve).
+        self.offered = offered
         self.mode = "start"  # start (only whitespace so far) | reasoning | content | held
         self.scanner = TagScanner()
         self.held = ""
@@ -66,7 +69,8 @@ class ReplySplitter:
             return out, []
         held = self.held + pending
         turn = parse_turn(held)
-        if turn.errors or not turn.calls:
+        if turn.errors or not turn.calls or (self.offered is not None
+                                             and any(c.name not in self.offered for c in turn.calls)):
             out.append(("content", held))
             return out, []
         if turn.content:
@@ -148,8 +152,9 @@ class ReplyEvents:
     splitter (its segments are returned to send), and the usage, finish reason and calls the backend
     parsed itself are kept."""
 
-    def __init__(self, parse_tools: bool, stops: tuple[str, ...] = ()):
-        self.splitter = ReplySplitter(parse_tools)
+    def __init__(self, parse_tools: bool, stops: tuple[str, ...] = (), offered: frozenset[str] | None = None):
+        self.splitter = ReplySplitter(parse_tools, offered)
+        self.offered = offered
         self.trimmer = StopTrimmer(stops)
         self.usage = Usage()
         self.reason = "stop"
@@ -161,7 +166,8 @@ class ReplyEvents:
                 return self.splitter.feed(event.text, True)
             return self.splitter.feed(self.trimmer.feed(event.text))
         if isinstance(event, ToolCallEvent):
-            self.backend_calls.append(event_call(event))
+            if self.offered is None or event.name in self.offered:
+                self.backend_calls.append(event_call(event))
         elif isinstance(event, Usage):
             self.usage = event
         elif isinstance(event, Finish):
@@ -180,3 +186,8 @@ def event_call(event: ToolCallEvent) -> dict[str, Any]:
     arguments = event.arguments if isinstance(event.arguments, str) else json.dumps(event.arguments, ensure_ascii=False)
     return {"id": event.id or "call_" + secrets.token_hex(8), "type": "function",
             "function": {"name": event.name, "arguments": arguments}}
+
+
+def offered_names(tools: Any) -> frozenset[str]:
+    """The names of the tools a request offered: the only calls its reply may hold."""
+    return frozenset(t.name for t in tools)

@@ -16,7 +16,7 @@ from clovercode.ground.messages import CallRecord, Message
 from clovercode.serve.chat import Answering
 from clovercode.serve.errors import api_error
 from clovercode.serve.protocol import ApiError, tool_call_objects
-from clovercode.serve.reply import ReplyEvents
+from clovercode.serve.reply import ReplyEvents, offered_names
 from clovercode.serve.responses import CUSTOM_INPUT, ResponsesRequest, ResponseStore, new_response_id
 from clovercode.backends.scheduler import DONE, Failed, Job
 
@@ -94,7 +94,7 @@ def answer_responses(store: ResponseStore, tenant: str) -> tuple[Callable[..., s
     """(streamed, whole) answers for one tenant's request."""
 
     def whole(h: Answering, job: Job, request: ResponsesRequest) -> str:
-        events = ReplyEvents(request.parse_tools, request.params.stop)
+        events = ReplyEvents(request.parse_tools, request.params.stop, offered_names(request.tools))
         parts: dict[str, str] = {"reasoning": "", "content": ""}
         while (item := h.next_event(job)) != DONE:
             if isinstance(item, Failed):
@@ -123,7 +123,7 @@ def answer_responses(store: ResponseStore, tenant: str) -> tuple[Callable[..., s
         h.begin_events()
         writer = _EventWriter(h, new_response_id(), h.app.model_name, request)
         writer.start()
-        events = ReplyEvents(request.parse_tools, request.params.stop)
+        events = ReplyEvents(request.parse_tools, request.params.stop, offered_names(request.tools))
         item, failure = first, None
         while item != DONE:
             if isinstance(item, Failed):
