@@ -148,6 +148,8 @@ class Scheduler:
         self._forget_scope: str | None = None
         self._log = log or (lambda line: None)
         self._thread: threading.Thread | None = None
+        self._model_thread: threading.Thread | None = None  # the thread in run()
+        self._in_model = False  # that thread is inside a backend call (a prefill, a step)
 
     def start(self) -> None:
         """Drive the model from a new thread (tests, embedders). ``clovercode serve`` calls ``run`` on
@@ -161,7 +163,21 @@ class Scheduler:
         ran an op, a second thread gets a pool of its own, and with more pool threads than cores
         libgomp stops spinning between ops, which made every decoding step of a small model about
         twice as slow (docs/endpoint.md, "One model thread")."""
+        self._model_thread = threading.current_thread()
         (self._batch_loop if self.batching else self._serial_loop)()
+
+    def interrupt(self) -> None:
+        """``request_stop`` for a signal handler (SIGTERM, SIGINT), which Python runs on the main
+        thread, the model thread in ``clovercode serve``: a backend call in progress there (a prefill
+        can take minutes on a CPU host) is left at once by raising ServerStopping into it; the jobs
+        it served fail with that error, and ``run`` returns."""
+        self.request_stop()
+        if self._in_model and threading.current_thread() is self._model_thread:
+            raise ServerStopping("the server is shutting down")
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
 
     def request_stop(self) -> None:
         """Ask the worker to stop after its current step (safe from a signal handler)."""
@@ -240,6 +256,7 @@ class Scheduler:
         cancelled = False
         stream = None
         try:
+            self._in_model = True
             stream = iter(self.backend.generate(job.messages, job.tools, job.params))
             for event in stream:
                 if self._stop.is_set():
@@ -254,6 +271,7 @@ class Scheduler:
         except Exception as exc:  # the backend failed: this job fails, the server goes on
             error = exc
         finally:
+            self._in_model = False
             if stream is not None:
                 _close_quietly(stream)
         self._finish(job, error=error, cancelled=cancelled)
@@ -284,7 +302,7 @@ class Scheduler:
                         continue
                     self._started(job)
                     joining.append(job)
-                failures = _join(session, joining)
+                failures = self._in_backend(_join, session, joining)
                 for job in joining:
                     if job.id in failures:
                         self._finish(job, error=failures[job.id])
@@ -294,7 +312,7 @@ class Scheduler:
                     continue
                 rows = len(active)
                 try:
-                    events = session.step()
+                    events = self._in_backend(session.step)
                 except Exception as exc:
                     self._log("batch step failed: " + "".join(traceback.format_exception_only(type(exc), exc)).strip())
                     for job in active.values():
@@ -319,6 +337,14 @@ class Scheduler:
                 self._finish(job, error=ServerStopping("the server is shutting down"))
             if session is not None:
                 _close_quietly(session)
+
+    def _in_backend(self, call: Callable[..., Any], *args: Any) -> Any:
+        """``call(*args)``, marked as model work that ``interrupt`` may cut short."""
+        self._in_model = True
+        try:
+            return call(*args)
+        finally:
+            self._in_model = False
 
     def _started(self, job: Job) -> None:
         job.started = time.monotonic()

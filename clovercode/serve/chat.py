@@ -13,13 +13,15 @@ from clovercode.serve.protocol import (ApiError, ChatRequest, chunk_object, comp
 from clovercode.serve.reply import Reply, ReplyEvents, collect, offered_names
 from clovercode.backends.scheduler import DONE, Failed, Job
 
+FIRST_EVENT_WAIT_S = 0.5  # how long a stream waits for its first event before answering 200
+
 
 class Answering(Protocol):
     """What an answer needs of the HTTP handler."""
 
     app: Any
 
-    def next_event(self, job: Job) -> Any: ...
+    def next_event(self, job: Job, wait: float | None = None) -> Any: ...
     def send_json(self, status: int, body: Any) -> None: ...
     def begin_events(self) -> None: ...
     def write_chunk(self, data: bytes) -> None: ...
@@ -42,7 +44,9 @@ def answer_whole(h: Answering, job: Job, request: ChatRequest) -> str:
 
 
 def answer_stream(h: Answering, job: Job, request: ChatRequest) -> str:
-    first = h.next_event(job)  # wait before answering 200, so early failures get a real status
+    # A moment for the first event before the 200, so a failure that comes at once gets its real
+    # status; then the stream opens with the role chunk whatever the model is doing (a long prefill).
+    first = h.next_event(job, wait=FIRST_EVENT_WAIT_S)
     if isinstance(first, Failed):
         raise api_error(first.error, h.app.log, job)
     h.begin_events()
@@ -66,8 +70,9 @@ def answer_stream(h: Answering, job: Job, request: ChatRequest) -> str:
             send(chunk_object(job.id, model, created, {key: text}, with_usage_field=with_usage))
 
     send(chunk_object(job.id, model, created, {"role": "assistant", "content": ""}, with_usage_field=with_usage))
+    flush()
     events = ReplyEvents(request.parse_tools, request.params.stop, offered_names(request.tools))
-    item, failure = first, None
+    item, failure = first if first is not None else h.next_event(job), None
     while item != DONE:
         if isinstance(item, Failed):
             failure = api_error(item.error, h.app.log, job)

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from clovercode.backends.base import Usage
 from clovercode.ground.messages import CallRecord, Message
-from clovercode.serve.chat import Answering
+from clovercode.serve.chat import FIRST_EVENT_WAIT_S, Answering
 from clovercode.serve.errors import api_error
 from clovercode.serve.protocol import ApiError, tool_call_objects
 from clovercode.serve.reply import ReplyEvents, offered_names
@@ -117,14 +117,15 @@ def answer_responses(store: ResponseStore, tenant: str) -> tuple[Callable[..., s
         return f"200 {events.usage.completion_tokens} tokens"
 
     def streamed(h: Answering, job: Job, request: ResponsesRequest) -> str:
-        first = h.next_event(job)  # before the 200: an early failure gets its real status
+        first = h.next_event(job, wait=FIRST_EVENT_WAIT_S)  # an early failure gets its real status
         if isinstance(first, Failed):
             raise api_error(first.error, h.app.log, job)
         h.begin_events()
         writer = _EventWriter(h, new_response_id(), h.app.model_name, request)
         writer.start()
+        writer.flush()  # created / in_progress at once, whatever the model is doing
         events = ReplyEvents(request.parse_tools, request.params.stop, offered_names(request.tools))
-        item, failure = first, None
+        item, failure = first if first is not None else h.next_event(job), None
         while item != DONE:
             if isinstance(item, Failed):
                 failure = api_error(item.error, h.app.log, job)

@@ -25,7 +25,7 @@ from clovercode.serve.errors import api_error, refuse_overlong
 from clovercode.serve.protocol import ApiError, Limits, model_list, new_completion_id, parse_chat_request
 from clovercode.serve.responses import RESPONSES_PATH, ResponseStore, parse_responses_request
 from clovercode.serve.responses_answer import answer_responses
-from clovercode.backends.scheduler import Job, QueueFull, Scheduler, ServerStopping
+from clovercode.backends.scheduler import Failed, Job, QueueFull, Scheduler, ServerStopping
 from clovercode.trust.serve import cache_scope, tenant_scope_prefix, tenant_of
 
 HEALTH_PATHS = ("/health", "/healthz", "/v1/health")
@@ -33,6 +33,8 @@ RESET_PATHS = ("/reset_prefix_cache", "/v1/reset_prefix_cache")  # POST: drop th
 CHAT_PATH = "/v1/chat/completions"
 MODELS_PATH = "/v1/models"
 DISCONNECT_CHECK_S = 0.25
+KEEPALIVE_S = 10.0  # the default of ServeApp.keepalive_s
+KEEPALIVE = b": keep-alive\n\n"  # an SSE comment: every client ignores it, every proxy sees traffic
 WRITE_TIMEOUT_S = 120.0  # a stalled reply write
 DRAIN_LIMIT = 64 * 1024  # an unused body up to this size is read and dropped (keep-alive); larger: close
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # \ud800-\udfff: maybe a lone surrogate
@@ -60,6 +62,9 @@ class ServeApp:
     created: int = field(default_factory=lambda: int(time.time()))
     api_keys: dict[str, str] = field(default_factory=dict)
     responses: ResponseStore = field(default_factory=ResponseStore)
+    # A stream that has nothing to send gets an SSE comment this often (a prefill can take minutes on
+    # a CPU host; Codex gives up after 300 s of silence, proxies sooner).
+    keepalive_s: float = KEEPALIVE_S
 
     def __post_init__(self) -> None:
         if self.api_key and self.api_key not in self.api_keys:
@@ -78,6 +83,7 @@ class Handler(BaseHTTPRequestHandler):
     server: ServeHTTPServer
     _last_check = 0.0  # when _client_gone last looked (per handler instance once set)
     _streaming = False  # a 200 event stream has begun on this request
+    _last_write = 0.0  # when the stream last sent something (the keep-alive clock)
     _body_done = False  # this request's body has been read (or needs no reading)
     tenant = ""  # whose API key the request carries ("" without keys)
 
@@ -267,18 +273,28 @@ class Handler(BaseHTTPRequestHandler):
         except ClientGone:
             pass
 
-    def next_event(self, job: Job) -> Any:
-        """The job's next event; raises ClientGone as soon as the client has hung up."""
+    def next_event(self, job: Job, wait: float | None = None) -> Any:
+        """The job's next event (None when ``wait`` seconds pass without one); raises ClientGone as
+        soon as the client has hung up. While a stream is open, an SSE comment goes out after every
+        ``keepalive_s`` without an event; once the server is stopping, the job fails here at once
+        (the model may be inside a prefill that takes minutes: the client is not kept waiting)."""
+        deadline = None if wait is None else time.monotonic() + wait
+        tick = min(DISCONNECT_CHECK_S, self.app.keepalive_s)
         while True:
             now = time.monotonic()
             if now - self._last_check >= DISCONNECT_CHECK_S:
                 self._last_check = now
                 if self._client_gone():
                     raise ClientGone()
+            if self._streaming and now - self._last_write >= self.app.keepalive_s:
+                self.write_chunk(KEEPALIVE)
+            if deadline is not None and now >= deadline:
+                return None
             try:
-                return job.events.get(timeout=DISCONNECT_CHECK_S)
+                return job.events.get(timeout=tick if deadline is None else max(0.0, min(tick, deadline - now)))
             except queue.Empty:
-                continue
+                if self.app.scheduler.stopping:
+                    return Failed(ServerStopping("the server is shutting down"))
 
     def _client_gone(self) -> bool:
         try:
@@ -439,6 +455,7 @@ class Handler(BaseHTTPRequestHandler):
             pass
 
     def write_chunk(self, data: bytes) -> None:
+        self._last_write = time.monotonic()
         try:
             self.wfile.write(f"{len(data):x}\r\n".encode("ascii") + data + b"\r\n")
             self.wfile.flush()
