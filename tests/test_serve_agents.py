@@ -16,6 +16,7 @@ import threading
 import time
 
 import jsonschema
+import openai
 import pytest
 from rich.console import Console
 from serve_helpers import client, running_server, wait_for
@@ -105,3 +106,31 @@ def test_a_plain_request_beside_a_tools_request_is_not_held_behind_it(app, url):
     ask("plain", max_tokens=2)
     tools.join(60)
     assert ended["plain"] < ended["tools"], "the plain request waited for the constrained one"
+
+
+def test_a_forced_call_too_big_for_its_limit_names_the_field_the_client_sent(url):
+    """Issue 48.4: the 400 names max_output_tokens on Responses (max_tokens on chat), as `param`."""
+    c = client(url)
+    with pytest.raises(openai.BadRequestError) as chat:
+        c.chat.completions.create(model="test-model", messages=[{"role": "user", "content": PROMPTS[0]}],
+                                  tools=CHAT_TOOLS, tool_choice="required", max_tokens=2)
+    with pytest.raises(openai.BadRequestError) as responses:
+        c.responses.create(model="test-model", input=PROMPTS[0], tools=RESPONSES_TOOLS, tool_choice="required",
+                           max_output_tokens=2)
+    assert chat.value.param == "max_tokens" and "max_tokens 2" in chat.value.message
+    assert responses.value.param == "max_output_tokens" and "max_output_tokens 2" in responses.value.message
+
+
+def test_json_cut_by_the_token_limit_is_incomplete_never_complete(url):
+    """Issue 48.4: a JSON Schema reply cut at the limit is no valid value: finish_reason "length" on chat,
+    status "incomplete" with the reason on Responses."""
+    schema = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+              "required": ["city", "days"]}
+    c = client(url)
+    reply = c.chat.completions.create(model="test-model", messages=[{"role": "user", "content": PROMPTS[0]}],
+                                      max_tokens=3, temperature=0, response_format={
+                                          "type": "json_schema", "json_schema": {"name": "w", "schema": schema}})
+    assert reply.choices[0].finish_reason == "length", reply
+    response = c.responses.create(model="test-model", input=PROMPTS[0], max_output_tokens=3, temperature=0,
+                                  text={"format": {"type": "json_schema", "name": "w", "schema": schema}})
+    assert response.status == "incomplete" and response.incomplete_details.reason == "max_output_tokens", response

@@ -148,3 +148,43 @@ def test_100_continue_comes_only_after_the_key_and_the_size_pass():
             sock.sendall(body)
             status, _, answer = read_response(stream)
             assert status == 200 and answer["choices"][0]["message"]["content"] == "echo: hi"
+
+
+class CountingEcho(EchoBackend):
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
+def test_reasoning_tokens_count_the_reasoning_the_model_produced():
+    """Issue 48.4: ``reasoning_tokens`` is the reasoning the model wrote ("<think> calling view_file
+    </think>": 4 words for this backend's tokenizer), on chat and Responses, not a constant 0."""
+    with running_server(CountingEcho()) as counting:
+        sock, stream = connect(counting)
+        with sock:
+            sock.sendall(chat("CALL:view_file"))
+            _, _, answer = read_response(stream)
+            sock.sendall(request("POST", "/v1/responses", json.dumps({"input": "CALL:view_file"}).encode()))
+            _, _, response = read_response(stream)
+            sock.sendall(chat("no reasoning here"))
+            _, _, plain = read_response(stream)
+    assert answer["usage"]["completion_tokens_details"]["reasoning_tokens"] == 4
+    assert response["usage"]["output_tokens_details"]["reasoning_tokens"] == 4
+    assert plain["usage"]["completion_tokens_details"]["reasoning_tokens"] == 0
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_client_that_half_closes_after_its_request_still_gets_the_answer(stream):
+    """Issue 48.4: ``shutdown(SHUT_WR)`` after a complete request (``nc -N``) is no hang-up: the client
+    still reads. The answer comes whole; then the connection closes."""
+    with running_server(EchoBackend(delay=0.1)) as slow:  # 6 chunks: 0.6 s, past two disconnect checks
+        body = json.dumps({"messages": [{"role": "user", "content": "half closed"}], "stream": stream}).encode()
+        sock = socket.create_connection(("127.0.0.1", slow.port), timeout=10)
+        with sock:
+            sock.sendall(request("POST", "/v1/chat/completions", body))
+            sock.shutdown(socket.SHUT_WR)
+            got = b""
+            while piece := sock.recv(65536):
+                got += piece
+    assert got.startswith(b"HTTP/1.1 200 "), got[:200]
+    text = got.decode()
+    assert ("echo: half closed" in text) if not stream else ("[DONE]" in text and '"finish_reason": "stop"' in text)

@@ -178,8 +178,10 @@ class EmbeddedBackend:
         shortest = min((len(self.engine.encode(shortest_call({"name": t.name, "parameters": t.parameters}))), t.name)
                        for t in offered)
         if params.close_calls and limit < shortest[0]:
-            raise UsageError(f"max_tokens {limit} cannot hold a call: the shortest, to {shortest[1]}, takes "
-                             f"{shortest[0]} tokens", hint="Ask for more tokens, or for tool_choice auto.")
+            error = UsageError(f"max_tokens {limit} cannot hold a call: the shortest, to {shortest[1]}, takes "
+                               f"{shortest[0]} tokens", hint="Ask for more tokens, or for tool_choice auto.")
+            error.param = "max_tokens"  # type: ignore[attr-defined]  # serve names the field its client sent
+            raise error
         budget = max(1, min(params.max_prose or DEFAULT_MAX_PROSE, limit // PROSE_SHARE))
         closings = [self.engine.encode(text) for text in CALL_CLOSINGS]
         closing = max(map(len, closings))

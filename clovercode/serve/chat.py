@@ -31,10 +31,11 @@ def answer_whole(h: Answering, job: Job, request: ChatRequest) -> str:
     events, reply = ReplyEvents(request.parse_tools, request.params.stop, offered_names(request.tools)), Reply()
     while (item := h.next_event(job)) != DONE:
         if isinstance(item, Failed):
-            raise api_error(item.error, h.app.log, job)
+            raise api_error(item.error, h.app.log, job, request.limit_field)
         collect(events.take(item), reply)
     segments, calls = events.finish()
     collect(segments, reply)
+    events.usage = events.counted(h.app.scheduler.backend)
     tool_calls = _calls(tool_call_objects(calls, request.tools) + events.backend_calls, request)
     body = completion_object(job.id, h.app.model_name, int(time.time()), reply.content.strip(),
                              reply.reasoning.strip(), tool_calls, finish_reason(events.reason, bool(tool_calls)),
@@ -48,7 +49,7 @@ def answer_stream(h: Answering, job: Job, request: ChatRequest) -> str:
     # status; then the stream opens with the role chunk whatever the model is doing (a long prefill).
     first = h.next_event(job, wait=FIRST_EVENT_WAIT_S)
     if isinstance(first, Failed):
-        raise api_error(first.error, h.app.log, job)
+        raise api_error(first.error, h.app.log, job, request.limit_field)
     h.begin_events()
     created, model = int(time.time()), h.app.model_name
     with_usage = request.include_usage
@@ -75,7 +76,7 @@ def answer_stream(h: Answering, job: Job, request: ChatRequest) -> str:
     item, failure = first if first is not None else h.next_event(job), None
     while item != DONE:
         if isinstance(item, Failed):
-            failure = api_error(item.error, h.app.log, job)
+            failure = api_error(item.error, h.app.log, job, request.limit_field)
             break
         send_segments(events.take(item))
         if job.events.empty():
@@ -83,7 +84,7 @@ def answer_stream(h: Answering, job: Job, request: ChatRequest) -> str:
         item = h.next_event(job)
     segments, calls = events.finish()
     send_segments(segments)
-    usage = events.usage
+    usage = events.usage = events.counted(h.app.scheduler.backend)
     if failure is not None:  # mid-stream: the status is already 200, so the error is an event
         send(failure.body())
     else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from clovercode.backends.base import Finish, TextDelta, ToolCallEvent, Usage
@@ -159,12 +159,13 @@ class ReplyEvents:
         self.usage = Usage()
         self.reason = "stop"
         self.backend_calls: list[dict[str, Any]] = []
+        self.reasoning = ""  # what the model reasoned, for reasoning_tokens
 
     def take(self, event: Any) -> list[tuple[str, str]]:
         if isinstance(event, TextDelta):
             if event.reasoning:
-                return self.splitter.feed(event.text, True)
-            return self.splitter.feed(self.trimmer.feed(event.text))
+                return self._kept(self.splitter.feed(event.text, True))
+            return self._kept(self.splitter.feed(self.trimmer.feed(event.text)))
         if isinstance(event, ToolCallEvent):
             if self.offered is None or event.name in self.offered:
                 self.backend_calls.append(event_call(event))
@@ -178,7 +179,25 @@ class ReplyEvents:
         """The last segments and the parsed calls, once generation has ended."""
         last = self.splitter.feed(self.trimmer.finish())
         segments, calls = self.splitter.finish()
-        return last + segments, calls
+        return self._kept(last + segments), calls
+
+    def _kept(self, segments: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        self.reasoning += "".join(text for kind, text in segments if kind == "reasoning")
+        return segments
+
+    def counted(self, backend: Any) -> Usage:
+        """The usage with ``reasoning_tokens``: the reasoning the model produced, counted with the
+        backend's own tokenizer (its tags included: the model wrote them too); none without one."""
+        count = getattr(backend, "count_tokens", None)
+        reasoning = self.reasoning.strip()
+        if count is None or not reasoning:
+            return self.usage
+        try:
+            tokens = int(count(f"{THINK_OPEN}\n{reasoning}\n{THINK_CLOSE}"))
+        except Exception:  # a tokenizer that fails on it: the count stays unknown (0), never wrong
+            return self.usage
+        tokens = min(tokens, self.usage.completion_tokens) if self.usage.completion_tokens else tokens
+        return replace(self.usage, extra={**self.usage.extra, "reasoning_tokens": tokens})
 
 
 def event_call(event: ToolCallEvent) -> dict[str, Any]:

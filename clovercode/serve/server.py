@@ -85,6 +85,7 @@ class Handler(BaseHTTPRequestHandler):
     _streaming = False  # a 200 event stream has begun on this request
     _last_write = 0.0  # when the stream last sent something (the keep-alive clock)
     _continue = False  # the client sent "Expect: 100-continue" and waits for the 100 before its body
+    _probed = False  # a probe went out after the client's end of input (see _client_gone)
     _body_done = False  # this request's body has been read (or needs no reading)
     tenant = ""  # whose API key the request carries ("" without keys)
 
@@ -102,7 +103,7 @@ class Handler(BaseHTTPRequestHandler):
             pass  # a keep-alive client that went away between requests: nothing to answer
 
     def handle_one_request(self) -> None:
-        self._streaming, self._body_done, self.tenant, self._continue = False, False, "", False
+        self._streaming, self._body_done, self.tenant, self._continue, self._probed = False, False, "", False, False
         self.server.expect_headers(self.connection)
         try:
             self.connection.settimeout(self.server.header_timeout)
@@ -310,13 +311,21 @@ class Handler(BaseHTTPRequestHandler):
                     return Failed(ServerStopping("the server is shutting down"))
 
     def _client_gone(self) -> bool:
+        """Has the client hung up? An end of input alone does not say so: a client may half-close
+        after its request (``nc -N``, a shell's ``shutdown(SHUT_WR)``) and still read the answer. So
+        the answer goes on; a stream sends one keep-alive as a probe, which a client that closed for
+        good answers with a reset, seen at the next check."""
         try:
             readable, _, _ = select.select([self.connection], [], [], 0)
-            if not readable:
+            if not readable or self.connection.recv(1, socket.MSG_PEEK) != b"":
                 return False
-            return self.connection.recv(1, socket.MSG_PEEK) == b""
         except (OSError, ValueError):
             return True
+        self.close_connection = True  # nothing more can come on this connection
+        if self._streaming and not self._probed:
+            self._probed = True
+            self.write_chunk(KEEPALIVE)
+        return False
 
     # ---- plumbing ----------------------------------------------------------------------------
 
