@@ -177,6 +177,8 @@ def stream_chat(port: int, body: dict[str, Any], key: str, timeout: float = 300.
                 reply.prompt_tokens = chunk["usage"].get("prompt_tokens") or 0
                 reply.cached_tokens = (chunk["usage"].get("prompt_tokens_details") or {}).get("cached_tokens") or 0
             for choice in chunk.get("choices") or ():
+                # calls count as the reply too (their ids are random: name and arguments only)
+                parts += [json.dumps(c.get("function"), sort_keys=True) for c in choice["delta"].get("tool_calls") or ()]
                 text = choice["delta"].get("content")
                 if text:
                     if reply.first_token is None:
@@ -315,14 +317,20 @@ def _unless_finished_first(server: ServerProcess, killed: dict[str, Any], before
 
 
 def run_bench(model: str = "tiny", clients: int = 8, requests: int = 3, max_tokens: int = 48,
-              bound: bool = False, conversations: bool = False) -> dict[str, Any]:
-    queued_server = ServerProcess(model, 1, clients * requests + 8)
-    batched_server = ServerProcess(model, clients, clients * requests + 8)
-    probe = BoundProbe(model, clients) if bound else None
+              bound: bool = False, conversations: bool = False, agents: bool = False) -> dict[str, Any]:
+    """``agents``: as many tool-carrying clients again beside the plain ones (bench/serveagents.py)."""
+    from clovercode.bench.serveagents import agents_workload
+
+    total = clients * (2 if agents else 1)
+    queued_server = ServerProcess(model, 1, total * requests + 8)
+    batched_server = ServerProcess(model, total, total * requests + 8)
+    probe = BoundProbe(model, total) if bound else None
     try:
         queued_server.wait_ready()
         batched_server.wait_ready()
         plan = workload(clients, requests, max_tokens, queued_server.model_name, conversations)
+        if agents:
+            plan = agents_workload(plan)
         warm = run_mode("warm-up", queued_server, [plan[0][:1]], concurrent=False, kill_one=False)
         run_mode("warm-up", batched_server, [plan[0][:1]], concurrent=False, kill_one=False)
         if probe is not None:  # prompts as long as the served ones, with room for the tokens asked for
@@ -359,8 +367,8 @@ def run_bench(model: str = "tiny", clients: int = 8, requests: int = 3, max_toke
     ok = all(r["lost"] == 0 and r["mixed_up"] == 0 for r in rows) and all(
         r["killed_client"]["cancelled"] or r["killed_client"].get("finished_before_kill")
         for r in rows if r["killed_client"] is not None)
-    return {"model": model, "clients": clients, "requests_per_client": requests, "max_tokens": max_tokens,
-            "conversations": conversations, "modes": rows, "ok": ok,
+    return {"model": model, "clients": total, "requests_per_client": requests, "max_tokens": max_tokens,
+            "conversations": conversations, "agents": agents, "modes": rows, "ok": ok,
             "forward_bound": probe.report() if probe is not None else None}
 
 
@@ -485,6 +493,10 @@ def print_report(report: dict[str, Any], console: Any) -> None:
                           "the baseline ran under different load, or the one-by-one mode is held back by more than "
                           "forwards (HTTP, admissions); compare the modes' tok/s, not only the ratio", highlight=False)
     console.print("[green]OK[/]" if report["ok"] else "[red]FAILED[/]: see above")
+    from clovercode.bench.serveagents import final_line
+
+    if (line := final_line(report)) is not None:
+        console.print(line, highlight=False)
 
 
 def _share(row: dict[str, Any]) -> str:
