@@ -99,7 +99,7 @@ def test_the_agents_workload_adds_as_many_tool_clients_half_auto_half_required()
 
 @pytest.mark.slow
 def test_bench_serve_agents_batches_tool_requests_with_plain_ones_and_every_reply_equals_its_own():
-    report = _clover_tiny_bench("--clients", "2", "--requests", "1", "--max-tokens", "16", "--agents")
+    report = _clover_tiny_bench("--clients", "2", "--requests", "1", "--max-tokens", "24", "--agents")  # 17 hold a call
     assert report["agents"] is True and report["ok"] is True and report["clients"] == 4
     for mode in report["modes"]:
         assert (mode["completed"], mode["lost"], mode["mixed_up"]) == (4, 0, 0), mode
