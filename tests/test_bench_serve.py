@@ -105,3 +105,23 @@ def test_bench_serve_agents_batches_tool_requests_with_plain_ones_and_every_repl
         assert (mode["completed"], mode["lost"], mode["mixed_up"]) == (4, 0, 0), mode
     batched = next(m for m in report["modes"] if m["mode"] == "batched")
     assert batched["mean_batch"] > 1.0
+
+
+def test_the_report_prints_the_batched_pass_timeline_and_ends_with_the_agents_line():
+    import io
+
+    from rich.console import Console
+
+    from clovercode.bench.servereport import print_report
+
+    row = {"mode": "batched", "completed": 2, "requests": 2, "requests_per_s": 1.0, "tokens_per_s": 9.0,
+           "latency_p50_s": 1.0, "latency_p95_s": 1.0, "first_token_p50_s": 0.5, "mean_batch": 2.0,
+           "throughput_vs_one_at_a_time": 1.8, "p95_latency_vs_one_at_a_time": 1.0, "lost": 0, "mixed_up": 0,
+           "killed_client": None, "errors": [],
+           "pass_ms": {"admit": 1.0, "step": 50.0, "forward": 40.0, "grammar": 2.0, "deliver": 0.5}}
+    out = io.StringIO()
+    print_report({"model": "m", "clients": 2, "requests_per_client": 1, "max_tokens": 8, "modes": [row],
+                  "ok": True, "agents": True}, Console(file=out, width=400))
+    lines = out.getvalue().strip().splitlines()
+    assert any("forward 40.0, grammar masks 2.0, other host work 8.0" in line for line in lines)
+    assert lines[-1] == "agents batched vs one-by-one: 1.80×"

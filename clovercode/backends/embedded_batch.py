@@ -88,6 +88,10 @@ class EmbeddedBatchSession:
                 events.append((key, TextDelta(item)))
         return events
 
+    def timeline(self) -> dict[str, float]:
+        """Seconds spent, summed over this session's steps: the forward, and the grammars' host work."""
+        return {"forward_s": self.decoder.forward_s, "grammar_s": self.decoder.grammar_s}
+
     def remove(self, key: str) -> None:
         self.decoder.remove(key)
         self.requests.pop(key, None)

@@ -125,6 +125,13 @@ class Stats:
     rejected: int = 0
     steps: int = 0  # batched decoding steps
     rows: int = 0  # requests advanced, summed over steps (rows / steps = mean batch size)
+    # The per-pass timeline, seconds summed over steps: admissions (prefills), the whole step, the
+    # session's forward and grammar work within it (timeline()), and handing events to the handlers.
+    admit_s: float = 0.0
+    step_s: float = 0.0
+    forward_s: float = 0.0
+    grammar_s: float = 0.0
+    deliver_s: float = 0.0
 
 
 class Scheduler:
@@ -237,7 +244,10 @@ class Scheduler:
             return {"queued": len(self.queue), "active": self.active, "max_batch": self.max_batch,
                     "submitted": s.submitted, "completed": s.completed, "cancelled": s.cancelled,
                     "failed": s.failed, "rejected": s.rejected, "batch_steps": s.steps, "batch_rows": s.rows,
-                    "mean_batch": round(s.rows / s.steps, 3) if s.steps else None}
+                    "mean_batch": round(s.rows / s.steps, 3) if s.steps else None,
+                    "timeline_s": {"admit": round(s.admit_s, 6), "step": round(s.step_s, 6),
+                                   "forward": round(s.forward_s, 6), "grammar": round(s.grammar_s, 6),
+                                   "deliver": round(s.deliver_s, 6)}}
 
     # ---- workers ----------------------------------------------------------------------------
 
@@ -302,7 +312,9 @@ class Scheduler:
                         continue
                     self._started(job)
                     joining.append(job)
+                began = time.perf_counter()
                 failures = self._in_backend(_join, session, joining)
+                admitted = time.perf_counter() - began
                 for job in joining:
                     if job.id in failures:
                         self._finish(job, error=failures[job.id])
@@ -311,6 +323,7 @@ class Scheduler:
                 if not active:
                     continue
                 rows = len(active)
+                began, before = time.perf_counter(), _timeline(session)
                 try:
                     events = self._in_backend(session.step)
                 except Exception as exc:
@@ -321,9 +334,11 @@ class Scheduler:
                     _close_quietly(session)
                     session = None
                     continue
+                stepped, after = time.perf_counter() - began, _timeline(session)
                 with self._lock:
                     self.stats.steps += 1
                     self.stats.rows += rows
+                began = time.perf_counter()
                 for key, event in events:
                     job = active.get(key)
                     if job is None:
@@ -332,6 +347,12 @@ class Scheduler:
                     if isinstance(event, Finish):
                         del active[key]
                         self._finish(job)
+                with self._lock:
+                    s = self.stats
+                    s.admit_s, s.step_s, s.deliver_s = s.admit_s + admitted, s.step_s + stepped, \
+                        s.deliver_s + time.perf_counter() - began
+                    s.forward_s += after.get("forward_s", 0.0) - before.get("forward_s", 0.0)
+                    s.grammar_s += after.get("grammar_s", 0.0) - before.get("grammar_s", 0.0)
         finally:
             for job in active.values():
                 self._finish(job, error=ServerStopping("the server is shutting down"))
@@ -367,6 +388,11 @@ class Scheduler:
 def constrained(params: GenerationParams) -> bool:
     """Does this request ask for output a grammar must shape (tool_choice, a JSON Schema)?"""
     return params.tool_choice is not None or params.json_schema is not None
+
+
+def _timeline(session: Any) -> dict[str, float]:
+    timeline = getattr(session, "timeline", None)
+    return timeline() if timeline is not None else {}
 
 
 def _join(session: BatchSession, jobs: list[Job]) -> dict[str, BaseException]:

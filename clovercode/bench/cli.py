@@ -45,7 +45,8 @@ def make_bench_app(base_group: type, project_root: Callable[[Optional[Path]], Pa
                                     "auto, half required), as agents do; ends with 'agents batched vs one-by-one'."),
     ) -> None:
         """Load-test `clovercode serve`: one-at-a-time vs queued vs batched, measured in one run."""
-        from clovercode.bench.serve import print_report, run_bench
+        from clovercode.bench.serve import run_bench
+        from clovercode.bench.servereport import print_report
 
         report = run_bench(model, clients, requests, max_tokens, bound, conversations, agents)
         if as_json:

@@ -79,6 +79,7 @@ class BatchDecoder:
         self.active: dict[str, _Sequence] = {}
         self._items: list[Item] = []  # produced since the last step (a request may end at admission)
         self.grammar_s = 0.0  # host time spent on constraints, summed (bench: its share of a pass)
+        self.forward_s = 0.0  # time in the denoiser's forward, summed (on a GPU: until the launch returns)
 
     def __len__(self) -> int:
         return len(self.active)
@@ -149,7 +150,9 @@ class BatchDecoder:
         """One forward over every active request; what each produced, tagged with its key."""
         seqs = list(self.active.values())
         if seqs:
+            started = self.clock()
             logits = self.denoiser.forward([Row(s.slot, s.block, s.commit, _read(s)) for s in seqs])  # (R, L, V)
+            self.forward_s += self.clock() - started
             denoised = [i for i, s in enumerate(seqs) if not s.commit]
             committed = [i for i, s in enumerate(seqs) if s.commit]
             if denoised:
