@@ -82,3 +82,46 @@ def _clover_tiny_bench(*args: str) -> dict:
     proc = run_cli("bench", "serve", "--model", "clover-tiny", *args, "--json", timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout)
+
+
+def test_the_agents_workload_adds_as_many_tool_clients_half_auto_half_required():
+    from clovercode.bench.serve import workload
+    from clovercode.bench.serveagents import agents_workload, final_line
+
+    plan = agents_workload(workload(4, 2, 16, "m"))
+    assert len(plan) == 8 and all("tools" not in body for jobs in plan[:4] for _, body in jobs)
+    choices = [jobs[0][1]["tool_choice"] for jobs in plan[4:]]
+    assert choices == ["auto", "auto", "required", "required"]
+    assert len({key for jobs in plan for key, _ in jobs}) == 16  # every request its own key
+    report = {"agents": True, "modes": [{"mode": "batched", "throughput_vs_one_at_a_time": 2.5}]}
+    assert final_line(report) == "agents batched vs one-by-one: 2.50×" and final_line({"agents": False}) is None
+
+
+@pytest.mark.slow
+def test_bench_serve_agents_batches_tool_requests_with_plain_ones_and_every_reply_equals_its_own():
+    report = _clover_tiny_bench("--clients", "2", "--requests", "1", "--max-tokens", "24", "--agents")  # 17 hold a call
+    assert report["agents"] is True and report["ok"] is True and report["clients"] == 4
+    for mode in report["modes"]:
+        assert (mode["completed"], mode["lost"], mode["mixed_up"]) == (4, 0, 0), mode
+    batched = next(m for m in report["modes"] if m["mode"] == "batched")
+    assert batched["mean_batch"] > 1.0
+
+
+def test_the_report_prints_the_batched_pass_timeline_and_ends_with_the_agents_line():
+    import io
+
+    from rich.console import Console
+
+    from clovercode.bench.servereport import print_report
+
+    row = {"mode": "batched", "completed": 2, "requests": 2, "requests_per_s": 1.0, "tokens_per_s": 9.0,
+           "latency_p50_s": 1.0, "latency_p95_s": 1.0, "first_token_p50_s": 0.5, "mean_batch": 2.0,
+           "throughput_vs_one_at_a_time": 1.8, "p95_latency_vs_one_at_a_time": 1.0, "lost": 0, "mixed_up": 0,
+           "killed_client": None, "errors": [],
+           "pass_ms": {"admit": 1.0, "step": 50.0, "forward": 40.0, "grammar": 2.0, "deliver": 0.5}}
+    out = io.StringIO()
+    print_report({"model": "m", "clients": 2, "requests_per_client": 1, "max_tokens": 8, "modes": [row],
+                  "ok": True, "agents": True}, Console(file=out, width=400))
+    lines = out.getvalue().strip().splitlines()
+    assert any("forward 40.0, grammar masks 2.0, other host work 8.0" in line for line in lines)
+    assert lines[-1] == "agents batched vs one-by-one: 1.80×"

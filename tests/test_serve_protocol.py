@@ -34,7 +34,8 @@ def test_a_full_request_becomes_messages_tools_and_params():
                   Message("assistant", "", "hm", (CallRecord("c1", "view_file", {"path": "a"}),)),
                   Message("tool", "x = 1", tool_call_id="c1", name="view_file")],
         tools=[ToolSpec("view_file", VIEW.description, VIEW.parameters)],
-        params=GenerationParams(max_new_tokens=1000, temperature=0.2, top_p=0.9, stop=("END",), thinking=False, seed=4),
+        params=GenerationParams(max_new_tokens=1000, temperature=0.2, top_p=0.9, stop=("END",), thinking=False, seed=4,
+                                tool_choice="auto"),
         stream=True, include_usage=True, parse_tools=True, user="bot-3")
 
 
@@ -51,7 +52,7 @@ def test_tool_choice_none_keeps_tools_but_does_not_parse():
 
 
 @pytest.mark.parametrize("choice, expected", [
-    (None, None), ("auto", "auto"), ("required", "required"),
+    (None, "auto"), ("auto", "auto"), ("required", "required"),  # not given: OpenAI's default, auto
     ({"type": "function", "function": {"name": "view_file"}}, "view_file"),
 ])
 def test_tool_choice_reaches_the_backend(choice, expected):

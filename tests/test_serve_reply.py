@@ -83,3 +83,17 @@ def test_a_call_cut_before_its_function_close_is_text_not_a_call():
     text = "<tool_call>\n<function=write_file>\n<parameter=path>\na.py\n</parameter>\n<parameter=content>\nimport"
     reply, calls, _ = split(text, 3)
     assert calls == [] and reply.content == text
+
+
+def test_a_call_to_a_tool_the_request_did_not_offer_is_no_call():
+    """The allowlist at the seam every backend's reply passes: a call naming a tool the client never
+    offered comes back as the text the model wrote, never as a tool call."""
+    from clovercode.backends.base import TextDelta, ToolCallEvent
+    from clovercode.serve.reply import ReplyEvents
+
+    text = "<tool_call>\n<function=run_command>\n<parameter=command>\nrm -rf /\n</parameter>\n</function>\n</tool_call>"
+    events = ReplyEvents(True, (), frozenset({"get_weather"}))
+    events.take(TextDelta(text))
+    events.take(ToolCallEvent("run_command", {"command": "rm -rf /"}))
+    segments, calls = events.finish()
+    assert calls == [] and events.backend_calls == [] and "".join(t for _, t in segments) == text

@@ -228,3 +228,40 @@ def test_a_constrained_request_takes_the_unbatched_path_while_the_batch_waits():
         assert [drain(j)[0] for j in free] == [f"echo: free {i}" for i in range(3)]
     finally:
         scheduler.stop()
+
+
+def test_the_snapshot_holds_the_per_pass_timeline():
+    """Issue 48.5: admissions, the step, the session's forward and grammar work within it, and the
+    hand-off to the handlers, summed over steps (bench serve prints them per pass)."""
+    from serve_helpers import EchoBatchSession
+
+    class Timed(EchoBatchSession):
+        spent = 0.0
+
+        def step(self):
+            Timed.spent += 0.001
+            return super().step()
+
+        def timeline(self):
+            return {"forward_s": Timed.spent, "grammar_s": Timed.spent / 10}
+
+    class TimedBackend(EchoBatchBackend):
+        def open_batch(self, max_batch):
+            return Timed(self, max_batch)
+
+    scheduler = Scheduler(TimedBackend(), max_batch=4)
+    scheduler.start()
+    try:
+        jobs = [job(f"c{i}", f"hello {i}") for i in range(3)]
+        for j in jobs:
+            scheduler.submit(j)
+        for j in jobs:
+            while j.events.get(timeout=5) != DONE:
+                pass
+        snap = scheduler.snapshot()
+        timeline, steps = snap["timeline_s"], snap["batch_steps"]
+        assert timeline["forward"] == pytest.approx(steps * 0.001, rel=0.01)
+        assert timeline["grammar"] == pytest.approx(steps * 0.0001, rel=0.01)
+        assert timeline["step"] > 0 and timeline["deliver"] > 0 and timeline["admit"] > 0
+    finally:
+        scheduler.stop()

@@ -86,8 +86,8 @@ def test_pipelined_requests_after_errors_are_each_answered_once_in_order(app):
 def test_405_names_the_allowed_methods(app):
     sock, stream = connect(app)
     with sock:
-        for raw, allowed in [(request("POST", "/v1/models", BODY), "GET"), (request("GET", "/v1/chat/completions"), "POST"),
-                             (request("PUT", "/v1/responses", BODY), "POST"), (request("DELETE", "/health"), "GET")]:
+        for raw, allowed in [(request("POST", "/v1/models", BODY), "GET, HEAD"), (request("GET", "/v1/chat/completions"), "POST"),
+                             (request("PUT", "/v1/responses", BODY), "POST"), (request("DELETE", "/health"), "GET, HEAD")]:
             sock.sendall(raw)
             status, headers, body = read_response(stream)
             assert (status, headers["allow"]) == (405, allowed), (raw, body)
@@ -106,3 +106,85 @@ def test_a_large_unread_body_closes_the_connection_instead_of_being_read_as_a_re
         status, headers, _ = read_response(stream)
         assert (status, headers["connection"]) == (404, "close")
         assert stream.read() == b""  # the tail of the body was never taken for a request
+
+
+def test_head_answers_the_get_status_and_headers_without_a_body(app):
+    """HEAD (issue 48.4): a GET route's status and headers, no body; elsewhere the error's status, no
+    body. The next response on the connection is read from its own first byte (none was left over)."""
+    sock, stream = connect(app)
+    with sock:
+        sock.sendall(request("HEAD", "/health") + request("HEAD", "/v1/chat/completions") + request("GET", "/v1/models"))
+        for status in (200, 405):
+            line = stream.readline()
+            assert line.startswith(f"HTTP/1.1 {status} ".encode()), line
+            while stream.readline() not in (b"\r\n", b""):
+                pass
+        status, _, body = read_response(stream)
+        assert status == 200 and body["object"] == "list"
+
+
+def expect_continue(length: int, key: str = "") -> bytes:
+    auth = f"Authorization: Bearer {key}\r\n" if key else ""
+    return (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {length}\r\nExpect: 100-continue\r\n{auth}\r\n").encode()
+
+
+def test_100_continue_comes_only_after_the_key_and_the_size_pass():
+    """Expect: 100-continue (issue 48.4): a wrong key or a body over the limit gets its error and the
+    connection closes, with no 100 inviting the body first; a good request gets the 100, then its answer."""
+    body = chat("hi").split(b"\r\n\r\n", 1)[1]
+    with running_server(EchoBackend(), api_key="right", max_request_bytes=1000) as keyed:
+        for head, status in ((expect_continue(len(body), "wrong"), 401), (expect_continue(5000, "right"), 413)):
+            sock, stream = connect(keyed)
+            with sock:
+                sock.sendall(head)
+                got, _, error = read_response(stream)
+                assert got == status and error["error"]
+                assert stream.read() == b"", "the connection stays open for a body nobody asked for"
+        sock, stream = connect(keyed)
+        with sock:
+            sock.sendall(expect_continue(len(body), "right"))
+            assert stream.readline().startswith(b"HTTP/1.1 100 ") and stream.readline() == b"\r\n"
+            sock.sendall(body)
+            status, _, answer = read_response(stream)
+            assert status == 200 and answer["choices"][0]["message"]["content"] == "echo: hi"
+
+
+class CountingEcho(EchoBackend):
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
+def test_reasoning_tokens_count_the_reasoning_the_model_produced():
+    """Issue 48.4: ``reasoning_tokens`` is the reasoning the model wrote ("<think> calling view_file
+    </think>": 4 words for this backend's tokenizer), on chat and Responses, not a constant 0."""
+    with running_server(CountingEcho()) as counting:
+        sock, stream = connect(counting)
+        with sock:
+            sock.sendall(chat("CALL:view_file"))
+            _, _, answer = read_response(stream)
+            sock.sendall(request("POST", "/v1/responses", json.dumps({"input": "CALL:view_file"}).encode()))
+            _, _, response = read_response(stream)
+            sock.sendall(chat("no reasoning here"))
+            _, _, plain = read_response(stream)
+    assert answer["usage"]["completion_tokens_details"]["reasoning_tokens"] == 4
+    assert response["usage"]["output_tokens_details"]["reasoning_tokens"] == 4
+    assert plain["usage"]["completion_tokens_details"]["reasoning_tokens"] == 0
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_client_that_half_closes_after_its_request_still_gets_the_answer(stream):
+    """Issue 48.4: ``shutdown(SHUT_WR)`` after a complete request (``nc -N``) is no hang-up: the client
+    still reads. The answer comes whole; then the connection closes."""
+    with running_server(EchoBackend(delay=0.1)) as slow:  # 6 chunks: 0.6 s, past two disconnect checks
+        body = json.dumps({"messages": [{"role": "user", "content": "half closed"}], "stream": stream}).encode()
+        sock = socket.create_connection(("127.0.0.1", slow.port), timeout=10)
+        with sock:
+            sock.sendall(request("POST", "/v1/chat/completions", body))
+            sock.shutdown(socket.SHUT_WR)
+            got = b""
+            while piece := sock.recv(65536):
+                got += piece
+    assert got.startswith(b"HTTP/1.1 200 "), got[:200]
+    text = got.decode()
+    assert ("echo: half closed" in text) if not stream else ("[DONE]" in text and '"finish_reason": "stop"' in text)

@@ -40,6 +40,7 @@ PROSE_SHARE = 8
 
 class EmbeddedBackend:
     constrains_output = True  # honours GenerationParams.tool_choice / json_schema with a grammar
+    batch_constraints = True  # its batch sessions take constrained requests (each row its own grammar)
 
     def __init__(self, engine: Engine):
         self.engine = engine
@@ -160,7 +161,7 @@ class EmbeddedBackend:
     def generate(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> Iterator[Event]:
         started = time.perf_counter()
         prompt, plan = self.prepare(messages, tools, params)
-        constraint = self._constraint(tools, params, plan.max_new_tokens)
+        constraint = self.compile_constraint(tools, params, plan.max_new_tokens)
         yield Usage(prompt_tokens=len(prompt))  # known now; the full count comes when the turn ends
         result: DecodeResult | None = None
         try:
@@ -180,7 +181,7 @@ class EmbeddedBackend:
                           {"constrained": True, "remasked": result.stats.remasked} if constraint is not None else {})
         yield Finish(result.finish)
 
-    def _constraint(self, tools: Sequence[ToolSpec], params: GenerationParams, limit: int) -> Constraint | None:
+    def compile_constraint(self, tools: Sequence[ToolSpec], params: GenerationParams, limit: int) -> Constraint | None:
         """The grammar ``params`` ask for (tool_choice, or a JSON Schema for the reply), compiled."""
         steering = None
         if params.json_schema is not None:
@@ -215,8 +216,10 @@ class EmbeddedBackend:
         shortest = min((len(self.engine.encode(shortest_call({"name": t.name, "parameters": t.parameters}))), t.name)
                        for t in offered)
         if params.close_calls and limit < shortest[0]:
-            raise UsageError(f"max_tokens {limit} cannot hold a call: the shortest, to {shortest[1]}, takes "
-                             f"{shortest[0]} tokens", hint="Ask for more tokens, or for tool_choice auto.")
+            error = UsageError(f"max_tokens {limit} cannot hold a call: the shortest, to {shortest[1]}, takes "
+                               f"{shortest[0]} tokens", hint="Ask for more tokens, or for tool_choice auto.")
+            error.param = "max_tokens"  # type: ignore[attr-defined]  # serve names the field its client sent
+            raise error
         budget = max(1, min(params.max_prose or DEFAULT_MAX_PROSE, limit // PROSE_SHARE))
         closings = [self.engine.encode(text) for text in CALL_CLOSINGS]
         closing = max(map(len, closings))

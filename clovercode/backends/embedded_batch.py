@@ -3,8 +3,10 @@
 
 A request's events are the ones ``EmbeddedBackend.generate`` yields for it: ``Usage`` with the prompt
 size when it is admitted, a ``TextDelta`` per committed block, the total ``Usage``, ``Finish``.
-Grammar-constrained requests (``tool_choice`` that needs a grammar, a JSON Schema) are refused here:
-the scheduler sends them down the backend's batch-1 path (the backend has no ``batch_constraints``).
+Grammar-constrained requests (``tool_choice`` that needs a grammar, a JSON Schema) join the batch
+with their own constraint, compiled as ``generate`` compiles it: the decoder checks each row against
+its own grammar after the shared forward (engine/batchdecode.py), so every agent's request, which
+always carries tools, is batched with the others.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from clovercode.backends.base import Event, Finish, GenerationParams, ModelError
 from clovercode.backends.engineusage import final_usage
 from clovercode.engine.batchdecode import BatchDecoder, Request
 from clovercode.engine.decoder import DecodePlan, DecodeResult
-from clovercode.ground.errors import UsageError
 from clovercode.ground.messages import Message
 from clovercode.toolcalls.schemas import ToolSpec
 
@@ -31,7 +32,7 @@ class EmbeddedBatchSession:
         self.engine = backend.engine
         self.max_batch = max_batch
         self.decoder = BatchDecoder(self.engine.batch_denoiser(max_batch), self.engine.detokenize)
-        self.requests: dict[str, tuple[DecodePlan, float]] = {}  # key → (plan, when it arrived)
+        self.requests: dict[str, tuple[DecodePlan, float, bool]] = {}  # key → (plan, when it arrived, constrained)
         self.admitted: list[tuple[str, Event]] = []
 
     def add(self, key: str, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> None:
@@ -50,17 +51,15 @@ class EmbeddedBatchSession:
         for key, messages, tools, params in requests:
             started = time.perf_counter()
             try:
-                if needs_grammar(tools, params):
-                    raise UsageError("a constrained request (tool_choice, response_format) cannot join a batch",
-                                     hint="Send it through the backend's generate(), which enforces the grammar.")
                 if len(self.decoder) + len(ready) >= self.max_batch:
                     raise RuntimeError(f"embedded batch: all {self.max_batch} slots are taken")
                 prompt, plan = self.backend.prepare(messages, tools, params)
+                constraint = self.backend.compile_constraint(tools, params, plan.max_new_tokens)
             except Exception as exc:
                 failures[key] = exc
                 continue
             ready.append((Request(key, prompt, plan, self.engine.stops(params.stop),
-                                  self.engine.generator(plan, params.seed)), started))
+                                  self.engine.generator(plan, params.seed), constraint), started))
         if not ready:
             return failures
         prompt_tokens = sum(len(r.prompt) for r, _ in ready)
@@ -71,7 +70,7 @@ class EmbeddedBatchSession:
             failures.update((r.key, exc) for r, _ in ready)
             return failures
         for r, started in ready:
-            self.requests[r.key] = (r.plan, started)
+            self.requests[r.key] = (r.plan, started, r.constraint is not None)
             self.admitted.append((r.key, Usage(prompt_tokens=len(r.prompt))))
         return failures
 
@@ -81,12 +80,17 @@ class EmbeddedBatchSession:
             items = self.decoder.step()
         for key, item in items:
             if isinstance(item, DecodeResult):
-                plan, started = self.requests.pop(key)
-                events.append((key, final_usage(item, plan, time.perf_counter() - started, {})))
+                plan, started, constrained = self.requests.pop(key)
+                extra = {"constrained": True, "remasked": item.stats.remasked} if constrained else {}
+                events.append((key, final_usage(item, plan, time.perf_counter() - started, extra)))
                 events.append((key, Finish(item.finish)))
             elif item:
                 events.append((key, TextDelta(item)))
         return events
+
+    def timeline(self) -> dict[str, float]:
+        """Seconds spent, summed over this session's steps: the forward, and the grammars' host work."""
+        return {"forward_s": self.decoder.forward_s, "grammar_s": self.decoder.grammar_s}
 
     def remove(self, key: str) -> None:
         self.decoder.remove(key)
@@ -102,13 +106,6 @@ class EmbeddedBatchSession:
         for key in list(self.decoder.active):
             self.decoder.remove(key)
         self.requests.clear()
-
-
-def needs_grammar(tools: Sequence[ToolSpec], params: GenerationParams) -> bool:
-    """Would ``EmbeddedBackend.generate`` constrain this request? (Mirrors its ``_constraint``.)"""
-    if params.json_schema is not None:
-        return True
-    return params.tool_choice is not None and not (params.tool_choice in ("auto", "none") and not tools)
 
 
 @contextmanager

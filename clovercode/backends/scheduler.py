@@ -125,6 +125,13 @@ class Stats:
     rejected: int = 0
     steps: int = 0  # batched decoding steps
     rows: int = 0  # requests advanced, summed over steps (rows / steps = mean batch size)
+    # The per-pass timeline, seconds summed over steps: admissions (prefills), the whole step, the
+    # session's forward and grammar work within it (timeline()), and handing events to the handlers.
+    admit_s: float = 0.0
+    step_s: float = 0.0
+    forward_s: float = 0.0
+    grammar_s: float = 0.0
+    deliver_s: float = 0.0
 
 
 class Scheduler:
@@ -148,6 +155,8 @@ class Scheduler:
         self._forget_scope: str | None = None
         self._log = log or (lambda line: None)
         self._thread: threading.Thread | None = None
+        self._model_thread: threading.Thread | None = None  # the thread in run()
+        self._in_model = False  # that thread is inside a backend call (a prefill, a step)
 
     def start(self) -> None:
         """Drive the model from a new thread (tests, embedders). ``clovercode serve`` calls ``run`` on
@@ -161,7 +170,21 @@ class Scheduler:
         ran an op, a second thread gets a pool of its own, and with more pool threads than cores
         libgomp stops spinning between ops, which made every decoding step of a small model about
         twice as slow (docs/endpoint.md, "One model thread")."""
+        self._model_thread = threading.current_thread()
         (self._batch_loop if self.batching else self._serial_loop)()
+
+    def interrupt(self) -> None:
+        """``request_stop`` for a signal handler (SIGTERM, SIGINT), which Python runs on the main
+        thread, the model thread in ``clovercode serve``: a backend call in progress there (a prefill
+        can take minutes on a CPU host) is left at once by raising ServerStopping into it; the jobs
+        it served fail with that error, and ``run`` returns."""
+        self.request_stop()
+        if self._in_model and threading.current_thread() is self._model_thread:
+            raise ServerStopping("the server is shutting down")
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
 
     def request_stop(self) -> None:
         """Ask the worker to stop after its current step (safe from a signal handler)."""
@@ -221,7 +244,10 @@ class Scheduler:
             return {"queued": len(self.queue), "active": self.active, "max_batch": self.max_batch,
                     "submitted": s.submitted, "completed": s.completed, "cancelled": s.cancelled,
                     "failed": s.failed, "rejected": s.rejected, "batch_steps": s.steps, "batch_rows": s.rows,
-                    "mean_batch": round(s.rows / s.steps, 3) if s.steps else None}
+                    "mean_batch": round(s.rows / s.steps, 3) if s.steps else None,
+                    "timeline_s": {"admit": round(s.admit_s, 6), "step": round(s.step_s, 6),
+                                   "forward": round(s.forward_s, 6), "grammar": round(s.grammar_s, 6),
+                                   "deliver": round(s.deliver_s, 6)}}
 
     # ---- workers ----------------------------------------------------------------------------
 
@@ -240,6 +266,7 @@ class Scheduler:
         cancelled = False
         stream = None
         try:
+            self._in_model = True
             stream = iter(self.backend.generate(job.messages, job.tools, job.params))
             for event in stream:
                 if self._stop.is_set():
@@ -254,6 +281,7 @@ class Scheduler:
         except Exception as exc:  # the backend failed: this job fails, the server goes on
             error = exc
         finally:
+            self._in_model = False
             if stream is not None:
                 _close_quietly(stream)
         self._finish(job, error=error, cancelled=cancelled)
@@ -278,13 +306,15 @@ class Scheduler:
                         self._finish(job, cancelled=True)
                         continue
                     if constrained(job.params) and not getattr(self.backend, "batch_constraints", False):
-                        # A batch session decodes without grammars: this request takes the backend's
-                        # own path, alone, while the batch waits (docs/serve.md).
+                        # This backend's batch sessions take no grammars (the embedded one's do): the
+                        # request takes the backend's own path, alone, while the batch waits.
                         self._run_one(job)
                         continue
                     self._started(job)
                     joining.append(job)
-                failures = _join(session, joining)
+                began = time.perf_counter()
+                failures = self._in_backend(_join, session, joining)
+                admitted = time.perf_counter() - began
                 for job in joining:
                     if job.id in failures:
                         self._finish(job, error=failures[job.id])
@@ -293,8 +323,9 @@ class Scheduler:
                 if not active:
                     continue
                 rows = len(active)
+                began, before = time.perf_counter(), _timeline(session)
                 try:
-                    events = session.step()
+                    events = self._in_backend(session.step)
                 except Exception as exc:
                     self._log("batch step failed: " + "".join(traceback.format_exception_only(type(exc), exc)).strip())
                     for job in active.values():
@@ -303,9 +334,11 @@ class Scheduler:
                     _close_quietly(session)
                     session = None
                     continue
+                stepped, after = time.perf_counter() - began, _timeline(session)
                 with self._lock:
                     self.stats.steps += 1
                     self.stats.rows += rows
+                began = time.perf_counter()
                 for key, event in events:
                     job = active.get(key)
                     if job is None:
@@ -314,11 +347,25 @@ class Scheduler:
                     if isinstance(event, Finish):
                         del active[key]
                         self._finish(job)
+                with self._lock:
+                    s = self.stats
+                    s.admit_s, s.step_s, s.deliver_s = s.admit_s + admitted, s.step_s + stepped, \
+                        s.deliver_s + time.perf_counter() - began
+                    s.forward_s += after.get("forward_s", 0.0) - before.get("forward_s", 0.0)
+                    s.grammar_s += after.get("grammar_s", 0.0) - before.get("grammar_s", 0.0)
         finally:
             for job in active.values():
                 self._finish(job, error=ServerStopping("the server is shutting down"))
             if session is not None:
                 _close_quietly(session)
+
+    def _in_backend(self, call: Callable[..., Any], *args: Any) -> Any:
+        """``call(*args)``, marked as model work that ``interrupt`` may cut short."""
+        self._in_model = True
+        try:
+            return call(*args)
+        finally:
+            self._in_model = False
 
     def _started(self, job: Job) -> None:
         job.started = time.monotonic()
@@ -341,6 +388,11 @@ class Scheduler:
 def constrained(params: GenerationParams) -> bool:
     """Does this request ask for output a grammar must shape (tool_choice, a JSON Schema)?"""
     return params.tool_choice is not None or params.json_schema is not None
+
+
+def _timeline(session: Any) -> dict[str, float]:
+    timeline = getattr(session, "timeline", None)
+    return timeline() if timeline is not None else {}
 
 
 def _join(session: BatchSession, jobs: list[Job]) -> dict[str, BaseException]:

@@ -48,11 +48,14 @@ def make_bench_app(base_group: type, project_root: Callable[[Optional[Path]], Pa
                                    "between the modes it bounds."),
         conversations: bool = typer.Option(False, "--conversations", help="Each client's requests are the turns of one "
                                            "conversation (each carries the last turn and its reply), as an agent's are."),
+        agents: bool = typer.Option(False, "--agents", help="As many clients again that send tools (half tool_choice "
+                                    "auto, half required), as agents do; ends with 'agents batched vs one-by-one'."),
     ) -> None:
         """Load-test `clovercode serve`: one-at-a-time vs queued vs batched, measured in one run."""
-        from clovercode.bench.serve import print_report, run_bench
+        from clovercode.bench.serve import run_bench
+        from clovercode.bench.servereport import print_report
 
-        report = run_bench(model, clients, requests, max_tokens, bound, conversations)
+        report = run_bench(model, clients, requests, max_tokens, bound, conversations, agents)
         if as_json:
             typer.echo(json.dumps(report, indent=2))
         else:

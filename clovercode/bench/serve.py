@@ -83,6 +83,7 @@ class ModeResult:
                 "tokens_per_s": round(self.tokens / self.wall, 1) if self.wall else None,
                 "latency_p50_s": _pct(latencies, 50), "latency_p95_s": _pct(latencies, 95),
                 "first_token_p50_s": _pct(firsts, 50), "mean_batch": self.health.get("mean_batch"),
+                "pass_ms": self.health.get("pass_ms"),
                 "prompt_tokens": sum(r.prompt_tokens for r in done), "cached_prompt_tokens": sum(r.cached_tokens for r in done),
                 "errors": sorted({r.error for r in self.replies if r.error})[:5], "killed_client": self.killed}
 
@@ -177,6 +178,8 @@ def stream_chat(port: int, body: dict[str, Any], key: str, timeout: float = 300.
                 reply.prompt_tokens = chunk["usage"].get("prompt_tokens") or 0
                 reply.cached_tokens = (chunk["usage"].get("prompt_tokens_details") or {}).get("cached_tokens") or 0
             for choice in chunk.get("choices") or ():
+                # calls count as the reply too (their ids are random: name and arguments only)
+                parts += [json.dumps(c.get("function"), sort_keys=True) for c in choice["delta"].get("tool_calls") or ()]
                 text = choice["delta"].get("content")
                 if text:
                     if reply.first_token is None:
@@ -269,6 +272,8 @@ def run_mode(name: str, server: ServerProcess, plan: list[list[tuple[str, dict[s
     health = server.health()
     steps = health["batch_steps"] - before["batch_steps"]
     health["mean_batch"] = round((health["batch_rows"] - before["batch_rows"]) / steps, 2) if steps else 1.0
+    spent, was = health.get("timeline_s") or {}, before.get("timeline_s") or {}
+    health["pass_ms"] = {k: round(1000 * (spent[k] - was.get(k, 0.0)) / steps, 2) for k in spent} if steps else None
     return ModeResult(name, wall, replies, health, killed.get("report") if killed is not None else None)
 
 
@@ -315,14 +320,20 @@ def _unless_finished_first(server: ServerProcess, killed: dict[str, Any], before
 
 
 def run_bench(model: str = "tiny", clients: int = 8, requests: int = 3, max_tokens: int = 48,
-              bound: bool = False, conversations: bool = False) -> dict[str, Any]:
-    queued_server = ServerProcess(model, 1, clients * requests + 8)
-    batched_server = ServerProcess(model, clients, clients * requests + 8)
-    probe = BoundProbe(model, clients) if bound else None
+              bound: bool = False, conversations: bool = False, agents: bool = False) -> dict[str, Any]:
+    """``agents``: as many tool-carrying clients again beside the plain ones (bench/serveagents.py)."""
+    from clovercode.bench.serveagents import agents_workload
+
+    total = clients * (2 if agents else 1)
+    queued_server = ServerProcess(model, 1, total * requests + 8)
+    batched_server = ServerProcess(model, total, total * requests + 8)
+    probe = BoundProbe(model, total) if bound else None
     try:
         queued_server.wait_ready()
         batched_server.wait_ready()
         plan = workload(clients, requests, max_tokens, queued_server.model_name, conversations)
+        if agents:
+            plan = agents_workload(plan)
         warm = run_mode("warm-up", queued_server, [plan[0][:1]], concurrent=False, kill_one=False)
         run_mode("warm-up", batched_server, [plan[0][:1]], concurrent=False, kill_one=False)
         if probe is not None:  # prompts as long as the served ones, with room for the tokens asked for
@@ -359,8 +370,8 @@ def run_bench(model: str = "tiny", clients: int = 8, requests: int = 3, max_toke
     ok = all(r["lost"] == 0 and r["mixed_up"] == 0 for r in rows) and all(
         r["killed_client"]["cancelled"] or r["killed_client"].get("finished_before_kill")
         for r in rows if r["killed_client"] is not None)
-    return {"model": model, "clients": clients, "requests_per_client": requests, "max_tokens": max_tokens,
-            "conversations": conversations, "modes": rows, "ok": ok,
+    return {"model": model, "clients": total, "requests_per_client": requests, "max_tokens": max_tokens,
+            "conversations": conversations, "agents": agents, "modes": rows, "ok": ok,
             "forward_bound": probe.report() if probe is not None else None}
 
 
@@ -437,62 +448,3 @@ def forward_bound(model: str, rows: int, prompt_tokens: tuple[int, int]) -> dict
     finally:
         probe.close()
     return probe.report()
-
-
-def print_report(report: dict[str, Any], console: Any) -> None:
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-
-    if console.width < 108:  # a pipe or a narrow terminal: eleven numeric columns need the room
-        console = Console(width=108, file=console.file, force_terminal=console.is_terminal, highlight=False)
-
-    shape = "turns of one conversation" if report.get("conversations") else "requests"
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title=f"clovercode serve under load — model {report['model']}, {report['clients']} clients × "
-                  f"{report['requests_per_client']} {shape}, {report['max_tokens']} tokens each")
-    for column in ("mode", "done", "req/s", "tok/s", "p50 s", "p95 s", "TTFT p50", "batch", "cached", "req/s ×", "p95 ×"):
-        table.add_column(column, justify="left" if column == "mode" else "right", no_wrap=True)
-    for row in report["modes"]:
-        table.add_row(row["mode"], f"{row['completed']}/{row['requests']}", _fmt(row["requests_per_s"], 1),
-                      _fmt(row["tokens_per_s"], 0), _fmt(row["latency_p50_s"], 3), _fmt(row["latency_p95_s"], 3),
-                      _fmt(row["first_token_p50_s"], 3), _fmt(row["mean_batch"], 1), _share(row),
-                      _fmt(row["throughput_vs_one_at_a_time"], 2), _fmt(row["p95_latency_vs_one_at_a_time"], 2))
-    console.print(table)
-    for row in report["modes"]:
-        problems = []
-        if row["lost"]:
-            problems.append(f"{row['lost']} lost ({'; '.join(row['errors'])})")
-        if row["mixed_up"]:
-            problems.append(f"{row['mixed_up']} replies differ from the one-at-a-time reply to the same prompt")
-        killed = row["killed_client"]
-        if killed is not None:
-            problems.append(f"killed client cancelled after {killed['noticed_within_s']} s" if killed["cancelled"]
-                            else "the killed client's request finished before the kill (nothing to cancel)"
-                            if killed.get("finished_before_kill") else "killed client was NOT cancelled")
-        console.print(f"{row['mode']}: " + ("; ".join(problems) if problems else "all requests answered, none mixed up"),
-                      highlight=False)
-    fb = report.get("forward_bound")
-    if fb:
-        samples = ", ".join(f"{s['moment']} {s['bound']:.2f}×" for s in fb.get("samples", []))
-        console.print(f"forward cost, measured between the modes (median of {len(fb.get('samples', []))}): one forward "
-                      f"over {fb['rows']} rows of {fb['block']} tokens {fb['batched_forward_ms']:.2f} ms, one row alone "
-                      f"{fb['one_row_forward_ms']:.2f} ms ({fb['step_cost_vs_one_row']:.2f}×): batching can be at most "
-                      f"{fb['bound']:.2f}× as fast here, before admissions and host work ({samples})", highlight=False)
-        batched = next((row for row in report["modes"] if row["mode"] == "batched"), None)
-        gain, around = (batched or {}).get("throughput_vs_one_at_a_time"), fb.get("around_batched") or []
-        if gain and around and gain > max(around) * 1.1:
-            console.print(f"the batched gain ({gain:.2f}×) exceeds the bound measured around it ({max(around):.2f}×): "
-                          "the baseline ran under different load, or the one-by-one mode is held back by more than "
-                          "forwards (HTTP, admissions); compare the modes' tok/s, not only the ratio", highlight=False)
-    console.print("[green]OK[/]" if report["ok"] else "[red]FAILED[/]: see above")
-
-
-def _share(row: dict[str, Any]) -> str:
-    """The share of prompt tokens the server took from kept prompts (— when it reports none)."""
-    if not row.get("cached_prompt_tokens") or not row.get("prompt_tokens"):
-        return "—"
-    return f"{100 * row['cached_prompt_tokens'] / row['prompt_tokens']:.0f}%"
-
-
-def _fmt(value: Any, digits: int) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"

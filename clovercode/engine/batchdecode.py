@@ -10,8 +10,14 @@ its own stop checks, token limit and sampling generator. So the greedy output of
 batch is the output it gets alone (``decode_stream`` is the spec; tests/test_batch_decode.py checks it).
 
 Items come out of ``step`` tagged with the request's key: each committed block's new text (``str``),
-then the ``DecodeResult``, after which the request is gone and its slot free. Grammar-constrained
-requests are not taken here: they stay on the batch-1 path (``decode_stream`` with a constraint).
+then the ``DecodeResult``, after which the request is gone and its slot free.
+
+A request may carry a grammar (``Request.constraint``, engine/constraint.py): its row keeps its own
+matcher and is checked on the host after the shared forward exactly where ``decode_stream`` checks it
+alone (the block's free first token, the first masked position of each pass, the accepted run that
+follows the final tokens), so rows with and without grammars decode together and a constrained row's
+greedy output is the one it gets alone. A row's grammar work is one token check per pass (a full mask
+only when the model's choice is forbidden); the others wait for nothing else (``grammar_s`` counts it).
 
 Stop checks look at the new final tokens only (``stops.StopScanner``, as in ``decode_stream``): the output is detokenized in full only
 when something may have stopped it. Streamed text detokenizes the output once per committed block,
@@ -43,6 +49,7 @@ class Request:
     plan: DecodePlan
     stops: Stops
     generator: Any = None
+    constraint: Any = None  # an engine.constraint.Constraint: the row's output follows its grammar
 
 
 @dataclass
@@ -62,6 +69,8 @@ class _Sequence:
     commit: bool = False  # the block is finished: the next forward commits it
     out: list[int] = field(default_factory=list)
     shown: str = ""
+    constraint: Any = None
+    fed: int = 0  # positions of the current block the constraint has consumed (final)
 
 
 class BatchDecoder:
@@ -69,6 +78,8 @@ class BatchDecoder:
         self.denoiser, self.detok, self.clock = denoiser, detok, clock
         self.active: dict[str, _Sequence] = {}
         self._items: list[Item] = []  # produced since the last step (a request may end at admission)
+        self.grammar_s = 0.0  # host time spent on constraints, summed (bench: its share of a pass)
+        self.forward_s = 0.0  # time in the denoiser's forward, summed (on a GPU: until the launch returns)
 
     def __len__(self) -> int:
         return len(self.active)
@@ -104,7 +115,7 @@ class BatchDecoder:
         for r, (slot, last) in zip(requests, admitted):
             stats = DecodeStats(prompt_tokens=len(r.prompt), prefill_s=prefill_s, cached_tokens=cached.get(slot, 0))
             seq = _Sequence(r.key, slot, r.plan, r.stops, StopScanner(self.detok, r.stops, r.plan.max_new_tokens),
-                            r.generator, started, last, stats)
+                            r.generator, started, last, stats, constraint=r.constraint)
             self.active[r.key] = seq
             seqs.append(seq)
         self._open_blocks(seqs)
@@ -139,7 +150,9 @@ class BatchDecoder:
         """One forward over every active request; what each produced, tagged with its key."""
         seqs = list(self.active.values())
         if seqs:
+            started = self.clock()
             logits = self.denoiser.forward([Row(s.slot, s.block, s.commit, _read(s)) for s in seqs])  # (R, L, V)
+            self.forward_s += self.clock() - started
             denoised = [i for i, s in enumerate(seqs) if not s.commit]
             committed = [i for i, s in enumerate(seqs) if s.commit]
             if denoised:
@@ -157,6 +170,8 @@ class BatchDecoder:
         import torch
 
         tokens, confidence = self._propose(seqs, logits)
+        if any(s.constraint is not None for s in seqs):
+            self._first_allowed(seqs, logits, tokens, confidence)
         masked = torch.stack([s.masked for s in seqs])
         chosen = select_rows(confidence, masked, [s.plan for s in seqs], [s.passes for s in seqs])
         blocks = torch.where(chosen, tokens, torch.stack([s.block for s in seqs]))
@@ -165,7 +180,43 @@ class BatchDecoder:
             seq.block, seq.masked = blocks[i], masked[i]
             seq.passes += 1
             seq.stats.denoise_passes += 1
+            if seq.constraint is not None:
+                self._feed(seq)
             self._settle(seq)
+
+    def _first_allowed(self, seqs: list[_Sequence], logits: Any, tokens: Any, confidence: Any) -> None:
+        """``decode_stream``'s ``_propose`` check for each constrained row: its first masked position
+        gets a token its grammar allows (the model's own when allowed; else the masked choice from
+        the same logits row, with the model's probability of it as its confidence)."""
+        started = self.clock()
+        for i, seq in enumerate(seqs):
+            if seq.constraint is None:
+                continue
+            lead = int(seq.masked.int().argmax())
+            if seq.constraint.permits(int(tokens[i, lead])):
+                continue
+            source = lead - 1 if seq.plan.logit_shift else lead
+            row = logits[i, source] if source >= 0 else seq.last_logits.to(logits.device, logits.dtype)
+            fixed, sure = propose(row[None], seq.plan.temperature, seq.plan.top_p, seq.generator,
+                                  {0: seq.constraint.allowed()})
+            tokens[i, lead], confidence[i, lead] = int(fixed[0]), float(sure[0])
+        self.grammar_s += self.clock() - started
+
+    def _feed(self, seq: _Sequence) -> None:
+        """The run accepted after the final tokens goes to the grammar; the first token it forbids goes
+        back to masked (as ``decode_stream`` does), so the final tokens always form a grammar prefix."""
+        started = self.clock()
+        start = seq.fed
+        end = int(seq.masked.int().argmax()) if bool(seq.masked.any()) else len(seq.block)
+        if end > start:
+            valid = seq.constraint.accept(seq.block[start:end].tolist())
+            if start + valid < end:
+                seq.block[start + valid] = seq.plan.mask_id if seq.plan.mask_id is not None else 0
+                seq.masked[start + valid] = True
+                seq.stats.remasked += 1
+                end = start + valid
+            seq.fed = end
+        self.grammar_s += self.clock() - started
 
     def _propose(self, seqs: list[_Sequence], logits: Any) -> tuple[Any, Any]:
         """Tokens and confidences (R, L) on the host for the (R, L, V) logits of a denoising forward.
@@ -227,7 +278,22 @@ class BatchDecoder:
                 token, _ = propose(seq.last_logits[None], seq.plan.temperature, seq.plan.top_p, seq.generator)
                 seq.block[0], seq.masked[0] = int(token[0]), False
         for seq in seqs:
+            seq.fed = 0
+            if seq.constraint is not None and seq.plan.logit_shift:
+                self._first_token_allowed(seq)
             self._settle(seq)
+
+    def _first_token_allowed(self, seq: _Sequence) -> None:
+        """``decode_stream``'s ``_first_token``: the free first token is final at once, so the grammar
+        consumes it; one it forbids is replaced by the masked choice from the same logits."""
+        started = self.clock()
+        if seq.constraint.accept([int(seq.block[0])]) != 1:
+            token, _ = propose(seq.last_logits[None], seq.plan.temperature, seq.plan.top_p, seq.generator,
+                               {0: seq.constraint.allowed()})
+            seq.block[0] = int(token[0])
+            seq.constraint.accept([int(token[0])])
+        seq.fed = 1
+        self.grammar_s += self.clock() - started
 
     def _settle(self, seq: _Sequence) -> None:
         """After a pass (or a fresh block): stop on the final tokens, else say what the next forward does."""

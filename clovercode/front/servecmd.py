@@ -101,7 +101,7 @@ def run_serve(cfg: Config, console: Console, *, print_line: Callable[[str], None
                           cfg["serve.max_request_bytes"], window if isinstance(window, int) else None, log,
                           api_keys=keys)
     app = server.app
-    previous = {sig: signal.signal(sig, lambda *_: scheduler.request_stop()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, lambda *_: scheduler.interrupt()) for sig in (signal.SIGINT, signal.SIGTERM)}
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
     thread.start()
     bound_host, bound_port = server.server_address[:2]

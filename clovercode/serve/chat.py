@@ -10,8 +10,10 @@ from clovercode.backends.sse import sse_event
 from clovercode.serve.errors import api_error
 from clovercode.serve.protocol import (ApiError, ChatRequest, chunk_object, completion_object, finish_reason,
                                        tool_call_objects, usage_chunk_object)
-from clovercode.serve.reply import Reply, ReplyEvents, collect
+from clovercode.serve.reply import Reply, ReplyEvents, collect, offered_names
 from clovercode.backends.scheduler import DONE, Failed, Job
+
+FIRST_EVENT_WAIT_S = 0.5  # how long a stream waits for its first event before answering 200
 
 
 class Answering(Protocol):
@@ -19,20 +21,21 @@ class Answering(Protocol):
 
     app: Any
 
-    def next_event(self, job: Job) -> Any: ...
+    def next_event(self, job: Job, wait: float | None = None) -> Any: ...
     def send_json(self, status: int, body: Any) -> None: ...
     def begin_events(self) -> None: ...
     def write_chunk(self, data: bytes) -> None: ...
 
 
 def answer_whole(h: Answering, job: Job, request: ChatRequest) -> str:
-    events, reply = ReplyEvents(request.parse_tools, request.params.stop), Reply()
+    events, reply = ReplyEvents(request.parse_tools, request.params.stop, offered_names(request.tools)), Reply()
     while (item := h.next_event(job)) != DONE:
         if isinstance(item, Failed):
-            raise api_error(item.error, h.app.log, job)
+            raise api_error(item.error, h.app.log, job, request.limit_field)
         collect(events.take(item), reply)
     segments, calls = events.finish()
     collect(segments, reply)
+    events.usage = events.counted(h.app.scheduler.backend)
     tool_calls = _calls(tool_call_objects(calls, request.tools) + events.backend_calls, request)
     body = completion_object(job.id, h.app.model_name, int(time.time()), reply.content.strip(),
                              reply.reasoning.strip(), tool_calls, finish_reason(events.reason, bool(tool_calls)),
@@ -42,9 +45,11 @@ def answer_whole(h: Answering, job: Job, request: ChatRequest) -> str:
 
 
 def answer_stream(h: Answering, job: Job, request: ChatRequest) -> str:
-    first = h.next_event(job)  # wait before answering 200, so early failures get a real status
+    # A moment for the first event before the 200, so a failure that comes at once gets its real
+    # status; then the stream opens with the role chunk whatever the model is doing (a long prefill).
+    first = h.next_event(job, wait=FIRST_EVENT_WAIT_S)
     if isinstance(first, Failed):
-        raise api_error(first.error, h.app.log, job)
+        raise api_error(first.error, h.app.log, job, request.limit_field)
     h.begin_events()
     created, model = int(time.time()), h.app.model_name
     with_usage = request.include_usage
@@ -66,11 +71,12 @@ def answer_stream(h: Answering, job: Job, request: ChatRequest) -> str:
             send(chunk_object(job.id, model, created, {key: text}, with_usage_field=with_usage))
 
     send(chunk_object(job.id, model, created, {"role": "assistant", "content": ""}, with_usage_field=with_usage))
-    events = ReplyEvents(request.parse_tools, request.params.stop)
-    item, failure = first, None
+    flush()
+    events = ReplyEvents(request.parse_tools, request.params.stop, offered_names(request.tools))
+    item, failure = first if first is not None else h.next_event(job), None
     while item != DONE:
         if isinstance(item, Failed):
-            failure = api_error(item.error, h.app.log, job)
+            failure = api_error(item.error, h.app.log, job, request.limit_field)
             break
         send_segments(events.take(item))
         if job.events.empty():
@@ -78,7 +84,7 @@ def answer_stream(h: Answering, job: Job, request: ChatRequest) -> str:
         item = h.next_event(job)
     segments, calls = events.finish()
     send_segments(segments)
-    usage = events.usage
+    usage = events.usage = events.counted(h.app.scheduler.backend)
     if failure is not None:  # mid-stream: the status is already 200, so the error is an event
         send(failure.body())
     else:

@@ -48,8 +48,10 @@ def refuse_overlong(backend: Any, messages: Sequence[Message], max_new_tokens: i
                                "the messages alone, counted before queueing" + (f": {said}" if said else ""))
 
 
-def api_error(error: BaseException, log: Callable[[str], None], job: Any = None) -> ApiError:
-    """Any failure of a request as the ApiError to answer; a bug's traceback goes to the log only."""
+def api_error(error: BaseException, log: Callable[[str], None], job: Any = None, limit_field: str = "max_tokens") -> ApiError:
+    """Any failure of a request as the ApiError to answer; a bug's traceback goes to the log only.
+    ``limit_field``: the token-limit field the client sent (max_completion_tokens on chat, when it
+    used that; max_output_tokens on Responses): an error about the limit names that one."""
     if isinstance(error, ApiError):
         return error
     if isinstance(error, ContextTooLong):
@@ -59,7 +61,10 @@ def api_error(error: BaseException, log: Callable[[str], None], job: Any = None)
         return ApiError(400, f"This model's maximum context length is exceeded: {error.message}",
                         code="context_length_exceeded", param="messages")
     if isinstance(error, UsageError):  # the request asked for something this model cannot do
-        return ApiError(400, error.message)
+        param = getattr(error, "param", None)
+        if param == "max_tokens":
+            return ApiError(400, error.message.replace("max_tokens", limit_field), param=limit_field)
+        return ApiError(400, error.message, param=param)
     if isinstance(error, ServerStopping):
         return ApiError(503, str(error), type="server_error", code="shutting_down")
     if isinstance(error, CloverError):

@@ -60,6 +60,7 @@ class ChatRequest:
     user: str | None = None
     cache_key: str | None = None  # OpenAI's prompt_cache_key and/or vLLM's cache_salt: narrows prompt reuse
     parallel_tool_calls: bool = True  # false: at most one call a reply (the first the model wrote)
+    limit_field: str = "max_tokens"  # the token-limit field the client sent (errors name it)
 
 
 def parse_chat_request(body: Any, limits: Limits) -> ChatRequest:
@@ -91,7 +92,8 @@ def parse_chat_request(body: Any, limits: Limits) -> ChatRequest:
         params = replace(params, thinking=False)
     return ChatRequest(model, messages, tools, params, stream, bool(options.get("include_usage")),
                        bool(tools) and tool_choice != "none" and json_schema is None,
-                       user if isinstance(user, str) and user else None, _cache_key(body), parallel)
+                       user if isinstance(user, str) and user else None, _cache_key(body), parallel,
+                       "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens")
 
 
 def refuse_unhonoured(body: dict[str, Any]) -> None:
@@ -125,10 +127,11 @@ def _cache_key(body: dict[str, Any]) -> str | None:
 
 
 def _tool_choice(raw: Any, tools: list[ToolSpec]) -> str | None:
-    """OpenAI's tool_choice → "auto" | "required" | "none" | a tool's name; None when not given (the
-    output is then left free, as before constrained decoding existed)."""
+    """OpenAI's tool_choice → "auto" | "required" | "none" | a tool's name. Not given: "auto" when
+    tools are offered (OpenAI's default: text or a call to one of THEM, which the grammar enforces,
+    so a model trained on other tools cannot call those), else None (free text)."""
     if raw is None:
-        return None
+        return "auto" if tools else None
     if isinstance(raw, dict):
         function = raw.get("function") if raw.get("type", "function") == "function" else None
         name = function.get("name") if isinstance(function, dict) else None
@@ -307,7 +310,8 @@ def tool_call_objects(calls: list[ParsedCall], tools: list[ToolSpec]) -> list[di
 def usage_object(usage: Usage) -> dict[str, Any]:
     return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
             "total_tokens": usage.prompt_tokens + usage.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens}}  # OpenAI's field for prompt caching
+            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},  # OpenAI's field for prompt caching
+            "completion_tokens_details": {"reasoning_tokens": int(usage.extra.get("reasoning_tokens", 0))}}
 
 
 def completion_object(cid: str, model: str, created: int, content: str, reasoning: str,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from clovercode.backends.base import Finish, TextDelta, ToolCallEvent, Usage
@@ -31,8 +31,11 @@ class Reply:
 
 
 class ReplySplitter:
-    def __init__(self, parse_tools: bool):
+    def __init__(self, parse_tools: bool, offered: frozenset[str] | None = None):
         self.parse_tools = parse_tools
+        # The tools the client offered: a call to any other is no call (an allowlist; the grammar
+        # already keeps the engine to these, this holds for any backend behind serve).
+        self.offered = offered
         self.mode = "start"  # start (only whitespace so far) | reasoning | content | held
         self.scanner = TagScanner()
         self.held = ""
@@ -66,7 +69,8 @@ class ReplySplitter:
             return out, []
         held = self.held + pending
         turn = parse_turn(held)
-        if turn.errors or not turn.calls:
+        if turn.errors or not turn.calls or (self.offered is not None
+                                             and any(c.name not in self.offered for c in turn.calls)):
             out.append(("content", held))
             return out, []
         if turn.content:
@@ -148,20 +152,23 @@ class ReplyEvents:
     splitter (its segments are returned to send), and the usage, finish reason and calls the backend
     parsed itself are kept."""
 
-    def __init__(self, parse_tools: bool, stops: tuple[str, ...] = ()):
-        self.splitter = ReplySplitter(parse_tools)
+    def __init__(self, parse_tools: bool, stops: tuple[str, ...] = (), offered: frozenset[str] | None = None):
+        self.splitter = ReplySplitter(parse_tools, offered)
+        self.offered = offered
         self.trimmer = StopTrimmer(stops)
         self.usage = Usage()
         self.reason = "stop"
         self.backend_calls: list[dict[str, Any]] = []
+        self.reasoning = ""  # what the model reasoned, for reasoning_tokens
 
     def take(self, event: Any) -> list[tuple[str, str]]:
         if isinstance(event, TextDelta):
             if event.reasoning:
-                return self.splitter.feed(event.text, True)
-            return self.splitter.feed(self.trimmer.feed(event.text))
+                return self._kept(self.splitter.feed(event.text, True))
+            return self._kept(self.splitter.feed(self.trimmer.feed(event.text)))
         if isinstance(event, ToolCallEvent):
-            self.backend_calls.append(event_call(event))
+            if self.offered is None or event.name in self.offered:
+                self.backend_calls.append(event_call(event))
         elif isinstance(event, Usage):
             self.usage = event
         elif isinstance(event, Finish):
@@ -172,7 +179,25 @@ class ReplyEvents:
         """The last segments and the parsed calls, once generation has ended."""
         last = self.splitter.feed(self.trimmer.finish())
         segments, calls = self.splitter.finish()
-        return last + segments, calls
+        return self._kept(last + segments), calls
+
+    def _kept(self, segments: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        self.reasoning += "".join(text for kind, text in segments if kind == "reasoning")
+        return segments
+
+    def counted(self, backend: Any) -> Usage:
+        """The usage with ``reasoning_tokens``: the reasoning the model produced, counted with the
+        backend's own tokenizer (its tags included: the model wrote them too); none without one."""
+        count = getattr(backend, "count_tokens", None)
+        reasoning = self.reasoning.strip()
+        if count is None or not reasoning:
+            return self.usage
+        try:
+            tokens = int(count(f"{THINK_OPEN}\n{reasoning}\n{THINK_CLOSE}"))
+        except Exception:  # a tokenizer that fails on it: the count stays unknown (0), never wrong
+            return self.usage
+        tokens = min(tokens, self.usage.completion_tokens) if self.usage.completion_tokens else tokens
+        return replace(self.usage, extra={**self.usage.extra, "reasoning_tokens": tokens})
 
 
 def event_call(event: ToolCallEvent) -> dict[str, Any]:
@@ -180,3 +205,8 @@ def event_call(event: ToolCallEvent) -> dict[str, Any]:
     arguments = event.arguments if isinstance(event.arguments, str) else json.dumps(event.arguments, ensure_ascii=False)
     return {"id": event.id or "call_" + secrets.token_hex(8), "type": "function",
             "function": {"name": event.name, "arguments": arguments}}
+
+
+def offered_names(tools: Any) -> frozenset[str]:
+    """The names of the tools a request offered: the only calls its reply may hold."""
+    return frozenset(t.name for t in tools)

@@ -186,8 +186,9 @@ def _response_tools(raw: Any) -> tuple[list[ToolSpec], frozenset[str]]:
 
 
 def _tool_choice(raw: Any, tools: list[ToolSpec]) -> str | None:
+    """As chat's: not given is "auto" over the offered tools (grammar-enforced), None without tools."""
     if raw is None:
-        return None
+        return "auto" if tools else None
     if isinstance(raw, dict):
         name = raw.get("name") if raw.get("type") in ("function", "custom") else None
         if not isinstance(name, str) or name not in {t.name for t in tools}:

@@ -13,10 +13,10 @@ from typing import Any, Callable
 
 from clovercode.backends.base import Usage
 from clovercode.ground.messages import CallRecord, Message
-from clovercode.serve.chat import Answering
+from clovercode.serve.chat import FIRST_EVENT_WAIT_S, Answering
 from clovercode.serve.errors import api_error
 from clovercode.serve.protocol import ApiError, tool_call_objects
-from clovercode.serve.reply import ReplyEvents
+from clovercode.serve.reply import ReplyEvents, offered_names
 from clovercode.serve.responses import CUSTOM_INPUT, ResponsesRequest, ResponseStore, new_response_id
 from clovercode.backends.scheduler import DONE, Failed, Job
 
@@ -27,7 +27,7 @@ def _sse(kind: str, data: dict[str, Any]) -> bytes:
 
 def usage_object(usage: Usage) -> dict[str, Any]:
     return {"input_tokens": usage.prompt_tokens, "input_tokens_details": {"cached_tokens": usage.cached_tokens},
-            "output_tokens": usage.completion_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+            "output_tokens": usage.completion_tokens, "output_tokens_details": {"reasoning_tokens": int(usage.extra.get("reasoning_tokens", 0))},
             "total_tokens": usage.prompt_tokens + usage.completion_tokens}
 
 
@@ -94,16 +94,17 @@ def answer_responses(store: ResponseStore, tenant: str) -> tuple[Callable[..., s
     """(streamed, whole) answers for one tenant's request."""
 
     def whole(h: Answering, job: Job, request: ResponsesRequest) -> str:
-        events = ReplyEvents(request.parse_tools, request.params.stop)
+        events = ReplyEvents(request.parse_tools, request.params.stop, offered_names(request.tools))
         parts: dict[str, str] = {"reasoning": "", "content": ""}
         while (item := h.next_event(job)) != DONE:
             if isinstance(item, Failed):
-                raise api_error(item.error, h.app.log, job)
+                raise api_error(item.error, h.app.log, job, "max_output_tokens")
             for kind, text in events.take(item):
                 parts[kind] += text
         segments, calls = events.finish()
         for kind, text in segments:
             parts[kind] += text
+        events.usage = events.counted(h.app.scheduler.backend)
         output = [reasoning_item(parts["reasoning"].strip(), _item_id("rs"))] if parts["reasoning"].strip() else []
         items = call_items(tool_call_objects(calls, request.tools) + events.backend_calls, request)
         if parts["content"].strip() or not items:
@@ -117,17 +118,18 @@ def answer_responses(store: ResponseStore, tenant: str) -> tuple[Callable[..., s
         return f"200 {events.usage.completion_tokens} tokens"
 
     def streamed(h: Answering, job: Job, request: ResponsesRequest) -> str:
-        first = h.next_event(job)  # before the 200: an early failure gets its real status
+        first = h.next_event(job, wait=FIRST_EVENT_WAIT_S)  # an early failure gets its real status
         if isinstance(first, Failed):
-            raise api_error(first.error, h.app.log, job)
+            raise api_error(first.error, h.app.log, job, "max_output_tokens")
         h.begin_events()
         writer = _EventWriter(h, new_response_id(), h.app.model_name, request)
         writer.start()
-        events = ReplyEvents(request.parse_tools, request.params.stop)
-        item, failure = first, None
+        writer.flush()  # created / in_progress at once, whatever the model is doing
+        events = ReplyEvents(request.parse_tools, request.params.stop, offered_names(request.tools))
+        item, failure = first if first is not None else h.next_event(job), None
         while item != DONE:
             if isinstance(item, Failed):
-                failure = api_error(item.error, h.app.log, job)
+                failure = api_error(item.error, h.app.log, job, "max_output_tokens")
                 break
             for kind, text in events.take(item):
                 writer.text(kind, text)
@@ -138,6 +140,7 @@ def answer_responses(store: ResponseStore, tenant: str) -> tuple[Callable[..., s
         for kind, text in segments:
             writer.text(kind, text)
         writer.close_open()
+        events.usage = events.counted(h.app.scheduler.backend)
         if failure is None:
             for call in call_items(tool_call_objects(calls, request.tools) + events.backend_calls, request):
                 writer.call(call)

@@ -25,7 +25,7 @@ from clovercode.serve.errors import api_error, refuse_overlong
 from clovercode.serve.protocol import ApiError, Limits, model_list, new_completion_id, parse_chat_request
 from clovercode.serve.responses import RESPONSES_PATH, ResponseStore, parse_responses_request
 from clovercode.serve.responses_answer import answer_responses
-from clovercode.backends.scheduler import Job, QueueFull, Scheduler, ServerStopping
+from clovercode.backends.scheduler import Failed, Job, QueueFull, Scheduler, ServerStopping
 from clovercode.trust.serve import cache_scope, tenant_scope_prefix, tenant_of
 
 HEALTH_PATHS = ("/health", "/healthz", "/v1/health")
@@ -33,6 +33,8 @@ RESET_PATHS = ("/reset_prefix_cache", "/v1/reset_prefix_cache")  # POST: drop th
 CHAT_PATH = "/v1/chat/completions"
 MODELS_PATH = "/v1/models"
 DISCONNECT_CHECK_S = 0.25
+KEEPALIVE_S = 10.0  # the default of ServeApp.keepalive_s
+KEEPALIVE = b": keep-alive\n\n"  # an SSE comment: every client ignores it, every proxy sees traffic
 WRITE_TIMEOUT_S = 120.0  # a stalled reply write
 DRAIN_LIMIT = 64 * 1024  # an unused body up to this size is read and dropped (keep-alive); larger: close
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # \ud800-\udfff: maybe a lone surrogate
@@ -60,6 +62,9 @@ class ServeApp:
     created: int = field(default_factory=lambda: int(time.time()))
     api_keys: dict[str, str] = field(default_factory=dict)
     responses: ResponseStore = field(default_factory=ResponseStore)
+    # A stream that has nothing to send gets an SSE comment this often (a prefill can take minutes on
+    # a CPU host; Codex gives up after 300 s of silence, proxies sooner).
+    keepalive_s: float = KEEPALIVE_S
 
     def __post_init__(self) -> None:
         if self.api_key and self.api_key not in self.api_keys:
@@ -78,6 +83,9 @@ class Handler(BaseHTTPRequestHandler):
     server: ServeHTTPServer
     _last_check = 0.0  # when _client_gone last looked (per handler instance once set)
     _streaming = False  # a 200 event stream has begun on this request
+    _last_write = 0.0  # when the stream last sent something (the keep-alive clock)
+    _continue = False  # the client sent "Expect: 100-continue" and waits for the 100 before its body
+    _probed = False  # a probe went out after the client's end of input (see _client_gone)
     _body_done = False  # this request's body has been read (or needs no reading)
     tenant = ""  # whose API key the request carries ("" without keys)
 
@@ -95,7 +103,7 @@ class Handler(BaseHTTPRequestHandler):
             pass  # a keep-alive client that went away between requests: nothing to answer
 
     def handle_one_request(self) -> None:
-        self._streaming, self._body_done, self.tenant = False, False, ""
+        self._streaming, self._body_done, self.tenant, self._continue, self._probed = False, False, "", False, False
         self.server.expect_headers(self.connection)
         try:
             self.connection.settimeout(self.server.header_timeout)
@@ -133,8 +141,18 @@ class Handler(BaseHTTPRequestHandler):
 
     # ---- routes -----------------------------------------------------------------------------
 
+    def handle_expect_100(self) -> bool:
+        """Not yet: the 100 goes out only once the key and the declared size have passed
+        (``_read_json``); a request refused before that gets its error and the connection closes."""
+        self._continue = True
+        return True
+
     def do_GET(self) -> None:
         self._route("GET")
+
+    def do_HEAD(self) -> None:
+        """A GET route's status and headers, no body (RFC 9110); any other route's error, no body."""
+        self._route("HEAD")
 
     def do_POST(self) -> None:
         self._route("POST")
@@ -151,11 +169,11 @@ class Handler(BaseHTTPRequestHandler):
     def _allowed(self, path: str) -> tuple[str, ...]:
         """The methods ``path`` answers ((): no such route)."""
         if path in HEALTH_PATHS or path in (MODELS_PATH, f"{MODELS_PATH}/{self.app.model_name}"):
-            return ("GET",)
+            return ("GET", "HEAD")
         if path in (CHAT_PATH, RESPONSES_PATH, *RESET_PATHS):
             return ("POST",)
         if path.startswith(RESPONSES_PATH + "/"):
-            return ("GET",)
+            return ("GET", "HEAD")
         return ()
 
     def _route(self, method: str) -> None:
@@ -165,6 +183,8 @@ class Handler(BaseHTTPRequestHandler):
             if not allowed:
                 raise ApiError(404, f"no {method} route {path}; this server offers POST {CHAT_PATH}, POST "
                                f"{RESPONSES_PATH}, GET {MODELS_PATH} and GET /health", code="not_found")
+            if method == "HEAD" and "GET" in allowed:
+                method = "GET"
             if method not in allowed:
                 raise ApiError(405, f"use {' or '.join(allowed)} for {path}", code="method_not_allowed",
                                headers={"Allow": ", ".join(allowed)})
@@ -267,27 +287,45 @@ class Handler(BaseHTTPRequestHandler):
         except ClientGone:
             pass
 
-    def next_event(self, job: Job) -> Any:
-        """The job's next event; raises ClientGone as soon as the client has hung up."""
+    def next_event(self, job: Job, wait: float | None = None) -> Any:
+        """The job's next event (None when ``wait`` seconds pass without one); raises ClientGone as
+        soon as the client has hung up. While a stream is open, an SSE comment goes out after every
+        ``keepalive_s`` without an event; once the server is stopping, the job fails here at once
+        (the model may be inside a prefill that takes minutes: the client is not kept waiting)."""
+        deadline = None if wait is None else time.monotonic() + wait
+        tick = min(DISCONNECT_CHECK_S, self.app.keepalive_s)
         while True:
             now = time.monotonic()
             if now - self._last_check >= DISCONNECT_CHECK_S:
                 self._last_check = now
                 if self._client_gone():
                     raise ClientGone()
+            if self._streaming and now - self._last_write >= self.app.keepalive_s:
+                self.write_chunk(KEEPALIVE)
+            if deadline is not None and now >= deadline:
+                return None
             try:
-                return job.events.get(timeout=DISCONNECT_CHECK_S)
+                return job.events.get(timeout=tick if deadline is None else max(0.0, min(tick, deadline - now)))
             except queue.Empty:
-                continue
+                if self.app.scheduler.stopping:
+                    return Failed(ServerStopping("the server is shutting down"))
 
     def _client_gone(self) -> bool:
+        """Has the client hung up? An end of input alone does not say so: a client may half-close
+        after its request (``nc -N``, a shell's ``shutdown(SHUT_WR)``) and still read the answer. So
+        the answer goes on; a stream sends one keep-alive as a probe, which a client that closed for
+        good answers with a reset, seen at the next check."""
         try:
             readable, _, _ = select.select([self.connection], [], [], 0)
-            if not readable:
+            if not readable or self.connection.recv(1, socket.MSG_PEEK) != b"":
                 return False
-            return self.connection.recv(1, socket.MSG_PEEK) == b""
         except (OSError, ValueError):
             return True
+        self.close_connection = True  # nothing more can come on this connection
+        if self._streaming and not self._probed:
+            self._probed = True
+            self.write_chunk(KEEPALIVE)
+        return False
 
     # ---- plumbing ----------------------------------------------------------------------------
 
@@ -370,6 +408,9 @@ class Handler(BaseHTTPRequestHandler):
         if self._body_done or self.close_connection:
             return
         self._body_done = True
+        if self._continue:  # no 100 went out: the body may never come, so it is not waited for
+            self.close_connection = True
+            return
         length = self._body_length() if getattr(self, "headers", None) is not None else None
         if length == 0:
             return
@@ -393,6 +434,13 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             raise ApiError(413, f"the request body is {length} bytes; this server accepts at most "
                            f"{self.app.max_request_bytes} (serve.max_request_bytes)", code="request_too_large")
+        if self._continue:  # the key and the size passed: now the client may send the body
+            self._continue = False
+            try:
+                self.send_response_only(100)
+                self.end_headers()
+            except OSError:
+                raise ClientGone() from None
         try:
             raw = self._read_body(length)
         except BodyTimeout:
@@ -426,7 +474,8 @@ class Handler(BaseHTTPRequestHandler):
             if self.close_connection:
                 self.send_header("Connection", "close")
             self.end_headers()
-            self.wfile.write(data)
+            if self.command != "HEAD":
+                self.wfile.write(data)
             self.wfile.flush()
         except OSError:
             self.close_connection = True
@@ -439,6 +488,7 @@ class Handler(BaseHTTPRequestHandler):
             pass
 
     def write_chunk(self, data: bytes) -> None:
+        self._last_write = time.monotonic()
         try:
             self.wfile.write(f"{len(data):x}\r\n".encode("ascii") + data + b"\r\n")
             self.wfile.flush()
