@@ -22,6 +22,11 @@ def main() -> None:
     import os
     import sys
 
+    if sys.argv[1:] == ["--version"]:  # answered before the CLI loads (typer and rich take most of a start)
+        from clovercode import __version__
+
+        print(f"clovercode {__version__}")
+        return
     from clovercode.ground.termination import ENDING, absorb_all, interrupt_for, raise_from_start
 
     raise_from_start()

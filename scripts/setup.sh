@@ -106,6 +106,29 @@ fi
 .venv/bin/python -c "import clovercode, torch, transformers, numpy, tree_sitter_language_pack" \
   || { echo "setup failed: the virtualenv is incomplete" >&2; exit 1; }
 
+# Bytecode for what a start imports, written now: pip ran with --no-compile (above), and where the
+# environment sets PYTHONDONTWRITEBYTECODE (some CI images do) Python would compile these on every start.
+# The CLI's own dependencies are compiled whole (a few seconds); torch and transformers, thousands of
+# modules, get bytecode only for the modules a load imports. clovercode itself never sets the variable
+# for you (only for the commands it runs in your project, so stale bytecode never hides an edit).
+phase "compiling bytecode for what clovercode's start imports"
+site=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+compiled=()
+for pkg in clovercode typer click rich prompt_toolkit jsonschema jsonschema_specifications referencing attrs attr \
+    git gitdb smmap tomlkit shellingham pygments markdown_it mdurl wcwidth; do
+  [ -d "$site/$pkg" ] && compiled+=("$site/$pkg")
+done
+.venv/bin/python -m compileall -q -j 0 clovercode "${compiled[@]}" >/dev/null || true
+env -u PYTHONDONTWRITEBYTECODE .venv/bin/python -c "
+import importlib
+for name in ('torch', 'transformers', 'safetensors', 'jinja2', 'numpy', 'clovercode.engine.loading',
+             'clovercode.front.cli', 'clovercode.front.execcmd', 'clovercode.front.acp.server'):
+    try:
+        importlib.import_module(name)
+    except Exception:  # an extra that is not installed: nothing to compile
+        pass
+" >/dev/null 2>&1 || true
+
 if [ "$TESTS" = 0 ]; then
   phase "clovercode is set up in .venv ($(.venv/bin/clovercode --version)); next: ./scripts/demo.sh"
   exit 0

@@ -38,7 +38,7 @@ def test_bad_lines_are_answered_and_the_agent_and_its_turn_go_on(tmp_path: Path)
     replay = write_replay(
         tmp_path / "r.jsonl",
         tool_call_text("run_command", command="echo '# first-line'; echo started > started.txt; sleep 3; echo late > late.txt"),
-        "The first command ran.",
+        "The first command ran. ![pixel](http://127.0.0.1:9/p.png) <img src=x onerror=alert(1)> `a<b`",
         tool_call_text("run_command", command=f"echo going > going.txt; sleep {SLEEP}"),
         tool_call_text("run_command", command=f"echo closing > closing.txt; sleep {SLEEP}"),
         "never reached")
@@ -90,6 +90,11 @@ def test_bad_lines_are_answered_and_the_agent_and_its_turn_go_on(tmp_path: Path)
         # the turn went on through all of it: its command finished, its answer came
         answer = client.wait(lambda m: m.get("id") == prompt)
         assert answer["result"]["stopReason"] == "end_turn" and (project / "late.txt").exists()
+        # the model's Markdown reaches the editor inert: a link, not an image; HTML as text; code as it is
+        said = "".join(m["params"]["update"]["content"]["text"] for m in client.received
+                       if m.get("method") == "session/update"
+                       and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        assert "!\\[pixel](http://127.0.0.1:9/p.png) &lt;img src=x onerror=alert(1)> `a<b`" in said, said
 
         # $/cancel_request cancels a running prompt as session/cancel does
         prompt = client.start("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "second"}]})
@@ -97,8 +102,14 @@ def test_bad_lines_are_answered_and_the_agent_and_its_turn_go_on(tmp_path: Path)
             if (project / "going.txt").exists():
                 break
             time.sleep(0.02)
+        # a request that reuses the running prompt's id is answered, and the prompt stays cancellable
+        # (written past the schema checker: reusing a running request's id is the client's mistake)
+        client._write(json.dumps({"jsonrpc": "2.0", "id": prompt, "method": "session/list", "params": {}}).encode() + b"\n")
+        listed = client.wait(lambda m: m.get("id") == prompt and "sessions" in m.get("result", {}), timeout=10)
+        client.checker.messages = [(who, m) for who, m in client.checker.messages if m is not listed]
+        client._write(b'{"jsonrpc":"2.0","method":"session/unknown_notification","params":{}}\n')  # ignored quietly
         client.notify("$/cancel_request", {"requestId": prompt})
-        answer = client.wait(lambda m: m.get("id") == prompt, timeout=20)
+        answer = client.wait(lambda m: m.get("id") == prompt and "stopReason" in m.get("result", {}), timeout=20)
         assert answer["result"]["stopReason"] == "cancelled"
         assert sleeping() == []
 
@@ -115,6 +126,7 @@ def test_bad_lines_are_answered_and_the_agent_and_its_turn_go_on(tmp_path: Path)
     finally:
         assert client.close() == 0
     assert client.checker.problems() == []
+    assert "Traceback" not in (tmp_path / "log").read_text(errors="replace")
 
 
 def allow_once(request: dict) -> dict:
@@ -321,6 +333,10 @@ def test_session_list_pages_through_a_cursor_newest_first(tmp_path: Path, monkey
     assert [s["title"] for s in first.sessions] == ["task 2", "task 1"] and first.next_cursor
     second = saved.page(tmp_path, tmp_path / "p", first.next_cursor)
     assert [s["title"] for s in second.sessions] == ["task 0"] and second.next_cursor is None
-    for cursor in ("after:x", "after:1234567", "../etc"):
+    # A session saved between two pages comes first: the next page goes on where the last one ended
+    # (an offset showed "task 1" twice).
+    saved_session(tmp_path, "20260101-000005-repl-cccccc", tmp_path / "p", "task new", 0)
+    assert [s["title"] for s in saved.page(tmp_path, tmp_path / "p", first.next_cursor).sessions] == ["task 0"]
+    for cursor in ("after:x", "after:1234567", "../etc", "after:2", "djEgbmFuIGEx"):
         with pytest.raises(UsageError):
             saved.page(tmp_path, None, cursor)

@@ -290,3 +290,20 @@ def test_a_120k_character_task_is_cut_to_the_window_with_a_warning_not_compacted
     assert all(event["after"] < event["before"] for event in sink.of("context") if event["action"] == "compacted")
     prompt.build(conversation)
     assert len(sink.of("warning")) == 1  # cut once, in the conversation itself
+
+
+def test_tools_and_instructions_that_alone_fill_the_window_are_said_once_before_the_turn(tmp_path):
+    # clover-tiny's tool schemas alone were 129 % of its window, with no word before the turn (issue 49)
+    sink = RecordingSink()
+    prompt = make_prompt(project(tmp_path), window=400, sink=sink)
+    conversation = Conversation()
+    conversation.add(Message("user", GOAL, tags=frozenset({"goal"})))
+    prompt.build(conversation)
+    prompt.build(conversation)
+    said = [e for e in sink.events if e[0] == "warning" and "before any task" in e[1]["text"]]
+    assert len(said) == 1, sink.events
+    text = said[0][1]["text"]
+    assert "the tool schemas" in text and "300 tokens" in text and "AGENTS.md" in text
+    roomy = RecordingSink()
+    make_prompt(project(tmp_path / "b"), window=32768, sink=roomy).build(conversation)
+    assert not [e for e in roomy.events if e[0] == "warning"]

@@ -200,3 +200,33 @@ def test_sigterm_while_exec_starts_still_ends_the_stream(plain_dir, tmp_path, de
     assert proc.returncode == 143, err
     events = events_of(out, 143)
     assert events[-1]["stop_reason"] == "interrupted" and "SIGTERM" in events[-2]["message"]
+
+
+def test_a_long_turn_says_it_is_working_and_nothing_comes_after_the_end() -> None:
+    # --json without deltas was silent between "model loaded" and the answer (issue 49): a model_working
+    # line whenever the model writes for working_every seconds without another line
+    import jsonschema
+
+    from clovercode.ui.jsonevents import schema_path
+
+    out = io.StringIO()
+    writer = JsonEventWriter(out, start={"task": "t", "model": "m", "sandbox": "none", "tools": [], "max_steps": 3})
+    writer.working_every = 0.05
+    writer.begin()
+    writer.emit("step_start", step=1)
+    writer.emit("text_delta", text="abc")
+    time.sleep(0.3)
+    writer.emit("model_turn", step=1, content="abc", reasoning="", usage={}, seconds=0.3)
+    time.sleep(0.15)  # no turn is running: nothing more
+    writer.emit("run_end", stop_reason="finished", steps=1, detail="done", summary="abc", usage={}, seconds=0.5,
+                changed_files=[])
+    time.sleep(0.1)
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    kinds = [e["type"] for e in events]
+    working = [e for e in events if e["type"] == "model_working"]
+    assert 2 <= len(working) and all(e["step"] == 1 and e["chars"] == 3 for e in working), kinds
+    assert kinds.index("model_text") > max(i for i, k in enumerate(kinds) if k == "model_working")
+    assert kinds[-1] == "run_completed"
+    validator = jsonschema.Draft202012Validator(json.loads(schema_path().read_text()))
+    for event in events:
+        validator.validate(event)

@@ -110,7 +110,7 @@ def test_stop_hooks_are_bounded(project, tmp_path):
     write_user_config("[hooks]\nmax_stop_blocks = 2\n\n" + hook("stop", "echo never >&2; exit 2"))
     result, sink, _ = run_session(project, tmp_path, [FINISH, FINISH, FINISH])
     assert result.stop is StopReason.FINISHED and result.steps == 3
-    assert any("already sent the model back 2 time(s) (hooks.max_stop_blocks); stopping anyway" in w
+    assert any("already sent the model back 2 times (hooks.max_stop_blocks); stopping anyway" in w
                for w in warnings(sink))
 
 

@@ -48,3 +48,20 @@ def test_exec_tells_the_model_it_is_headless_not_that_someone_declined(tmp_path)
     [observation] = [e for e in map(json.loads, out.getvalue().splitlines()) if e["type"] == "observation"]
     assert observation["text"].startswith("Error: Not done: this run is headless (clovercode exec) and --approval suggest")
     assert "declined" not in observation["text"] and not (tmp_path / "x.txt").exists()
+
+
+def test_a_declined_call_speaks_to_the_person_and_long_lines_wrap_at_words():
+    # "✗ Error: The user declined" spoke of the person in the third person; on a terminal, rich wraps an
+    # observation at words (the terminal's own wrap split "read|ing" mid-word)
+    out = io.StringIO()
+    renderer = ConsoleRenderer(Console(file=out, width=40, force_terminal=True, color_system=None), screen=Screen())
+    renderer.emit("observation", name="run_command", ok=False, text="Error: The user declined to run this command.",
+                  data={})
+    words = "reading " * 12
+    renderer.emit("observation", name="run_command", ok=True, text=f"first line\n{words}", data={})
+    shown = out.getvalue()
+    assert "✗ You declined to run this command." in shown and "Error" not in shown
+    for line in shown.splitlines():  # no longer than the terminal (it would break it anywhere), cut at spaces
+        assert len(line) <= 40, line
+        assert all(word in ("✗", "✓", "You", "declined", "to", "run", "this", "command.", "first", "line", "reading")
+                   for word in line.split()), line

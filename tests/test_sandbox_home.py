@@ -1,7 +1,7 @@
 """The sandbox hides the home directory: real bubblewrap over a fake home holding marker secrets.
 
-Only the toolchain caches of sandbox/home.toml, the home's toolchains on PATH and a credential-free
-copy of ~/.gitconfig come back; `sandbox_show` (the user's config) adds paths, and the credential
+Only the toolchain caches of sandbox/home.toml, the PATH directories in the home and a copy of
+~/.gitconfig rebuilt from an allowlist come back; `sandbox_show` (the user's config) adds paths, and the credential
 stores of sandbox/secrets.toml stay hidden whatever is shown. The world lives under /var/tmp so
 that the private /tmp is not what hides it."""
 
@@ -19,7 +19,7 @@ from conftest import git, make_git_repo
 from clovercode.executors.bwrap import BwrapExecutor
 from clovercode.sandboxing.argv import Layout, bwrap_argv
 from clovercode.sandboxing.policy import Policy, load_policy
-from clovercode.trust.gitsafe import scrub_config_text
+from clovercode.trust.gitconfigcopy import rebuild_config
 
 MARK = "marker-secret-7c2e"
 # the issue's list and then some: each must read as nothing inside the sandbox
@@ -114,11 +114,10 @@ def test_argv_hides_the_home_then_binds_back_then_covers_whole_list():
     ]
 
 
-def test_scrubbed_config_keeps_everything_but_credentials():
-    assert scrub_config_text(GITCONFIG) == "[user]\n\tname = Me\n\temail = me@example.invalid\n[credential]\n" \
-                                           '[http "https://github.com/"]\n[alias]\n\tst = status\n'
-    text = '[remote "origin"]\n\turl = https://u:pw@github.com/o/r.git\n\tfetch = x\n[credential] helper = a\\\n b\n'
-    assert scrub_config_text(text) == '[remote "origin"]\n\tfetch = x\n[credential]\n'
+def test_the_copy_of_gitconfig_keeps_identity_and_aliases_and_nothing_else():
+    entries = [("user.name", "Me"), ("user.email", "me@example.invalid"), ("credential.helper", "store"),
+               ("http.https://github.com/.extraheader", f"AUTHORIZATION: basic {MARK}"), ("alias.st", "status")]
+    assert rebuild_config(entries) == '[user]\n\tname = "Me"\n\temail = "me@example.invalid"\n[alias]\n\tst = "status"\n'
 
 
 def test_sandbox_show_is_the_users_alone(tmp_path):
@@ -135,7 +134,8 @@ def test_sandbox_show_is_the_users_alone(tmp_path):
         user_shown({"sandbox_show": ["/etc"]})  # type: ignore[arg-type]
 
 
-def test_the_interpreter_a_project_venv_was_made_from_comes_back(tmp_path):
+def test_the_interpreter_a_project_venv_was_made_from_comes_back_only_by_the_users_word(tmp_path):
+    # pyvenv.cfg is the project's: it could name any directory of the home (see test_sandbox_home_allowlist.py)
     from clovercode.sandboxing.survey import survey
 
     home = Path(tempfile.mkdtemp(prefix="clovercode-home-", dir="/var/tmp"))
@@ -145,7 +145,11 @@ def test_the_interpreter_a_project_venv_was_made_from_comes_back(tmp_path):
         project = tmp_path / "proj"
         (project / ".venv").mkdir(parents=True)
         (project / ".venv" / "pyvenv.cfg").write_text(f"home = {python}\ninclude-system-site-packages = false\n")
-        layout = survey(load_policy("workspace-write"), project, project, {"HOME": str(home), "PATH": "/usr/bin"})
-        assert str(home) in layout.homes and str(home / "tools") in layout.home_visible
+        env = {"HOME": str(home), "PATH": "/usr/bin"}
+        layout = survey(load_policy("workspace-write"), project, project, env)
+        assert str(home) in layout.homes and not any(p.startswith(str(home / "tools")) for p in layout.home_visible)
+        policy = load_policy("workspace-write")
+        shown = dataclasses.replace(policy, home_visible=(*policy.home_visible, "~/tools/py312"))
+        assert str(home / "tools/py312") in survey(shown, project, project, env).home_visible
     finally:
         shutil.rmtree(home, ignore_errors=True)

@@ -63,5 +63,10 @@ def test_exec_resume_last_continues_the_session_headless(calc_repo, tmp_path):
     events = [json.loads(line) for line in two.stdout.splitlines() if line.startswith("{")]
     assert events[-1]["answer"] == "Second answer, knowing the first."
     assert "last task: remember 42" in two.output
+    # the run goes on under the session's own id, the one `clovercode sessions` lists (not a new one)
+    first_id = one.output.split("clovercode --resume ")[-1].split()[0]
+    assert events[0]["session_id"] == first_id
+    listed = cli("sessions", cwd=calc_repo)
+    assert first_id in listed.output and listed.output.count("remember 42") == 1, listed.output
     none = cli("exec", "--resume", "nope", "--model", f"replay:{model}", "x", cwd=calc_repo)
     assert none.exit_code == 2 and "nope" in none.output

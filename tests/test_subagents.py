@@ -157,11 +157,26 @@ def test_a_child_budget_is_a_share_of_the_parents_and_enforced(project):
                        {"one": looks, "two": ["fine"]})
     result, sink = run_session(session_with(project, backend, max_tokens=100000, **{"subagents.max_steps": 2}))
     started = {s["description"]: s for s in sink.of("subagent_started")}
-    assert started["one"]["limits"]["max_steps"] == 2 and started["one"]["limits"]["max_tokens"] == 50000
+    # what the parent has left (100000 less its first turn's 110 tokens), split between the two
+    assert started["one"]["limits"]["max_steps"] == 2 and started["one"]["limits"]["max_tokens"] == (100000 - 110) // 2
     done = {d["description"]: d for d in sink.of("subagent_completed")}
     assert done["one"]["stop_reason"] == "max_steps" and done["one"]["steps"] == 2
     report = [o for o in sink.of("observation") if o["name"] == "task"][0]
     assert not report["ok"] and "stopped: reached the step limit (2 steps)" in report["text"]
+    # the children's tokens are the parent's: two parent turns, two turns of one child, one of the other
+    assert (result.prompt_tokens, result.completion_tokens) == (5 * 100, 5 * 10)
+
+
+def test_children_get_what_is_left_of_the_parents_steps_and_time_and_none_when_nothing_is(project):
+    backend = Scripted([tool_call_text("view_file", path="src/a.py"), task("one", "x"), task("two", "y")],
+                       {"one": ["one done"], "two": ["never"]})
+    result, sink = run_session(session_with(project, backend, max_steps=3, max_time=50))
+    started = sink.of("subagent_started")
+    assert len(started) == 1 and started[0]["limits"]["max_steps"] == 1  # step 2 of 3: one left
+    assert 0 < started[0]["limits"]["max_time"] < 50
+    refused = [o for o in sink.of("observation") if o["name"] == "task"][1]
+    assert not refused["ok"] and "no steps left for a subagent" in refused["text"]
+    assert result.stop.value == "max_steps"
 
 
 def test_a_writing_child_changes_only_inside_its_paths_and_the_parent_sees_the_change(project):
@@ -251,9 +266,86 @@ def test_sigterm_stops_every_child_and_the_json_contract_holds(project, tmp_path
         validator.validate(event)
     done = [e for e in events if e["type"] == "subagent_completed"]
     assert code == 143 and [e["type"] for e in events[-2:]] == ["error", "run_completed"]
-    assert sorted(e["stop_reason"] for e in done) == ["interrupted", "interrupted"]
+    assert sorted(e["stop_reason"] for e in done) == ["cancelled", "cancelled"]  # stopped by their parent
     calls = {e["id"] for e in events if e["type"] == "tool_call"}
     assert calls == {e["id"] for e in events if e["type"] == "observation"} and len(calls) == 2
+
+
+def test_a_child_still_waiting_for_its_turn_is_reported_stopped_and_never_starts(project):
+    """subagents.max_parallel = 1: SIGTERM while the first child writes; the second, queued behind it,
+    never starts, and each gets its subagent_completed."""
+    import os
+    import signal
+
+    from clovercode.ground.termination import signals_as_interrupts
+
+    started: list[str] = []
+
+    class Writer(Scripted):
+        def for_agent(self, label):
+            class Child:
+                name = "writer"
+
+                def generate(self, messages, tools, params):
+                    from clovercode.backends.base import TextDelta
+
+                    started.append(label)
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    while True:  # writes until the parent stops it
+                        yield TextDelta("thinking ")
+                        threading.Event().wait(0.005)
+
+                def close(self):
+                    pass
+            return Child()
+
+    backend = Writer([task("one", "x") + task("two", "y")], {})
+    session = session_with(project, backend, **{"subagents.max_parallel": 1})
+    with signals_as_interrupts():
+        result, sink = run_session(session)
+    done = {e["description"]: e for e in sink.of("subagent_completed")}
+    assert started == ["one"] and result.stop.value == "interrupted" and result.signal == signal.SIGTERM
+    assert done["one"]["stop_reason"] == "cancelled" and done["one"]["detail"] == "stopped by its parent: terminated by SIGTERM"
+    assert done["two"]["stop_reason"] == "cancelled" and done["two"]["detail"] == "stopped by its parent before it started"
+
+
+def test_a_childs_own_children_stop_with_the_run(project):
+    """subagents.max_depth = 2: SIGTERM while a grandchild writes stops it too (its group follows its
+    parent's stop), and every level says so."""
+    import os
+    import signal
+
+    from clovercode.ground.termination import signals_as_interrupts
+
+    class Nested(Scripted):
+        def for_agent(self, label):
+            if label == "outer":
+                return super().for_agent(label)
+
+            class Grandchild:
+                name = "writer"
+
+                def generate(self, messages, tools, params):
+                    from clovercode.backends.base import TextDelta
+
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    while True:
+                        yield TextDelta("thinking ")
+                        threading.Event().wait(0.005)
+
+                def close(self):
+                    pass
+            return Grandchild()
+
+    backend = Nested([task("outer", "x")], {"outer": [task("inner", "y")]})
+    with signals_as_interrupts():
+        result, sink = run_session(session_with(project, backend, **{"subagents.max_depth": 2}))
+    outer = sink.of("subagent_completed")
+    assert result.stop.value == "interrupted" and [e["stop_reason"] for e in outer] == ["cancelled"]
+    lines = [json.loads(x) for x in open(sink.of("subagent_started")[0]["trajectory"])]
+    inner = [e for e in lines if e["kind"] == "subagent_completed"]
+    assert [e["stop_reason"] for e in inner] == ["cancelled"], lines[-3:]
+    assert inner[0]["detail"] == "stopped by its parent: terminated by SIGTERM"
 
 
 def test_named_agents_come_from_the_user_and_only_a_trusted_project(project, tmp_path):
@@ -405,7 +497,7 @@ def test_cancelling_at_a_childs_question_cancels_the_whole_run(project):
     assert asked == ["edit src/a.py"] and result.stop.value == "interrupted"
     assert "cancelled by the user at an approval prompt" in result.detail
     assert (project / "src" / "a.py").read_text() == "def a():\n    return 1\n"
-    assert sink.of("subagent_completed")[0]["stop_reason"] == "interrupted"
+    assert sink.of("subagent_completed")[0]["stop_reason"] == "cancelled"
 
 
 def test_the_parents_hooks_see_a_childs_calls(project):
@@ -419,3 +511,46 @@ def test_the_parents_hooks_see_a_childs_calls(project):
     seen = [e for e in lines if e["kind"] == "observation" and e["name"] == "view_file"][0]
     assert not seen["ok"] and "children may not look" in seen["text"]
     assert [h["event"] for h in sink.of("hook")] == ["pre_tool_use"]  # told in the parent's stream
+
+
+@pytest.mark.parametrize("mode", ["read-only", "plan"])
+def test_an_editors_read_only_and_plan_modes_refuse_a_writing_child_before_it_starts(project, tmp_path, mode):
+    """ACP: the session's approver carries the editor's mode, so the task tool refuses a child with
+    write rights before it starts (before, it started and only its writes were refused)."""
+    import asyncio
+
+    from clovercode.front.acp.outbox import Outbox
+    from clovercode.front.acp.server import CloverAgent
+
+    model = replay(tmp_path / "r.jsonl",
+                   (None, task("fix a", "make a() return 3", paths='["src/a.py"]', write="true")),
+                   (None, "It could not start."))
+    agent = CloverAgent({"model": model, "sandbox": "none", "approval": "full-auto"})
+    loop = asyncio.new_event_loop()
+    try:
+        live = agent._open_blocking(str(project), [], None, Outbox(loop))
+        live.switch_mode(mode)
+        events: list[tuple[str, dict]] = []
+        sink = type("Sink", (), {"emit": lambda self, kind, **data: events.append((kind, data))})()
+        live.session.run_task("fix a", sink)
+    finally:
+        agent.close()
+        loop.close()
+    report = [data for kind, data in events if kind == "observation" and data["name"] == "task"][0]
+    assert not report["ok"] and f"{mode} mode: nothing may change" in report["text"], report
+    assert not [kind for kind, _ in events if kind == "subagent_started"]
+    assert (project / "src" / "a.py").read_text() == "def a():\n    return 1\n"
+
+
+def test_a_childs_row_counts_tokens_while_it_writes():
+    # the REPL's row said "0 tokens" all through a child's first turn (issue 49): text deltas are counted
+    from clovercode.subagents.child import Progress
+
+    told = []
+    progress = Progress(lambda kind, **data: told.append(data), "c1", 0.0)
+    progress.EVERY = 0.0
+    progress.emit("step_start", step=1)
+    progress.emit("text_delta", text="x" * 40)
+    assert told[-1]["status"] == "writing" and told[-1]["tokens"] == 10
+    progress.emit("model_turn", usage={"total_prompt_tokens": 300, "total_completion_tokens": 12}, calls=[])
+    assert told[-1]["tokens"] == 312

@@ -97,3 +97,19 @@ def test_a_terminals_answer_is_read_as_a_colour():
     assert parse_background(b"\x1b[?1;2c") is None
     assert is_light((1.0, 1.0, 0.98)) and is_light((0.9, 0.9, 0.9)) and not is_light((0.12, 0.12, 0.18))
     assert not is_light((0.0, 0.0, 0.0)) and not is_light((0.3, 0.3, 0.3))
+
+
+@pytest.mark.parametrize("theme", ["dark", "light"])
+@pytest.mark.parametrize("asked", ["dim", "bold dim", "dim italic", "color(102)", "#878787", "color(250)", "#111111",
+                                   "dim color(244)"])
+def test_dim_and_any_colour_outside_the_sixteen_are_readable_on_the_theme(theme, asked):
+    # SGR 2 is drawn as a chosen grey (terminals halve it: 3.98:1 and 2.15:1 bold+dim on white); a 256-colour
+    # or true colour under 4.5:1 (the plan-mode #878787 was 3.59:1 on white) becomes that grey too
+    from clovercode.ui.theme import contrast as rgb_contrast
+
+    style = remap(Style.parse(asked), theme)
+    assert not style.dim
+    color = style.color
+    shown = color.triplet if color.triplet is not None else rgb(color.number)
+    background = rgb(BACKGROUND[theme])
+    assert rgb_contrast(tuple(shown), background) >= 4.5, (asked, shown)

@@ -93,6 +93,9 @@ class ToolContext:
     output: "Callable[[bytes], None] | None" = None  # a command's output as it comes (an editor shows it live)
     # The run's event stream, for what a tool has to show besides its observation (update_plan's plan).
     emit: Callable[..., None] = no_events
+    # What is left of the running agent's limits, and where work a tool starts is charged (subagents'
+    # tokens): agent/loop.py's RunBudget, set for each run; None outside a run.
+    budget: Any = None
 
     view: "ProjectView" = None  # type: ignore[assignment]  # the one way to the project's files (made from root and guard)
 

@@ -10,6 +10,7 @@ from clovercode.actions.context import Observation, ToolContext, ToolError
 from clovercode.actions.fileio import read_text
 from clovercode.actions.listing import project_files
 from clovercode.actions.paths import display, resolve_in_root
+from clovercode.trust.terminal import inert
 
 VIEW_MAX_LINES = 400
 LIST_MAX_ENTRIES = 500
@@ -50,7 +51,7 @@ def list_files(ctx: ToolContext, args: dict[str, Any]) -> Observation:
         rel = path.relative_to(base)
         if len(rel.parts) > depth or (pattern and not fnmatch.fnmatch(path.name, pattern)):
             continue
-        entries.append(display(ctx.root, path))
+        entries.append(inert(display(ctx.root, path), newlines=False))  # one name per line: a newline in one is written out
     if not entries:
         return Observation(True, "No files found.")
     shown = entries[:LIST_MAX_ENTRIES]
@@ -77,7 +78,7 @@ def search_text(ctx: ToolContext, args: dict[str, Any]) -> Observation:
             continue  # binary, unreadable or huge files are not searched
         for number, line in enumerate(split_lines(text), 1):
             if regex.search(line):
-                hits.append(f"{display(ctx.root, path)}:{number}: {line.strip()[:200]}")
+                hits.append(f"{inert(display(ctx.root, path), newlines=False)}:{number}: {line.strip()[:200]}")
                 if len(hits) > limit:
                     break
         if len(hits) > limit:

@@ -4,16 +4,19 @@ host secrets they must not read, and read-before-edit (a file must be viewed, un
 from __future__ import annotations
 
 import fnmatch
+import glob
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
 from clovercode.actions.toolerror import ToolError
+from clovercode.trust import pathident
 
 # A repository's config is where a checkout leaves a token (http.*.extraheader, a password in a URL);
 # sandboxed commands see it scrubbed (sandboxing/scrub.py), the file tools not at all.
-GIT_CONFIG_FILES = ("*/.git/config", "*/.git/worktrees/*/config.worktree", "*/.git/modules/*config")
+GIT_CONFIG_FILES = ("*/.git/config", "*/.git/config.worktree", "*/.git/worktrees/*/config.worktree",
+                    "*/.git/modules/*config")
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,15 @@ class FileGuard:
             top, found = runs_outside(root, load_runs_outside())
             outside = tuple(os.path.realpath(os.path.join(top, rel)) for rel in found.all)
             why = tuple((os.path.realpath(os.path.join(top, rel)), reason) for rel, reason in load_runs_commands().items())
-        return cls(load_tool_refused(), (*expand_patterns((*load_hidden(), *extra), homes), *GIT_CONFIG_FILES), outside, why)
+        # stores the environment moves (KUBECONFIG, GH_CONFIG_DIR …), as written and resolved, glob-safe
+        from clovercode.sandboxing.envstores import env_stores, may_hide
+
+        project = os.path.realpath(root) if root is not None else None
+        moved = [p for p in env_stores(os.environ if env is None else env, homes)
+                 if may_hide(os.path.realpath(p), project)]  # one holding the project would refuse all of it
+        moved = tuple(glob.escape(p) for p in dict.fromkeys([*moved, *(os.path.realpath(p) for p in moved)]))
+        return cls(load_tool_refused(), (*expand_patterns((*load_hidden(), *extra), homes), *moved, *GIT_CONFIG_FILES),
+                   outside, why)
 
     def check_read(self, path: Path, shown: str) -> None:
         if self.is_secret(path):
@@ -49,21 +60,24 @@ class FileGuard:
 
     def check_write(self, root: Path, path: Path, shown: str) -> None:
         rel = path.relative_to(root.resolve()).as_posix() if path != root.resolve() else ""
+        # Compared by identity, not spelling (trust/pathident.py): `.Git/hooks` and `.VSCode/tasks.json`
+        # are the protected files themselves once the change reaches a macOS or Windows checkout.
+        names = [pathident.key(part) for part in rel.split("/")]
         for entry in self.refused:
-            hit = (entry in rel.split("/")) if "/" not in entry else (rel == entry or rel.startswith(entry + "/"))
+            hit = (pathident.key(entry) in names) if "/" not in entry else pathident.under(rel, entry)
             if hit:
                 raise ToolError(f"'{shown}' is protected ({entry}): clovercode does not change it, because it can run "
                                 "code or change settings outside the sandbox. Ask the user to make this change.")
         self.check_read(path, shown)
         text = str(path)
         for entry, reason in self.why:
-            if text == entry or text.startswith(entry.rstrip("/") + "/") or entry.startswith(text.rstrip("/") + "/"):
+            if pathident.covers(text, entry):
                 raise ToolError(f"'{shown}' makes another tool run commands on the user's machine ({reason}), so "
                                 "clovercode does not change it. Leave it as it is and say in your summary what should "
                                 "change there; the user can make the change, or allow it with `clovercode fix "
                                 "--allow-ci-changes`.")
         for entry in self.runs_outside:
-            if text == entry or text.startswith(entry.rstrip("/") + "/"):
+            if pathident.under(text, entry):
                 raise ToolError(f"'{shown}' is a CI definition or git hook: it runs outside the sandbox (in CI with the "
                                 "repository's secrets, or on the user's next git commit), so clovercode does not change "
                                 "it. Leave it as it is and say in your summary what should change there; the user can "

@@ -21,7 +21,7 @@ from clovercode.agent.prompts import Conversation, PromptBuilder
 from clovercode.agent.repetition import RepetitionGuard
 from clovercode.backends.base import Finish, GenerationParams, ModelBackend, ModelError, Notice, TextDelta, ToolCallEvent, Usage
 from clovercode.agent.deadline import TimeLimitReached, deadline
-from clovercode.ground.termination import interrupt_behind, interrupt_detail
+from clovercode.ground.termination import ENDING, interrupt_behind, interrupt_detail
 from clovercode.toolcalls.parser import ParsedCall, parse_turn
 from clovercode.toolcalls.review import TurnReview, review_turn
 from clovercode.toolcalls.validate import CheckedCall, Validator
@@ -60,6 +60,28 @@ EMPTY_REPLY = ("Your reply had no answer: nothing outside the reasoning and no t
                "text, or call a tool.")
 
 
+class RunBudget:
+    """What is left of one run's limits while it runs, for tools that start work of their own (the
+    task tool's children share the parent's remaining steps, time and tokens), and where that work's
+    tokens are charged: they count in the run's usage and against its token limit."""
+
+    def __init__(self, limits: Limits, state: _State, clock: Callable[[], float]):
+        self.limits, self.state, self.clock = limits, state, clock
+
+    def left(self) -> Limits:
+        """The limits left now: 0 is no limit, as in Limits; a spent time or token limit is -1."""
+        limits, state = self.limits, self.state
+        seconds = limits.max_time - (self.clock() - state.started) if limits.max_time else 0.0
+        tokens = limits.max_tokens - state.prompt_tokens - state.completion_tokens if limits.max_tokens else 0
+        return Limits(max(0, limits.max_steps - state.steps), seconds if seconds > 0 or not limits.max_time else -1.0,
+                      tokens if tokens > 0 or not limits.max_tokens else -1, limits.max_format_errors,
+                      limits.max_repeats, limits.repetition_window)
+
+    def charge(self, prompt_tokens: int, completion_tokens: int) -> None:
+        self.state.prompt_tokens += prompt_tokens
+        self.state.completion_tokens += completion_tokens
+
+
 class _Stop(Exception):
     def __init__(self, reason: StopReason, detail: str, summary: str | None = None):
         super().__init__(detail)
@@ -86,12 +108,14 @@ class Agent:
         """
         conversation.add(Message("user", task, tags=frozenset({tag})))
         state = _State(started=self.clock())
+        self.toolbox.ctx.budget = RunBudget(self.limits, state, self.clock)
         repeats = RepeatTracker(self.limits.max_repeats)
         self.sink.emit("run_start", task=task, model=self.backend.name, executor=self.toolbox.ctx.executor.name,
                        tools=self.toolbox.names, limits=self.limits.__dict__)
         try:
             with deadline(self.limits.max_time):
                 while True:
+                    ENDING.check()  # a signal whose interrupt was lost (raised inside a __del__) acts here
                     self._check_budget(state)
                     self._step(conversation, state, repeats)
         except _Stop as stop:
@@ -100,6 +124,7 @@ class Agent:
             result = self._result(state, StopReason.MAX_TIME, f"reached the time limit ({self.limits.max_time:g} s) "
                                   f"during step {state.steps}")
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM/SIGHUP (termination.py), or cancelled at an approval prompt
+            ENDING.deliver()  # the run is ending: the check points stop raising a recorded signal
             detail = str(exc) if isinstance(exc, RunCancelled) else interrupt_detail(exc)
             result = self._result(state, StopReason.INTERRUPTED, detail)
             result.signal = getattr(exc, "signum", None)
@@ -109,6 +134,7 @@ class Agent:
             interrupt = interrupt_behind(exc)  # an interrupt that library clean-up turned into an error
             if interrupt is None:
                 raise
+            ENDING.deliver()
             if isinstance(interrupt, TimeLimitReached):
                 result = self._result(state, StopReason.MAX_TIME, f"reached the time limit ({self.limits.max_time:g} s) "
                                       f"during step {state.steps}")
@@ -250,6 +276,7 @@ class Agent:
         self._partial = (parts, usage)
         try:
             for event in events:
+                ENDING.check()  # a check point at every model event (main thread only)
                 if isinstance(event, TextDelta):
                     if event.reasoning != in_reasoning:
                         parts.append("<think>" if event.reasoning else "</think>")

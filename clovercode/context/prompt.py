@@ -164,6 +164,7 @@ class ContextPrompt:
             system, instructions_tokens, map_tokens = self.system_parts(conversation, with_map=False)
             system_tokens = self.text_tokens(system) + MESSAGE_OVERHEAD
         fixed = system_tokens + self.tools_tokens
+        self._warn_overfull(fixed, system_tokens, instructions_tokens)
         self._fit_goal(conversation, fixed)
         view = self.view(conversation.messages)
         history = sum(self.message_tokens(m) for m in view)
@@ -177,6 +178,21 @@ class ContextPrompt:
         self.last = PromptStats(self.budget.window, self.budget.reserve, system_tokens, instructions_tokens, map_tokens,
                                 self.tools_tokens, history, len(view), self.compactions, self.exact)
         return [Message("system", system), *view]
+
+    def _warn_overfull(self, fixed: int, system_tokens: int, instructions_tokens: int) -> None:
+        """Once, before the turn: the tool schemas and instructions alone leave no room for the task
+        (clover-tiny's tools were 129 % of its window, and the first sign was a turn that went wrong)."""
+        if fixed <= self.limit or self.sink is None or getattr(self, "_overfull_said", False):
+            return
+        self._overfull_said = True
+        parts = sorted([(self.tools_tokens, "the tool schemas (fewer MCP servers, or a read-only mode, offer fewer tools)"),
+                        (instructions_tokens, "AGENTS.md (shorten it, or context.instructions = false)"),
+                        (system_tokens - instructions_tokens, "the system prompt and repository map")], reverse=True)
+        named = "; ".join(f"{what}: {tokens:,} tokens" for tokens, what in parts if tokens > 0)
+        self.sink.emit("warning", category="context", text=(
+            f"the prompt's fixed part alone is {fixed:,} tokens, {fixed / self.budget.window:.0%} of the model's "
+            f"{self.budget.window:,}-token window, before any task: the model will not see all of it. Largest first — "
+            f"{named}. A model with a larger window avoids it."))
 
     def view(self, messages: list[Message]) -> list[Message]:
         return shorten_observations(messages, keep_recent=self.budget.recent_observations,

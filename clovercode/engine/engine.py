@@ -16,8 +16,10 @@ from clovercode.engine.constraint import Constraint, GrammarCompiler, Steering
 from clovercode.engine.decoder import DecodePlan, DecodeResult, PassEvent, decode_stream
 from clovercode.engine.denoiser import CachedDenoiser, Denoiser, mask_is_honoured
 from clovercode.engine.loading import ModelInfo, load
+from clovercode.engine.quiet import library_noise
 from clovercode.engine.sources import cache_root, resolve
 from clovercode.engine.stops import Stops
+from clovercode.ground.config import state_dir
 from clovercode.ground.errors import ModelUnavailable
 
 
@@ -44,7 +46,15 @@ class Engine:
         """Resolve ``spec`` (alias, directory, repo id, .gguf), load it, and check the block size it will use."""
         env = os.environ if env is None else env
         source = resolve(spec, base_dir)
-        model, tokenizer, info = load(source, config, console or Console(stderr=True), cache_root(env, cache_dir))
+        console = console or Console(stderr=True)
+        try:
+            import torch  # noqa: F401 - first: its logging set-up must come before the noise is held back
+        except ImportError:
+            pass  # load() says what to install
+        with library_noise(state_dir(env) / "logs" / "model-load.log") as noise:
+            model, tokenizer, info = load(source, config, console, cache_root(env, cache_dir))
+        for line in noise.summary(info.device):
+            console.print(line, highlight=False, markup=False)
         engine = cls(model, tokenizer, info, config, console=console)
         why = fastpaths.refusal(model)
         if why is not None:

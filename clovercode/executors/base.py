@@ -37,6 +37,23 @@ class Executor(Protocol):
         ...
 
 
+class CommandStopped(KeyboardInterrupt):
+    """The command was killed (its whole process group, the sandbox with it) because the work it ran
+    for was stopped from another thread: a subagent whose parent was interrupted or ran out of time."""
+
+
+class StopSignal(Protocol):
+    def is_set(self) -> bool: ...
+
+
+def with_stop(executor: Any, stop: StopSignal) -> Any:
+    """``executor``, whose commands are killed within a fraction of a second once ``stop`` is set
+    (:class:`CommandStopped` is raised where ``run`` was called). An executor that cannot be stopped
+    this way (a test double) is returned as it is."""
+    extend = getattr(executor, "with_stop", None)
+    return extend(stop) if callable(extend) else executor
+
+
 def with_writable(executor: Any, paths: Sequence[Path]) -> Any:
     """``executor``, able to write ``paths`` too (a scratch directory outside the project).
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from clovercode.ground.errors import SandboxUnavailable
-from clovercode.executors.base import CommandResult
+from clovercode.executors.base import CommandResult, StopSignal
 from clovercode.executors.capture import OnOutput, run_captured
 from clovercode.executors.local import shell_argv
 from clovercode.sandboxing.argv import Layout, bwrap_argv, sandbox_env
@@ -44,18 +44,29 @@ class BwrapExecutor:
         self.output_limit = output_limit
         self.bwrap = bwrap or find_bwrap()
         self.writable: tuple[str, ...] = ()
+        self.stop: StopSignal | None = None  # once set, a running command is killed (with_stop)
+
+    def _copy(self, policy: Policy | None = None) -> "BwrapExecutor":
+        copy = BwrapExecutor(policy or self.policy, self.project, self.host_env, self.output_limit, self.bwrap)
+        copy.writable, copy.stop = self.writable, self.stop
+        return copy
 
     def with_writable(self, paths: Sequence[Path]) -> "BwrapExecutor":
         """A copy that also lets commands write ``paths`` (existing directories outside the project)."""
-        extended = BwrapExecutor(self.policy, self.project, self.host_env, self.output_limit, self.bwrap)
+        extended = self._copy()
         extended.writable = tuple(dict.fromkeys([*self.writable, *(os.path.realpath(p) for p in paths)]))
         return extended
 
     def with_policy(self, policy: Policy) -> "BwrapExecutor":
         """A copy that runs commands under ``policy`` (e.g. with CI definitions writable)."""
-        changed = BwrapExecutor(policy, self.project, self.host_env, self.output_limit, self.bwrap)
-        changed.writable = self.writable
-        return changed
+        return self._copy(policy)
+
+    def with_stop(self, stop: StopSignal) -> "BwrapExecutor":
+        """A copy whose commands are killed (bwrap, its namespace, every process in it) once ``stop``
+        is set: a subagent's command when its parent stops (executors/base.py ``with_stop``)."""
+        stoppable = self._copy()
+        stoppable.stop = stop
+        return stoppable
 
     def with_project_read_only(self) -> "BwrapExecutor":
         """A copy under which commands cannot write the project (a clean checkout's tests, fix)."""
@@ -88,7 +99,7 @@ class BwrapExecutor:
                 with covered(layout) as shown:
                     code, out, timed_out, omitted, seconds = run_captured(
                         self.argv(command, shown, write_fd), Path(layout.cwd), timeout, self.env(env),
-                        self.output_limit, pass_fds=(write_fd,), on_output=on_output)
+                        self.output_limit, pass_fds=(write_fd,), on_output=on_output, stop=self.stop)
             finally:  # also on Ctrl-C: the namespace ends and planted protected paths go
                 os.close(write_fd)
                 status = _read_status(read_fd)

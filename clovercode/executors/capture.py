@@ -11,6 +11,9 @@ import time
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from clovercode.executors.base import CommandStopped, StopSignal
+from clovercode.ground.termination import ENDING
+
 OnOutput = Callable[[bytes], None]  # each chunk as it is read, for a front end that shows it live
 
 
@@ -53,9 +56,11 @@ class OutputCap:
 
 def run_captured(argv: Sequence[str], cwd: Path, timeout: float, env: Mapping[str, str] | None,
                  limit: int, pass_fds: Sequence[int] = (),
-                 on_output: OnOutput | None = None) -> tuple[int | None, str, bool, int, float]:
+                 on_output: OnOutput | None = None,
+                 stop: StopSignal | None = None) -> tuple[int | None, str, bool, int, float]:
     """Run ``argv``; return (exit_code or None, capped output, timed_out, omitted_bytes, seconds).
-    ``pass_fds`` stay open in the child (bwrap's status pipe); ``on_output`` sees every chunk."""
+    ``pass_fds`` stay open in the child (bwrap's status pipe); ``on_output`` sees every chunk; once
+    ``stop`` is set the process group is killed and :class:`CommandStopped` raised (any thread)."""
     start = time.monotonic()
     proc = subprocess.Popen(
         list(argv), cwd=cwd, env=dict(env) if env is not None else None,
@@ -64,7 +69,7 @@ def run_captured(argv: Sequence[str], cwd: Path, timeout: float, env: Mapping[st
         pass_fds=tuple(pass_fds),
     )
     try:
-        return _pump(proc, start, timeout, limit, on_output)
+        return _pump(proc, start, timeout, limit, on_output, stop)
     finally:  # also on KeyboardInterrupt: never leave the command running behind the user
         kill_group(proc)
         if proc.stdout is not None:
@@ -72,7 +77,7 @@ def run_captured(argv: Sequence[str], cwd: Path, timeout: float, env: Mapping[st
 
 
 def _pump(proc: subprocess.Popen, start: float, timeout: float, limit: int,
-          on_output: OnOutput | None = None) -> tuple[int | None, str, bool, int, float]:
+          on_output: OnOutput | None = None, stop: StopSignal | None = None) -> tuple[int | None, str, bool, int, float]:
     cap = OutputCap(limit)
     timed_out = False
     assert proc.stdout is not None
@@ -83,6 +88,9 @@ def _pump(proc: subprocess.Popen, start: float, timeout: float, limit: int,
         deadline = start + timeout
         exited_at: float | None = None
         while True:
+            ENDING.check()  # a signal whose interrupt was lost ends the command here (main thread only)
+            if stop is not None and stop.is_set():  # the finally of run_captured kills the group
+                raise CommandStopped("stopped by the parent")
             now = time.monotonic()
             if now >= deadline:
                 timed_out = True

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from clovercode.executors.base import CommandResult
+from clovercode.executors.base import CommandResult, StopSignal
 from clovercode.executors.capture import OnOutput, run_captured
 
 
@@ -18,8 +18,12 @@ def shell_argv(command: str | Sequence[str]) -> list[str]:
 class LocalExecutor:
     name = "none"
 
-    def __init__(self, output_limit: int = 30000):
-        self.output_limit = output_limit
+    def __init__(self, output_limit: int = 30000, stop: StopSignal | None = None):
+        self.output_limit, self.stop = output_limit, stop
+
+    def with_stop(self, stop: StopSignal) -> "LocalExecutor":
+        """A copy whose commands are killed once ``stop`` is set (executors/base.py ``with_stop``)."""
+        return LocalExecutor(self.output_limit, stop)
 
     def run(self, command: str | Sequence[str], cwd: Path, timeout: float,
             env: Mapping[str, str] | None = None, on_output: OnOutput | None = None) -> CommandResult:
@@ -29,7 +33,7 @@ class LocalExecutor:
         with tempfile.TemporaryDirectory(prefix="clovercode-pycache-") as prefix:
             env = {**(os.environ if env is None else env), **fresh_bytecode_env(prefix)}
             code, out, timed_out, omitted, seconds = run_captured(shell_argv(command), cwd, timeout, env, self.output_limit,
-                                                             on_output=on_output)
+                                                             on_output=on_output, stop=self.stop)
         return CommandResult(code, out, timed_out, omitted, seconds)
 
 

@@ -18,7 +18,7 @@ from clovercode.agent.trajectory import TrajectoryWriter
 from clovercode.fixflow.testrun import TestCommand, TestRun, feedback_message, run_tests
 from clovercode.fixflow.verdict import Verdict, names, related_failures, verdict
 from clovercode.wiring.session import Session
-from clovercode.ground.termination import interrupt_detail
+from clovercode.ground.termination import ENDING, interrupt_detail
 
 
 @dataclass
@@ -65,6 +65,7 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
             limit = time_left(deadline, timeout)
             before = run_tests(session.executor, session.root, tests.command, limit, -1, session.command_env)
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP: nothing has changed yet
+            ENDING.deliver()  # acted on: the check points (termination.py) stop raising it
             return Rounds(RunResult(StopReason.INTERRUPTED, 0, f"{interrupt_detail(exc)} while the baseline tests ran",
                                     signal=getattr(exc, "signum", None)), False, None, 0)
         if before.timed_out and limit < timeout:  # --max-time, not the suite, ended it: no time is left for the model
@@ -98,6 +99,7 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
         try:
             run = run_tests(session.executor, session.root, tests.command, limit, feedback, session.command_env)
         except KeyboardInterrupt as exc:  # the executor has killed the tests; report like an interrupted run
+            ENDING.deliver()
             done.result = replace(result, stop=StopReason.INTERRUPTED, detail=f"{interrupt_detail(exc)} while the tests ran",
                                   signal=getattr(exc, "signum", None))
             done.tests_note = f"the tests were interrupted ({interrupt_detail(exc)})"

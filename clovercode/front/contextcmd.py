@@ -3,12 +3,13 @@ cli.py and repl.py only register them."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Sequence
 
 from rich.console import Console
 
-from clovercode.ground.errors import UsageError
+from clovercode.ground.errors import CloverError, UsageError
 from clovercode.trust import gitsafe
 
 DEFAULT_MAP_TOKENS = 2048  # for `clovercode map` when the prompt's map is switched off
@@ -60,6 +61,22 @@ def resume_argv(argv: Sequence[str]) -> list[str]:
         elif arg == "--resume=":
             out[i] = f"--resume={RESUME_LATEST}"
     return out
+
+
+def resumed_session_id(cfg: Any, root: Path, ident: str) -> str | None:
+    """The id of the session ``--resume ID`` / ``--last`` continues, or None where there is none
+    (``resume_into`` then says why)."""
+    from clovercode.context.resume import find_saved, load_saved
+    from clovercode.wiring.session import trajectory_dir
+    from clovercode.wiring.sessions import newest_of_session
+
+    directory = trajectory_dir(cfg, os.environ)
+    try:
+        saved = newest_of_session(directory, load_saved(find_saved(directory, None if ident == RESUME_LATEST else ident,
+                                                                   root)))
+    except CloverError:
+        return None
+    return saved.session_id if saved.root in (None, "", str(root)) else None
 
 
 def resume_into(session: Any, ident: str, console: Console, *, any_project: bool = False, pick: Any = None) -> None:

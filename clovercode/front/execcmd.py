@@ -27,7 +27,6 @@ from clovercode.toolcalls.schemas import load_tool_specs
 from clovercode.ground.taskinput import check_task
 from clovercode.trust.terminal import inert
 from clovercode.ui.jsonevents import JsonEventWriter
-from clovercode.ui.render import ConsoleRenderer
 
 
 def exit_code_for(stop: str, signum: int | None = None) -> int:
@@ -89,12 +88,17 @@ def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err
     approver = ModeApprover(cfg["approval"], cfg["sandbox"] != "none", ask, cfg["permissions.allow"])
     writer = None
     trajectory = new_trajectory_path(trajectory_dir(cfg, os.environ), task.split("\n")[0])
+    session_id = trajectory.stem  # a resumed run goes on under the session's own id (`sessions` lists it)
+    if resume is not None:
+        from clovercode.front.contextcmd import resumed_session_id
+
+        session_id = resumed_session_id(cfg, root, resume) or session_id
     if as_json:  # made and started first: a script sees the run begin before the model loads, and a
         # model that cannot load still ends the stream by its contract
         writer = JsonEventWriter(out, exit_code=exit_code_for, deltas=deltas,
                                  trajectory=lambda: trajectory if trajectory.exists() else None,
                                  start={"task": task, "model": cfg["model"], "sandbox": cfg["sandbox"],
-                                        "max_steps": cfg["max_steps"], "session_id": trajectory.stem,
+                                        "max_steps": cfg["max_steps"], "session_id": session_id,
                                         "tools": [spec.name for spec in load_tool_specs()]})
         writer.begin()
     try:
@@ -127,6 +131,8 @@ def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err
     if writer is not None:
         sink = writer
     else:
+        from clovercode.ui.render import ConsoleRenderer  # the human renderer: --json never loads it
+
         sink = ConsoleRenderer(err)
     ask.sink = sink
     if cfg["approval"] == PLAN:  # read only (the approver refuses changes); the model is told why
@@ -146,8 +152,9 @@ def run_exec(root: Path, cfg: Config, task: str, as_json: bool, out: TextIO, err
         elif code != 0:
             err.print(f"[yellow]{escape(result.detail)}[/]", highlight=False, soft_wrap=True)
         if session.last_trajectory:
-            err.print(f"[dim]session {session.last_trajectory.stem} · resume with "
-                      f"clovercode --resume {session.last_trajectory.stem}[/]", highlight=False, soft_wrap=True)
+            ident = session.session_id or session.last_trajectory.stem
+            err.print(f"[dim]session {ident} · resume with clovercode --resume {ident}[/]", highlight=False,
+                      soft_wrap=True)
     return code
 
 

@@ -20,7 +20,8 @@ def describe(result: Restored, redoing: bool) -> str:
     files = ", ".join(result.changed[:12]) + (f" and {len(result.changed) - 12} more" if len(result.changed) > 12 else "")
     what = "Redid" if redoing else "Restored"
     back = "`clovercode undo` (or /undo)" if redoing else "`clovercode undo --redo` (or /redo)"
-    return (f"{what} {len(result.changed)} file(s) to the state of {_when(result.snapshot)} "
+    count = len(result.changed)
+    return (f"{what} {count} file{'' if count == 1 else 's'} to the state of {_when(result.snapshot)} "
             f"({result.snapshot.label}): {files or 'no files'}.\n"
             f"Your files as they were just before are saved; {back} brings them back.")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from rich.console import Console
@@ -27,7 +28,7 @@ def run_ci_init(root: Path, model_on: str, label: str, command: str, runner: str
         (review, REVIEW_PATH, render_review(options) if review else ""),
         (respond, RESPOND_PATH, render_respond(options, mention) if respond else "")) if wanted]
     for where, _ in texts:
-        if not force and (root / (where or WORKFLOW_PATH)).exists():
+        if not force and os.path.lexists(root / (where or WORKFLOW_PATH)):
             raise UsageError(f"{root / (where or WORKFLOW_PATH)} already exists", hint="Pass --force to overwrite it.")
     for where, text in texts:
         path = write_workflow(root, options, force=force, text=text, **({"where": where} if where else {}))

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from clovercode import __version__
 from clovercode.ground.errors import UsageError
 from clovercode.github.install_source import EXAMPLE, check_source
+from clovercode.trust.projectview import OutsideProject, ProjectView
 
 WORKFLOW_PATH = Path(".github/workflows/clovercode.yml")
 MODEL_PLACES = ("gpu-runner", "endpoint")
@@ -201,14 +200,22 @@ def write_workflow(root: Path, options: WorkflowOptions, *, force: bool = False,
     file is kept unless ``force``."""
     text = render_workflow(options) if text is None else text
     path = root / where
-    if path.exists() and not force:
+    # Through the project view, and only at the path as spelled: a repository can ship `.github` as a
+    # link (out of the project, or to another of its directories), and the workflow is not written
+    # through it.
+    view = ProjectView(root)
+    try:
+        real = view.resolve(where)
+    except OutsideProject:
+        raise UsageError(f"cannot write {path}: a directory on its way is a link that leads outside the project",
+                         hint="Replace the link by a real directory, then run `clovercode ci init` again.") from None
+    if real != view.root / where:
+        raise UsageError(f"cannot write {path}: a directory on its way is a link (to {real.parent})",
+                         hint="Replace the link by a real directory, then run `clovercode ci init` again.")
+    if view.kind(where) is not None and not force:
         raise UsageError(f"{path} already exists", hint="Pass --force to overwrite it.")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".clovercode-", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
+        view.write_bytes(where, text.encode("utf-8"), follow_last=False)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path

@@ -19,6 +19,7 @@ from clovercode.wiring.declared import Declared, take_declarations
 from clovercode.ground.errors import ConfigError
 from clovercode.ground.settings import SETTINGS, SETTINGS_BY_KEY, Setting
 from clovercode.trust.models import SETTING as TRUST_SETTING, parse_entries
+from clovercode.trust.projectview import ProjectView
 from clovercode.trust.project import Ignored, check_project_value, ignored_note, is_trusted
 
 if sys.version_info >= (3, 11):
@@ -27,6 +28,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 PROJECT_FILE = "clovercode.toml"
+MAX_PROJECT_FILE_BYTES = 1 << 20  # a project's settings file; anything bigger is not a settings file
 # Env vars that are about locating things, not settings themselves.
 # CLOVERCODE_PROJECT_DIR is what hooks get: a hook that runs `clovercode sandbox run` passes it on
 _NON_SETTING_ENV = {"CLOVERCODE_CONFIG", "CLOVERCODE_HOME", "CLOVERCODE_PROJECT_DIR"}
@@ -87,8 +89,9 @@ def load_config(
                           hint="Point it at your config.toml, or unset it to use the default location.")
     if project_root is not None:
         cfg.project_trusted = trust_project or is_trusted(project_root, cfg.declared.trusted_projects)
-        if (project_root / PROJECT_FILE).is_file():
-            _apply_file(cfg, project_root / PROJECT_FILE, env, project=project_root)
+        text = _project_text(cfg, project_root)
+        if text is not None:
+            _apply_file(cfg, project_root / PROJECT_FILE, env, project=project_root, text=text)
     _apply_env(cfg, env)
     return cfg.with_overrides(flags or {}, "flag")
 
@@ -168,9 +171,33 @@ def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _apply_file(cfg: Config, path: Path, env: Mapping[str, str], *, project: Path | None) -> None:
+def _project_text(cfg: Config, root: Path) -> str | None:
+    """The project's clovercode.toml, read through the project view like every project file: a link
+    out of the project (``clovercode.toml -> ~/.config/x/config.toml``) is not parsed, and the
+    person is told; None when there is none."""
+    view = ProjectView(root)
+    if not os.path.lexists(root / PROJECT_FILE):
+        return None
+    if view.kind(PROJECT_FILE) != "file":
+        if view.find(PROJECT_FILE) is None:
+            cfg.declared.notes.insert(0, f"{root / PROJECT_FILE} leads outside the project (a link); "
+                                         "clovercode did not read it. Replace the link by the file itself.")
+        return None
     try:
-        table = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = view.read_bytes(PROJECT_FILE, MAX_PROJECT_FILE_BYTES)
+    except OSError as exc:  # a link swapped in, a credential's shape: refused, not read
+        raise ConfigError(f"{root / PROJECT_FILE}: cannot be read: {exc.strerror}") from None
+    if len(data) > MAX_PROJECT_FILE_BYTES:
+        raise ConfigError(f"{root / PROJECT_FILE}: larger than {MAX_PROJECT_FILE_BYTES >> 10} KiB; not read")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{root / PROJECT_FILE}: not valid TOML: {exc}") from None
+
+
+def _apply_file(cfg: Config, path: Path, env: Mapping[str, str], *, project: Path | None, text: str | None = None) -> None:
+    try:
+        table = tomllib.loads(path.read_text(encoding="utf-8") if text is None else text)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except OSError as exc:

@@ -4,11 +4,20 @@ end record, the summary (or the one JSON object) is printed, and the exit code i
 CI cancels a job with SIGTERM and a closed terminal sends SIGHUP; without a handler Python dies at
 once, with nothing on stdout. The handler raises :class:`Terminated`, a KeyboardInterrupt, so every
 place that already cleans up after Ctrl-C does the same for these.
+
+A raise from a signal handler lands wherever the main thread happens to be, and where that is a
+``__del__`` or a weakref callback (importlib and the garbage collector run them at any moment) Python
+discards it with an "Exception ignored" line: the run would go on as if nothing had happened. So the
+raise is never the only record. :data:`ENDING` keeps the signal until code of ours has caught its
+interrupt (``delivered``); the check points (:meth:`Ending.check`: between steps, at every model event,
+while a command runs) raise it again until then, and an interrupt Python reports as discarded is
+noted (``lost``) so the next check point raises it and a later signal acts instead of being absorbed.
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 from typing import Callable, Iterator
@@ -21,7 +30,8 @@ CTRL_C_EXIT = 130
 class Ending:
     """The process's one ending: the first signal that ends the run, and whether the run's answer (the
     JSON object, run_completed) is out. Signals are process-wide, so this record is too: every
-    handler here consults it, so a second signal, whichever handler is installed by then, is absorbed."""
+    handler here consults it, so a second signal, whichever handler is installed by then, is absorbed
+    (unless the first one's interrupt was lost: :meth:`take`)."""
 
     def __init__(self) -> None:
         self.signum: int | None = None  # the first ending signal (SIGINT included)
@@ -29,10 +39,17 @@ class Ending:
         self.repeat_sigint = False  # the REPL: Ctrl-C cancels a turn and the session goes on
         self.holding = False  # an answer is being written: a first signal waits until it is out
         self.held: int | None = None
+        self.delivered = False  # code of ours caught the ending's interrupt and is acting on it
+        self.lost: KeyboardInterrupt | None = None  # an interrupt Python discarded (raised inside a __del__)
 
     def take(self, signum: int) -> bool:
-        """Whether ``signum`` is the run's ending signal (to act on now); False: absorbed or held."""
+        """Whether ``signum`` is the run's ending signal (to act on now); False: absorbed or held.
+        A repeat is absorbed, so the clean-up the first one started is not cut short, unless the first
+        one's interrupt was lost before any code of ours saw it: then the repeat acts (as the first)."""
         if self.signum is not None:
+            if self.lost is not None and not self.delivered and not self.holding:
+                self.lost = None
+                return True
             return False
         if signum == signal.SIGINT and self.repeat_sigint:
             return True  # not recorded: the next Ctrl-C is a new one
@@ -42,6 +59,26 @@ class Ending:
         self.signum = signum
         return True
 
+    def acting_on(self, signum: int) -> int:
+        """The signal a handler that got True from :meth:`take` for ``signum`` raises for: the first."""
+        return self.signum if self.signum is not None else signum
+
+    def deliver(self) -> None:
+        """Code of ours caught the ending's interrupt and is acting on it: check points stop raising it."""
+        if self.signum is not None and threading.current_thread() is threading.main_thread():
+            self.delivered = True
+
+    def check(self) -> None:
+        """A check point, in the main thread (elsewhere a no-op): raise an interrupt Python discarded, or
+        the ending signal's interrupt while no code of ours has caught it yet."""
+        if threading.current_thread() is not threading.main_thread() or self.holding:
+            return
+        lost, self.lost = self.lost, None
+        if lost is not None and not (self.signum is not None and self.delivered):
+            raise lost
+        if self.signum is not None and not self.delivered:
+            raise interrupt_for(self.signum)
+
     def exit_code(self, code: int) -> int:
         """The process's exit code: what the answer said if one is out, else the first signal's, else ``code``."""
         if self.answered is not None:
@@ -50,6 +87,26 @@ class Ending:
 
 
 ENDING = Ending()
+
+
+def _note_lost(unraisable: "sys.UnraisableHookArgs") -> None:
+    """sys.unraisablehook: an interrupt raised where Python cannot pass it on (a ``__del__``, a weakref
+    callback) is kept for the next check point, and not printed as an error: it is acted on."""
+    exc = unraisable.exc_value
+    if isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+        ENDING.lost = exc
+        return
+    _PREVIOUS_HOOK[0](unraisable)
+
+
+_PREVIOUS_HOOK = [sys.unraisablehook]
+
+
+def note_lost_interrupts() -> None:
+    """Install :func:`_note_lost` (once; the hook that was there still hears everything else)."""
+    if sys.unraisablehook is not _note_lost:
+        _PREVIOUS_HOOK[0] = sys.unraisablehook
+        sys.unraisablehook = _note_lost
 
 
 def interrupt_for(signum: int) -> KeyboardInterrupt:
@@ -122,8 +179,9 @@ def raise_from_start(signums: tuple[int, ...] = ENDING_SIGNALS) -> None:
 
     def handler(signum: int, frame: object) -> None:
         if ENDING.take(signum):
-            raise interrupt_for(signum)
+            raise interrupt_for(ENDING.acting_on(signum))
 
+    note_lost_interrupts()
     for signum in signums:
         signal.signal(signum, handler)
 
@@ -139,15 +197,17 @@ def absorb_all() -> None:
 def on_first_signal(act: Callable[[int], None], signums: tuple[int, ...] = CAUGHT) -> Iterator[list[int]]:
     """While inside, the first of ``signums`` calls ``act(signum)`` in the main thread; later ones are
     ignored, so the clean-up the first one started is not cut short (a CI runner that wants the
-    process gone at once sends SIGKILL). Yields the signals that fired; the previous handlers come
-    back on exit."""
+    process gone at once sends SIGKILL), unless the first one's interrupt was lost (:class:`Ending`).
+    Yields the signals that fired; the previous handlers come back on exit."""
     fired: list[int] = []
 
     def handler(signum: int, frame: object) -> None:
         if ENDING.take(signum):
+            signum = ENDING.acting_on(signum)
             fired.append(signum)
             act(signum)
 
+    note_lost_interrupts()
     previous = {signum: signal.signal(signum, handler) for signum in signums}
     try:
         yield fired

@@ -73,8 +73,9 @@ class Hooks:
             if not result.blocked:
                 continue
             if self.stop_blocks >= self.max_stop_blocks:
-                self._warn(f"a stop hook objected again, but it already sent the model back {self.stop_blocks} "
-                           f"time(s) (hooks.max_stop_blocks); stopping anyway")
+                times = "once" if self.stop_blocks == 1 else f"{self.stop_blocks} times"
+                self._warn(f"a stop hook objected again, but it already sent the model back {times} "
+                           f"(hooks.max_stop_blocks); stopping anyway")
                 return None
             self.stop_blocks += 1
             return (f"You may not stop yet: a stop hook (`{hook.command}`) objected:\n"

@@ -6,9 +6,6 @@ import json
 import re
 from typing import Any, Iterable
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-
 from clovercode.executors.capture import OutputCap
 from clovercode.mcpservers.config import SEPARATOR
 from clovercode.toolcalls.schemas import ToolSpec
@@ -66,6 +63,9 @@ def schema_problem(schema: Any) -> str | None:
         return "not a JSON object"
     if schema.get("type", "object") != "object":
         return f"its type is {schema.get('type')!r}, not 'object'"
+    from jsonschema import Draft202012Validator  # loaded when a server's tools arrive, not at start-up
+    from jsonschema.exceptions import SchemaError
+
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:

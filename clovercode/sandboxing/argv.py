@@ -30,8 +30,10 @@ class Layout:
     writable: tuple[str, ...] = ()  # scratch directories outside the project a caller lets the command write
     homes: tuple[str, ...] = ()  # home directories replaced by an empty private tmpfs
     home_visible: tuple[str, ...] = ()  # what of them is bound back read-only (caches, toolchains)
-    scrub: tuple[str, ...] = ()  # git config files to show only as a copy without credentials
+    scrub: tuple[str, ...] = ()  # git config files to show only as a copy rebuilt from an allowlist
     covers: tuple[tuple[str, str], ...] = ()  # (copy on the host, path it is bound over), read-only
+    protected_patterns: tuple[tuple[str, str], ...] = ()  # (base, entry): protected entries, any spelling
+    protected_present: tuple[str, ...] = ()  # the paths naming them that existed before the command
 
 
 def bwrap_argv(policy: Policy, layout: Layout, command: Sequence[str], status_fd: int | None = None) -> list[str]:

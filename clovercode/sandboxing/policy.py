@@ -34,7 +34,7 @@ class Policy:
     runs_outside: tuple[str, ...] = ()
     hidden: tuple[str, ...] = ()  # host path patterns ("~" = home) commands may not read
     home_visible: tuple[str, ...] = ()  # "~/" patterns bound back, read-only, into the hidden home
-    home_scrubbed: tuple[str, ...] = ()  # git config files bound back as copies without credentials
+    home_scrubbed: tuple[str, ...] = ()  # git config files bound back as copies rebuilt from an allowlist
     masked: tuple[str, ...] = ()  # host directories replaced by an empty tmpfs
     env_allow: tuple[str, ...] = ()
     env_deny: tuple[str, ...] = ()

@@ -1,5 +1,6 @@
-"""Git config files shown to sandboxed commands as copies without credentials: the user's
-~/.gitconfig in the hidden home, and a .git/config where a checkout left a token header."""
+"""Git config files shown to sandboxed commands as copies rebuilt from an allowlist of keys that carry
+no secret and run no program (trust/gitconfigcopy.py): the user's ~/.gitconfig in the hidden home,
+and the repository's own config files, where a checkout leaves a token header or a URL with one."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Iterator
 
 from clovercode.sandboxing.argv import Layout
-from clovercode.trust.gitsafe import scrub_config_text
+from clovercode.trust.gitconfigcopy import rebuilt_copy
 
 
 @contextmanager
@@ -23,18 +24,11 @@ def covered(layout: Layout) -> Iterator[Layout]:
     with tempfile.TemporaryDirectory(prefix="clovercode-scrub-") as scratch:
         covers = []
         for index, path in enumerate(layout.scrub):
-            try:
-                text = Path(path).read_text(encoding="utf-8", errors="surrogateescape")
-            except OSError:
-                continue
-            clean = scrub_config_text(text)
-            in_home = any(path.startswith(home.rstrip("/") + "/") for home in layout.homes)
-            if clean == text:
-                if in_home:  # nothing to remove: the file itself comes back into the hidden home
-                    covers.append((path, path))
-                continue
+            # always the rebuilt copy, even when nothing was dropped: what is shown is what the
+            # allowlist let through, never the original file
             copy = Path(scratch) / f"{index}.config"
-            copy.write_text(clean, encoding="utf-8", errors="surrogateescape")
-            os.chmod(copy, 0o444)
+            copy.write_text(rebuilt_copy(Path(path)), encoding="utf-8", errors="surrogateescape")
+            # yours alone outside; inside, the read-only bind answers a write with "Read-only file system"
+            os.chmod(copy, 0o600)
             covers.append((str(copy), path))
         yield dataclasses.replace(layout, covers=tuple(covers))

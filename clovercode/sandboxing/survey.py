@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import glob
 import os
-import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Mapping
 
 from clovercode.ground.errors import SandboxUnavailable
 from clovercode.sandboxing.argv import Layout
+from clovercode.sandboxing.envstores import env_stores, may_hide
 from clovercode.sandboxing.policy import Policy, expand_patterns, home_dirs
-from clovercode.trust.paths import runs_outside_paths
+from clovercode.trust.paths import protected_on_disk, runs_outside_entries
+from clovercode.trust.treewalk import remove_tree
 
 PRIVATE_TMP = "/tmp"
+SYSTEM_GITCONFIG = "/etc/gitconfig"
 
 
 def survey(policy: Policy, project: Path, cwd: Path, env: Mapping[str, str]) -> Layout:
@@ -27,9 +30,15 @@ def survey(policy: Policy, project: Path, cwd: Path, env: Mapping[str, str]) -> 
     if not _within(here, root):
         here = root
     read_only, absent = [], []
-    protected = [os.path.join(root, rel) for rel in policy.read_only]
+    patterns = [(root, rel) for rel in policy.read_only]
     if policy.runs_outside:  # CI definitions and the tree's hooks directory: git tells where that is
-        protected += runs_outside_paths(Path(root), policy.runs_outside)
+        patterns += runs_outside_entries(Path(root), policy.runs_outside)
+    # The spelling as listed (bound when it exists, removed afterwards when a command makes it), and
+    # every spelling already on disk that names the same file on some checkout (`.VSCode`, `.Envrc`,
+    # each `.lintstagedrc*`): one file on macOS and Windows, so read-only here too.
+    present = protected_on_disk(root, patterns)
+    protected = [os.path.join(base, rel) for base, rel in patterns if not glob.has_magic(rel)]
+    protected = [p for p in protected if _within(p, root)] + present
     for path in dict.fromkeys(protected):
         if os.path.exists(path):
             read_only.append(path)
@@ -42,23 +51,35 @@ def survey(policy: Policy, project: Path, cwd: Path, env: Mapping[str, str]) -> 
     # A toolchain that lives under /tmp or a masked directory (a CI checkout's virtualenv in /tmp,
     # say) would vanish behind the private /tmp: keep it visible, read-only.
     exposed += [path for path in _toolchain(env) if _hidden_below(path, root, masked)]
-    homes, shown, scrub = _home(policy, root, masked, env)
+    stores = _existing(expand_patterns(policy.hidden, home_dirs(env)))
+    homes, shown, scrub = _home(policy, root, masked, env, [os.path.realpath(p) for p in stores])
     hidden_dirs, hidden_files = [], []
-    for path in _existing(expand_patterns(policy.hidden, home_dirs(env))):
+    moved = [p for p in env_stores(env, home_dirs(env)) if os.path.lexists(p)]
+    for path in [*stores, *moved]:
         real = os.path.realpath(path)
-        if _within(root, real):
-            continue  # hiding it would hide the project itself
+        if not may_hide(real, root):
+            continue  # hiding it would hide the project itself, or break every command
         if not _visible(real, root, masked):
             continue
         (hidden_dirs if os.path.isdir(real) else hidden_files).append(real)
-    scrub += _git_config(root)
+    scrub += [p for p in _git_config(root) if _visible(p, root, masked)]
+    # git's system config (Debian's, and most distributions' place for it) is shown rebuilt too
+    scrub += [p for p in (SYSTEM_GITCONFIG,) if os.path.isfile(p) and not os.path.islink(p) and _visible(p, root, masked)]
     return Layout(root, here, tuple(read_only), tuple(dict.fromkeys(pinned)), tuple(absent),
                   tuple(dict.fromkeys(hidden_dirs)), tuple(dict.fromkeys(hidden_files)), tuple(masked),
-                  tuple(dict.fromkeys(exposed)), homes=homes, home_visible=shown, scrub=tuple(dict.fromkeys(scrub)))
+                  tuple(dict.fromkeys(exposed)), homes=homes, home_visible=shown, scrub=tuple(dict.fromkeys(scrub)),
+                  protected_patterns=tuple(patterns), protected_present=tuple(present))
 
 
-def _home(policy: Policy, root: str, masked: list[str], env: Mapping[str, str]) -> tuple[tuple[str, ...], tuple[str, ...], list[str]]:
-    """(homes to hide, what of them comes back read-only, git config files there to show scrubbed)."""
+def _home(policy: Policy, root: str, masked: list[str], env: Mapping[str, str],
+          stores: list[str]) -> tuple[tuple[str, ...], tuple[str, ...], list[str]]:
+    """(homes to hide, what of them comes back read-only, git config files there to show rebuilt).
+
+    What comes back is exact paths from the user and clovercode, never from the project: the
+    shipped list and the user's ``sandbox_show``, and each ``PATH`` directory under the home as
+    itself. Nothing is widened to the home's
+    top-level directory that holds it (``~/.local/bin`` is not ``~/.local``), and nothing inside a
+    credential store (``stores``, resolved) comes back."""
     homes = []
     for home in home_dirs(env):
         real = os.path.realpath(home)
@@ -74,44 +95,64 @@ def _home(policy: Policy, root: str, masked: list[str], env: Mapping[str, str]) 
         # a link is not followed: its target would show without the hidden list applied to it
         if real == os.path.abspath(path) and any(_within(real, h) for h in homes):
             shown.append(real)
-    for path in [*_toolchain(env), *_venv_bases(root, env)]:  # the home's directory that holds one: ~/.pyenv, ~/.cargo
-        for home in homes:
-            if _within(path, home) and path != home and not _within(path, root):
-                shown.append(os.path.join(home, os.path.relpath(path, home).split(os.sep)[0]))
+    for path in _toolchain_in_home(env, homes):
+        if not _within(path, root) and not any(_within(path, store) for store in stores):
+            shown.append(path)
     shown = [p for p in dict.fromkeys(shown) if not any(_within(p, q) and p != q for q in shown)]
     scrub = [os.path.realpath(p) for p in _existing(expand_patterns(policy.home_scrubbed, tuple(homes)))
              if os.path.isfile(p)]
     return tuple(homes), tuple(shown), [p for p in scrub if any(_within(p, h) for h in homes)]
 
 
-def _venv_bases(root: str, env: Mapping[str, str]) -> list[str]:
-    """The interpreters the project's virtualenv (or the active one) was made from (pyvenv.cfg ``home``)."""
+def _toolchain_in_home(env: Mapping[str, str], homes: list[str]) -> list[str]:
+    """The ``PATH`` directories under a home, each alone (``~/.cargo/bin``, never ``~/.cargo``).
+
+    No interpreter prefix comes back on its own: a project's ``pyvenv.cfg`` names one (and so
+    would choose what of the home it sees), and even clovercode's own ``sys.base_prefix`` is read
+    from a virtualenv's ``pyvenv.cfg``. Interpreters under the home come back through the shipped
+    list (pyenv, uv, conda, pipx …) or the user's ``sandbox_show``; those outside it are visible."""
     found = []
-    for venv in (os.path.join(root, ".venv"), os.path.join(root, "venv"), env.get("VIRTUAL_ENV", "")):
-        try:
-            with open(os.path.join(venv, "pyvenv.cfg"), encoding="utf-8") as handle:
-                lines = handle.read(4096).splitlines()
-        except (OSError, UnicodeDecodeError):
-            continue
-        for line in lines:
-            key, _, value = line.partition("=")
-            if key.strip() == "home" and os.path.isabs(value.strip()):
-                found.append(os.path.realpath(value.strip()))
-    return found
+    for path in (os.path.realpath(p) for p in env.get("PATH", "").split(os.pathsep) if os.path.isabs(p)):
+        if any(_within(path, h) and path != h for h in homes) and os.path.isdir(path):
+            found.append(path)
+    return list(dict.fromkeys(found))
 
 
 def _git_config(root: str) -> list[str]:
-    """The config file of the git repository holding ``root`` (shown scrubbed: a checkout may have
-    left a token header in it)."""
+    """The config files git reads for the repository holding ``root``: its ``config`` and, with
+    ``extensions.worktreeConfig``, ``config.worktree`` (shown rebuilt: a checkout may have left a
+    token there). For a linked worktree or a submodule (a ``.git`` file) they lie in the git
+    directory it names, which git tells."""
     here = root
     while True:
         dotgit = os.path.join(here, ".git")
-        if os.path.isdir(dotgit):
-            config = os.path.join(dotgit, "config")
-            return [config] if os.path.isfile(config) and not os.path.islink(config) else []
-        if os.path.lexists(dotgit) or os.path.dirname(here) == here:
-            return []  # a worktree's or submodule's .git file: its config lies outside the project
+        if os.path.isdir(dotgit) and not os.path.islink(dotgit):
+            return _config_files(dotgit, dotgit)
+        if os.path.lexists(dotgit):
+            return _linked_config(here)
+        if os.path.dirname(here) == here:
+            return []
         here = os.path.dirname(here)
+
+
+def _linked_config(top: str) -> list[str]:
+    try:
+        proc = subprocess.run(["git", "-C", top, "-c", "core.fsmonitor=false", "rev-parse", "--path-format=absolute",
+                               "--git-dir", "--git-common-dir"], capture_output=True, text=True, timeout=30,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    lines = proc.stdout.splitlines()
+    if proc.returncode != 0 or len(lines) != 2:
+        return []
+    return _config_files(os.path.realpath(lines[1]), os.path.realpath(lines[0]))
+
+
+def _config_files(common: str, gitdir: str) -> list[str]:
+    found = [os.path.join(common, "config"), os.path.join(common, "config.worktree"),
+             os.path.join(gitdir, "config.worktree")]
+    # a link is not followed: covering its target would cover a file elsewhere
+    return [p for p in dict.fromkeys(found) if os.path.isfile(p) and not os.path.islink(p)]
 
 
 def remove_created(layout: Layout) -> list[str]:
@@ -121,14 +162,21 @@ def remove_created(layout: Layout) -> list[str]:
     afterwards keeps hooks and start-up files planted by a command from ever running outside.
     """
     removed = []
-    for path in layout.absent_protected:
+    # A new spelling of a protected path (`.VSCode/tasks.json`, `.lintstagedrc.json`) is the
+    # protected file on another checkout: gone too, like the listed spelling.
+    made = [p for p in protected_on_disk(layout.project, layout.protected_patterns)
+            if p not in layout.protected_present and p not in layout.read_only]
+    for path in dict.fromkeys((*layout.absent_protected, *made)):
         # Through a parent the command turned into a symlink (`ln -s ~/.config .config`), the
         # path may name a host file the command could not have written: never delete outside.
         path = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
         if not _within(path, layout.project) or not os.path.lexists(path):
             continue
         if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
+            try:  # iterative: a command can make the tree 1,100 levels deep
+                remove_tree(layout.project, os.path.relpath(path, layout.project).split(os.sep))
+            except OSError:
+                pass
         else:
             try:
                 os.unlink(path)

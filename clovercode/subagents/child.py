@@ -22,7 +22,7 @@ from clovercode.agent.prompts import Conversation
 from clovercode.agent.trajectory import TrajectoryWriter
 from clovercode.backends.base import GenerationParams
 from clovercode.context.assemble import ContextAssembler
-from clovercode.executors.base import Executor
+from clovercode.executors.base import Executor, with_stop
 from clovercode.subagents.profiles import AgentProfile
 from clovercode.subagents.rights import TASK_TOOL, scoped_guard
 from clovercode.toolcalls.schemas import load_tool_specs
@@ -54,6 +54,7 @@ class Parent:
     parent_id: str
     depth: int = 1  # the depth a child of this parent runs at
     lock: threading.Lock = field(default_factory=threading.Lock)
+    stop: Any = None  # a child's: its group's ChildStop (models.py), which its commands and children obey
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,10 @@ class _Locked:
 
     def __init__(self, inner: Callable[..., Any], lock: threading.Lock):
         self.inner, self.lock = inner, lock
-        self.mode = getattr(inner, "mode", None)
+
+    @property
+    def mode(self) -> str | None:  # read when asked: an editor can switch modes during a turn
+        return getattr(self.inner, "mode", None)
 
     def __call__(self, *args: Any) -> Any:
         with self.lock:
@@ -125,15 +129,31 @@ class _LockedHooks:
 class Progress:
     """The child's loop events, told to the parent as one live line's worth (step, tokens, status)."""
 
+    EVERY = 0.5  # seconds between two rows' worth of progress while the child writes
+
     def __init__(self, emit: Callable[..., None], child_id: str, started: float):
         self.emit_parent, self.child_id, self.started = emit, child_id, started
         self.step = self.tokens = 0
+        self.writing = 0  # characters of the turn being written: the row counts them as it streams
+        self.said = 0.0
 
     def emit(self, kind: str, **data: Any) -> None:
         status = None
         if kind == "step_start":
-            self.step, status = data.get("step", self.step), "thinking"
+            self.step, status, self.writing = data.get("step", self.step), "thinking", 0
+        elif kind == "text_delta":
+            self.writing += len(data.get("text") or "")
+            if time.monotonic() - self.said < self.EVERY:
+                return
+            # an estimate (4 characters a token) until the turn's own count comes at its end; the row
+            # said "0 tokens" all through a child's first turn (issue 49)
+            self.emit_parent("subagent_progress", child_id=self.child_id, step=self.step,
+                             tokens=self.tokens + max(1, self.writing // 4), status="writing",
+                             seconds=round(time.monotonic() - self.started, 3))
+            self.said = time.monotonic()
+            return
         elif kind == "model_turn":
+            self.writing = 0
             usage = data.get("usage") or {}
             self.tokens = usage.get("total_prompt_tokens", 0) + usage.get("total_completion_tokens", 0)
             calls = [c.get("name") for c in data.get("calls") or []]
@@ -156,7 +176,9 @@ def run_child(parent: Parent, task: ChildTask, model: Any, emit: Callable[..., N
     sink = MultiSink(writer, Progress(emit, outcome.child_id, started))
     try:
         guard = scoped_guard(parent.guard, task.scope if task.write else ())
-        ctx = ToolContext(parent.root, parent.executor or _NoCommands(), parent.cfg["command_timeout"],
+        # its commands die with the group's stop: bwrap and every process in its namespace
+        executor = with_stop(parent.executor, parent.stop) if parent.executor and parent.stop else parent.executor
+        ctx = ToolContext(parent.root, executor or _NoCommands(), parent.cfg["command_timeout"],
                           parent.command_env, _Locked(parent.approve, parent.lock),  # type: ignore[arg-type]
                           checkpoint=_Locked(parent.checkpoint, parent.lock), stamps=FileStamps(), guard=guard,
                           files=parent.files, emit=sink.emit)

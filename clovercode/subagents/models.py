@@ -8,8 +8,9 @@
 - A replay model plays, for each child, the turns labelled with the child's description
   (``"agent": ...`` on the replay line, backends/replay.py), so a test scripts parent and children.
 
-Every child's stream checks its cancel flag between events: Esc or SIGTERM in the parent stops
-each child at its next token, as an interrupt of that child's run.
+Every child's stream checks its stop between events, and a child's command is killed once the stop is
+set (executors ``with_stop``): Esc, Ctrl-C, SIGTERM or the deadline in the parent stops each child at
+its next token or within a quarter second of its command, as an interrupt of that child's run.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, Iterator, Sequence
 from clovercode.backends.base import Event, Finish, GenerationParams, ModelBackend
 from clovercode.backends.batch import BatchingBackend
 from clovercode.ground.messages import Message
+from clovercode.ground.termination import ENDING
 from clovercode.toolcalls.schemas import ToolSpec
 
 
@@ -27,10 +29,33 @@ class ChildCancelled(KeyboardInterrupt):
     """The parent stopped this child (Esc, Ctrl-C, SIGTERM in the parent)."""
 
 
+class ChildStop:
+    """The stop of one group of children, set by the parent from any thread, with why: ``cancelled``
+    (Esc, Ctrl-C, a signal, a cancel at a question) or ``max_time`` (the parent's deadline). Children
+    read it at every model event and while a command runs; their own children's group follows it."""
+
+    def __init__(self, outer: "ChildStop | None" = None):
+        self._event, self.outer = threading.Event(), outer
+        self.reason, self.detail = "cancelled", "cancelled"
+
+    def set(self, reason: str = "cancelled", detail: str = "cancelled at a question") -> None:
+        if not self._event.is_set():
+            self.reason, self.detail = reason, detail
+        self._event.set()
+
+    def is_set(self) -> bool:
+        if not self._event.is_set() and self.outer is not None and self.outer.is_set():
+            self.set(self.outer.reason, self.outer.detail)  # a grandchild stops with its parent, for the same reason
+        return self._event.is_set()
+
+    def wait(self, timeout: float) -> bool:
+        return self._event.wait(timeout) or self.is_set()
+
+
 class ChildModel:
     """One child's view of the shared model; unknown attributes (token counter, window) are the model's."""
 
-    def __init__(self, inner: Any, cancel: threading.Event, generate: Any, label: str):
+    def __init__(self, inner: Any, cancel: ChildStop, generate: Any, label: str):
         self._inner, self._cancel, self._generate, self.label = inner, cancel, generate, label
         self.name = getattr(inner, "name", "model")
 
@@ -64,23 +89,33 @@ class SharedModel:
             # The thread pool, not the batch, bounds how many children run at once.
             self.scheduler = Scheduler(backend, max_batch=max(2, self.limit), max_queue=4 * self.limit)
 
-    def drive(self, finished: threading.Event) -> None:
+    def drive(self, finished: threading.Event, stop: ChildStop | None = None) -> None:
         """Run the batch's model loop on this thread until ``finished`` is set; without a batch, wait
-        for it (in short waits, so Ctrl-C and SIGTERM reach this thread at once)."""
+        for it (in short waits, so Ctrl-C and SIGTERM reach this thread at once). ChildCancelled when
+        ``stop`` was set from elsewhere (the parent of a nested group stopped)."""
+        stop = stop or ChildStop()
         scheduler = self.scheduler
         if scheduler is None:
-            while not finished.wait(0.1):
-                pass
+            while not finished.wait(0.05):
+                ENDING.check()  # a signal whose interrupt was lost acts here (main thread only)
+                if stop.is_set():
+                    raise ChildCancelled("stopped by the parent")
             return
-        threading.Thread(target=lambda: (finished.wait(), scheduler.request_stop()), daemon=True,
-                         name="clovercode-subagents-done").start()
+
+        def watch() -> None:
+            while not finished.wait(0.05) and not stop.is_set():
+                pass
+            scheduler.request_stop()
+        threading.Thread(target=watch, daemon=True, name="clovercode-subagents-done").start()
         scheduler.run()
+        if stop.is_set() and not finished.is_set():
+            raise ChildCancelled("stopped by the parent")
 
     @property
     def batched(self) -> bool:
         return self.scheduler is not None
 
-    def for_child(self, label: str, cancel: threading.Event) -> ChildModel:
+    def for_child(self, label: str, cancel: ChildStop) -> ChildModel:
         for_agent = getattr(self.backend, "for_agent", None)
         if for_agent is not None:  # a replay: the turns scripted for this child
             inner = for_agent(label)

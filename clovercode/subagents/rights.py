@@ -104,10 +104,14 @@ def read_only_executor(executor: Executor) -> Executor | None:
 
 
 def writes_allowed(approve: Any, guard: FileGuard, scope: Sequence[Path]) -> str | None:
-    """Why a child may not write ``scope``: the parent's approval mode allows no writes (plan mode), or
+    """Why a child may not write ``scope``: the parent's approval mode allows no writes (plan mode, an
+    editor's read-only mode), or
     the parent is itself a subagent that may write none or only less; else None."""
-    if getattr(approve, "mode", None) == "plan":
+    mode = getattr(approve, "mode", None)
+    if mode == "plan":
         return "plan mode: nothing may change yet, so no subagent may write"
+    if mode == "read-only":  # an editor's read-only mode (front/acp/modes.py): nothing may change
+        return "read-only mode: nothing may change, so no subagent may write"
     if isinstance(guard, ScopedGuard):  # a nested child: never more than the subagent that starts it
         outer = [Path(entry) for entry in guard.scope]
         beyond = [p for p in scope if not any(p == o or o in p.parents for o in outer)]

@@ -5,14 +5,14 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from clovercode.toolcalls.coerce import coerce_arguments
 from clovercode.toolcalls.parser import ParsedCall
 from clovercode.toolcalls.schemas import ToolSpec, signature
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 
 
 @dataclass(frozen=True)
@@ -30,13 +30,14 @@ class CheckedCall:
 
 
 class Validator:
-    """Validates calls against a fixed set of tool specs (validators compiled once)."""
+    """Validates calls against a fixed set of tool specs (each validator compiled once, at its tool's
+    first call: jsonschema takes a noticeable part of a headless run's start-up, docs/usage.md)."""
 
     def __init__(self, specs: Sequence[ToolSpec], starting: Mapping[str, str] | None = None):
         """``starting``: name prefix → MCP server, for tools still to come (a server that is starting),
         so a call of one is told to wait rather than that the tool does not exist."""
         self.specs = {s.name: s for s in specs}
-        self._validators = {s.name: Draft202012Validator(s.schema) for s in specs}
+        self._validators: dict[str, Any] = {}
         self.starting = dict(starting or {})
 
     def check(self, call: ParsedCall, call_id: str) -> CheckedCall:
@@ -48,10 +49,17 @@ class Validator:
                        if coming else unknown_tool_message(call.name, list(self.specs)))
             return CheckedCall(call_id, call.name, call.arguments, message)
         args = coerce_arguments(call.arguments, spec.schema)
-        errors = sorted(self._validators[spec.name].iter_errors(args), key=lambda e: (list(e.absolute_path), e.message))
+        errors = sorted(self._validator(spec).iter_errors(args), key=lambda e: (list(e.absolute_path), e.message))
         if not errors:
             return CheckedCall(call_id, spec.name, args)
         return CheckedCall(call_id, spec.name, args, invalid_arguments_message(spec, args, errors))
+
+    def _validator(self, spec: ToolSpec):  # noqa: ANN202 - a jsonschema validator
+        if spec.name not in self._validators:
+            from jsonschema import Draft202012Validator
+
+            self._validators[spec.name] = Draft202012Validator(spec.schema)
+        return self._validators[spec.name]
 
 
 def unknown_tool_message(name: str, valid: list[str]) -> str:

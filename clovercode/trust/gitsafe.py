@@ -223,9 +223,69 @@ _SYSTEM_CA = _SystemCA()
 
 
 def git_env(where: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Variables to add to ``base`` (default: this process's environment) for git run in ``where``."""
+    """Variables to add to ``base`` (default: this process's environment) for git run in ``where``;
+    a VcsError for a repository whose own config moves its work tree (:func:`check_layout`)."""
     base = os.environ if base is None else base
-    return safe_env(read_config(where, base), base)
+    entries = read_config(where, base)
+    check_layout(where, entries, base)
+    return safe_env(entries, base)
+
+
+# -- where the work tree is ----------------------------------------------------------------------------
+
+LAYOUT_KEYS = ("core.worktree", "core.bare")
+
+
+def check_layout(where: Path, entries: Iterable[ConfigEntry], base: Mapping[str, str]) -> None:
+    """Refuse a repository whose own config (``local``/``worktree`` scope) moves the work tree away
+    from the directory holding its ``.git`` (``core.worktree``) or calls it bare (``core.bare``).
+
+    Everything that protects the tree (CI definitions, the hooks directory, what ``fix`` commits,
+    checkpoints) is computed from where git says the tree is; a handed-over ``.git/config`` with
+    ``core.worktree = /elsewhere`` would point all of it at another directory. A submodule's own
+    ``core.worktree`` names the directory holding its ``.git`` file, and passes. ``GIT_DIR`` or
+    ``GIT_WORK_TREE`` in the environment are the user's word and win."""
+    if "GIT_DIR" in base or "GIT_WORK_TREE" in base:
+        return
+    theirs = {e.key.lower(): e for e in entries if e.scope not in USER_SCOPES and e.key.lower() in LAYOUT_KEYS}
+    if not theirs:
+        return
+    top = dotgit_top(Path(os.path.realpath(where)))
+    if top is None:
+        return  # a bare repository, or not one: nothing to move
+    bare = theirs.get("core.bare")
+    if bare is not None and bare.value.strip().lower() in ("", "true", "yes", "on", "1"):
+        raise _moved(top, "core.bare", bare.value)
+    moved = theirs.get("core.worktree")
+    if moved is None:
+        return
+    env = {**base, **config_env(ALWAYS, base)}
+    try:
+        proc = subprocess.run(["git", "-C", str(top), "rev-parse", "--path-format=absolute", "--show-toplevel"],
+                              capture_output=True, text=True, env=env, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        raise _moved(top, "core.worktree", moved.value) from None
+    if proc.returncode != 0 or os.path.realpath(proc.stdout.strip()) != str(top):
+        raise _moved(top, "core.worktree", moved.value)
+
+
+def dotgit_top(path: Path) -> Path | None:
+    """The nearest directory at or above ``path`` holding a ``.git`` entry; None inside a git
+    directory or outside a repository."""
+    for here in (path, *path.parents):
+        if here.name == ".git":
+            return None
+        if os.path.lexists(here / ".git"):
+            return here
+    return None
+
+
+def _moved(top: Path, key: str, value: str) -> VcsError:
+    return VcsError(f"the repository's config ({top}/.git) sets {key} = {value!r}, which moves git's work tree away "
+                    f"from {top}; clovercode does not work in such a repository, because what it protects and "
+                    "commits would be computed for another directory",
+                    hint=f"If you did not set it (a handed-over checkout can carry it), remove it: "
+                         f"git -C {top} config --unset {key}. If you did, run clovercode in the work tree itself.")
 
 
 def run(where: Path, *args: str, env: Mapping[str, str] | None = None, **kwargs: Any) -> subprocess.CompletedProcess:
@@ -338,49 +398,6 @@ def _shadow_config(top: Path, base: Mapping[str, str]) -> str:
         raise VcsError(f"unknown object format {fmt!r} in the repository's config")
     head = "[core]\n\trepositoryformatversion = {}\n\tbare = true\n".format(1 if fmt else 0)
     return head + (f"[extensions]\n\tobjectformat = {fmt}\n" if fmt else "")
-
-
-# -- config files shown to sandboxed commands ----------------------------------------------------------
-
-_SECTION = re.compile(r'\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"(?:[^"\\]|\\.)*")?\s*\]\s*(.*)', re.S)
-_VARIABLE = re.compile(r"\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*))?", re.S)
-
-
-def scrub_config_text(text: str) -> str:
-    """``text`` (a git config file) without the credentials a checkout or a user keeps there:
-    ``credential.*``, ``http.*.extraheader``, and URL variables holding a password (pure). What git
-    reads otherwise is kept line for line, so git in the sandbox works as before."""
-    out: list[str] = []
-    section = ""
-    dropping = False  # inside a dropped value continued with a trailing backslash
-    for line in text.splitlines(keepends=True):
-        body = line.rstrip("\r\n")
-        if dropping:
-            dropping = body.endswith("\\")
-            continue
-        rest = body
-        header = _SECTION.fullmatch(body) if body.lstrip().startswith("[") else None
-        if header:
-            section = header.group(1).split(".")[0].lower()
-            rest = header.group(2)
-            if not rest.strip() or rest.lstrip().startswith(("#", ";")):
-                out.append(line)
-                continue
-            line = body[: len(body) - len(rest)].rstrip() + "\n"  # keep the header, judge the rest
-            out.append(line)
-            line = rest + "\n"
-        variable = _VARIABLE.match(rest)
-        if variable and _secret(section, variable.group(1).lower(), variable.group(2) or ""):
-            dropping = rest.endswith("\\")
-            continue
-        out.append(line)
-    return "".join(out)
-
-
-def _secret(section: str, name: str, value: str) -> bool:
-    if section == "credential" or (section == "http" and name == "extraheader"):
-        return True
-    return name in ("url", "pushurl", "proxy") and _has_password(value.strip().strip('"'))
 
 
 def shown_url(url: str) -> str:

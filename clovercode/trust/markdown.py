@@ -130,3 +130,110 @@ def _inert_words(text: str) -> str:
     # & first: an entity (&#64; is @) would otherwise render as the character it names
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace("![", "!\\[")
     return no_mentions(no_closing_keywords(text))
+
+
+SPAN_HOLD = 2000  # an open code span is held this long waiting for its closer, then taken as text
+
+
+class EditorMarkdown:
+    """The model's Markdown streamed to an editor, inert: an image becomes a plain link (``!\\[``), so
+    nothing is fetched when the editor renders it, and raw HTML shows as text (``&lt;``); fenced code
+    and code spans pass unchanged. The result does not depend on where the chunks were cut: what
+    cannot be decided yet (a line that may open a fence, a ``!`` or backtick run at the end, a code
+    span whose closer has not come) is held until it can, and ``flush`` decides the rest."""
+
+    def __init__(self) -> None:
+        self.pending = ""
+        self.fence: tuple[str, int] | None = None  # inside a fenced block: its character and length
+        self.line = ""  # the current line so far (a fence's closer is judged at its newline)
+        self.opener = False  # the current line opened the fence
+
+    def feed(self, text: str) -> str:
+        return self._run(self.pending + text, final=False)
+
+    def flush(self) -> str:
+        return self._run(self.pending, final=True)
+
+    def _run(self, text: str, final: bool) -> str:
+        out: list[str] = []
+        i = 0
+        while i < len(text):
+            step = self._step(text, i, final, out)
+            if step is None:  # needs more text to decide
+                break
+            i = step
+        self.pending = text[i:]
+        return "".join(out)
+
+    def _step(self, text: str, i: int, final: bool, out: list[str]) -> int | None:
+        char = text[i]
+        if self.fence is not None:  # fenced code: verbatim, and each line judged as a closer at its end
+            end = text.find("\n", i)
+            if end < 0:
+                self.line += text[i:]
+                out.append(text[i:])
+                return len(text)
+            self.line += text[i:end]
+            out.append(text[i:end + 1])
+            fence_char, size = self.fence
+            if not self.opener and re.fullmatch(rf" {{0,3}}{re.escape(fence_char)}{{{size},}}\s*", self.line):
+                self.fence = None
+            self.line, self.opener = "", False
+            return end + 1
+        if not self.line and char != "\n":  # the start of a prose line: does it open a fence?
+            head = re.match(r" {0,3}(`{3,}|~{3,})", text[i:])
+            if head is None and not final and re.fullmatch(r" {0,3}(`{0,2}|~{0,2})", text[i:i + 6]):
+                return None  # too little of the line yet
+            if head is not None and (i + head.end() < len(text) or final):
+                self.fence, self.opener = (head.group(1)[0], len(head.group(1))), True
+                return i  # the line goes out verbatim through the branch above
+            if head is not None:
+                return None  # the fence may go on in the next chunk
+        if char == "\n":
+            self.line = ""
+            out.append(char)
+            return i + 1
+        self.line += char
+        if char == "\\" and i + 1 < len(text):  # an escape: both characters as they are
+            out.append(text[i:i + 2])
+            self.line += text[i + 1]
+            return i + 2
+        if char == "\\" and not final:
+            self.line = self.line[:-1]
+            return None
+        if char == "!":
+            if i + 1 >= len(text) and not final:
+                self.line = self.line[:-1]
+                return None
+            out.append("!\\" if text[i + 1:i + 2] == "[" else "!")
+            return i + 1
+        if char == "<":
+            out.append("&lt;")
+            return i + 1
+        if char == "`":
+            return self._span(text, i, final, out)
+        out.append(char)
+        return i + 1
+
+    def _span(self, text: str, i: int, final: bool, out: list[str]) -> int | None:
+        run = BACKTICKS.match(text, i).group(0)
+        end = i + len(run)
+        if end >= len(text) and not final:
+            self.line = self.line[:-1]
+            return None
+        close = re.compile(rf"(?<!`){run}(?!`)").search(text, end)
+        blank = text.find("\n\n", end)  # a code span never crosses a paragraph
+        if close is not None and (blank < 0 or close.start() < blank):
+            if close.end() >= len(text) and not final:  # the closing run may go on
+                self.line = self.line[:-1]
+                return None
+            out.append(text[i:close.end()])
+            self.line += text[i + 1:close.end()]
+            self.line = self.line.rsplit("\n", 1)[-1]
+            return close.end()
+        if blank < 0 and not final and len(text) - i < SPAN_HOLD:
+            self.line = self.line[:-1]
+            return None  # its closer may still come
+        out.append(run)  # a lone run: literal backticks, and what follows is prose
+        self.line += run[1:]
+        return end

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from clovercode.trust.gitsafe import check_layout, dotgit_top, read_config
+from clovercode.trust.pathident import first_covering, on_disk
 from clovercode.trust.projectview import ProjectView
 
 HUSKY_HOOKS = "_"  # husky >= 9 points core.hooksPath at .husky/_, whose scripts run .husky/<hook>
@@ -52,12 +54,9 @@ class RunsOutside:
 
     def matches(self, rel: str) -> str | None:
         """The entry ``rel`` falls under (the entry itself, a path below it, or a parent replaced by a
-        file or symlink that would carry it); None when ``rel`` runs nothing."""
-        rel = rel.strip("/")
-        for entry in self.all:
-            if rel == entry or rel.startswith(entry + "/") or entry.startswith(rel + "/"):
-                return entry
-        return None
+        file or symlink that would carry it), compared by identity (trust/pathident.py: any case or
+        Unicode normal form, wildcards per component); None when ``rel`` runs nothing."""
+        return first_covering(rel, self.all)  # by identity: `.GitHub/Workflows` is the same on macOS
 
     def refused(self, rels: Iterable[str]) -> list[str]:
         """The paths among ``rels`` that fall under an entry, in order."""
@@ -90,7 +89,9 @@ def git_layout(path: Path) -> tuple[Path, Path] | None:
     """(top of the work tree ``path`` is in, the absolute directory git runs hooks from), or None
     outside a work tree. Asked of git itself (``rev-parse --git-path hooks``), so core.hooksPath
     from any config file and its relative-path rule count exactly as for ``git commit``; rev-parse
-    runs no hooks and no fsmonitor."""
+    runs no hooks and no fsmonitor. A VcsError when the repository's own config moves the work
+    tree (``core.worktree``, ``core.bare``): every guard computed from this would protect another
+    directory."""
     try:
         proc = subprocess.run(["git", "-C", str(path), "-c", "core.fsmonitor=false", "rev-parse",
                                "--path-format=absolute", "--show-toplevel", "--git-path", "hooks"],
@@ -99,7 +100,10 @@ def git_layout(path: Path) -> tuple[Path, Path] | None:
         return None
     lines = proc.stdout.splitlines()
     if proc.returncode != 0 or len(lines) != 2 or not all(lines):
+        check_layout(path, read_config(path), os.environ)  # a bare-declared tree fails here: say why
         return None
+    if os.path.realpath(lines[0]) != str(dotgit_top(Path(os.path.realpath(path)))):
+        check_layout(path, read_config(path), os.environ)  # the config read only when git's top is not .git's
     return Path(lines[0]), Path(lines[1])
 
 
@@ -115,14 +119,27 @@ def runs_outside(path: Path, entries: Iterable[str]) -> tuple[Path, RunsOutside]
     return top, RunsOutside(entries, hook_dirs_in_tree(top, hooks))
 
 
-def runs_outside_paths(root: Path, entries: Iterable[str]) -> list[str]:
-    """The absolute paths of :func:`runs_outside` that lie inside ``root`` (the sandbox's writable
-    project); the others are read-only in the sandbox anyway."""
+def runs_outside_entries(root: Path, entries: Iterable[str]) -> list[tuple[str, str]]:
+    """(the work tree's top, entry) for each entry of :func:`runs_outside` that can lie inside ``root``
+    (the sandbox's writable project); the others are read-only in the sandbox anyway. The survey
+    finds every spelling of each on disk (trust/pathident.py :func:`on_disk`)."""
     top, found = runs_outside(root, entries)
     base = os.path.realpath(root)
+    real_top = os.path.realpath(top)
     out = []
     for rel in found.all:
-        path = os.path.join(os.path.realpath(top), rel)
+        path = os.path.join(real_top, rel)
         if path == base or path.startswith(base.rstrip("/") + "/"):
-            out.append(path)
+            out.append((real_top, rel))
     return out
+
+
+def protected_on_disk(root: str, patterns: Iterable[tuple[str, str]]) -> list[str]:
+    """Every existing path inside ``root`` that names one of ``patterns`` ((base, entry) pairs) on
+    some checkout: `.VSCode` as well as `.vscode`, each `.lintstagedrc*`."""
+    cache: dict = {}  # each directory listed once for all entries
+    out = []
+    for base, rel in patterns:
+        out += [path for path in on_disk(base, rel, cache=cache)
+                if path == root or path.startswith(root.rstrip("/") + "/")]
+    return list(dict.fromkeys(out))

@@ -16,16 +16,20 @@ docs/security.md, "The project view".
 from __future__ import annotations
 
 import errno
-import fnmatch
 import os
-import re
 import secrets as _secrets
 import stat as statmod
+import subprocess
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from clovercode.trust import gitsafe
+from clovercode.trust.secretshape import HEAD_BYTES, looks_like_credential
+from clovercode.trust.treewalk import entry_kind, iter_tree
+from clovercode.trust.viewfs import (TEMP_SUFFIX, current_umask, is_link, pid_alive, relevant,  # noqa: F401 - re-exported
+                                     remove_stale_temps)
+
 MAX_LINKS = 40  # as the kernel's own limit on links in one lookup
-TEMP_SUFFIX = ".clovercode-tmp"
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -37,10 +41,10 @@ class OutsideProject(OSError):
 
 
 class SecretPath(OSError):
-    """A path whose resolved target matches the host's secret rules."""
+    """A path whose resolved target matches the host's secret rules, or whose content does."""
 
-    def __init__(self, given: str):
-        super().__init__(errno.EACCES, "holds credentials or other secrets", given)
+    def __init__(self, given: str, why: str = "holds credentials or other secrets"):
+        super().__init__(errno.EACCES, why, given)
 
 
 class ProjectView:
@@ -50,7 +54,8 @@ class ProjectView:
         self.given_root = os.path.abspath(os.fspath(root))
         self.root = Path(os.path.realpath(self.given_root))
         self.secrets = tuple(secrets)
-        self._secret = _relevant(self.secrets, str(self.root))
+        self._secret = relevant(self.secrets, str(self.root))
+        self._tracked_cache: dict[str, bool] = {}
 
     # -- resolution ---------------------------------------------------------------------------------
 
@@ -63,6 +68,8 @@ class ProjectView:
         todo = self._below_root(text, text)
         todo.reverse()
         done: list[str] = []
+        based: list[str] = []
+        base = str(self.root)
         links = 0
         while todo:
             name = todo.pop()
@@ -76,18 +83,22 @@ class ProjectView:
             if not todo and not follow_last:
                 done.append(name)
                 break
+            if len(based) != len(done):  # the joined prefix, kept as it grows: a deep path costs O(depth)
+                based, base = list(done), os.path.join(self.root, *done)
             try:
-                st = os.lstat(os.path.join(self.root, *done, name))
+                st = os.lstat(os.path.join(base, name))
             except (OSError, ValueError):
                 done.append(name)  # absent (or not a directory): nothing below it can be a link
                 continue
             if not statmod.S_ISLNK(st.st_mode):
                 done.append(name)
+                based.append(name)
+                base = os.path.join(base, name)
                 continue
             links += 1
             if links > MAX_LINKS:
                 raise OutsideProject(text, "has too many levels of links")
-            target = os.readlink(os.path.join(self.root, *done, name))
+            target = os.readlink(os.path.join(base, name))
             if target.startswith("/"):
                 done = []  # an absolute link is followed only when it names a place beneath the root
             todo.extend(reversed(self._below_root(target, text) if target.startswith("/") else target.split("/")))
@@ -123,6 +134,11 @@ class ProjectView:
             return False
         text = os.fspath(path)
         return any(self._secret.match(c) for c in (text, *(str(p) for p in Path(text).parents)))
+
+    def secret_entry(self, parts: list[str], name: str) -> bool:
+        """Whether the entry ``name`` of the directory ``parts`` matches a secret pattern itself (a walk
+        checked the directories above when it entered them): one match, whatever the depth."""
+        return self._secret is not None and bool(self._secret.match(os.path.join(self.root, *parts, name)))
 
     def kind(self, given: Path | str) -> str | None:
         """'file', 'dir' or 'other' for what ``given`` resolves to; None when it is absent or leads
@@ -176,7 +192,7 @@ class ProjectView:
                 try:
                     nfd = os.open(name, _DIR, dir_fd=fd)
                 except OSError as exc:
-                    if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(name, fd):  # swapped in after the lookup
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR) and is_link(name, fd):  # swapped in after the lookup
                         raise OutsideProject(os.path.join(*parts), "became a link") from None
                     raise
                 os.close(fd)
@@ -185,6 +201,19 @@ class ProjectView:
             os.close(fd)
             raise
         return fd
+
+    def _tracked(self, parts: list[str]) -> bool:
+        """Whether git tracks the file ``parts`` (a hard link git made, or one it records, is the
+        project's own); asked once per file and view."""
+        rel = "/".join(parts)
+        if rel not in self._tracked_cache:
+            try:
+                proc = gitsafe.run(self.root, "ls-files", "-z", "--error-unmatch", "--", f":(literal){rel}",
+                                   capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+                self._tracked_cache[rel] = proc.returncode == 0 and proc.stdout.rstrip(b"\0") == os.fsencode(rel)
+            except (OSError, subprocess.SubprocessError):
+                self._tracked_cache[rel] = False
+        return self._tracked_cache[rel]
 
     def _checked(self, given: Path | str, follow_last: bool = True) -> list[str]:
         parts = self.parts(given, follow_last=follow_last)
@@ -226,7 +255,17 @@ class ProjectView:
                 raise IsADirectoryError(errno.EISDIR, "is a directory", os.fspath(given))
             if not statmod.S_ISREG(st.st_mode):  # a FIFO or device would block or never end
                 raise OSError(errno.EINVAL, "is not a regular file", os.fspath(given))
-            return handle.read() if limit is None else handle.read(limit + 1)
+            # Secrets by content where names fail (trust/secretshape.py): another name for a file
+            # elsewhere (a hard link git does not track), or bytes shaped like a credential.
+            if st.st_nlink > 1 and not self._tracked(parts):
+                raise SecretPath(os.fspath(given), "has other hard links (a second name for a file that may be a host secret)")
+            head = handle.read(HEAD_BYTES)
+            if looks_like_credential(head):
+                raise SecretPath(os.fspath(given), "has the shape of a credential (a private key or cloud credentials)")
+            if limit is not None and len(head) > limit:
+                return head[:limit + 1]
+            rest = handle.read() if limit is None else handle.read(limit + 1 - len(head))
+            return head + rest
 
     def read_text(self, given: Path | str, limit: int | None = None) -> str:
         return self.read_bytes(given, limit).decode("utf-8", errors="replace")
@@ -239,7 +278,7 @@ class ProjectView:
         fd = self._open_dir(parts)
         try:
             with os.scandir(fd) as found:
-                entries = sorted(((e.name, _entry_kind(e)) for e in found), key=lambda e: e[0])
+                entries = sorted(((e.name, entry_kind(e)) for e in found), key=lambda e: e[0])
         finally:
             os.close(fd)
         out = []
@@ -259,52 +298,25 @@ class ProjectView:
         return out
 
     def walk(self, given: Path | str = ".", skip_dirs: Iterable[str] = (), max_dirs: int | None = None) -> Iterator[str]:
-        """Project-relative paths of the files below ``given``, depth first, sorted per directory.
-        Directory links are not descended (a loop, or another view of the same files); links to
-        files are given when they stay inside; ``skip_dirs``: directory names not entered."""
+        """Project-relative paths of the files below ``given``, depth first, sorted per directory, at
+        any depth (trust/treewalk.py: no recursion). Directory links are not descended (a loop, or
+        another view of the same files); links to files are given when they stay inside;
+        ``skip_dirs``: directory names not entered; ``max_dirs``: the walk ends quietly after that
+        many directories, and without it past treewalk.MAX_DIRS with :class:`TreeTooLarge`."""
         try:
             start = self._checked(given)
-            fd = self._open_dir(start)
         except OSError:
             return
-        budget = [max_dirs if max_dirs is not None else -1]
-        try:
-            yield from self._walk_fd(fd, start, frozenset(skip_dirs), budget)
-        finally:
-            os.close(fd)
+        prune = self.secret_entry
 
-    def _walk_fd(self, fd: int, parts: list[str], skip: frozenset[str], budget: list[int]) -> Iterator[str]:
-        if budget[0] == 0:
-            return
-        budget[0] -= 1
-        try:
-            with os.scandir(fd) as found:
-                entries = sorted((e.name, _entry_kind(e)) for e in found)
-        except OSError:
-            return
-        below = []
-        for name, kind in entries:
+        for parts, name, kind in iter_tree(str(self.root), start, skip=frozenset(skip_dirs), max_dirs=max_dirs,
+                                           quiet=max_dirs is not None, prune=prune):
             rel = "/".join([*parts, name])
-            if kind == "link":  # followed only to a file beneath the root; a directory link is not entered
+            if kind == "file":
+                yield rel
+            elif kind == "link":  # followed only to a file beneath the root; a directory link is not entered
                 if self.kind(rel) == "file" and not self.is_secret(self.resolve(rel)):
                     yield rel
-            elif self._secret is not None and self.is_secret(self.root.joinpath(*parts, name)):
-                continue
-            elif kind == "file":
-                yield rel
-            elif kind == "dir" and name not in skip:
-                below.append(name)
-        for name in below:
-            try:
-                child = os.open(name, _DIR, dir_fd=fd)  # O_NOFOLLOW: swapped for a link meanwhile, it is skipped
-            except OSError:
-                continue
-            try:
-                yield from self._walk_fd(child, [*parts, name], skip, budget)
-            finally:
-                os.close(child)
-            if budget[0] == 0:
-                return
 
     # -- writing ------------------------------------------------------------------------------------
 
@@ -327,7 +339,7 @@ class ProjectView:
                 info = None  # the link goes; the new file gets a new file's mode
             if info is not None and not statmod.S_ISREG(info.st_mode):
                 raise OSError(errno.EINVAL, "is not a regular file", os.fspath(given))
-            _remove_stale_temps(dfd, name)
+            remove_stale_temps(dfd, name)
             # The pid in the name lets a later write tell a dead writer's leftover from a live one's file.
             tmp = f".{name}.{os.getpid()}.{_secrets.token_hex(3)}.{TEMP_SUFFIX.lstrip('.')}"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dfd)
@@ -371,7 +383,7 @@ class ProjectView:
             raise OSError(errno.EPERM, "is the project root", os.fspath(given))
         dfd = self._open_dir(parts[:-1])
         try:
-            if _is_link(parts[-1], dfd):
+            if is_link(parts[-1], dfd):
                 raise OutsideProject(os.fspath(given), "became a link")
             os.chmod(parts[-1], mode, dir_fd=dfd)
         finally:
@@ -387,6 +399,42 @@ class ProjectView:
             os.rmdir(parts[-1], dir_fd=dfd)
         finally:
             os.close(dfd)
+
+    def prune_empty(self, given: Path | str) -> None:
+        """Remove the directory ``given`` and then each directory above it while it is empty, never
+        the root: one descent and one climb, so a directory 1,100 levels deep costs O(depth) opens."""
+        parts = self.parts(given, follow_last=False)
+        idents = []
+        fd = os.open(self.root, _DIR)
+        try:
+            for name in parts:  # no link followed on the way down; each level's identity kept
+                idents.append(os.fstat(fd))
+                nfd = os.open(name, _DIR, dir_fd=fd)
+                os.close(fd)
+                fd = nfd
+        except OSError:
+            return
+        finally:
+            os.close(fd)
+        rfd = os.open(self.root, _DIR)
+        try:
+            for depth in range(len(parts), 0, -1):
+                above = parts[:depth - 1]
+                try:
+                    pfd = os.open("/".join(above), _DIR, dir_fd=rfd) if above else os.dup(rfd)
+                except OSError:
+                    return
+                try:
+                    info = os.fstat(pfd)
+                    if (info.st_dev, info.st_ino) != (idents[depth - 1].st_dev, idents[depth - 1].st_ino):
+                        return  # a directory on the way became a link meanwhile
+                    os.rmdir(parts[depth - 1], dir_fd=pfd)
+                except OSError:
+                    return
+                finally:
+                    os.close(pfd)
+        finally:
+            os.close(rfd)
 
     def symlink(self, target: str, given: Path | str) -> None:
         """Make ``given`` a link to ``target`` (replacing a file or link there): a checkpoint's link
@@ -417,66 +465,3 @@ class ProjectView:
                 os.close(tfd)
         finally:
             os.close(sfd)
-
-
-def _relevant(patterns: tuple[str, ...], root: str) -> "re.Pattern[str] | None":
-    """One regular expression of the patterns that can match the root, a directory above it, or a
-    path beneath it (judged by each pattern's part before its first wildcard); None when none can:
-    a project under ~/src is then never slowed by the ~/.ssh rules while walking."""
-    kept = []
-    for pattern in patterns:
-        cut = min((i for i, ch in enumerate(pattern) if ch in "*?["), default=len(pattern))
-        literal = pattern[:cut]
-        if root.startswith(literal) or literal.startswith(root.rstrip("/") + "/") or \
-                (root + "/").startswith(literal):
-            kept.append(fnmatch.translate(pattern))
-    return re.compile("|".join(f"(?:{k})" for k in kept)) if kept else None
-
-
-def _entry_kind(entry: os.DirEntry) -> str:
-    try:
-        if entry.is_symlink():
-            return "link"
-        if entry.is_file(follow_symlinks=False):
-            return "file"
-        return "dir" if entry.is_dir(follow_symlinks=False) else "other"
-    except OSError:
-        return "other"
-
-
-def _is_link(name: str, dir_fd: int) -> bool:
-    try:
-        return statmod.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
-    except OSError:
-        return False
-
-
-def _remove_stale_temps(dfd: int, name: str) -> None:
-    """Delete temp files of ``name`` left by a writer that was killed mid-write."""
-    prefix = f".{name}."
-    for leftover in os.listdir(dfd):
-        if not (leftover.startswith(prefix) and leftover.endswith(TEMP_SUFFIX)):
-            continue
-        pid = leftover[len(prefix):].split(".")[0]
-        if pid.isdigit() and not pid_alive(int(pid)):
-            try:
-                os.unlink(leftover, dir_fd=dfd)
-            except OSError:
-                pass
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process ``pid`` runs (a temp file's writer)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def current_umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current

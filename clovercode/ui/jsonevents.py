@@ -22,6 +22,7 @@ from clovercode.ground.termination import answering
 SCHEMA_VERSION = 3
 SCHEMA_FILE = "exec-events.schema.json"
 LOADING_SECONDS = 5.0  # between model_loading lines while the model loads
+WORKING_SECONDS = 10.0  # the longest silence while the model writes a turn: then a model_working line
 NOT_STARTED = "error"  # run_completed's stop_reason when the loop never ran (usage, config, model load, …)
 
 
@@ -55,6 +56,11 @@ class JsonEventWriter:
         self.step = 0
         self.filter: Any = None  # the step's StreamFilter (deltas only)
         self.began = time.monotonic()
+        self.working_every = WORKING_SECONDS
+        self.lock = threading.RLock()  # the model_working thread writes too
+        self.last_line = time.monotonic()
+        self.turn: tuple[threading.Event, float] | None = None  # the running turn: its stop and its start
+        self.chars = 0  # what the model has written of the running turn
         JsonEventWriter.current = self
 
     def write(self, event: dict[str, Any]) -> None:
@@ -70,8 +76,25 @@ class JsonEventWriter:
 
     def _line(self, event: dict[str, Any]) -> None:
         # ASCII: whatever the locale's encoding, every line is valid JSON that round-trips exactly
-        self.out.write(json.dumps(event, default=str) + "\n")
-        self.out.flush()
+        with self.lock:
+            self.out.write(json.dumps(event, default=str) + "\n")
+            self.out.flush()
+            self.last_line = time.monotonic()
+
+    def _working(self, stop: threading.Event, began: float) -> None:
+        """A model_working line whenever ``working_every`` seconds pass without a line during a turn."""
+        while not stop.wait(max(0.01, self.last_line + self.working_every - time.monotonic())):
+            with self.lock:
+                if stop.is_set() or self.completed:
+                    return
+                if time.monotonic() - self.last_line >= self.working_every:
+                    self.write({"type": "model_working", "step": self.step, "seconds": round(time.monotonic() - began, 1),
+                                "chars": self.chars})
+
+    def _end_turn(self) -> None:
+        if self.turn is not None:
+            self.turn[0].set()
+            self.turn = None
 
     def emit(self, kind: str, **data: Any) -> None:
         handler = getattr(self, f"_on_{kind}", None)
@@ -128,6 +151,7 @@ class JsonEventWriter:
 
     def _completed(self, stop_reason: str, exit_code: int, detail: str, answer: str | None, steps: int,
                    usage: dict[str, Any], seconds: float, changed_files: list[str]) -> None:
+        self._end_turn()
         trajectory = self.trajectory()
         with answering(exit_code):  # the stream's last line is never cut, nor written twice
             self.write({"type": "run_completed", "stop_reason": stop_reason, "exit_code": exit_code, "detail": detail,
@@ -141,12 +165,19 @@ class JsonEventWriter:
 
     def _on_step_start(self, step: int, **_: Any) -> None:
         self.step = step
+        self._end_turn()
+        self.chars = 0
+        stop = threading.Event()
+        self.turn = (stop, time.monotonic())
+        threading.Thread(target=self._working, args=(stop, time.monotonic()), name="clovercode-working",
+                         daemon=True).start()
         if self.deltas:
             from clovercode.ui.stream import StreamFilter
 
             self.filter = StreamFilter()
 
     def _on_text_delta(self, text: str, reasoning: bool = False, **_: Any) -> None:
+        self.chars += len(text)
         if not self.deltas or self.filter is None:
             return
         self._deltas([("reasoning", text)] if reasoning else self.filter.feed(text))
@@ -158,6 +189,7 @@ class JsonEventWriter:
 
     def _on_model_turn(self, step: int, content: str, reasoning: str, usage: dict[str, Any], seconds: float,
                        calls: list[dict[str, Any]] | None = None, **_: Any) -> None:
+        self._end_turn()
         if self.filter is not None:
             self._deltas(self.filter.flush())
             self.filter = None

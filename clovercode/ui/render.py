@@ -13,9 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from rich.console import Console
-from rich.markdown import Markdown
 from rich.markup import escape
-from rich.syntax import Syntax
 from rich.text import Text
 
 from clovercode.trust.terminal import inert
@@ -77,6 +75,8 @@ def print_markdown(console: Console, text: str) -> None:
     """Markdown on a terminal; for a log or a pipe the source itself is the readable form (rich
     would pad every paragraph to the width)."""
     if console.is_terminal:
+        from rich.markdown import Markdown  # markdown_it and pygments: loaded at the first answer shown
+
         console.print(Markdown(inert(text), code_theme="ansi_dark", hyperlinks=False))
     else:
         console.print(Text(inert(text)), soft_wrap=True)
@@ -152,15 +152,22 @@ class ConsoleRenderer:
         lines = inert(text).splitlines() or [""]
         mark = "[green]✓[/]" if ok else "[red]✗[/]"
         diff = data.get("diff") if ok else None
-        head = escape(lines[0].removesuffix(":") if diff else lines[0])  # the colon introduced the diff the model reads
-        self.console.print(f"  {mark} {head}" if ok else f"  {mark} [red]{head}[/]", soft_wrap=True)
+        head = lines[0].removesuffix(":") if diff else lines[0]  # the colon introduced the diff the model reads
+        if not ok:  # the red mark says it failed; the words the model reads speak of "the user", not to them
+            head = head.removeprefix("Error: ")
+            head = "You declined" + head[len("The user declined"):] if head.startswith("The user declined") else head
+        head = escape(head)
+        # on a terminal rich wraps at words (the terminal's own wrap split "read|ing"); a log keeps whole lines
+        self.console.print(f"  {mark} {head}" if ok else f"  {mark} [red]{head}[/]", soft_wrap=not self.console.is_terminal)
         if diff:
             if diff not in self.screen.approved_diffs:  # shown at the approval already: once is enough
+                from rich.syntax import Syntax  # pygments: loaded at the first diff shown
+
                 self.console.print(Syntax(inert(diff), "diff", theme="ansi_dark", background_color="default"))
             self.screen.approved_diffs.discard(diff)
             return
         for line in lines[1:OBS_PREVIEW_LINES]:
-            self.console.print(f"    [dim]{escape(line)}[/]", soft_wrap=True)
+            self.console.print(f"    [dim]{escape(line)}[/]", soft_wrap=not self.console.is_terminal)
         if len(lines) > OBS_PREVIEW_LINES:
             number = self.screen.observation_count()
             more = f"… {len(lines) - OBS_PREVIEW_LINES} more lines"

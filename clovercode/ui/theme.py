@@ -51,10 +51,51 @@ def _swap(color: Color | None, table: dict[int, int]) -> Color | None:
     return color if target is None else Color.from_ansi(target)
 
 
+# Dim text (SGR 2) is drawn as this grey instead: terminals dim by different amounts, and the usual
+# halving put dim text at 3.98:1 and bold+dim at 2.15:1 on white (issue 49). Both are >= 5:1 here.
+DIM = {"dark": 245, "light": 242}
+
+
+def _rgb(index: int) -> tuple[int, int, int]:
+    """The xterm palette's colour ``index`` (16-255: the cube and the greys)."""
+    if index >= 232:
+        return (8 + 10 * (index - 232),) * 3
+    levels = (0, 95, 135, 175, 215, 255)
+    index -= 16
+    return levels[index // 36], levels[index // 6 % 6], levels[index % 6]
+
+
+def contrast(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
+    """WCAG's contrast ratio of two sRGB colours."""
+    def luminance(rgb: tuple[int, int, int]) -> float:
+        r, g, b = (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in (v / 255 for v in rgb))
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+    high, low = sorted((luminance(a), luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def _readable(color: Color | None, theme: str) -> Color | None:
+    """A colour outside the 16 the maps cover (the 256-colour cube, true colour) that is under 4.5:1 on
+    the theme's background becomes the theme's dim grey: readable whatever asked for it."""
+    if color is None:
+        return None
+    if color.type is ColorType.EIGHT_BIT and color.number is not None and color.number >= 16:
+        rgb = _rgb(color.number)
+    elif color.type is ColorType.TRUECOLOR and color.triplet is not None:
+        rgb = tuple(color.triplet)
+    else:
+        return color
+    background = (0, 0, 0) if BACKGROUND[theme] == 0 else (255, 255, 255)
+    return color if contrast(rgb, background) >= 4.5 else Color.from_ansi(DIM[theme])
+
+
 @lru_cache(maxsize=512)
 def remap(style: Style, theme: str) -> Style:
-    """``style`` with its colours replaced for ``theme``."""
-    color, bgcolor = _swap(style.color, MAPS[theme]), _swap(style.bgcolor, BACKGROUNDS[theme])
+    """``style`` with its colours replaced for ``theme``, and dim drawn as a chosen grey."""
+    color = _readable(_swap(style.color, MAPS[theme]), theme)
+    bgcolor = _swap(style.bgcolor, BACKGROUNDS[theme])
+    if style.dim:
+        return style + Style(dim=False) + Style.from_color(color or Color.from_ansi(DIM[theme]), bgcolor)
     if color is style.color and bgcolor is style.bgcolor:
         return style
     return style + Style.from_color(color, bgcolor)

@@ -76,7 +76,13 @@ def open_store(root: Path, env: Mapping[str, str]) -> Store:
     from clovercode.ground.config import state_dir
     from clovercode.vcs.dircheckpoint import DirStore
 
-    return DirStore(root, state_dir(env) / "checkpoints")
+    from clovercode.sandboxing.policy import expand_patterns, home_dirs, load_hidden
+
+    # Run in the home, the project holds ~/.ssh and ~/.aws (and clovercode's own state): the secret
+    # rules decide what is copied.
+    state = state_dir(env)
+    hidden = (*expand_patterns(load_hidden(), home_dirs(env)), str(state), os.path.realpath(state))
+    return DirStore(root, state / "checkpoints", hidden)
 
 
 def undo(root: Path, env: Mapping[str, str]) -> Restored:
@@ -284,13 +290,8 @@ def _remove(path: Path, root: Path) -> None:
             view.delete(path)
     except FileNotFoundError:
         pass
-    parent = path.parent
-    while parent != root and root in parent.parents:
-        try:
-            view.rmdir(parent)
-        except OSError:
-            break
-        parent = parent.parent
+    if path.parent != root and root in path.parents:
+        view.prune_empty(path.parent)  # one climb, whatever the depth
 
 
 def _remove_blocking_dir(path: Path, root: Path) -> None:

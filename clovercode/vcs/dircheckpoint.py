@@ -7,11 +7,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat as statmod
 import tempfile
 from pathlib import Path
 
 from clovercode.ground.privatefiles import private_dir, write_private
-from clovercode.trust.projectview import ProjectView
+from clovercode.trust.projectview import ProjectView, SecretPath
+from clovercode.trust.treewalk import TreeTooLarge, iter_tree
 from clovercode.vcs.checkpoint import (MAX_FILE_BYTES, CheckpointError, Snapshot, make_parent, new_stamp,
                                       write_file_atomic)
 
@@ -24,8 +26,9 @@ Entry = dict  # {"sha", "mode", "size", "mtime_ns"} for a file, {"link": target}
 
 
 class DirStore:
-    def __init__(self, root: Path, base: Path):
+    def __init__(self, root: Path, base: Path, secrets: tuple[str, ...] = ()):
         self.root = root
+        self.secrets = secrets  # absolute patterns of host secrets (sandbox/secrets.toml): never copied
         self.home = base / hashlib.sha256(str(root).encode()).hexdigest()[:16]
         self.objects = self.home / "objects"
 
@@ -93,34 +96,46 @@ class DirStore:
         previous = self._latest_files()
         files: dict[str, Entry] = {}
         total = 0
-        view = ProjectView(self.root)  # contents are read beneath the root, a link never followed
-        # os.walk enters no directory link; links are recorded as links, never read through
-        for dirpath, dirnames, filenames in os.walk(self.root):
-            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-            for name in sorted(filenames):
-                path = Path(dirpath) / name
-                rel = path.relative_to(self.root).as_posix()
-                if path.is_symlink():
+        # Contents are read beneath the root, a link never followed, and with the secret rules: run in
+        # the home, ~/.ssh and ~/.aws are not copied into clovercode's state, nor a file whose content
+        # is a credential or that is another name (a hard link) for a file elsewhere.
+        view = ProjectView(self.root, self.secrets)
+        try:
+            walked = list(iter_tree(str(self.root), [], skip=frozenset(SKIP_DIRS), prune=view.secret_entry))
+        except TreeTooLarge as exc:
+            raise CheckpointError(f"the project holds more than {exc.limit:,} directories; no checkpoint is made",
+                                  hint="Put the project under git to get checkpoints.") from None
+        for parts, name, kind in walked:  # iterative: a tree 1,100 levels deep is walked like any other
+            rel = "/".join([*parts, name])
+            path = Path(os.path.join(self.root, rel))
+            if kind == "link":
+                if not os.path.isdir(path):  # a link to a directory is neither entered nor recorded (as os.walk did)
                     files[rel] = {"link": os.readlink(path)}
-                    continue
-                info = path.stat()
-                if not path.is_file() or info.st_size > MAX_FILE_BYTES:
-                    continue
-                total += info.st_size
-                if total > MAX_TOTAL_BYTES:
-                    raise CheckpointError(f"the project holds more than {MAX_TOTAL_BYTES >> 20} MiB of files; "
-                                          "put it under git to get checkpoints")
-                old = previous.get(rel)
-                data = None
-                if old and "sha" in old and (old["size"], old["mtime_ns"]) == (info.st_size, info.st_mtime_ns) \
-                        and (self.objects / old["sha"]).exists():
-                    sha = old["sha"]
-                else:
+                continue
+            try:
+                info = path.lstat()
+            except OSError:
+                continue
+            if kind != "file" or not statmod.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
+                continue
+            total += info.st_size
+            if total > MAX_TOTAL_BYTES:
+                raise CheckpointError(f"the project holds more than {MAX_TOTAL_BYTES >> 20} MiB of files; "
+                                      "put it under git to get checkpoints")
+            old = previous.get(rel)
+            data = None
+            if old and "sha" in old and (old["size"], old["mtime_ns"]) == (info.st_size, info.st_mtime_ns) \
+                    and (self.objects / old["sha"]).exists():
+                sha = old["sha"]
+            else:
+                try:
                     data = view.read_bytes(rel, MAX_FILE_BYTES)
-                    sha = hashlib.sha256(data).hexdigest()
-                if store and not (self.objects / sha).exists():
-                    self._keep(view.read_bytes(rel, MAX_FILE_BYTES) if data is None else data, sha)
-                files[rel] = {"sha": sha, "mode": info.st_mode & 0o7777, "size": info.st_size, "mtime_ns": info.st_mtime_ns}
+                except SecretPath:
+                    continue  # a credential by content or another name for a file elsewhere: never copied
+                sha = hashlib.sha256(data).hexdigest()
+            if store and not (self.objects / sha).exists():
+                self._keep(view.read_bytes(rel, MAX_FILE_BYTES) if data is None else data, sha)
+            files[rel] = {"sha": sha, "mode": info.st_mode & 0o7777, "size": info.st_size, "mtime_ns": info.st_mtime_ns}
         return files
 
     def _keep(self, data: bytes, sha: str) -> None:
@@ -165,9 +180,5 @@ def _comparable(files: dict[str, Entry]) -> dict[str, tuple]:
 
 def _prune_empty(view: ProjectView, directory: Path) -> None:
     """Remove ``directory`` (project-relative) and its parents while they are empty."""
-    while directory.parts:
-        try:
-            view.rmdir(directory)
-        except OSError:
-            return
-        directory = directory.parent
+    if directory.parts:
+        view.prune_empty(directory)

@@ -46,6 +46,8 @@ class Checkout:
     """A git working tree that holds the project root."""
 
     def __init__(self, repo: "Repo", root: Path):
+        # before anything is read from where git says the tree is: a repository's core.worktree moves it
+        gitsafe.check_layout(root, gitsafe.read_config(root), os.environ)
         self.repo = repo
         self.top = Path(repo.working_tree_dir or root).resolve()
         self.root = root.resolve()

@@ -64,6 +64,23 @@ class LiveSession:
         return allowed
 
 
+class LiveApprove:
+    """The session's approver as its tools see it: a call, and the mode it runs in now, so a subagent
+    with write rights is refused before it starts in read-only and plan modes (subagents/rights.py)."""
+
+    def __init__(self, live: LiveSession):
+        self.live = live
+
+    def __call__(self, request: ApprovalRequest) -> bool:
+        return self.live.approve(request)
+
+    @property
+    def mode(self) -> str | None:
+        if self.live.mode == READ_ONLY:
+            return READ_ONLY
+        return getattr(self.live.approver, "mode", None)
+
+
 def project_of(cwd: str) -> Path:
     path = Path(cwd)
     if "\x00" in cwd or not path.is_absolute():

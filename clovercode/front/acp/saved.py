@@ -8,6 +8,8 @@ has (its file name without ``.jsonl``), never a path, and matched exactly, never
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime
 import re
 from dataclasses import dataclass
@@ -20,7 +22,6 @@ from clovercode.wiring.sessions import SessionInfo, list_sessions
 PAGE_SIZE = 50
 TITLE_CHARS = 100
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
-CURSOR = re.compile(r"^after:(\d{1,6})$")
 
 
 class SessionNotFound(UsageError):
@@ -51,20 +52,39 @@ def updated_at(modified: float) -> str:
 
 
 def page(directory: Path, root: Path | None, cursor: str | None) -> Page:
-    """One page of the sessions of ``root`` (every project's when None), newest first."""
-    start = 0
+    """One page of the sessions of ``root`` (every project's when None), newest first.
+
+    The cursor names the last session shown, by its time and id, not by its place in the list: a
+    session saved while the editor pages comes first and does not push an item of the last page onto
+    the next one again (an offset did, issue 49)."""
+    order = sorted(list_sessions(directory, root), key=lambda info: (-info.modified, info.id))
     if cursor is not None:
-        found = CURSOR.match(cursor)
-        if found is None:
-            raise UsageError("the cursor is not one session/list gave (pass nextCursor back as it came)")
-        start = int(found.group(1))
-    sessions = list_sessions(directory, root)
-    shown = sessions[start:start + PAGE_SIZE]
+        after = _read_cursor(cursor)
+        order = [info for info in order if (-info.modified, info.id) > after]
+    shown = order[:PAGE_SIZE]
     rows = [{"sessionId": info.id, "cwd": info.saved.root or str(root or ""), "title": title_of(info),
              "updatedAt": updated_at(info.modified)} for info in shown]
     rows = [row for row in rows if row["cwd"]]  # a session from before roots were saved has no project to show
-    more = start + PAGE_SIZE < len(sessions)
-    return Page(rows, f"after:{start + PAGE_SIZE}" if more else None)
+    more = len(order) > PAGE_SIZE
+    return Page(rows, _cursor(shown[-1].modified, shown[-1].id) if more else None)
+
+
+def _cursor(modified: float, ident: str) -> str:
+    return base64.urlsafe_b64encode(f"v1 {modified!r} {ident}".encode()).decode().rstrip("=")
+
+
+def _read_cursor(cursor: str) -> tuple[float, str]:
+    wrong = UsageError("the cursor is not one session/list gave (pass nextCursor back as it came)")
+    if len(cursor) > 400:
+        raise wrong
+    try:
+        version, modified, ident = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode().split(" ")
+        when = float(modified)
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise wrong from None
+    if version != "v1" or not SESSION_ID.match(ident) or when != when:  # NaN compares with nothing
+        raise wrong
+    return -when, ident
 
 
 def find(directory: Path, ident: str, root: Path) -> SavedSession:

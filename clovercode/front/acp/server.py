@@ -21,7 +21,7 @@ from clovercode.front.acp.clientfs import ClientFiles, WriteLog
 from clovercode.front.acp.content import prompt_text
 from clovercode.front.acp.history import history_updates
 from clovercode.front.acp import saved as saved_sessions
-from clovercode.front.acp.live import LiveSession, live_title, project_of
+from clovercode.front.acp.live import LiveApprove, LiveSession, live_title, project_of
 from clovercode.front.acp.mcp import join_client_servers
 from clovercode.front.acp.modes import (BY_ID, MODE_OPTION, READ_ONLY, REASONING, REASONING_OPTION,
                                         mode_for_approval, mode_state)
@@ -238,7 +238,7 @@ class CloverAgent:
 
     def _after_turn(self, live: LiveSession) -> None:
         """How full the window is, and the session's title (its first task) with the time of this turn."""
-        window = usage(live.session)
+        window = usage(live.session, live.mapper.model_window if live.mapper is not None else None)
         if window is not None:
             live.post_update(window)
         live.post_update({"sessionUpdate": "session_info_update", "title": live_title(live),
@@ -328,7 +328,7 @@ class CloverAgent:
         ask = ClientAsk(sid, call, lambda: live.mapper.current if live.mapper is not None else None, root)
         live.approver = ModeApprover(cfg["approval"], cfg["sandbox"] != "none", ask, cfg["permissions.allow"],
                                      lambda prefix: _remember(prefix, self.env, session))
-        session.approve = live.approve
+        session.approve = LiveApprove(live)  # with the mode: a writing subagent is refused in read-only and plan
         session.command_output = live.command_output
         session.files = writes
         if cfg["sandbox"] == "none":

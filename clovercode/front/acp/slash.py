@@ -83,10 +83,16 @@ def run_builtin(slash: Slash, session: Any, mode: str, changes_nothing: bool) ->
     return context_line(session) or "Context: empty."
 
 
-def usage(session: Any) -> dict[str, Any] | None:
-    """A ``usage_update`` from the last prompt's window use; None before any prompt was built."""
+def usage(session: Any, counted: int | None = None) -> dict[str, Any] | None:
+    """A ``usage_update``: the window the model counted in its last turn (``counted``) where the backend
+    gave its count, else the prompt builder's, labelled estimated in ``_meta`` unless it was counted
+    with the model's tokenizer; None before any prompt was built."""
     last = getattr(getattr(session, "prompt", None), "last", None)
     if last is None or not last.window:
         return None
-    return {"sessionUpdate": "usage_update", "used": max(0, int(last.used)), "size": int(last.window)}
+    update: dict[str, Any] = {"sessionUpdate": "usage_update", "used": max(0, int(counted or last.used)),
+                              "size": int(last.window)}
+    if counted is None and not last.exact:
+        update["_meta"] = {"clovercode": {"estimated": True}}
+    return update
 

@@ -21,6 +21,9 @@ from typing import Any, Awaitable, Callable
 
 from acp import RequestError
 
+# The notifications a client sends an agent (ACP v1); any other is ignored, not handed to the SDK (which
+# logged a traceback for an unknown one).
+CLIENT_NOTIFICATIONS = frozenset({"session/cancel"})
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
 MAX_PROTOCOL_VERSION = 65535  # ProtocolVersion is a uint16
 NOT_INITIALIZED = "send initialize first: the connection is not initialized"
@@ -81,14 +84,16 @@ class CheckedTransport:
         self.open_requests: dict[Any, tuple[str, Any]] = {}  # the client's requests not answered yet
         self.write_lock = asyncio.Lock()
         self.initialized = False  # an initialize request with good params has come
-        self.prompts: dict[Any, str] = {}  # a running session/prompt's request id -> its session
+        # a running session/prompt's request id -> its sessions: a client may reuse an id while the prompt
+        # runs (another request answered under it must not make the prompt uncancellable)
+        self.prompts: dict[Any, list[str]] = {}
         self.tasks: set[asyncio.Task[None]] = set()
 
     async def send(self, message: dict[str, Any]) -> None:
         request = None
         if "method" not in message:
-            self.prompts.pop(message.get("id"), None)
             request = self.open_requests.pop(message.get("id"), None)
+            self._prompt_answered(message, request)
         # A lone surrogate (JSON's "\ud800", echoed in an id, or in a file's text) cannot be UTF-8; it
         # can only sit inside a JSON string, where backslashreplace writes it as the same escape.
         data = (json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
@@ -175,7 +180,7 @@ class CheckedTransport:
         if method == "initialize":
             self.initialized = True  # a client may send its next request before this one's answer
         elif method == "session/prompt" and isinstance(params, dict) and isinstance(params.get("sessionId"), str):
-            self.prompts[ident] = params["sessionId"]
+            self.prompts.setdefault(ident, []).append(params["sessionId"])
         self.open_requests[ident] = (method, params)
         if method in self.extra:
             self._spawn(self._run_extra(ident, method, params or {}))
@@ -185,15 +190,27 @@ class CheckedTransport:
     async def _notification(self, message: dict[str, Any], method: str, params: Any) -> dict[str, Any] | None:
         if method == "$/cancel_request":
             request = params.get("requestId") if isinstance(params, dict) else None
-            session = self.prompts.get(request) if request is not None else None
-            if session is not None:
+            for session in self.prompts.get(request, []) if request is not None else []:
                 self._spawn(self.cancel_prompt(session))
             return None  # other requests finish quickly; the spec lets a receiver ignore the rest
-        if method.startswith("$/"):
-            return None  # protocol-level notifications a receiver may ignore
-        if not self.initialized:
+        if method not in CLIENT_NOTIFICATIONS or not self.initialized:
+            # "$/…" protocol notifications, an extension's, a newer protocol's: a receiver may ignore them
+            logging.debug("ignored the notification %r", method[:100])
             return None
         return message
+
+    def _prompt_answered(self, message: dict[str, Any], request: tuple[str, Any] | None) -> None:
+        """Forget a prompt once its own answer goes out (a stop reason, or an error to a prompt)."""
+        ident = message.get("id")
+        sessions = self.prompts.get(ident)
+        if not sessions:
+            return
+        result = message.get("result")
+        if (isinstance(result, dict) and "stopReason" in result) or (
+                "error" in message and request is not None and request[0] == "session/prompt"):
+            sessions.pop(0)
+            if not sessions:
+                del self.prompts[ident]
 
     async def _run_extra(self, ident: Any, method: str, params: dict[str, Any]) -> None:
         try:

@@ -22,6 +22,7 @@ from typing import Any, Callable
 from clovercode.front.acp.clientfs import WriteLog
 from clovercode.front.acp.markdown import text_block
 from clovercode.front.acp.output import LiveOutput
+from clovercode.trust.markdown import EditorMarkdown
 from clovercode.mcpservers.config import SEPARATOR
 from clovercode.trust.paths import inside_project
 from clovercode.ui.stream import StreamFilter
@@ -104,6 +105,8 @@ class UpdateMapper:
         self.planned = False  # the model wrote a plan in this task (plan mode then asks to start on it)
         self.live_output = LiveOutput(post)
         self.children: dict[str, str] = {}  # a subagent's id -> the task call that runs it
+        self.model_window: int | None = None  # tokens of the window the model counted in its last turn
+        self.inert: dict[str, EditorMarkdown] = {}  # per kind of chunk: the Markdown made inert as it streams
 
     def emit(self, kind: str, **data: Any) -> None:
         handler = getattr(self, f"_on_{kind}", None)
@@ -121,10 +124,18 @@ class UpdateMapper:
         if current is not None:
             self.live_output.feed(current[0], chunk)
 
-    def _say(self, text: str, thought: bool = False) -> None:
+    def _say(self, text: str, thought: bool = False, end: bool = False) -> None:
+        # The model's Markdown, inert for the editor's renderer: no image is fetched, no HTML rendered
+        # (trust/markdown.py); what a chunk leaves undecided goes out with the next one, or at the end.
+        kind = "agent_thought_chunk" if thought else "agent_message_chunk"
+        inert = self.inert.setdefault(kind, EditorMarkdown())
+        text = inert.feed(text) + (inert.flush() if end else "")
         if text:
-            self.post({"sessionUpdate": "agent_thought_chunk" if thought else "agent_message_chunk",
-                       "content": {"type": "text", "text": text}})
+            self.post({"sessionUpdate": kind, "content": {"type": "text", "text": text}})
+
+    def _end_text(self) -> None:
+        for thought in (True, False):
+            self._say("", thought=thought, end=True)
 
     def _on_step_start(self, **_: Any) -> None:
         self.stream = StreamFilter()
@@ -134,9 +145,14 @@ class UpdateMapper:
         for kind, part in segments:
             self._say(part, thought=kind == "reasoning")
 
-    def _on_model_turn(self, **_: Any) -> None:
+    def _on_model_turn(self, usage: dict[str, Any] | None = None, **_: Any) -> None:
+        # the window the model itself counted for this turn (its prompt and what it wrote), for usage_update
+        counted = (usage or {}).get("prompt_tokens")
+        if isinstance(counted, int) and counted > 0 and not (usage or {}).get("usage_estimated"):
+            self.model_window = counted + int((usage or {}).get("completion_tokens") or 0)
         for kind, part in self.stream.flush():
             self._say(part, thought=kind == "reasoning")
+        self._end_text()
 
     def _on_plan(self, steps: Any = None, **_: Any) -> None:
         update = plan_update(steps)
@@ -212,3 +228,4 @@ class UpdateMapper:
             self._say(summary)
         elif stop_reason not in QUIET_STOPS:
             self._say(f"\n■ stopped: {detail}\n")
+        self._end_text()

@@ -178,7 +178,8 @@ class Repl:
             prompt.build(self.session.conversation)  # counted with the final answer in the history
         status = context_line(self.session)
         if status:
-            self.console.print(status, style="dim", highlight=False, markup=False, soft_wrap=True)
+            # wrapped at words by rich on a terminal (the terminal's own wrap split "messag|e")
+            self.console.print(status, style="dim", highlight=False, markup=False, soft_wrap=not self.console.is_terminal)
 
 
 def _inputs(first: str | None, lines: Iterator[str], console: Console, screen: Screen) -> Iterator[str]:
@@ -283,7 +284,8 @@ def run_repl(root: Path, cfg: Config, console: Console, resume: str | None = Non
         from clovercode.front.repl.completion import FileLister, ReplCompleter
 
         lines = tty_lines(cfg, ReplCompleter(lambda: [*repl.commands, *repl.custom], FileLister(session.root)),
-                          typed_ahead=repl.typed_ahead, modes=repl.modes)
+                          typed_ahead=repl.typed_ahead, modes=repl.modes,
+                          theme=getattr(console, "theme_name", "dark"))
     else:
         lines = plain_lines()
     try:

@@ -34,8 +34,13 @@ def history_path(cfg: Config) -> Path:
     return path
 
 
+# The mode label at the right of the prompt, in a colour chosen per theme (xterm 75 on black, 18 on
+# white: both over 7:1); prompt-toolkit's default grey was 3.59:1 on white (issue 49).
+MODE_COLOURS = {"dark": "#5fafff", "light": "#000087"}
+
+
 def tty_lines(cfg: Config, completer: object = None, typed_ahead: Callable[[], str] = str,
-              modes: Any = None) -> Iterator[str]:
+              modes: Any = None, theme: str = "dark") -> Iterator[str]:
     """Lines from prompt-toolkit; each prompt starts with ``typed_ahead()``, what was typed while the
     last turn ran (editable, never sent without Enter). ``modes`` (repl/modes.Modes): Shift+Tab cycles
     the approval mode, shown at the right of the prompt line."""
@@ -68,8 +73,11 @@ def tty_lines(cfg: Config, completer: object = None, typed_ahead: Callable[[], s
             event.app.invalidate()
 
     rprompt = (lambda: [("class:mode", modes.label())]) if modes is not None else None
+    from prompt_toolkit.styles import Style as PromptStyle
+
+    style = PromptStyle.from_dict({"mode": MODE_COLOURS.get(theme, MODE_COLOURS["dark"]), "rprompt": ""})
     prompt = PromptSession(history=FileHistory(str(history_path(cfg))), key_bindings=bindings, multiline=False,
-                           completer=completer, complete_while_typing=False, rprompt=rprompt)
+                           completer=completer, complete_while_typing=False, rprompt=rprompt, style=style)
     warned = False  # Ctrl-C at an empty prompt said how to exit; a second one right after exits
     while True:
         try:

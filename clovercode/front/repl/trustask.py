@@ -46,10 +46,11 @@ def trust_on_start(root: Path, console: Console, load: Callable[[bool], Config],
             return tty_read_line(question, fresh=True)
     listed = ", ".join(inert(w, newlines=False) for w in wanted)
     console.print(f"[bold yellow]{escape(str(root / PROJECT_FILE))} asks for more than an untrusted project gets:[/] "
-                  f"{escape(listed)}", highlight=False, soft_wrap=True)
+                  f"{escape(listed)}", highlight=False, soft_wrap=not console.is_terminal)
     console.print("Trusting this folder lets its file set these, start its MCP servers and run its hooks (as you, "
                   "outside the sandbox). Trust only a project whose files you know. A project file never chooses "
-                  "the model, approvals, tokens or where clovercode writes.", highlight=False, soft_wrap=True)
+                  "the model, approvals, tokens or where clovercode writes.", highlight=False,
+                  soft_wrap=not console.is_terminal)  # at words on a terminal: its own wrap split "outsi|de"
     answer = read_line("Trust this folder? [y]es / [n]o: ")
     if (answer or "").strip().lower() not in ("y", "yes"):
         console.print("[dim]not trusted: its file's other settings stay ignored (asked again next time)[/]",
