@@ -79,6 +79,7 @@ class Session:
     # a restricted toolbox (review: read-only tools, the tests, report_finding) instead of every built-in
     tools: "tuple[list[ToolSpec], dict[str, Handler]] | None" = None
     agents: "dict[str, AgentProfile] | None" = None  # named subagents (user's, trusted project's); loaded on first use
+    seed: int | None = None  # the sampling seed of every turn (fix --attempts: each attempt its own); None: unseeded
 
     def allow_ci_changes(self) -> None:
         """Let commands and file tools change CI definitions and the tree's hooks (`fix --allow-ci-changes`)."""
@@ -110,6 +111,8 @@ class Session:
         ctx.emit = events.emit
         hooks = Hooks(self.cfg.declared.hooks, self.root, self.env, events, self.cfg["hooks.max_stop_blocks"])
         params = generation_params(self.cfg, self.unattended and getattr(self.backend, "constrains_output", False))
+        if self.seed is not None:
+            params = dataclasses.replace(params, seed=self.seed)
         specs, handlers = self.tools if self.tools is not None else builtin_tools(
             self, ctx, hooks if hooks else None, self.last_trajectory, generation_params(self.cfg))
         for category, notice in self.take_categorised():

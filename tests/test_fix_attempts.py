@@ -1,0 +1,171 @@
+"""`fix --attempts N` (issue 47): N attempts side by side, each in its own worktree with its own
+recording (``model.K.jsonl``), and the one the tests prove best is published. Real git repositories,
+real unittest runs, a replay model; the CLI tests use a real process (and the fake GitHub)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import cli_env, git, make_git_repo
+from conftest import tool_call_text as call
+from conftest import write_replay
+from fake_github import fake_github, github_api  # noqa: F401 - fixtures
+from rich.console import Console
+
+from clovercode.fixflow.attempts import attempts_table, choose, replay_for
+from clovercode.fixflow.plan import FixRequest
+from clovercode.front.fixcmd import run_fix
+from clovercode.ground.config import load_config
+from clovercode.ground.errors import UsageError
+
+TESTS = f"{sys.executable} -m unittest -q"
+PROJECT = {
+    "calc.py": "def add(a, b):\n    return a - b  # bug\n",
+    "test_calc.py": ("import unittest\n\nfrom calc import add\n\n\n"
+                     "class CalcTest(unittest.TestCase):\n"
+                     "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n"),
+}
+ISSUE = "add() subtracts: add(2, 3) gives -1"
+VIEW = call("view_file", path="calc.py")
+FIX = call("edit_file", path="calc.py", old_text="    return a - b  # bug", new_text="    return a + b")
+
+
+def note(lines: int) -> str:
+    """A change that fixes nothing: ``lines`` comment lines at the top of calc.py."""
+    return call("edit_file", path="calc.py", old_text="def add(a, b):",
+                new_text="".join(f"# note {i}\n" for i in range(lines)) + "def add(a, b):")
+
+
+def project(tmp_path: Path) -> Path:
+    source = tmp_path / "src"
+    source.mkdir()
+    for rel, text in PROJECT.items():
+        (source / rel).write_text(text)
+    return make_git_repo(tmp_path / "work", source)
+
+
+def recordings(tmp_path: Path, *edits: str) -> Path:
+    """model.jsonl, and model.K.jsonl for attempt K with the K-th edit."""
+    for k, edit in enumerate(edits, 1):
+        write_replay(tmp_path / f"model.{k}.jsonl", VIEW, edit, call("finish", summary=f"attempt {k}"))
+    return write_replay(tmp_path / "model.jsonl", VIEW, call("finish", summary="nothing"))
+
+
+def fix(tmp_path: Path, work: Path, model: Path, **settings) -> dict:
+    flags = {"model": f"replay:{model}", "sandbox": "none", "fix.test_command": TESTS, "fix.test_rounds": 0,
+             "trajectory_dir": str(tmp_path / "trajectories"), **settings}
+    cfg = load_config(work, os.environ, flags)
+    with open(os.devnull, "w") as sink:
+        outcome = run_fix(work, cfg, FixRequest(issue_text=ISSUE), Console(file=sink))
+    return json.loads(json.dumps(outcome.to_json()))
+
+
+def left_behind(work: Path) -> tuple[int, str]:
+    return (git(work, "worktree", "list", "--porcelain").count("worktree "),
+            git(work, "for-each-ref", "refs/clovercode/attempts"))
+
+
+def test_only_the_attempt_whose_fix_the_tests_prove_is_committed(tmp_path):
+    work = project(tmp_path)
+    model = recordings(tmp_path, note(1), FIX, note(2))
+    result = fix(tmp_path, work, model, **{"fix.attempts": 3})
+    assert result["chosen"] == 2 and result["status"] == "fixed" and result["exit_code"] == 0
+    verdicts = [a["verdict"] for a in result["attempts"]]
+    assert verdicts == ["unverified", "fixed", "unverified"]
+    assert [a["model"].rsplit("/", 1)[-1] for a in result["attempts"]] == ["model.1.jsonl", "model.2.jsonl", "model.3.jsonl"]
+    chosen = result["attempts"][1]
+    assert chosen["tests"]["clean_checkout"] == {"verified": True, "passed": True}
+    assert chosen["diff"] == {"files": 1, "added": 1, "removed": 1} and chosen["commit"] == result["commit"]
+    # the branch holds attempt 2's commit, and the user's checkout is on it with the fix
+    assert git(work, "rev-parse", result["branch"]).strip() == result["commit"]
+    assert git(work, "rev-list", "--count", f"main..{result['branch']}").strip() == "1"
+    assert "return a + b" in (work / "calc.py").read_text() and git(work, "status", "--porcelain") == ""
+    assert left_behind(work) == (1, "")
+    assert all(Path(a["trajectory"]).is_file() for a in result["attempts"])
+
+
+def test_ties_go_to_the_smallest_diff_then_the_lowest_attempt():
+    def entry(k: int, verdict: str, added: int, steps: int = 3, commit: str | None = "c") -> dict:
+        return {"attempt": k, "verdict": verdict, "commit": commit, "diff": {"files": 1, "added": added, "removed": 0},
+                "steps": steps}
+    assert choose([entry(1, "unverified", 1), entry(2, "fixed", 9), entry(3, "regressed", 0)]) == 2
+    assert choose([entry(1, "unverified", 5), entry(2, "unverified", 2), entry(3, "unverified", 2)]) == 2
+    assert choose([entry(1, "unverified", 2, 5), entry(2, "unverified", 2, 4)]) == 2
+    assert choose([entry(1, "regressed", 1), entry(2, "gave_up", 0, commit=None)]) == 1
+    assert choose([entry(1, "no_change", 0, commit=None)]) is None
+    table = attempts_table([entry(1, "unverified", 5), entry(2, "fixed", 2)], 2)
+    assert table.startswith("clovercode chose attempt 2 of 2") and "<details>" in table and "| 1 | unverified |" in table
+
+
+def test_each_attempt_replays_its_own_recording_or_the_shared_one(tmp_path):
+    shared = write_replay(tmp_path / "m.jsonl", "x")
+    write_replay(tmp_path / "m.2.jsonl", "y")
+    assert replay_for(shared, 1) == shared and replay_for(shared, 2) == tmp_path / "m.2.jsonl"
+
+
+def test_attempts_need_a_commit(tmp_path):
+    work = project(tmp_path)
+    cfg = load_config(work, os.environ, {"model": "replay:x.jsonl", "sandbox": "none", "fix.attempts": 2})
+    with pytest.raises(UsageError, match="--attempts needs a git checkout"):
+        run_fix(work, cfg, FixRequest(issue_text=ISSUE, commit=False), Console(file=open(os.devnull, "w")))
+
+
+@pytest.mark.slow  # the real CLI, a bare origin and the fake GitHub (about 5 s)
+def test_when_no_attempt_is_proven_a_draft_comes_from_the_smallest_diff(tmp_path, fake_github):  # noqa: F811
+    work = project(tmp_path)
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(origin)], check=True)
+    git(work, "remote", "add", "origin", origin.as_uri())
+    git(work, "push", "-q", "origin", "main")
+    fake_github.bare_repo = origin
+    fake_github.add_repo("octo/calc")
+    fake_github.add_issue("octo/calc", 7, "add() subtracts", ISSUE)
+    model = recordings(tmp_path, note(3), note(1), note(2))
+    proc = subprocess.run([sys.executable, "-m", "clovercode", "fix", "--github-issue", "octo/calc#7", "--pr",
+                           "--repo", str(work), "--sandbox", "none", "--model", f"replay:{model}", "--json",
+                           "--test-command", TESTS, "--test-rounds", "0", "--attempts", "3"], capture_output=True, text=True, timeout=300,
+                          env=cli_env(GITHUB_TOKEN="ghs_valid_token", CLOVERCODE_GITHUB_API_URL=fake_github.url))
+    result = json.loads(proc.stdout)
+    assert proc.returncode == 9 and result["status"] == "unverified", proc.stderr
+    assert result["chosen"] == 2 and [a["verdict"] for a in result["attempts"]] == ["unverified"] * 3
+    [create] = fake_github.calls("pulls/create")
+    body = create.body["body"]
+    assert create.body["draft"] is True and "clovercode chose attempt 2 of 3" in body and "<details>" in body
+    assert "| 1 | unverified | +3 −0 in 1 file |" in body
+    pushed = subprocess.run(["git", "-C", str(origin), "rev-parse", result["branch"]], capture_output=True, text=True)
+    assert pushed.stdout.strip() == result["commit"]
+    assert left_behind(work) == (1, "")
+
+
+@pytest.mark.slow  # a real `fix` process, stopped while every attempt's command runs (about 4 s)
+def test_sigterm_stops_every_attempt_and_leaves_no_worktree_or_ref(tmp_path):
+    work = project(tmp_path)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    markers = [tmp_path / f"started-{k}" for k in (1, 2)]
+    model = recordings(tmp_path, *(call("run_command", command=f"touch {m}; sleep 60") for m in markers))
+    proc = subprocess.Popen([sys.executable, "-m", "clovercode", "fix", ISSUE, "--repo", str(work), "--sandbox", "none",
+                             "--model", f"replay:{model}", "--json", "--test-command", TESTS, "--attempts", "2"],
+                            env=cli_env(TMPDIR=str(scratch)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not all(m.exists() for m in markers) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert all(m.exists() for m in markers), proc.communicate(timeout=5)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    result = json.loads(out)
+    assert result["status"] == "interrupted" and "Traceback" not in err and result["commit"] is None
+    assert [a["status"] for a in result["attempts"]] == ["cancelled", "cancelled"]
+    assert left_behind(work) == (1, "") and git(work, "branch", "--list").strip() == "* main"
+    assert not list(scratch.glob("clovercode-attempt-*"))
