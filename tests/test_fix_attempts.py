@@ -169,3 +169,23 @@ def test_sigterm_stops_every_attempt_and_leaves_no_worktree_or_ref(tmp_path):
     assert [a["status"] for a in result["attempts"]] == ["cancelled", "cancelled"]
     assert left_behind(work) == (1, "") and git(work, "branch", "--list").strip() == "* main"
     assert not list(scratch.glob("clovercode-attempt-*"))
+
+
+@pytest.mark.slow  # two attempts, test runs and a clean checkout (about 4 s on a loaded machine)
+def test_first_publishes_the_first_fixed_attempt_and_stops_the_others(tmp_path):
+    work = project(tmp_path)
+    marker = tmp_path / "slow-started"
+    model = recordings(tmp_path, FIX, call("run_command", command=f"touch {marker}; sleep 60"))
+    flags = {"model": f"replay:{model}", "sandbox": "none", "fix.test_command": TESTS, "fix.test_rounds": 0,
+             "trajectory_dir": str(tmp_path / "trajectories"), "fix.attempts": 2}
+    started = time.monotonic()
+    with open(os.devnull, "w") as sink:
+        outcome = run_fix(work, load_config(work, os.environ, flags), FixRequest(issue_text=ISSUE, first=True),
+                          Console(file=sink))
+    result = json.loads(json.dumps(outcome.to_json()))
+    assert time.monotonic() - started < 30  # the other attempt's sleep 60 was killed
+    assert result["chosen"] == 1 and result["status"] == "fixed"
+    assert [a["status"] for a in result["attempts"]] == ["fixed", "cancelled"]
+    assert "--first: attempt 1 is fixed" in result["attempts"][1]["reason"]
+    assert git(work, "rev-parse", result["branch"]).strip() == result["commit"]
+    assert left_behind(work) == (1, "")
