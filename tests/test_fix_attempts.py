@@ -189,3 +189,33 @@ def test_first_publishes_the_first_fixed_attempt_and_stops_the_others(tmp_path):
     assert "--first: attempt 1 is fixed" in result["attempts"][1]["reason"]
     assert git(work, "rev-parse", result["branch"]).strip() == result["commit"]
     assert left_behind(work) == (1, "")
+
+
+def test_an_attempt_decodes_in_the_batch_what_it_decodes_alone(tmp_path):
+    """The tiny model (float64, continuous batching, a generator per request): attempt 1 of three,
+    its turns decoded in one batch with the others', writes what attempt 1 alone writes with the
+    same seed; the other attempts, with other seeds, write something else."""
+    from clovercode.fixflow.plan import make_plan
+    from clovercode.front.fixattempts import run_attempts
+
+    work = project(tmp_path)
+
+    def turns(n: int) -> list[list[str]]:
+        flags = {"model": "tiny:dim=32,layers=1,heads=2", "sandbox": "none", "fix.test_command": "none",
+                 "temperature": 0.9, "max_new_tokens": 24, "max_steps": 2, "max_format_errors": 5,
+                 "trajectory_dir": str(tmp_path / f"t{n}"), "fix.attempts": n}
+        cfg = load_config(work, os.environ, flags).with_overrides({"approval": "full-auto"}, "fix")
+        request = FixRequest(issue_text=ISSUE)
+        with open(os.devnull, "w") as sink:
+            outcome = run_attempts(work, cfg, request, make_plan(work, cfg, request, os.environ), Console(file=sink),
+                                   os.environ, None)
+        texts = []
+        for attempt in outcome.attempts:
+            lines = [json.loads(line) for line in Path(attempt["trajectory"]).read_text().splitlines()]
+            texts.append([e["raw"] for e in lines if e.get("kind") == "model_turn"])
+        return texts
+
+    alone, together = turns(1), turns(3)
+    assert alone[0] and together[0] == alone[0]
+    assert together[1] != together[0] and together[2] != together[0]
+    assert left_behind(work) == (1, "")
