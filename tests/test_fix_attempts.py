@@ -219,3 +219,20 @@ def test_an_attempt_decodes_in_the_batch_what_it_decodes_alone(tmp_path):
     assert alone[0] and together[0] == alone[0]
     assert together[1] != together[0] and together[2] != together[0]
     assert left_behind(work) == (1, "")
+
+
+@pytest.mark.slow  # the bench on the tiny model: three fix runs of 1 and 2 attempts (about 4 s)
+def test_the_attempts_bench_prints_the_price_of_n_attempts_last(tmp_path):
+    from clovercode.backends.tiny import TinyBackend, parse_spec
+    from clovercode.bench.attempts import final_line, run_bench
+
+    cfg = load_config(tmp_path, os.environ, {"model": "tiny", "sandbox": "none", "max_new_tokens": 8, "max_steps": 1,
+                                            "fix.test_command": TESTS, "fix.test_rounds": 0, "context.map_tokens": 0})
+    backend = TinyBackend(parse_spec("tiny:dim=32,layers=1,heads=2"))
+    try:
+        report = run_bench(backend, cfg, (1, 2))
+    finally:
+        backend.close()
+    assert [r["n"] for r in report["rows"]] == [1, 2] and [len(r["verdicts"]) for r in report["rows"]] == [1, 2]
+    assert 0 < report["rows"][0]["tokens"] <= 8 and report["rows"][1]["tokens"] > report["rows"][0]["tokens"] // 2
+    assert final_line(report, 2).startswith("2 attempts vs 1: wall ") and "forwards per token" in final_line(report, 2)

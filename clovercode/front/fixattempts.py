@@ -95,14 +95,18 @@ class Attempt:
 
 
 def run_attempts(root: Path, cfg: Config, request: FixRequest, plan: Plan, console: Console,
-                 env: Mapping[str, str], deadline: float | None) -> FixOutcome:
+                 env: Mapping[str, str], deadline: float | None, backend: Any = None) -> FixOutcome:
+    """``backend``: a model already open (``clovercode bench attempts`` runs several sizes on one);
+    it stays open. Without one, the configured model is opened here and closed at the end."""
     git = plan.git
     assert git is not None
     n, checkout, run = cfg["fix.attempts"], git.checkout, secrets.token_hex(4)
     first = request.first
     subdir = os.path.relpath(checkout.root, checkout.top)
     replay = None if cfg["endpoint"] or not cfg["model"].startswith(REPLAY_PREFIX) else replay_path(cfg["model"], root).resolve()
-    shared = None if replay is not None else SharedModel(open_backend(cfg, base_dir=root), n)
+    own = backend is None and replay is None
+    backend = open_backend(cfg, base_dir=root) if own else backend
+    shared = None if replay is not None else SharedModel(backend, n)
     log = trajectory_dir(cfg, env) / f"fix-attempts-{time.strftime('%Y%m%dT%H%M%S')}-{run}.jsonl"
     log.parent.mkdir(parents=True, exist_ok=True)
     stop = ChildStop()
@@ -151,6 +155,8 @@ def run_attempts(root: Path, cfg: Config, request: FixRequest, plan: Plan, conso
             pool.shutdown(wait=False, cancel_futures=True)
             if shared is not None:
                 shared.close()
+            if own:
+                backend.close()
         entries = [a.entry() for a in attempts]
         outcome = _final(attempts, entries, plan, request, cfg, console, interrupt, n, time.monotonic() - started)
         record_event(log, "fix_result", **outcome.to_json())
