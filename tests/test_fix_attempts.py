@@ -69,7 +69,7 @@ def fix(tmp_path: Path, work: Path, model: Path, **settings) -> dict:
 
 def left_behind(work: Path) -> tuple[int, str]:
     return (git(work, "worktree", "list", "--porcelain").count("worktree "),
-            git(work, "for-each-ref", "refs/clovercode/attempts"))
+            git(work, "for-each-ref", "refs/clovercode"))  # no checkpoint of an attempt either
 
 
 def test_only_the_attempt_whose_fix_the_tests_prove_is_committed(tmp_path):

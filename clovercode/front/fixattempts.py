@@ -203,6 +203,7 @@ def _attempt(attempt: Attempt, tree: AttemptTree, subdir: str, plan: Plan, reque
         tested = TestedTree(work, start)
         session = open_session(where, cfg_k, interactive=False, env=env, backend=model)
         session.seed = attempt.seed
+        session.checkpoints = False  # the worktree goes at the end; its checkpoints would be the user's undo list
         session.command_env = without_secrets(env)
         session.executor = with_stop(session.executor, stop)  # --first and signals kill its commands too
         if request.allow_ci_changes:
