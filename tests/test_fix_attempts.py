@@ -236,3 +236,18 @@ def test_the_attempts_bench_prints_the_price_of_n_attempts_last(tmp_path):
     assert [r["n"] for r in report["rows"]] == [1, 2] and [len(r["verdicts"]) for r in report["rows"]] == [1, 2]
     assert 0 < report["rows"][0]["tokens"] <= 8 and report["rows"][1]["tokens"] > report["rows"][0]["tokens"] // 2
     assert final_line(report, 2).startswith("2 attempts vs 1: wall ") and "forwards per token" in final_line(report, 2)
+
+
+@pytest.mark.parametrize("flags, says", [(["--first"], "--first needs --attempts N"),
+                                         (["--attempts", "0"], "--attempts must be at least 1"),
+                                         (["--attempts", "17"], "--attempts must be at most 16")])
+def test_bad_attempt_flags_fail_before_the_model_with_a_clear_error(tmp_path, flags, says):
+    from typer.testing import CliRunner
+
+    from clovercode.front.cli import app
+
+    work = project(tmp_path)
+    result = CliRunner().invoke(app, ["fix", ISSUE, "--repo", str(work), "--sandbox", "none",
+                                      "--model", "replay:none.jsonl", *flags])
+    assert result.exit_code == 2 and says in result.output and "Traceback" not in result.output
+    assert left_behind(work) == (1, "")

@@ -173,6 +173,9 @@ def run_attempts(root: Path, cfg: Config, request: FixRequest, plan: Plan, conso
     console.print("[bold]Attempts:[/]", highlight=False)
     for line in summary_lines(outcome.attempts, outcome.chosen):
         console.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
+    for said in outcome.notes:
+        if said not in plan.notes:  # the choice, and where the attempts' events are
+            console.print(f"[bold]note:[/] {escape(said)}", highlight=False, soft_wrap=True)
     return outcome
 
 
