@@ -251,3 +251,27 @@ def test_bad_attempt_flags_fail_before_the_model_with_a_clear_error(tmp_path, fl
                                       "--model", "replay:none.jsonl", *flags])
     assert result.exit_code == 2 and says in result.output and "Traceback" not in result.output
     assert left_behind(work) == (1, "")
+
+
+def test_the_attempts_test_runs_take_turns_for_the_cores(tmp_path):
+    """Two suites through one slot never overlap (each holds a lock directory while it runs), also
+    through the copies the clean check and the stop make."""
+    import threading
+
+    from clovercode.executors.base import with_project_read_only, with_stop, with_writable
+    from clovercode.executors.local import LocalExecutor
+    from clovercode.front.fixattempts import TestSlots
+
+    slots = threading.BoundedSemaphore(1)
+    suite = "mkdir lock || exit 9; sleep 0.3; rmdir lock"
+    stop = threading.Event()
+    runners = [with_writable(with_project_read_only(TestSlots(LocalExecutor(), slots)), [tmp_path]),
+               with_stop(TestSlots(LocalExecutor(), slots), stop)]
+    assert all(isinstance(r, TestSlots) for r in runners)
+    codes: list[int | None] = []
+    threads = [threading.Thread(target=lambda r=r: codes.append(r.run(suite, tmp_path, 10).exit_code)) for r in runners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert codes == [0, 0]

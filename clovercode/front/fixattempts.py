@@ -32,7 +32,7 @@ from rich.markup import escape
 from clovercode.agent.budget import StopReason
 from clovercode.agent.loop import RunResult
 from clovercode.backends.registry import REPLAY_PREFIX, open_backend, replay_path
-from clovercode.executors.base import with_stop
+from clovercode.executors.base import with_project_read_only, with_stop, with_writable
 from clovercode.fixflow.attempts import attempts_table, choose, replay_for, summary_lines, why_chosen
 from clovercode.fixflow.changes import TestedTree
 from clovercode.fixflow.plan import FixRequest, Plan
@@ -54,6 +54,33 @@ from clovercode.wiring.session import open_session, trajectory_dir
 # so `--attempts 1` and the first of N are the same run.
 ATTEMPT_TEMPERATURE = 0.7
 STOP_WAIT = 30.0  # seconds the attempts get to stop once told (their commands die within a second)
+
+
+class TestSlots:
+    """An executor whose commands each wait for one of a few slots: the attempts' test runs (baseline,
+    rounds, clean checkout) run at most one per core at a time, so N suites never fight over the
+    cores; the model's own commands are not held up."""
+
+    __test__ = False
+
+    def __init__(self, inner: Any, slots: threading.Semaphore):
+        self.inner, self.slots, self.name = inner, slots, getattr(inner, "name", "executor")
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        with self.slots:
+            return self.inner.run(*args, **kwargs)
+
+    def with_writable(self, paths: Any) -> "TestSlots":
+        return TestSlots(with_writable(self.inner, paths), self.slots)
+
+    def with_project_read_only(self) -> "TestSlots":
+        return TestSlots(with_project_read_only(self.inner), self.slots)
+
+    def with_stop(self, stop: Any) -> "TestSlots":
+        return TestSlots(with_stop(self.inner, stop), self.slots)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 @dataclass
@@ -110,6 +137,7 @@ def run_attempts(root: Path, cfg: Config, request: FixRequest, plan: Plan, conso
     log = trajectory_dir(cfg, env) / f"fix-attempts-{time.strftime('%Y%m%dT%H%M%S')}-{run}.jsonl"
     log.parent.mkdir(parents=True, exist_ok=True)
     stop = ChildStop()
+    slots = threading.BoundedSemaphore(max(1, min(n, os.cpu_count() or 1)))  # test runs at once: one per core
     attempts = [Attempt(k, k, cfg["temperature"] or (ATTEMPT_TEMPERATURE if k > 1 else 0.0),
                         f"replay:{replay_for(replay, k)}" if replay else cfg["model"] if not cfg["endpoint"] else cfg["endpoint"])
                 for k in range(1, n + 1)]
@@ -136,7 +164,7 @@ def run_attempts(root: Path, cfg: Config, request: FixRequest, plan: Plan, conso
                 record_event(log, "attempt_started", attempt=attempt.k, of=n, seed=attempt.seed,
                              temperature=attempt.temperature, model=attempt.model, worktree=str(tree.top), ref=tree.ref)
                 future = pool.submit(_attempt, attempt, tree, subdir, plan, request, cfg, env, deadline, stop, shared,
-                                     console, log, first, n)
+                                     console, log, first, n, slots)
                 future.add_done_callback(ended)
                 running.append(future)
             if shared is not None and shared.batched:
@@ -181,7 +209,7 @@ def run_attempts(root: Path, cfg: Config, request: FixRequest, plan: Plan, conso
 
 def _attempt(attempt: Attempt, tree: AttemptTree, subdir: str, plan: Plan, request: FixRequest, cfg: Config,
              env: Mapping[str, str], deadline: float | None, stop: ChildStop, shared: SharedModel | None,
-             console: Console, log: Path, first: bool, n: int) -> None:
+             console: Console, log: Path, first: bool, n: int, slots: threading.Semaphore) -> None:
     """One attempt, on its own thread, start to verdict; never raises (what went wrong is its report)."""
     started = time.monotonic()
     quiet = Console(file=io.StringIO(), width=120)  # N attempts' output interleaved would say nothing
@@ -211,6 +239,7 @@ def _attempt(attempt: Attempt, tree: AttemptTree, subdir: str, plan: Plan, reque
         session.executor = with_stop(session.executor, stop)  # --first and signals kill its commands too
         if request.allow_ci_changes:
             session.allow_ci_changes()
+        tests_run = TestSlots(session.executor, slots)
 
         def has_changes(result: RunResult) -> bool:
             return tested.before_tests(result.changed)
@@ -219,7 +248,7 @@ def _attempt(attempt: Attempt, tree: AttemptTree, subdir: str, plan: Plan, reque
                                 cfg["fix.test_rounds"], cfg["fix.test_timeout"], ConsoleRenderer(quiet), quiet,
                                 has_changes, baseline=cfg["fix.baseline"],
                                 issue_text=f"{plan.issue.title}\n{plan.issue.body}", after_baseline=tested.after_baseline,
-                                after_tests=tested.after_tests, deadline=deadline)
+                                after_tests=tested.after_tests, deadline=deadline, test_executor=tests_run)
         finally:
             session.close()
         outcome = FixOutcome(plan.issue, rounds.result, ExitCode.GAVE_UP, session.last_trajectory, rounds.steps,
@@ -228,7 +257,7 @@ def _attempt(attempt: Attempt, tree: AttemptTree, subdir: str, plan: Plan, reque
                              summaries=rounds.summaries, usage_estimated=rounds.usage_estimated, tests_note=rounds.tests_note)
         attempt.outcome = outcome
         if not stop.is_set():
-            clean = CleanSetup(session.executor, session.command_env, cfg["fix.test_timeout"], deadline,
+            clean = CleanSetup(tests_run, session.command_env, cfg["fix.test_timeout"], deadline,
                                cfg["fix.verify_clean"], quiet)
             conclude(outcome, rounds, mine, request, cfg_k, tested, clean, private_ref=tree.ref)
         elif rounds.result.stop is StopReason.INTERRUPTED:
