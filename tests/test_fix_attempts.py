@@ -191,18 +191,33 @@ def test_first_publishes_the_first_fixed_attempt_and_stops_the_others(tmp_path):
     assert left_behind(work) == (1, "")
 
 
-def test_an_attempt_decodes_in_the_batch_what_it_decodes_alone(tmp_path):
+def test_an_attempt_decodes_in_the_batch_what_it_decodes_alone(tmp_path, monkeypatch):
     """The tiny model (float64, continuous batching, a generator per request): attempt 1 of three,
     its turns decoded in one batch with the others', writes what attempt 1 alone writes with the
-    same seed; the other attempts, with other seeds, write something else."""
+    same seed; the other attempts, with other seeds, write something else. The system prompt names
+    the attempt's worktree, so both runs get the same worktree paths (a random one would change the
+    prompt, not the decoding)."""
+    import re
+
     from clovercode.fixflow.plan import make_plan
     from clovercode.front.fixattempts import run_attempts
+    from clovercode.vcs import attempttrees
 
+    real = attempttrees.tempfile.mkdtemp
+
+    def same_place(*args, prefix: str = "", **kwargs) -> str:
+        if not prefix.startswith(attempttrees.PREFIX):  # anyone else's scratch directory
+            return real(*args, prefix=prefix, **kwargs)
+        k = re.search(r"-(\d+)-$", prefix).group(1)
+        place = tmp_path / "trees" / f"{attempttrees.PREFIX}{k}"
+        place.mkdir(parents=True)
+        return str(place)
+    monkeypatch.setattr(attempttrees.tempfile, "mkdtemp", same_place)
     work = project(tmp_path)
 
     def turns(n: int) -> list[list[str]]:
-        flags = {"model": "tiny:dim=32,layers=1,heads=2", "sandbox": "none", "fix.test_command": "none",
-                 "temperature": 0.9, "max_new_tokens": 24, "max_steps": 2, "max_format_errors": 5,
+        flags = {"model": "tiny:dim=32,layers=1,heads=2,seed=1", "sandbox": "none", "fix.test_command": "none",
+                 "temperature": 1.5, "max_new_tokens": 24, "max_steps": 2, "max_format_errors": 5,
                  "trajectory_dir": str(tmp_path / f"t{n}"), "fix.attempts": n}
         cfg = load_config(work, os.environ, flags).with_overrides({"approval": "full-auto"}, "fix")
         request = FixRequest(issue_text=ISSUE)
@@ -216,7 +231,7 @@ def test_an_attempt_decodes_in_the_batch_what_it_decodes_alone(tmp_path):
         return texts
 
     alone, together = turns(1), turns(3)
-    assert alone[0] and together[0] == alone[0]
+    assert alone[0] and together[0] == alone[0], (alone, together)
     assert together[1] != together[0] and together[2] != together[0]
     assert left_behind(work) == (1, "")
 
@@ -275,3 +290,35 @@ def test_the_attempts_test_runs_take_turns_for_the_cores(tmp_path):
     for t in threads:
         t.join()
     assert codes == [0, 0]
+
+
+WRITES_VENV = ("import os, unittest\n\n\nclass ProbeTest(unittest.TestCase):\n"
+               "    def test_probe(self):\n"
+               "        try:\n            open('.venv/written-by-an-attempt', 'w').close()\n"
+               "        except OSError:\n            pass\n")
+
+
+@pytest.mark.slow  # a virtualenv, two attempts in bubblewrap, a clean check (about 4 s)
+def test_the_attempts_use_the_project_virtualenv_and_cannot_write_it(tmp_path):
+    import shutil
+    import venv
+
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    PROJECT["test_probe.py"] = WRITES_VENV
+    try:
+        work = project(tmp_path)
+    finally:
+        del PROJECT["test_probe.py"]
+    venv.create(work / ".venv", with_pip=False, symlinks=True)
+    (work / ".gitignore").write_text(".venv/\n")
+    git(work, "add", ".gitignore")
+    git(work, "commit", "-q", "-m", "ignore the virtualenv")
+    model = recordings(tmp_path, FIX, note(1))
+    result = fix(tmp_path, work, model, **{"fix.attempts": 2, "sandbox": "workspace-write",
+                                           "fix.test_command": ".venv/bin/python -m unittest -q"})
+    assert result["chosen"] == 1 and result["status"] == "fixed", [(a["verdict"], a["reason"], a["error"]) for a in result["attempts"]]
+    assert [a["tests"]["passed"] for a in result["attempts"]] == [True, False]  # the suite ran on the linked .venv
+    assert not (work / ".venv" / "written-by-an-attempt").exists()
+    assert not (work / ".venv").is_symlink() and (work / ".venv" / "pyvenv.cfg").is_file()  # the removal left it alone
+    assert left_behind(work) == (1, "")

@@ -32,7 +32,7 @@ from rich.markup import escape
 from clovercode.agent.budget import StopReason
 from clovercode.agent.loop import RunResult
 from clovercode.backends.registry import REPLAY_PREFIX, open_backend, replay_path
-from clovercode.executors.base import with_project_read_only, with_stop, with_writable
+from clovercode.executors.base import with_project_read_only, with_readable, with_stop, with_writable
 from clovercode.fixflow.attempts import attempts_table, choose, replay_for, summary_lines, why_chosen
 from clovercode.fixflow.changes import TestedTree
 from clovercode.fixflow.plan import FixRequest, Plan
@@ -75,6 +75,9 @@ class TestSlots:
 
     def with_project_read_only(self) -> "TestSlots":
         return TestSlots(with_project_read_only(self.inner), self.slots)
+
+    def with_readable(self, paths: Any) -> "TestSlots":
+        return TestSlots(with_readable(self.inner, paths), self.slots)
 
     def with_stop(self, stop: Any) -> "TestSlots":
         return TestSlots(with_stop(self.inner, stop), self.slots)
@@ -236,7 +239,9 @@ def _attempt(attempt: Attempt, tree: AttemptTree, subdir: str, plan: Plan, reque
         session.seed = attempt.seed
         session.checkpoints = False  # the worktree goes at the end; its checkpoints would be the user's undo list
         session.command_env = without_secrets(env)
-        session.executor = with_stop(session.executor, stop)  # --first and signals kill its commands too
+        # the toolchain the worktree links to (the user's .venv, node_modules) is seen, never written
+        shown = [os.path.realpath(tree.top / rel) for rel in tree.links]
+        session.executor = with_stop(with_readable(session.executor, [Path(p) for p in shown]), stop)
         if request.allow_ci_changes:
             session.allow_ci_changes()
         tests_run = TestSlots(session.executor, slots)
