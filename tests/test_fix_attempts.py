@@ -322,3 +322,15 @@ def test_the_attempts_use_the_project_virtualenv_and_cannot_write_it(tmp_path):
     assert not (work / ".venv" / "written-by-an-attempt").exists()
     assert not (work / ".venv").is_symlink() and (work / ".venv" / "pyvenv.cfg").is_file()  # the removal left it alone
     assert left_behind(work) == (1, "")
+
+
+@pytest.mark.slow  # two attempts whose commands outlast --max-time (about 3 s)
+def test_max_time_stops_every_attempt_and_its_command(tmp_path):
+    work = project(tmp_path)
+    model = recordings(tmp_path, call("run_command", command="sleep 60"), call("run_command", command="sleep 60"))
+    started = time.monotonic()
+    result = fix(tmp_path, work, model, **{"fix.attempts": 2, "max_time": 2.5})
+    assert time.monotonic() - started < 30  # before: each thread's `sleep 60` ran to its end
+    assert result["status"] == "gave_up" and result["exit_code"] == 3 and result["chosen"] is None
+    assert [(a["status"], a["reason"]) for a in result["attempts"]] == [("gave_up", "reached the time limit (2.5 s)")] * 2
+    assert left_behind(work) == (1, "")

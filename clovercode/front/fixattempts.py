@@ -151,6 +151,7 @@ def run_attempts(root: Path, cfg: Config, request: FixRequest, plan: Plan, conso
                   f"{'batched on one model' if shared and shared.batched else 'concurrently'})[/]", highlight=False)
     pool = futures.ThreadPoolExecutor(max_workers=n, thread_name_prefix="clovercode-attempt")
     running: list[futures.Future] = []
+    timer: threading.Timer | None = None
     try:
         try:
             links = environment_links(checkout, [subdir] if subdir != "." else [], ())
@@ -170,6 +171,11 @@ def run_attempts(root: Path, cfg: Config, request: FixRequest, plan: Plan, conso
                                      console, log, first, n, slots)
                 future.add_done_callback(ended)
                 running.append(future)
+            if deadline is not None:  # --max-time: the attempts' threads have no SIGALRM of their own
+                timer = threading.Timer(max(deadline - time.monotonic(), 0.0), stop.set,
+                                        ("max_time", f"reached the time limit ({cfg['max_time']:g} s)"))
+                timer.daemon = True
+                timer.start()
             if shared is not None and shared.batched:
                 shared.drive(finished)  # the attempts' turns, one batch, on the thread that loaded the model
             else:
@@ -183,6 +189,8 @@ def run_attempts(root: Path, cfg: Config, request: FixRequest, plan: Plan, conso
                 shared.close()
             futures.wait(running, timeout=STOP_WAIT)
         finally:
+            if timer is not None:
+                timer.cancel()
             pool.shutdown(wait=False, cancel_futures=True)
             if shared is not None:
                 shared.close()
@@ -265,6 +273,8 @@ def _attempt(attempt: Attempt, tree: AttemptTree, subdir: str, plan: Plan, reque
             clean = CleanSetup(tests_run, session.command_env, cfg["fix.test_timeout"], deadline,
                                cfg["fix.verify_clean"], quiet)
             conclude(outcome, rounds, mine, request, cfg_k, tested, clean, private_ref=tree.ref)
+        elif stop.reason == "max_time":  # the run's --max-time: the attempt ran out of time, as a single fix does
+            outcome.result = replace(rounds.result, stop=StopReason.MAX_TIME, detail=stop.detail)
         elif rounds.result.stop is StopReason.INTERRUPTED:
             outcome.exit_code = ExitCode.INTERRUPTED
         if outcome.trajectory is not None:
@@ -274,7 +284,7 @@ def _attempt(attempt: Attempt, tree: AttemptTree, subdir: str, plan: Plan, reque
     except Exception as exc:  # one attempt's failure is its report, never the run's end
         attempt.error = f"{type(exc).__name__}: {exc}"
     attempt.seconds = time.monotonic() - started
-    if stop.is_set() and not (attempt.outcome and attempt.outcome.exit_code is ExitCode.OK):
+    if stop.is_set() and stop.reason != "max_time" and not (attempt.outcome and attempt.outcome.exit_code is ExitCode.OK):
         attempt.cancelled = stop.detail
     entry = attempt.entry()
     record_event(log, "attempt_completed", **entry)
