@@ -191,6 +191,7 @@ def test_first_publishes_the_first_fixed_attempt_and_stops_the_others(tmp_path):
     assert left_behind(work) == (1, "")
 
 
+@pytest.mark.slow  # the tiny model decodes four attempts' turns (about 3.5 s)
 def test_an_attempt_decodes_in_the_batch_what_it_decodes_alone(tmp_path, monkeypatch):
     """The tiny model (float64, continuous batching, a generator per request): attempt 1 of three,
     its turns decoded in one batch with the others', writes what attempt 1 alone writes with the
