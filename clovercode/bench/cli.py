@@ -99,6 +99,44 @@ def make_bench_app(base_group: type, project_root: Callable[[Optional[Path]], Pa
             typer.echo(final_line(report))
         raise typer.Exit(0 if report["ok"] else 1)
 
+    @bench_app.command("attempts")
+    def bench_attempts(
+        model: str = typer.Option("clover-tiny", "--model", "-m", help="Model the attempts share."),
+        sizes: str = typer.Option("1,2,4", "--sizes", help="Numbers of attempts to measure, comma-separated."),
+        max_steps: int = typer.Option(2, "--max-steps", min=1, help="Steps each attempt may take."),
+        max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1, help="Tokens per turn."),
+        as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    ) -> None:
+        """`fix --attempts N` on one recorded task for N = 1, 2, 4 on one model: wall time, forwards per token."""
+        from clovercode.backends.registry import open_backend
+        from clovercode.bench.attempts import HEADER, final_line, run_bench
+
+        try:
+            counts = tuple(int(x) for x in sizes.split(",") if x.strip())
+        except ValueError:
+            raise UsageError(f"--sizes: whole numbers separated by commas, not {sizes!r}") from None
+        if not counts or min(counts) < 1 or max(counts) > 16:
+            raise UsageError("--sizes: between 1 and 16 attempts (fix.attempts' range)")
+        root = project_root(None)
+        cfg = effective_config(root).with_overrides({"model": model, "endpoint": "", "max_new_tokens": max_new_tokens,
+                                                     "max_steps": max_steps, "context.map_tokens": 0, "sandbox": "none",
+                                                     "fix.test_command": f"{sys.executable} -m unittest -q",
+                                                     "fix.test_rounds": 0, "fix.verify_clean": False})
+        backend = open_backend(cfg, base_dir=root)
+        try:
+            say = (lambda line: None) if as_json else typer.echo
+            say(f"attempts bench: model {backend.name}, {max_steps} steps × {max_new_tokens} tokens per attempt, "
+                "the attempts' turns batched on one model")
+            say(HEADER)
+            report = run_bench(backend, cfg, counts, say)
+        finally:
+            backend.close()
+        if as_json:
+            typer.echo(json.dumps(report, indent=2))
+        else:
+            typer.echo(final_line(report))
+        raise typer.Exit(0 if report["ok"] else 1)
+
     @bench_app.command("map")
     def bench_map(path: Optional[Path] = typer.Argument(None, help="Tree to map (default: a git copy of this Python's standard library)."),
                   tokens: int = typer.Option(2048, "--tokens", help="Map budget in tokens."),

@@ -64,6 +64,13 @@ def with_writable(executor: Any, paths: Sequence[Path]) -> Any:
     return extend(paths) if callable(extend) else executor
 
 
+def with_readable(executor: Any, paths: Sequence[Path]) -> Any:
+    """``executor``, showing ``paths`` (directories outside the project) read-only. One that hides
+    nothing (the unsandboxed one, a test double) is returned as it is."""
+    extend = getattr(executor, "with_readable", None)
+    return extend(paths) if callable(extend) else executor
+
+
 def with_project_read_only(executor: Any) -> Any:
     """``executor``, unable to write the project, where it can confine writes at all (the unsandboxed
     one and test doubles cannot, and are returned as they are)."""

@@ -44,17 +44,25 @@ class BwrapExecutor:
         self.output_limit = output_limit
         self.bwrap = bwrap or find_bwrap()
         self.writable: tuple[str, ...] = ()
+        self.readable: tuple[str, ...] = ()  # directories outside the project shown read-only (with_readable)
         self.stop: StopSignal | None = None  # once set, a running command is killed (with_stop)
 
     def _copy(self, policy: Policy | None = None) -> "BwrapExecutor":
         copy = BwrapExecutor(policy or self.policy, self.project, self.host_env, self.output_limit, self.bwrap)
-        copy.writable, copy.stop = self.writable, self.stop
+        copy.writable, copy.stop, copy.readable = self.writable, self.stop, self.readable
         return copy
 
     def with_writable(self, paths: Sequence[Path]) -> "BwrapExecutor":
         """A copy that also lets commands write ``paths`` (existing directories outside the project)."""
         extended = self._copy()
         extended.writable = tuple(dict.fromkeys([*self.writable, *(os.path.realpath(p) for p in paths)]))
+        return extended
+
+    def with_readable(self, paths: Sequence[Path]) -> "BwrapExecutor":
+        """A copy that shows ``paths`` (existing directories outside the project) read-only, at their
+        own path: the user's toolchain that a fix attempt's worktree links to."""
+        extended = self._copy()
+        extended.readable = tuple(dict.fromkeys([*self.readable, *(os.path.realpath(p) for p in paths)]))
         return extended
 
     def with_policy(self, policy: Policy) -> "BwrapExecutor":
@@ -74,6 +82,8 @@ class BwrapExecutor:
 
     def layout(self, cwd: Path | None = None) -> Layout:
         layout = survey(self.policy, self.project, cwd or self.project, self.host_env)
+        if self.readable:
+            layout = dataclasses.replace(layout, shown=self.readable)
         if not self.writable:
             return layout
         layout = dataclasses.replace(layout, writable=self.writable)

@@ -39,6 +39,7 @@ class FixRequest:
     force: bool = False  # move the fix branch even if it holds commits clovercode did not make
     allow_ci_changes: bool = False  # let the model change CI definitions and hooks, and commit them
     notes: tuple[str, ...] = ()  # said before the plan's own notes (e.g. where the project root is)
+    first: bool = False  # fix --attempts N --first: publish the first attempt that is fixed, stop the others
 
 
 @dataclass

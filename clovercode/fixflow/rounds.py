@@ -15,6 +15,7 @@ from clovercode.agent.budget import StopReason
 from clovercode.agent.events import EventSink
 from clovercode.agent.loop import RunResult
 from clovercode.agent.trajectory import TrajectoryWriter
+from clovercode.executors.base import Executor
 from clovercode.fixflow.testrun import TestCommand, TestRun, feedback_message, run_tests
 from clovercode.fixflow.verdict import Verdict, names, related_failures, verdict
 from clovercode.wiring.session import Session
@@ -45,7 +46,7 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
                sink: EventSink, console: Console, has_changes: Callable[[RunResult], bool],
                baseline: bool = True, issue_text: str | None = None,
                after_baseline: Callable[[], None] | None = None, after_tests: Callable[[], None] | None = None,
-               deadline: float | None = None) -> Rounds:
+               deadline: float | None = None, test_executor: Executor | None = None) -> Rounds:
     """Run ``task``; while the model's finished change needs work and rounds are left, tell it what.
 
     "Needs work" is judged against the baseline (verdict.py): a regression, or a still-failing test
@@ -55,7 +56,10 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
     ``after_baseline`` is called once the baseline ran (what it wrote is the tests', not the model's),
     ``after_tests`` after each later test run. ``deadline`` (time.monotonic()) is --max-time's end for
     the whole run: the baseline, every model round and every test run fit inside it.
+    ``test_executor``: what runs the tests, when not the session's (fix --attempts bounds how many
+    attempts' suites run at once).
     """
+    executor = test_executor or session.executor
     if deadline is None and session.cfg["max_time"]:
         deadline = time.monotonic() + session.cfg["max_time"]
     before = None
@@ -63,7 +67,7 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
         console.print(f"[bold]Running the tests before any change (baseline):[/] {escape(tests.command)}", highlight=False)
         try:
             limit = time_left(deadline, timeout)
-            before = run_tests(session.executor, session.root, tests.command, limit, -1, session.command_env)
+            before = run_tests(executor, session.root, tests.command, limit, -1, session.command_env)
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP: nothing has changed yet
             ENDING.deliver()  # acted on: the check points (termination.py) stop raising it
             return Rounds(RunResult(StopReason.INTERRUPTED, 0, f"{interrupt_detail(exc)} while the baseline tests ran",
@@ -97,7 +101,7 @@ def run_rounds(session: Session, task: str, tests: TestCommand | None, max_round
             break
         console.print(f"[bold]Running the tests:[/] {escape(tests.command)} [dim]({escape(tests.source)})[/]", highlight=False)
         try:
-            run = run_tests(session.executor, session.root, tests.command, limit, feedback, session.command_env)
+            run = run_tests(executor, session.root, tests.command, limit, feedback, session.command_env)
         except KeyboardInterrupt as exc:  # the executor has killed the tests; report like an interrupted run
             ENDING.deliver()
             done.result = replace(result, stop=StopReason.INTERRUPTED, detail=f"{interrupt_detail(exc)} while the tests ran",

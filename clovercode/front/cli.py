@@ -114,6 +114,8 @@ def fix(
     trust_project: bool = TrustOpt,
     allow_ci: bool = typer.Option(False, "--allow-ci-changes", help="Let the model change and commit CI definitions and git hooks."),
     quantization: Optional[str] = QuantOpt,
+    attempts: Optional[int] = typer.Option(None, "--attempts", help="Independent attempts, side by side; the one the tests prove best is published (docs/fix.md)."),
+    first: bool = typer.Option(False, "--first", help="With --attempts: publish the first attempt that is fixed and stop the others."),
 ) -> None:
     """Fix an issue unattended: branch, model + test loop, one commit, optionally push and a pull request.
 
@@ -129,9 +131,12 @@ def fix(
         cfg = effective_config(root, trust_project, model=model, sandbox=sandbox, max_steps=max_steps, max_time=max_time,
                                endpoint=endpoint, api_key=api_key, endpoint_stream=endpoint_stream,
                                **{"fix.test_command": test_command, "fix.test_rounds": test_rounds,
-                                  "fix.remote": remote, "fix.base": base, "engine.quantization": quantization})
+                                  "fix.remote": remote, "fix.base": base, "engine.quantization": quantization,
+                                  "fix.attempts": attempts})
+        if first and cfg["fix.attempts"] < 2:
+            raise UsageError("--first needs --attempts N (N of 2 or more)", hint="e.g. clovercode fix --attempts 3 --first ISSUE")
         request = FixRequest(issue, issue_file, github_issue, commit, push or pr, pr, branch, author, github_repo, draft,
-                             force=force, notes=(moved,) if moved else (), allow_ci_changes=allow_ci)
+                             force=force, notes=(moved,) if moved else (), allow_ci_changes=allow_ci, first=first)
         outcome = run_fix(root, cfg, request, console)
     except CloverError as exc:
         if not as_json:

@@ -101,6 +101,9 @@ FIX_STEPS = """\
           CLOVERCODE_GITHUB_API_URL: ${{ github.api_url }}
           CLOVERCODE_FIX_PUSH_TOKEN: "true"
           CLOVERCODE_TRAJECTORY_DIR: ${{ runner.temp }}/clovercode-trajectories
+          # Best of N: N attempts side by side, the one the tests prove is published (docs/fix.md);
+          # each attempt costs a run of model time (batched on one GPU with the embedded engine).
+          # CLOVERCODE_FIX_ATTEMPTS: "3"
 @@MODEL_ENV@@        run: |
           set +e
           # --trust-project: clovercode.toml here is the repository's own (default branch); the issue

@@ -17,7 +17,9 @@ SKIPPED_KINDS = {"text_delta", "subagent_progress"}  # a child's live line; its 
 # must be added here (tests/test_trajectory.py checks every kind the code emits is listed).
 NON_TURN_KINDS = frozenset({"run_start", "step_start", "tool_call", "observation", "format_error", "warning",
                             "context", "conversation", "run_end", "test_run", "fix_result", "hook", "plan",
-                            "subagent_started", "subagent_progress", "subagent_completed"})
+                            "subagent_started", "subagent_progress", "subagent_completed",
+                            "clean_run",  # fix: the commit tested alone (fixflow/cleanrun.py)
+                            "attempt_started", "attempt_completed"})  # fix --attempts N (front/fixattempts.py)
 
 
 class EventSink(Protocol):

@@ -87,6 +87,9 @@ SETTINGS: tuple[Setting, ...] = (
             "('' detects pytest, npm test, go test, cargo test or make test; 'none' runs no tests)."),
     Setting("fix.test_rounds", int, 3, "How often failing tests are fed back to the model before the fix is "
             "committed as failing (0: run the tests once, never feed back).", minimum=0),
+    Setting("fix.attempts", int, 1, "Independent attempts of each fix, side by side in their own worktrees; the one "
+            "the tests prove best is committed (docs/fix.md). Each costs a whole run of model time.",
+            minimum=1, maximum=16),
     Setting("fix.test_timeout", float, 900.0, "Seconds the test command may take before it is killed.", minimum=1.0),
     Setting("fix.baseline", bool, True, "Run the tests once before the model changes anything, so failures that were "
             "already there do not count against the fix (false: skip it for a huge suite; any failure then counts)."),

@@ -32,6 +32,7 @@ class Layout:
     home_visible: tuple[str, ...] = ()  # what of them is bound back read-only (caches, toolchains)
     scrub: tuple[str, ...] = ()  # git config files to show only as a copy rebuilt from an allowlist
     covers: tuple[tuple[str, str], ...] = ()  # (copy on the host, path it is bound over), read-only
+    shown: tuple[str, ...] = ()  # host directories a caller shows read-only at their own path (fix --attempts: the toolchain its worktrees link to)
     protected_patterns: tuple[tuple[str, str], ...] = ()  # (base, entry): protected entries, any spelling
     protected_present: tuple[str, ...] = ()  # the paths naming them that existed before the command
 
@@ -67,6 +68,8 @@ def bwrap_argv(policy: Policy, layout: Layout, command: Sequence[str], status_fd
     # read-only .config/fish away and leave a writable place for a new one.
     for path in layout.pinned:
         argv += ["--bind", path, path]
+    for path in layout.shown:  # after the private /tmp and the home, which would cover them
+        argv += ["--ro-bind", path, path]
     for path in layout.read_only:
         argv += ["--ro-bind", path, path]
     for path in layout.hidden_dirs:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-from clovercode.actions.context import Approver, ToolContext, approve_all
+from clovercode.actions.context import Approver, ToolContext, approve_all, no_checkpoint
 from clovercode.actions.fileio import DiskFiles, FileAccess
 from clovercode.actions.guards import FileGuard, FileStamps
 from clovercode.actions.toolbox import Handler, Toolbox
@@ -79,6 +79,11 @@ class Session:
     # a restricted toolbox (review: read-only tools, the tests, report_finding) instead of every built-in
     tools: "tuple[list[ToolSpec], dict[str, Handler]] | None" = None
     agents: "dict[str, AgentProfile] | None" = None  # named subagents (user's, trusted project's); loaded on first use
+    seed: int | None = None  # the sampling seed of every turn (fix --attempts: each attempt its own); None: unseeded
+    # undo checkpoints of the working tree before the first change of a task; off for a fix attempt's
+    # temporary worktree: refs/clovercode/checkpoints is shared by every worktree, so its checkpoints
+    # would sit in the user's undo list and `undo` would bring an attempt's tree into the user's checkout
+    checkpoints: bool = True
 
     def allow_ci_changes(self) -> None:
         """Let commands and file tools change CI definitions and the tree's hooks (`fix --allow-ci-changes`)."""
@@ -96,7 +101,8 @@ class Session:
             follow_up = False
             label = task.split("\n")[0]
             ctx = ToolContext(self.root, self.executor, self.cfg["command_timeout"], self.command_env, self.approve,
-                              checkpoint=Checkpointer(self.root, self.env, label), stamps=self.stamps,
+                              checkpoint=Checkpointer(self.root, self.env, label) if self.checkpoints else no_checkpoint,
+                              stamps=self.stamps,
                               guard=FileGuard.from_policy_data(self.env, self.root,
                                                                 allow_ci_changes=self.ci_changes_allowed,
                                                                 extra=hidden_paths(self.cfg, self.env, self.root)),
@@ -110,6 +116,8 @@ class Session:
         ctx.emit = events.emit
         hooks = Hooks(self.cfg.declared.hooks, self.root, self.env, events, self.cfg["hooks.max_stop_blocks"])
         params = generation_params(self.cfg, self.unattended and getattr(self.backend, "constrains_output", False))
+        if self.seed is not None:
+            params = dataclasses.replace(params, seed=self.seed)
         specs, handlers = self.tools if self.tools is not None else builtin_tools(
             self, ctx, hooks if hooks else None, self.last_trajectory, generation_params(self.cfg))
         for category, notice in self.take_categorised():
