@@ -21,8 +21,9 @@ def test_trajectory_records_the_run(calc_repo):
     events = [json.loads(line) for line in path.read_text().splitlines()]
     kinds = [e["kind"] for e in events]
     # the loop's run, then what fix adds after it: the baseline test run (made before the loop, recorded
-    # once the trajectory exists), the test run after finish and the outcome
-    assert kinds[0] == "run_start" and kinds[-4:] == ["run_end", "test_run", "test_run", "fix_result"]
+    # once the trajectory exists), the test run after finish, the commit's own run in a clean checkout
+    # (issue 46) and the outcome
+    assert kinds[0] == "run_start" and kinds[-5:] == ["run_end", "test_run", "test_run", "clean_run", "fix_result"]
     assert [e.get("baseline", False) for e in events if e["kind"] == "test_run"] == [True, False]
     assert kinds.count("model_turn") == 4 and kinds.count("observation") == 3 and kinds.count("tool_call") == 3
     assert "text_delta" not in kinds
@@ -32,7 +33,7 @@ def test_trajectory_records_the_run(calc_repo):
     turn = next(e for e in events if e["kind"] == "model_turn")
     assert turn["calls"] == [{"id": "call_1_1", "name": "view_file", "arguments": {"path": "calc.py"}, "valid": True}]
     assert turn["reasoning"].startswith("The issue says") and "usage" in turn and "seconds" in turn
-    end = events[-4]
+    end = events[-5]
     assert end["stop_reason"] == "finished" and end["changed_files"] == ["calc.py"]
 
 
