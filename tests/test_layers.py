@@ -10,7 +10,8 @@ import clovercode
 PACKAGE = Path(clovercode.__file__).parent
 # What the engine may import of clovercode: itself and the neutral modules below the agent.
 ENGINE_MAY_IMPORT = {"clovercode.engine", "clovercode.ground.errors", "clovercode.ground.heartbeat", "clovercode.ground.messages",
-                     "clovercode.ground.resources", "clovercode.toolcalls", "clovercode.trust"}
+                     "clovercode.ground.resources", "clovercode.ground.boundedjson", "clovercode.ground.privatefiles",
+                     "clovercode.toolcalls", "clovercode.trust"}
 
 
 def imported_modules(path: Path) -> set[str]:

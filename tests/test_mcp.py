@@ -277,7 +277,7 @@ def test_repl_asks_before_an_mcp_call_in_a_real_terminal(project, tmp_path, call
         child.sendline("n")
         child.expect_exact("Tell the model why")
         child.sendline("")  # no reason: a plain no
-        child.expect_exact("The user declined this call of `t__add`.")
+        child.expect_exact("You declined this call of `t__add`.")  # the model reads "The user declined"
         child.expect_exact("clover>")
         child.sendline("/tools")
         child.expect_exact("t__repeat")

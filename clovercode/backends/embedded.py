@@ -7,6 +7,7 @@ engine, streams each committed block as a TextDelta, and reports usage with the 
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +27,7 @@ from clovercode.engine.decoder import DecodePlan, DecodeResult
 from clovercode.engine.linerepeats import MAX_REPEATS
 from clovercode.engine.loading import template_failure
 from clovercode.engine.engine import Engine
+from clovercode.ground.config import state_dir
 from clovercode.ground.errors import UsageError
 from clovercode.toolcalls.schemas import ToolSpec
 
@@ -234,5 +236,6 @@ class EmbeddedBackend:
 def open_embedded(spec: str, cfg: Any, base_dir: Path | None = None, console: Console | None = None) -> EmbeddedBackend:
     """Load the model ``spec`` with the engine settings of ``cfg`` (a Config)."""
     config: EngineConfig = engine_config_from(cfg)
-    engine = Engine.open(spec, config, console or Console(stderr=True), base_dir, cache_dir=cfg["engine.cache_dir"])
+    engine = Engine.open(spec, config, console or Console(stderr=True), base_dir, cache_dir=cfg["engine.cache_dir"],
+                         noise_log=state_dir(os.environ) / "logs" / "model-load.log")
     return EmbeddedBackend(engine)

@@ -19,7 +19,6 @@ from clovercode.engine.loading import ModelInfo, load
 from clovercode.engine.quiet import library_noise
 from clovercode.engine.sources import cache_root, resolve
 from clovercode.engine.stops import Stops
-from clovercode.ground.config import state_dir
 from clovercode.ground.errors import ModelUnavailable
 
 
@@ -46,8 +45,9 @@ class Engine:
 
     @classmethod
     def open(cls, spec: str, config: EngineConfig, console: Console | None = None, base_dir: Path | None = None,
-             env: Mapping[str, str] | None = None, cache_dir: str = "") -> "Engine":
-        """Resolve ``spec`` (alias, directory, repo id, .gguf), load it, and check the block size it will use."""
+             env: Mapping[str, str] | None = None, cache_dir: str = "", noise_log: Path | None = None) -> "Engine":
+        """Resolve ``spec`` (alias, directory, repo id, .gguf), load it, and check the block size it will use.
+        What the libraries say while it loads goes to ``noise_log`` (dropped without one; quiet.py)."""
         env = os.environ if env is None else env
         source = resolve(spec, base_dir)
         console = console or Console(stderr=True)
@@ -55,7 +55,7 @@ class Engine:
             import torch  # noqa: F401 - first: its logging set-up must come before the noise is held back
         except ImportError:
             pass  # load() says what to install
-        with library_noise(state_dir(env) / "logs" / "model-load.log") as noise:
+        with library_noise(noise_log) as noise:
             model, tokenizer, info = load(source, config, console, cache_root(env, cache_dir))
         for line in noise.summary(info.device):
             console.print(line, highlight=False, markup=False)

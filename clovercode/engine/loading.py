@@ -21,7 +21,7 @@ from rich.console import Console
 from clovercode.engine import prequant, quantmode
 from clovercode.engine.config import EngineConfig
 from clovercode.engine.sources import ModelSource, engine_missing, converted_dir, read_json_object
-from clovercode.ground import boundedjson
+import clovercode.ground.boundedjson as boundedjson
 from clovercode.ground.errors import ModelUnavailable
 from clovercode.trust import models as trust_models
 from clovercode.ground.heartbeat import HEARTBEAT_SECONDS, Heartbeat

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from clovercode.ground import boundedjson
+import clovercode.ground.boundedjson as boundedjson
 from clovercode.ground.errors import ModelUnavailable
 from clovercode.trust.models import ships_code
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from clovercode.ground import boundedjson
+import clovercode.ground.boundedjson as boundedjson
 
 MODES = ("none", "int8", "int4", "fp8", "auto")
 QUANTIZED_MODES = ("int8", "int4", "fp8")
