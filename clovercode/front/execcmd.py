@@ -18,15 +18,21 @@ from clovercode.actions.context import ApprovalRequest, ToolError
 from clovercode.agent.budget import StopReason
 from clovercode.agent.events import EventSink
 from clovercode.agent.planmode import plan_task
-from clovercode.ground.config import Config
+from clovercode.ground.config import Config, trajectory_dir
 from clovercode.ground.errors import CloverError, ExitCode, UsageError
 from clovercode.executors.select import NO_SANDBOX_WARNING
 from clovercode.agent.trajectory import new_trajectory_path
-from clovercode.wiring.session import open_session, trajectory_dir
 from clovercode.toolcalls.schemas import load_tool_specs
 from clovercode.ground.taskinput import check_task
 from clovercode.trust.terminal import inert
 from clovercode.ui.jsonevents import JsonEventWriter
+
+
+def open_session(*args, **kwargs):  # noqa: ANN002, ANN003, ANN201 - wiring.session's, loaded when called
+    """The session, with the loop's many modules loaded only now: after run_started is written."""
+    from clovercode.wiring.session import open_session as real
+
+    return real(*args, **kwargs)
 
 
 def exit_code_for(stop: str, signum: int | None = None) -> int:

@@ -71,6 +71,11 @@ def state_dir(env: Mapping[str, str]) -> Path:
     return Path(base).expanduser() / "clovercode"
 
 
+def trajectory_dir(cfg: "Config", env: Mapping[str, str]) -> Path:
+    """Where a session's trajectories go: ``trajectory_dir`` or the state directory's."""
+    return Path(cfg["trajectory_dir"]).expanduser() if cfg["trajectory_dir"] else state_dir(env) / "trajectories"
+
+
 def load_config(
     project_root: Path | None,
     env: Mapping[str, str] | None = None,

@@ -19,7 +19,7 @@ from clovercode.agent.prompts import Conversation
 from clovercode.agent.trajectory import TrajectoryWriter, new_trajectory_path
 from clovercode.backends.base import GenerationParams, ModelBackend
 from clovercode.backends.registry import open_backend
-from clovercode.ground.config import Config, state_dir
+from clovercode.ground.config import Config, state_dir, trajectory_dir  # noqa: F401 - trajectory_dir: its old home
 from clovercode.context.assemble import ContextAssembler
 from clovercode.context.grammars import map_missing, map_off_note
 from clovercode.context.prompt import ContextPrompt
@@ -44,10 +44,6 @@ def generation_params(cfg: Config, unattended: bool = False) -> GenerationParams
                             top_p=cfg["top_p"], thinking=cfg["thinking"], stop=("</tool_call>",),
                             tool_choice=choice, max_prose=cfg["engine.tool_prose"],
                             loop_window=cfg["repetition_window"])
-
-
-def trajectory_dir(cfg: Config, env: Mapping[str, str]) -> Path:
-    return Path(cfg["trajectory_dir"]).expanduser() if cfg["trajectory_dir"] else state_dir(env) / "trajectories"
 
 
 @dataclass
