@@ -20,9 +20,8 @@ CONTEXT = 4096  # cached positions before the block
 
 # bytes per parameter in each mode (experts and linear layers; the LM head; everything else bf16):
 # int8 / fp8 a byte and a scale per row of ~2048; int4 half a byte and a bf16 scale + zero per 128;
-# the LM head stays int8 in int4 mode (engine/quantize.py LM_HEAD_MODE)
-MODES = {"none": (2, 2), "int8": (1 + 8 / 2048, 1 + 8 / 2048), "fp8": (1 + 8 / 2048, 1 + 8 / 2048),
-         "int4": (0.5 + 4 / 128, 1 + 8 / 2048)}
+# the LM head stays bf16 in every mode (issue 44: no per-forward dequantized copy of it)
+MODES = {"none": (2, 2), "int8": (1 + 8 / 2048, 2), "fp8": (1 + 8 / 2048, 2), "int4": (0.5 + 4 / 128, 2)}
 
 
 def hand_count(mode: str, rows: int) -> float:
