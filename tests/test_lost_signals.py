@@ -150,3 +150,29 @@ def _runs(rng: random.Random, lost: list[int]) -> int:
             finally:
                 timer.join()
     return in_callbacks
+
+
+def test_a_signal_python_wrapped_while_typer_parses_still_ends_as_that_signal(monkeypatch, capsys):
+    # The sweep caught it: SIGTERM landed while typer imported a module of dataclasses, and Python 3.11
+    # wraps what a __set_name__ raises in a RuntimeError; it ended in a traceback, not exit 143
+    from clovercode.front import cli
+    from clovercode.front.jsonexit import wrapped_interrupt
+    from clovercode.ground.termination import Terminated
+
+    class Lands:
+        def __set_name__(self, owner, name):
+            raise Terminated(signal.SIGTERM)
+
+    def parse(*args, **kwargs):
+        type("WithADataclassField", (), {"field": Lands()})
+
+    try:
+        parse()
+    except BaseException as exc:  # noqa: BLE001 - whatever this Python makes of it
+        assert isinstance(wrapped_interrupt(exc), Terminated)
+    monkeypatch.setattr(cli, "app", parse)
+    monkeypatch.setattr(sys, "argv", ["clovercode", "exec", "--json", "x"])
+    with pytest.raises(SystemExit) as done:
+        cli.main()
+    assert done.value.code == 143
+    assert wrapped_interrupt(RuntimeError("a bug")) is None

@@ -16,7 +16,7 @@ from clovercode.eval.cli import make_eval_app
 from clovercode.front.app import (ApiKeyOpt, CloverGroup, EndpointOpt, EndpointStreamOpt, ModelOpt, RepoOpt,  # noqa: F401
                                   SandboxOpt, TrustOpt, _version, app, effective_config, project_root, report_error,
                                   save_crash_report, workspace_root)
-from clovercode.front.jsonexit import exit_interrupted_early, silent_interrupt
+from clovercode.front.jsonexit import exit_interrupted_early, silent_interrupt, wrapped_interrupt
 from clovercode.ground.config import load_config
 from clovercode.ground.errors import CloverError, ExitCode, UsageError
 from clovercode.ground.termination import ENDING, answering, signals_as_interrupts
@@ -469,6 +469,11 @@ def main() -> None:
         app(prog_name="clovercode", args=resume_argv(sys.argv[1:]))
     except KeyboardInterrupt as exc:  # a signal while typer builds the commands, before any handler of ours
         exit_interrupted_early(exc)
+    except Exception as exc:  # the same signal, wrapped by Python on the way (jsonexit.wrapped_interrupt)
+        interrupt = wrapped_interrupt(exc)
+        if interrupt is None:
+            raise
+        exit_interrupted_early(interrupt)
     except SystemExit as exc:
         if exc.code == int(ExitCode.INTERRUPTED) and silent_interrupt(exc) is not None:
             exit_interrupted_early(silent_interrupt(exc))  # type: ignore[arg-type]
