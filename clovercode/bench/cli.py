@@ -14,6 +14,17 @@ from clovercode.ground.errors import UsageError
 from clovercode.ui.console import make_console
 
 
+def _sizes(text: str, most: int, what: str) -> tuple[int, ...]:
+    """``--sizes``: whole numbers from 1 to ``most``, separated by commas."""
+    try:
+        counts = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"--sizes: whole numbers separated by commas, not {text!r}") from None
+    if not counts or min(counts) < 1 or max(counts) > most:
+        raise UsageError(f"--sizes: between 1 and {most} {what}")
+    return counts
+
+
 def make_bench_app(base_group: type, project_root: Callable[[Optional[Path]], Path],
                    effective_config: Callable[..., Any]) -> typer.Typer:
     bench_app = typer.Typer(cls=base_group, help="Benchmarks: ratios measured side by side in one run.", no_args_is_help=True)
@@ -75,12 +86,7 @@ def make_bench_app(base_group: type, project_root: Callable[[Optional[Path]], Pa
         from clovercode.backends.registry import open_backend
         from clovercode.bench.subagents import HEADER, final_line, run_bench
 
-        try:
-            counts = tuple(int(x) for x in sizes.split(",") if x.strip())
-        except ValueError:
-            raise UsageError(f"--sizes: whole numbers separated by commas, not {sizes!r}") from None
-        if not counts or min(counts) < 1 or max(counts) > 8:
-            raise UsageError("--sizes: between 1 and 8 children (the bench has 8 subtasks)")
+        counts = _sizes(sizes, 8, "children (the bench has 8 subtasks)")
         root = project_root(None)
         cfg = effective_config(root).with_overrides({"model": model, "endpoint": "", "max_new_tokens": max_new_tokens,
                                                      "context.map_tokens": 0, "subagents.max_parallel": max(counts)})
@@ -111,12 +117,7 @@ def make_bench_app(base_group: type, project_root: Callable[[Optional[Path]], Pa
         from clovercode.backends.registry import open_backend
         from clovercode.bench.attempts import HEADER, final_line, run_bench
 
-        try:
-            counts = tuple(int(x) for x in sizes.split(",") if x.strip())
-        except ValueError:
-            raise UsageError(f"--sizes: whole numbers separated by commas, not {sizes!r}") from None
-        if not counts or min(counts) < 1 or max(counts) > 16:
-            raise UsageError("--sizes: between 1 and 16 attempts (fix.attempts' range)")
+        counts = _sizes(sizes, 16, "attempts (fix.attempts' range)")
         root = project_root(None)
         cfg = effective_config(root).with_overrides({"model": model, "endpoint": "", "max_new_tokens": max_new_tokens,
                                                      "max_steps": max_steps, "context.map_tokens": 0, "sandbox": "none",

@@ -111,13 +111,7 @@ def land(checkout: "Checkout", start: "Start", branch: str, commit: str, expecte
     holds the fix and the checkout is left as it was."""
     from clovercode.vcs.branchguard import backup_ref
 
-    if checkout.repo.head.commit.hexsha != start.base:
-        raise VcsError(f"HEAD moved during the run (it was {start.base[:12]}); nothing was committed",
-                       hint="The attempts' work was in temporary worktrees; run again from where you want the fix.")
-    current = checkout.branch_tip(branch)
-    if current != expected:
-        raise VcsError(f"the branch {branch} changed during the run; nothing was committed",
-                       hint="Look at the branch, then run again.")
+    current = checkout.unmoved(start, branch, expected, "The attempts' work was in temporary worktrees.")
     backup = backup_ref(checkout, branch, current) if current else None
     checkout.git("update-ref", f"refs/heads/{branch}", commit, current or "")
     try:

@@ -168,13 +168,7 @@ class Checkout:
         """
         from clovercode.vcs.branchguard import backup_ref
 
-        if self.repo.head.commit.hexsha != start.base:
-            raise VcsError(f"HEAD moved during the run (it was {start.base[:12]}); nothing was committed",
-                           hint="The model's changes are still in the working tree.")
-        current = self.branch_tip(branch)
-        if current != expected:
-            raise VcsError(f"the branch {branch} changed during the run; nothing was committed",
-                           hint="The model's changes are still in the working tree. Look at the branch, then run again.")
+        current = self.unmoved(start, branch, expected, "The model's changes are still in the working tree.")
         backup = backup_ref(self, branch, current) if current else None
         # compare-and-swap: a branch that moved in the meantime is refused, never overwritten
         self._git("update-ref", f"refs/heads/{branch}", start.base, current or "")
@@ -203,6 +197,17 @@ class Checkout:
             raise VcsError(f"the commit's tree {commit.tree.hexsha[:12]} is not the tested tree {tree[:12]}")
         self._run("update-index", "-q", "--refresh", capture_output=True)
         return commit.hexsha
+
+    def unmoved(self, start: "Start", branch: str, expected: str | None, where: str) -> str | None:
+        """The branch's tip, after checking that neither HEAD nor ``branch`` moved during the run
+        (``where``: where the run's work is, for the refusal's hint)."""
+        if self.repo.head.commit.hexsha != start.base:
+            raise VcsError(f"HEAD moved during the run (it was {start.base[:12]}); nothing was committed", hint=where)
+        current = self.branch_tip(branch)
+        if current != expected:
+            raise VcsError(f"the branch {branch} changed during the run; nothing was committed",
+                           hint=f"{where} Look at the branch, then run again.")
+        return current
 
     def branch_tip(self, branch: str) -> str | None:
         """The sha the local ``branch`` points at, None when there is no such branch."""
