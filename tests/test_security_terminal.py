@@ -56,6 +56,25 @@ def test_inert_leaves_no_invisible_format_character():
     assert missed == []
 
 
+def test_inert_admits_only_what_draws_and_writes_the_unlisted_out():
+    """Prose is passed by an allowlist, like the approval screen: what is not known to draw something
+    (unassigned and private-use code points, default-ignorable fillers, variation selectors but the
+    emoji ones, spaces that are not spaces, line separators) is written out, so the next character a
+    future Unicode assigns to steering or hiding is refused by default. Emoji sequences stay whole."""
+    for sneaky in ("\u2065", "\ufff0", "\U0001fffe", "\ue000", "\U000f0000", "\u3164", "\u115f",
+                   "\u2800", "\u034f", "\ufe00", "\U000e0100", "\u180b", "\u17b4"):
+        shown = inert(f"a{sneaky}b")
+        assert sneaky not in shown and shown.startswith("a\\") and shown.endswith("b"), hex(ord(sneaky))
+    emoji = "👍🏽 ❤\ufe0f 👩\u200d💻 1\ufe0f\u20e3 🇫🇷 café e\u0301"
+    assert inert(emoji) == emoji
+    assert inert("no\u00a0break\u3000wide") == "no\u00a0break\u3000wide"  # spaces that draw a blank of their width
+    allowed = {"Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Pc", "Pd", "Ps", "Pe",
+               "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So", "Zs"}
+    leaked = [hex(c) for c in (*range(0x20000), *range(0xE0000, 0xE0200), *range(0xF0000, 0xF0100)) if chr(c) not in "\n\t\u200d\ufe0e\ufe0f"
+              and inert(chr(c)) == chr(c) and unicodedata.category(chr(c)) not in allowed]
+    assert leaked == []
+
+
 def test_pending_input_is_discarded_only_on_a_terminal(tmp_path):
     with open(tmp_path / "f", "w+") as not_a_tty:
         assert discard_pending_input(not_a_tty) is False

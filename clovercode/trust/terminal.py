@@ -4,7 +4,9 @@ A terminal obeys what it is sent: ESC/CSI sequences erase lines and move the cur
 links and OSC 52 writes the clipboard, a carriage return or backspace overprints, bidi overrides
 (U+202E) show text in an order other than the one that runs. Every string that came from outside
 (the model's text, a command and its arguments, tool output, MCP results, file names) passes
-:func:`inert` before it is drawn: each such character is written out as a visible escape
+:func:`inert` before it is drawn, which admits by an allowlist: printable ASCII, newline and tab,
+and the characters Unicode says draw something (letters, marks, digits, punctuation, symbols, the
+spaces that draw a blank, the emoji joiners). Every other character is written out as a visible escape
 (``\\x1b``, ``\\r``, ``\\u202e``), so what a person reads is what the string holds, and the rest of a
 sequence (``[2K``) shows as plain text. Ordinary text, emoji included, is kept as it is.
 
@@ -25,24 +27,20 @@ import sys
 import unicodedata
 from typing import TextIO
 
-# Invisible or reordering code points (Unicode "format" characters, Cf), plus the line and paragraph
-# separators. U+200D (zero width joiner) is kept: emoji sequences need it and it moves nothing.
-_FORMAT = (
-    "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
-    "\u200b\u200c\u200e\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
-    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
-    "\U000e0001\U000e0020-\U000e007f"
-)
-# C0 controls (newline and tab handled apart), DEL, C1 controls (0x9b is an 8-bit CSI), and lone
-# surrogates, which no terminal can be sent.
-_CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff"
-_UNSAFE = re.compile(f"[{_CONTROLS}{_FORMAT}]")
-_UNSAFE_OR_BREAK = re.compile(f"[{_CONTROLS}{_FORMAT}\n\t]")
+# Prose is passed by an allowlist: printable ASCII (and newline, tab) costs one scan; any other
+# character shows as itself only when it is known to draw something (``_prose_kind``), and everything
+# else — controls, format characters, unassigned and private-use code points, default-ignorable
+# fillers, line separators — is written out. Listing what is bad missed characters before (variation
+# selectors, Hangul fillers); what a future Unicode adds is refused by default.
+_PLAIN = re.compile(r"[\x20-\x7e\n\t]*")
+_PLAIN_LINE = re.compile(r"[\x20-\x7e]*")
+# Emoji need these three, and none moves or hides text: the zero width joiner (family and profession
+# sequences) and the text/emoji presentation selectors.
+_EMOJI_JOINERS = frozenset("\u200d\ufe0e\ufe0f")
 _NAMED = {"\r": "\\r", "\n": "\\n", "\t": "\\t", "\b": "\\b", "\a": "\\a", "\f": "\\f", "\v": "\\v"}
 
 
-def _visible(match: re.Match[str]) -> str:
-    char = match.group()
+def _visible(char: str) -> str:
     if char in _NAMED:
         return _NAMED[char]
     code = ord(char)
@@ -51,15 +49,27 @@ def _visible(match: re.Match[str]) -> str:
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
+@functools.lru_cache(maxsize=8192)
+def _prose_kind(char: str) -> bool:
+    """Whether prose may draw ``char`` as itself: what the approval screen shows, the emoji joiners,
+    and the spaces (Zs) that draw a blank of their own width (no-break, ideographic)."""
+    if char in _EMOJI_JOINERS:
+        return True
+    if _kind(char):
+        return True
+    return unicodedata.category(char) == "Zs" and not _hidden(ord(char))
+
+
 def inert(text: str, *, newlines: bool = True) -> str:
-    """``text`` with every character that could steer a terminal written out visibly.
+    """``text`` with every character not known to draw safely written out visibly.
 
     ``newlines=True`` keeps newline and tab (output, prose, diffs); ``False`` writes them out too,
     for what must show on one line (a name, a title, a prefix offered as a rule). Idempotent."""
-    pattern = _UNSAFE if newlines else _UNSAFE_OR_BREAK
-    if pattern.search(text) is None:  # the common case costs one scan
+    if (_PLAIN if newlines else _PLAIN_LINE).fullmatch(text):  # the common case costs one scan
         return text
-    return pattern.sub(_visible, text)
+    kept = "\n\t" if newlines else ""
+    return "".join(char if char in kept or ("\x20" <= char < "\x7f") or _prose_kind(char) else _visible(char)
+                   for char in text)
 
 
 def discard_pending_input(stream: TextIO | None = None) -> bool:
@@ -97,13 +107,17 @@ _PLAIN_ASCII = re.compile(r"[\x20-\x7e]*")
 Piece = tuple[str, bool]  # (what is drawn, whether it is an escape standing for one character)
 
 
+def _hidden(code: int) -> bool:
+    return any(low <= code <= high for low, high in _HIDDEN_RANGES)
+
+
 @functools.lru_cache(maxsize=8192)
 def _kind(char: str) -> str:
     """"base" (shows, and marks may sit on it), "mark" (shows on a base), or "" (escaped)."""
     code = ord(char)
     if 0x20 <= code < 0x7f:
         return "base"
-    if any(low <= code <= high for low, high in _HIDDEN_RANGES):
+    if _hidden(code):
         return ""
     category = unicodedata.category(char)
     if category not in _SHOWN:
