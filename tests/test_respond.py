@@ -149,6 +149,30 @@ def test_a_branch_that_moved_during_the_run_is_refused_and_nothing_is_lost(pr, t
     assert "Nothing was pushed" in reply["body"] and result["kept_on"] in reply["body"]
 
 
+def test_a_follow_up_that_passes_only_in_the_working_tree_is_not_called_fixed(pr, tmp_path):
+    """As for fix (issue 46): the follow-up's minutes come from a module in a directory the checkout
+    ignores, so the working tree passes and the commit alone cannot even import. The clean checkout
+    says so; before, respond replied "fixed" and pushed a commit that fails on the branch."""
+    work, origin, fake, number = pr
+    (work / ".git" / "info" / "exclude").write_text("gen/\n")
+    model = write_replay(
+        tmp_path / "ignored.jsonl",
+        tool_call_text("view_file", path="durations.py"),
+        tool_call_text("write_file", path="gen/mins.py", content="def minutes(seconds):\n    return seconds % 3600 // 60\n"),
+        tool_call_text("edit_file", path="durations.py", old_text="    minutes = seconds // 60",
+                       new_text="    from gen.mins import minutes as _minutes\n    minutes = _minutes(seconds)"),
+        tool_call_text("finish", summary="Minutes now count what is left after the hours."),
+    )
+    ident = fake.add_comment(REPO, number, "@clovercode format_duration(5400) gives 1h90m, fix it", "alice", "OWNER")
+    proc, result = respond(work, fake, comment_url(number, ident), model)
+    assert result["status"] != "fixed" and result["exit_code"] in (1, 9), result  # before: "fixed", exit 0
+    clean = result["clean_checkout"]
+    assert clean["verified"] and clean["passed"] is False and "gen/mins.py" in clean["missing_files"], clean
+    [reply] = [c for c in fake.comments(REPO, "issue_comment") if c["login"] == "github-actions[bot]"]
+    assert "Verdict: **fixed**" not in reply["body"] and "Clean checkout: the commit alone: tests failed" in reply["body"]
+    assert git(work, "worktree", "list", "--porcelain").count("worktree ") == 1  # the temporary one is gone
+
+
 def test_comment_urls_and_the_gate():
     ref = parse_comment_url("https://github.com/o/r/pull/7#discussion_r456")
     assert (str(ref.issue), ref.kind, ref.id, ref.on_pull) == ("o/r#7", "review_comment", 456, True)

@@ -221,22 +221,29 @@ def check_clean(outcome: FixOutcome, plan: Plan, tested: TestedTree, changes: Ch
     if not clean.enabled:
         outcome.clean = skipped("fix.verify_clean is off")
         return
-    checkout = git.checkout
+    outcome.stage = "testing the commit in a clean checkout"
+    outcome.clean = verify_alone(git.checkout, changes.tree, git.start.base, plan.tests, changes, tested, clean,
+                               outcome.trajectory)
+    outcome.stage = ""
+
+
+def verify_alone(checkout, tree: str, base: str, tests: TestCommand, changes: ChangeSet, tested: TestedTree,
+               clean: CleanSetup, trajectory: Path | None) -> CleanRun:
+    """``tree`` (the tested change on ``base``) in a clean checkout, said on the console and recorded:
+    fix's and respond's one way to ask whether the commit alone passes."""
     left = {item.path for item in changes.left_out}
     missing = sorted((set(checkout.untracked()) - set(changes.paths)) | left)
     subdir = os.path.relpath(checkout.root, checkout.top)
     links = environment_links(checkout, [subdir] if subdir != "." else [], left | tested.ignored_written)
-    clean.console.print(f"[bold]Testing the commit alone in a clean checkout:[/] {escape(plan.tests.command)}",
+    clean.console.print(f"[bold]Testing the commit alone in a clean checkout:[/] {escape(tests.command)}",
                         highlight=False)
-    outcome.stage = "testing the commit in a clean checkout"
-    outcome.clean = verify_commit(checkout, changes.tree, git.start.base, plan.tests, clean.executor,
-                                  time_left(clean.deadline, clean.timeout), root=checkout.root, env=clean.env,
-                                  links=links, missing=missing)
-    outcome.stage = ""
-    passed = outcome.clean.run is not None and outcome.clean.run.passed
-    clean.console.print(f"[{'green' if passed else 'yellow'}]clean checkout: {escape(outcome.clean.describe())}[/]",
+    run = verify_commit(checkout, tree, base, tests, clean.executor, time_left(clean.deadline, clean.timeout),
+                        root=checkout.root, env=clean.env, links=links, missing=missing)
+    passed = run.run is not None and run.run.passed
+    clean.console.print(f"[{'green' if passed else 'yellow'}]clean checkout: {escape(run.describe())}[/]",
                         highlight=False, soft_wrap=True)
-    record_event(outcome.trajectory, "clean_run", **outcome.clean.to_json())
+    record_event(trajectory, "clean_run", **run.to_json())
+    return run
 
 
 def publish(outcome: FixOutcome, plan: Plan, request: FixRequest, cfg: Config, extra: str = "") -> None:

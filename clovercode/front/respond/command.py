@@ -23,6 +23,7 @@ from clovercode.fixflow.changes import TestedTree
 from clovercode.fixflow.cigate import ci_changes, refuse_ci_changes
 from clovercode.fixflow.plan import push_credentials, resolve_tests
 from clovercode.fixflow.rounds import Rounds, run_rounds
+from clovercode.fixflow.cleanrun import CleanRun, judge_clean, skipped
 from clovercode.fixflow.verdict import FIXED, REGRESSED, UNVERIFIED, conclude
 from clovercode.github.client import GitHubClient
 from clovercode.github.commentref import CommentRef, parse_comment_url
@@ -67,6 +68,7 @@ class RespondOutcome:
     changed: list[str] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)  # changed, but deliberately not committed (with why)
     kept_on: str | None = None  # the branch a refused follow-up was pushed to instead
+    clean: CleanRun | None = None  # the follow-up's tests in a clean checkout (fixflow/cleanrun.py)
 
     def to_json(self) -> dict[str, Any]:
         c = self.comment
@@ -74,7 +76,8 @@ class RespondOutcome:
                 "comment": {"id": c.id, "kind": c.kind, "author": c.login, "association": c.association} if c else None,
                 "pull_request": str(self.pull.ref) if self.pull else None, "branch": self.branch, "commit": self.commit,
                 "pushed": self.pushed, "verdict": self.outcome, "summary": self.summary, "changed_files": self.changed, "not_committed": self.left_out,
-                "kept_on": self.kept_on, "reply": self.reply_url}
+                "kept_on": self.kept_on, "reply": self.reply_url,
+                "clean_checkout": self.clean.to_json() if self.clean else None}
 
 
 def run_respond(root: Path, cfg: Config, request: RespondRequest, console: Console,
@@ -140,6 +143,10 @@ def _follow_up(root: Path, cfg: Config, request: RespondRequest, ref: CommentRef
     session.command_env = without_secrets(env)
 
     tested = TestedTree(checkout, follow.start)
+    from clovercode.front.fixoutcome import CleanSetup
+
+    clean = CleanSetup(session.executor, session.command_env, cfg["fix.test_timeout"], None, cfg["fix.verify_clean"],
+                       console)
 
     def has_changes(result) -> bool:  # run_rounds asks right before each test run
         return tested.before_tests(result.changed)
@@ -152,14 +159,14 @@ def _follow_up(root: Path, cfg: Config, request: RespondRequest, ref: CommentRef
         session.close()
     out = RespondOutcome(ExitCode.GAVE_UP, "gave_up", rounds.result.detail, comment, pull, follow.branch,
                          summary=rounds.summary, changed=list(rounds.result.changed))
-    _finish(out, rounds, follow, checkout, cfg, request, tests, tested)
+    _finish(out, rounds, follow, checkout, cfg, request, tests, tested, clean, session.last_trajectory)
     if out.status != "interrupted":  # a cancelled job says nothing; any other end is told in the thread
         out.reply_url = post_reply(client, pull.ref, comment, reply_body(out)).url
     return out
 
 
 def _finish(out: RespondOutcome, rounds: Rounds, follow: FollowUp, checkout, cfg: Config, request: RespondRequest,
-            tests, tested: TestedTree) -> None:
+            tests, tested: TestedTree, clean, trajectory: Path | None) -> None:
     stop = rounds.result.stop
     if stop is StopReason.INTERRUPTED:
         out.exit_code, out.status = ExitCode(exit_code(rounds.result.signal)), "interrupted"
@@ -172,11 +179,20 @@ def _finish(out: RespondOutcome, rounds: Rounds, follow: FollowUp, checkout, cfg
     if not tested.now(rounds.result.changed):
         out.exit_code, out.status = ExitCode.NO_CHANGE, "no_change"
         return
-    concluded = conclude(rounds.baseline, rounds.tests[-1] if rounds.tests else None, out.comment.body if out.comment else "")
+    body = out.comment.body if out.comment else ""
+    last = rounds.tests[-1] if rounds.tests else None
+    concluded = conclude(rounds.baseline, last, body)
+    changes, since = tested.to_commit(rounds.result.changed)
+    if concluded.outcome == FIXED and tests is not None and last is not None:
+        # "fixed" means the follow-up alone passes, as for fix: its tree tested in a clean checkout
+        from clovercode.front.fixoutcome import verify_alone
+
+        out.clean = (verify_alone(checkout, changes.tree, follow.start.base, tests, changes, tested, clean, trajectory)
+                     if clean.enabled else skipped("fix.verify_clean is off"))
+        concluded = judge_clean(concluded, last, rounds.baseline, out.clean, body)
     out.outcome = concluded.outcome
     out.exit_code = CODES[concluded.outcome]
     out.status = {FIXED: "fixed", REGRESSED: "tests_failed", UNVERIFIED: "unverified"}[concluded.outcome]
-    changes, since = tested.to_commit(rounds.result.changed)
     out.changed = list(changes.paths)  # the commit's files, whoever wrote them
     out.left_out = [item.describe() for item in changes.left_out] + [f"{p} (changed after the last test run)" for p in since]
     try:

@@ -45,6 +45,8 @@ def reply_body(out: "RespondOutcome") -> str:
         lines.append("Not committed: " + ", ".join(inert_markdown(p) for p in out.left_out[:20]))
     if out.outcome:
         lines.append(f"Verdict: **{out.outcome}**.")
+    if out.clean is not None:
+        lines.append(f"Clean checkout: {inert_markdown(out.clean.describe())}.")
     if out.summary:
         lines += ["", inert_markdown(out.summary.strip())]
     return "\n".join(lines)
