@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 from urllib.parse import urlsplit
 
+from clovercode.backends.abortable import current as current_call
 from clovercode.backends.base import ContextTooLong, ModelError
 from clovercode.ground.errors import CloverError, ConfigError
 
@@ -97,12 +98,14 @@ class Transport:
             raise HttpFailure(f"no response within {self.read_timeout:g} s", retryable=True) from None
         except (OSError, http.client.HTTPException) as exc:
             conn.close()
+            _raise_if_stopped()
             raise HttpFailure(f"the connection failed: {_reason(exc)}", retryable=True) from None
         if response.status >= 400:
             raise _status_failure(response)
         return response
 
     def _connection(self) -> http.client.HTTPConnection:
+        _raise_if_stopped()
         cls = http.client.HTTPSConnection if self.target.scheme == "https" else http.client.HTTPConnection
         kwargs: dict[str, Any] = {"context": ssl.create_default_context()} if self.target.scheme == "https" else {}
         conn = cls(self.target.host, self.target.port, timeout=self.connect_timeout, **kwargs)
@@ -116,7 +119,17 @@ class Transport:
             raise HttpFailure(f"cannot connect: {_reason(exc)}", retryable=True) from None
         assert conn.sock is not None
         conn.sock.settimeout(self.read_timeout)  # from now on: the longest wait for the next bytes
+        call = current_call()
+        if call is not None:  # a caller may stop this call from another thread (backends/abortable.py)
+            call.track(conn.sock)
         return conn
+
+
+def _raise_if_stopped() -> None:
+    """A call its caller aborted neither retries nor opens another connection."""
+    call = current_call()
+    if call is not None and call.aborted:
+        raise HttpFailure("the model call was stopped by its caller", retryable=False)
 
 
 def with_retries(attempt: Callable[[], T], retries: int, *, backoff: float = 0.5, max_backoff: float = 30.0,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Iterator, Sequence
 
+from clovercode.backends.abortable import ModelCall, abortable
 from clovercode.backends.base import Event, Finish, GenerationParams, ModelBackend
 from clovercode.backends.batch import BatchingBackend
 from clovercode.ground.messages import Message
@@ -65,10 +66,15 @@ class ChildModel:
     def generate(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> Iterator[Event]:
         if self._cancel.is_set():
             raise ChildCancelled("stopped by the parent")
-        for event in self._generate(messages, tools, params):
-            if self._cancel.is_set():
-                raise ChildCancelled("stopped by the parent")
-            yield event
+        try:
+            for event in self._generate(messages, tools, params):
+                if self._cancel.is_set():
+                    raise ChildCancelled("stopped by the parent")
+                yield event
+        except Exception:
+            if self._cancel.is_set():  # the parent's stop cut the call (its connection shut): a stop, not an error
+                raise ChildCancelled("stopped by the parent") from None
+            raise
 
     def close(self) -> None:
         pass  # the parent's model outlives its children
@@ -81,6 +87,8 @@ class SharedModel:
         self.backend, self.limit = backend, max(1, limit)
         self.scheduler: Any = None
         self.slots = threading.BoundedSemaphore(self.limit)
+        self._calls: set[ModelCall] = set()  # the children's model calls in flight (unbatched backends)
+        self._calls_lock = threading.Lock()
         if isinstance(backend, BatchingBackend):
             from clovercode.backends.scheduler import Scheduler
 
@@ -125,14 +133,21 @@ class SharedModel:
         return ChildModel(self.backend, cancel, self._bounded, label)
 
     def _bounded(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> Iterator[Event]:
-        with self.slots:
-            stream = self.backend.generate(messages, tools, params)
-            try:
-                yield from stream
-            finally:
-                close = getattr(stream, "close", None)
-                if close is not None:
-                    close()
+        call = ModelCall()  # an endpoint's read that waits on the server: cut by close(), not left behind
+        with self._calls_lock:
+            self._calls.add(call)
+        try:
+            with self.slots, abortable(call):
+                stream = self.backend.generate(messages, tools, params)
+                try:
+                    yield from stream
+                finally:
+                    close = getattr(stream, "close", None)
+                    if close is not None:
+                        close()
+        finally:
+            with self._calls_lock:
+                self._calls.discard(call)
 
     def _batched(self, messages: Sequence[Message], tools: Sequence[ToolSpec], params: GenerationParams) -> Iterator[Event]:
         import secrets
@@ -162,6 +177,11 @@ class SharedModel:
             self.scheduler.cancel(job)  # a child that stops reading frees its slot
 
     def close(self) -> None:
-        """Stop the model loop; a child still waiting for a turn wakes up stopped."""
+        """Stop the model loop; a child still waiting for a turn wakes up stopped, and a child blocked
+        in a model call (a server still in its prefill) has its connection shut."""
+        with self._calls_lock:
+            calls = list(self._calls)
+        for call in calls:
+            call.abort()
         if self.scheduler is not None:
             self.scheduler.stop()  # not started on a thread of its own: this drains its queue
