@@ -19,6 +19,8 @@ import ctypes
 import threading
 from typing import Any, Callable
 
+from clovercode.backends.abortable import ModelCall, abortable
+
 STOP_REASONS = {"finished": "end_turn", "answered": "end_turn", "max_tokens": "max_tokens",
                 "max_steps": "max_turn_requests", "interrupted": "cancelled", "max_time": "end_turn",
                 "format_errors": "end_turn", "repeated_failures": "end_turn"}
@@ -43,6 +45,9 @@ class Turn:
         self.live = False
         self.cancelled = False
         self.thread: threading.Thread | None = None
+        # the turn's model call: a read blocked on the server (a long prefill) runs no Python code for the
+        # cancel's interrupt to land in, so the cancel also shuts its connection (backends/abortable.py)
+        self.call = ModelCall()
 
     async def run(self, work: Callable[[], Any]) -> Any:
         """``work()`` on a new thread; returns its result, or None when a cancel interrupted it
@@ -73,7 +78,8 @@ class Turn:
                 self.thread_id, self.live = threading.get_ident(), not self.cancelled
             if self.live:
                 try:
-                    result = work()
+                    with abortable(self.call):
+                        result = work()
                 finally:
                     with self.lock:
                         self.live = False
@@ -92,3 +98,4 @@ class Turn:
             self.cancelled = True
             if self.live and self.thread_id is not None:
                 _raise_in(self.thread_id, KeyboardInterrupt)
+                self.call.abort()
