@@ -15,6 +15,15 @@ from typing import Any, Iterable, Mapping
 from clovercode.fixflow.verdict import FIXED, REGRESSED, UNVERIFIED
 
 RANK = {FIXED: 0, UNVERIFIED: 1, REGRESSED: 2}
+# Attempts after the first sample at this temperature when the configured one is greedy (0): N greedy
+# attempts of one prompt would be N copies of one attempt. Attempt 1 keeps the configured settings,
+# so `--attempts 1` and the first of N are the same run.
+ATTEMPT_TEMPERATURE = 0.7
+
+
+def attempt_settings(k: int, temperature: float) -> tuple[int, float]:
+    """Attempt ``k``'s sampling seed and temperature, given the configured temperature (fix and eval)."""
+    return k, temperature or (ATTEMPT_TEMPERATURE if k > 1 else 0.0)
 
 
 def diff_lines(entry: Mapping[str, Any]) -> int:

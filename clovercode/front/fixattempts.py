@@ -33,7 +33,7 @@ from clovercode.agent.budget import StopReason
 from clovercode.agent.loop import RunResult
 from clovercode.backends.registry import REPLAY_PREFIX, open_backend, replay_path
 from clovercode.executors.base import with_project_read_only, with_readable, with_stop, with_writable
-from clovercode.fixflow.attempts import attempts_table, choose, replay_for, summary_lines, why_chosen
+from clovercode.fixflow.attempts import attempt_settings, attempts_table, choose, replay_for, summary_lines, why_chosen
 from clovercode.fixflow.changes import TestedTree
 from clovercode.fixflow.plan import FixRequest, Plan
 from clovercode.fixflow.rounds import record_event, run_rounds
@@ -49,10 +49,6 @@ from clovercode.vcs.cleancheckout import environment_links, held_signals
 from clovercode.vcs.git import open_checkout
 from clovercode.wiring.session import open_session, trajectory_dir
 
-# Attempts after the first sample at this temperature when the configured one is greedy (0): N greedy
-# attempts of one prompt would be N copies of one attempt. Attempt 1 keeps the configured settings,
-# so `--attempts 1` and the first of N are the same run.
-ATTEMPT_TEMPERATURE = 0.7
 STOP_WAIT = 30.0  # seconds the attempts get to stop once told (their commands die within a second)
 
 
@@ -141,7 +137,7 @@ def run_attempts(root: Path, cfg: Config, request: FixRequest, plan: Plan, conso
     log.parent.mkdir(parents=True, exist_ok=True)
     stop = ChildStop()
     slots = threading.BoundedSemaphore(max(1, min(n, os.cpu_count() or 1)))  # test runs at once: one per core
-    attempts = [Attempt(k, k, cfg["temperature"] or (ATTEMPT_TEMPERATURE if k > 1 else 0.0),
+    attempts = [Attempt(k, *attempt_settings(k, cfg["temperature"]),
                         f"replay:{replay_for(replay, k)}" if replay else cfg["model"] if not cfg["endpoint"] else cfg["endpoint"])
                 for k in range(1, n + 1)]
     trees: list[AttemptTree] = []
