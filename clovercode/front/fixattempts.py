@@ -39,6 +39,7 @@ from clovercode.fixflow.plan import FixRequest, Plan
 from clovercode.fixflow.rounds import record_event, run_rounds
 from clovercode.front.fixoutcome import OUTCOME_CODES, CleanSetup, FixOutcome, conclude, print_summary, publish
 from clovercode.github.refs import without_secrets
+from clovercode.ground.attemptlog import RUN_PREFIX, attempt_trajectory
 from clovercode.ground.config import Config
 from clovercode.ground.errors import CiChangeRefused, ExitCode, VcsError
 from clovercode.ground.termination import ENDING, exit_code, interrupt_detail
@@ -133,7 +134,7 @@ def run_attempts(root: Path, cfg: Config, request: FixRequest, plan: Plan, conso
     own = backend is None and replay is None
     backend = open_backend(cfg, base_dir=root) if own else backend
     shared = None if replay is not None else SharedModel(backend, n)
-    log = trajectory_dir(cfg, env) / f"fix-attempts-{time.strftime('%Y%m%dT%H%M%S')}-{run}.jsonl"
+    log = trajectory_dir(cfg, env) / f"{RUN_PREFIX}{time.strftime('%Y%m%dT%H%M%S')}-{run}.jsonl"
     log.parent.mkdir(parents=True, exist_ok=True)
     stop = ChildStop()
     slots = threading.BoundedSemaphore(max(1, min(n, os.cpu_count() or 1)))  # test runs at once: one per core
@@ -162,7 +163,8 @@ def run_attempts(root: Path, cfg: Config, request: FixRequest, plan: Plan, conso
                         finished.set()
             for attempt, tree in zip(attempts, trees):
                 record_event(log, "attempt_started", attempt=attempt.k, of=n, seed=attempt.seed,
-                             temperature=attempt.temperature, model=attempt.model, worktree=str(tree.top), ref=tree.ref)
+                             temperature=attempt.temperature, model=attempt.model, worktree=str(tree.top), ref=tree.ref,
+                             trajectory=str(attempt_trajectory(log, attempt.k)))
                 future = pool.submit(_attempt, attempt, tree, subdir, plan, request, cfg, env, deadline, stop, shared,
                                      console, log, first, n, slots)
                 future.add_done_callback(ended)
@@ -241,6 +243,7 @@ def _attempt(attempt: Attempt, tree: AttemptTree, subdir: str, plan: Plan, reque
         tested = TestedTree(work, start)
         session = open_session(where, cfg_k, interactive=False, env=env, backend=model)
         session.seed = attempt.seed
+        session.next_trajectory = attempt_trajectory(log, attempt.k)  # nested under the run's events file
         session.checkpoints = False  # the worktree goes at the end; its checkpoints would be the user's undo list
         session.command_env = without_secrets(env)
         # the toolchain the worktree links to (the user's .venv, node_modules) is seen, never written
