@@ -19,7 +19,6 @@ from rich.console import Console
 from clovercode.eval.command import run_eval
 from clovercode.eval.runner import diff_stats
 from clovercode.ground.config import load_config
-from clovercode.ground.errors import UsageError
 
 BUGGY = "def add(a, b):\n    return a - b\n"
 VISIBLE = ("import unittest\n\nfrom calc import add\n\n\nclass Visible(unittest.TestCase):\n"
@@ -82,9 +81,15 @@ def test_eval_attempts_reports_pass_at_1_and_the_chosen_attempts_verdict(tmp_pat
 
 
 def test_attempts_and_repeats_together_are_a_usage_error(tmp_path):
-    cfg = load_config(None, os.environ, {"model": "replay:none", "sandbox": "none"})
-    with pytest.raises(UsageError, match="--attempts N and --repeats K do not go together"):
-        run_eval(None, cfg, Console(file=io.StringIO()), cwd=tmp_path, attempts=2, repeats=3)
+    from typer.testing import CliRunner
+
+    from clovercode.front.cli import app
+
+    result = CliRunner().invoke(app, ["eval", "--model", "replay:none", "--attempts", "2", "--repeats", "3"])
+    assert result.exit_code == 2 and "--attempts N and --repeats K do not go together" in result.output
+    assert "Traceback" not in result.output
+    result = CliRunner().invoke(app, ["eval", "--model", "replay:none", "--attempts", "17"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
 
 
 def test_diff_stats_count_the_change_not_its_headers():
