@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 
 import pexpect
 import pytest
@@ -17,19 +18,38 @@ from clovercode.front.repl.fixslash import parse_fix
 from clovercode.ground.errors import UsageError
 
 
-@pytest.mark.slow  # a REPL on a pty, two attempts with test runs and a clean check (about 4 s)
+def wait_prompts(child: pexpect.spawn, n: int, timeout: float = 60) -> None:
+    """Until the screen shows the n-th prompt (the output before it was read off the pty already)."""
+    deadline = time.monotonic() + timeout
+    while screen_text(child).count(PROMPT) < n:
+        assert time.monotonic() < deadline, f"prompt {n} never came:\n{screen_text(child)}"
+        try:
+            child.read_nonblocking(size=65536, timeout=0.2)
+        except pexpect.TIMEOUT:
+            pass
+
+
+@pytest.mark.slow  # a REPL on a pty: two attempts with test runs and a clean check, a plain /fix, a task (about 8 s)
 def test_slash_fix_with_attempts_shows_a_row_per_attempt_and_lands_the_chosen_one(tmp_path):
     work = project(tmp_path)
     write_replay(tmp_path / "model.1.jsonl", VIEW, note(1), call("finish", summary="attempt 1"))
     # attempt 2 runs a command long enough for the live region to draw its row mid-run
     write_replay(tmp_path / "model.2.jsonl", VIEW, call("run_command", command="sleep 1.5"), FIX,
                  call("finish", summary="attempt 2"))
-    write_replay(tmp_path / "model.jsonl", "Nothing to do.")
+    # the REPL's own model: a plain /fix answers without changing anything, then a task after it
+    write_replay(tmp_path / "model.jsonl", call("finish", summary="nothing left to fix"), "Still here.")
     child = spawn_repl(work, "--model", f"replay:{tmp_path / 'model.jsonl'}", "--sandbox", "none",
                        CLOVERCODE_FIX_TEST_COMMAND=f"{sys.executable} -m unittest -q", CLOVERCODE_FIX_TEST_ROUNDS="0")
     child.expect_exact(PROMPT)
     child.sendline("/fix --attempts 2 add() subtracts: add(2, 3) gives -1")
     wait_screen(child, "/fix: fixed on branch", timeout=120)
+    wait_prompts(child, 2)
+    child.sendline("/fix add() subtracts")  # one attempt, on the REPL's model: nothing left to fix
+    wait_screen(child, "/fix: no_change", timeout=60)
+    wait_prompts(child, 3)
+    child.sendline("are you there")  # /fix borrowed the REPL's model and left it open
+    wait_screen(child, "Still here.", timeout=60)
+    wait_prompts(child, 4)
     child.sendline("/exit")
     child.expect(pexpect.EOF)
     raw, screen = child.logfile_read.getvalue(), screen_text(child)
