@@ -16,6 +16,7 @@ from clovercode.agent.trajectory import to_replay
 from clovercode.backends.replay import load_replay
 from clovercode.context.resume import find_saved
 from clovercode.fixflow.attempts import replay_for
+from clovercode.ground.attemptlog import published_attempt
 from clovercode.ground.errors import UsageError
 from clovercode.wiring.sessions import list_sessions
 
@@ -80,3 +81,10 @@ def test_only_a_run_s_own_directory_and_an_integer_choice_are_followed(tmp_path)
         with pytest.raises(Exception, match="holds no assistant turns"):
             load_replay(run)
     assert not os.path.exists(tmp_path / "fix-attempts-x")
+    # an attempt's trajectory is never taken for a run (no chain of runs inside runs)
+    nested = tmp_path / "fix-attempts-y" / "fix-attempts-y.attempt-1.jsonl"
+    nested.parent.mkdir()
+    nested.write_text(json.dumps({"kind": "fix_result", "chosen": 1}) + "\n")
+    (nested.with_suffix("")).mkdir()
+    (nested.with_suffix("") / f"{nested.stem}.attempt-1.jsonl").write_text(json.dumps({"text": "deeper"}) + "\n")
+    assert published_attempt(nested) is None

@@ -24,7 +24,7 @@ def published_attempt(path: Path, k: int | None = None) -> Path | None:
     """For a run's events file: attempt ``k``'s trajectory, or without ``k`` the chosen attempt's
     (attempt 1's when none was chosen); None for any other file. Only the file's own directory is
     looked in: the absolute paths the events carry are where the run was, not where it is now."""
-    if not path.name.startswith(RUN_PREFIX):
+    if not path.name.startswith(RUN_PREFIX) or ATTEMPT_INFIX in path.name:  # an attempt's own is no run's
         return None
     chosen = None
     try:
