@@ -17,6 +17,7 @@ from typing import IO, Any, Iterator
 
 # The kinds and a turn's replay text live below the agent (a replay backend reads them); importable here too.
 from clovercode.backends.replay import turn_text
+from clovercode.ground.attemptlog import published_attempt
 from clovercode.ground.errors import ConfigError, UsageError
 from clovercode.ground.events import NON_TURN_KINDS, SKIPPED_KINDS  # noqa: F401
 from clovercode.ground.jsonl import json_objects
@@ -62,8 +63,15 @@ def read_events(path: Path) -> Iterator[dict[str, Any]]:
         yield event
 
 
-def to_replay(path: Path) -> list[dict[str, Any]]:
-    """The model turns of a trajectory as replay lines: ``{"text": ..., "usage": {...}}``."""
+def to_replay(path: Path, attempt: int | None = None) -> list[dict[str, Any]]:
+    """The model turns of a trajectory as replay lines: ``{"text": ..., "usage": {...}}``. For a
+    ``fix --attempts`` run's events file, those of its attempt ``attempt`` (default: the chosen one)."""
+    nested = published_attempt(path, attempt)
+    if nested is not None:
+        path = nested
+    elif attempt is not None:
+        raise UsageError(f"{path} is not a `fix --attempts` run with an attempt {attempt}",
+                         hint="--attempt takes the events file of a `fix --attempts N` run (fix-attempts-….jsonl).")
     turns = []
     for event in read_events(path):
         if event.get("kind") == "model_turn":

@@ -9,7 +9,8 @@ Accepted lines (blank lines ignored):
 The trajectory's other events (observations, warnings, test runs …) are not model turns and are
 skipped, so ``--model replay:TRAJECTORY.jsonl`` plays exactly the recorded turns. Any other shape —
 an unknown key, an unknown event kind — is an error naming the file and line: a replay that silently
-dropped or invented a turn would reproduce a different run.
+dropped or invented a turn would reproduce a different run. The events file of a ``fix --attempts``
+run holds no turn of its own: it replays the attempt that run chose (ground/attemptlog.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Iterator, Sequence
 from clovercode.ground.messages import Message
 from clovercode.backends.base import Event, Finish, GenerationParams, ModelError, TextDelta, Usage
 from clovercode.context.tokens import estimate_prompt_tokens, estimate_tokens
+from clovercode.ground.attemptlog import published_attempt
 from clovercode.ground.errors import ModelUnavailable
 from clovercode.ground.events import NON_TURN_KINDS
 from clovercode.ground.jsonl import json_objects
@@ -82,6 +84,9 @@ def load_replay(path: Path) -> list[ReplayTurn]:
             raise ModelUnavailable(f"{where}: \"agent\" must be a string (a subagent's task description)")
         turns.append(ReplayTurn(text, usage, agent))
     if not turns:
+        nested = published_attempt(path)
+        if nested is not None:  # a `fix --attempts` run's events file: its chosen attempt's turns
+            return load_replay(nested)
         raise ModelUnavailable(f"replay file {path} holds no assistant turns")
     return turns
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from clovercode.ground.attemptlog import NESTED_GLOB
 from clovercode.ground.events import EventSink
 from clovercode.ground.messages import CallRecord, Message
 from clovercode.ground.conversation import Conversation
@@ -98,12 +99,20 @@ def rebuild(events: list[dict[str, Any]]) -> list[Message]:
     return messages
 
 
+def saved_paths(directory: Path) -> list[Path]:
+    """Every trajectory a session may be resumed from, newest name first: those in ``directory``, then
+    the attempts' nested under a ``fix --attempts`` run (ground/attemptlog.py)."""
+    if not directory.is_dir():
+        return []
+    return sorted(directory.glob("*.jsonl"), reverse=True) + sorted(directory.glob(NESTED_GLOB), reverse=True)
+
+
 def find_saved(directory: Path, ident: str | None, root: Path) -> Path:
     """The trajectory to resume: ``ident`` (a path, an ID or a unique part of one), or the newest
     saved session of project ``root``."""
     if ident and Path(ident).expanduser().is_file():
         return Path(ident).expanduser()
-    candidates = sorted(directory.glob("*.jsonl"), reverse=True) if directory.is_dir() else []
+    candidates = saved_paths(directory)
     if ident:
         exact = [p for p in candidates if p.stem == ident or p.name == ident]
         matches = exact or [p for p in candidates if ident in p.stem]

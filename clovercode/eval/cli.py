@@ -36,6 +36,9 @@ def make_eval_app(base_group: type, model_opt: Any, sandbox_opt: Any, endpoint_o
         tasks: Optional[int] = typer.Option(None, "--tasks", min=1, help="Only the first N tasks."),
         task_ids: Optional[list[str]] = task_ids_opt,
         repeats: int = typer.Option(1, "--repeats", min=1, help="Attempts per task (pass@k uses k = repeats)."),
+        attempts: int = typer.Option(1, "--attempts", min=1, max=16,
+                                     help="Run each task as `fix --attempts N` would (N attempts, their seeds) and "
+                                          "report pass@1 and best-of-N (did the attempt fix would publish pass)."),
         temperature: Optional[float] = typer.Option(None, "--temperature", min=0.0,
                                                     help="Sampling temperature (repeats differ only above 0)."),
         json_out: Optional[Path] = typer.Option(None, "--json", help="Write the results, with trajectories, to this JSON file."),
@@ -50,7 +53,8 @@ def make_eval_app(base_group: type, model_opt: Any, sandbox_opt: Any, endpoint_o
         cfg = load_config(None, os.environ, {"model": model, "endpoint": endpoint, "api_key": api_key,
                                              "sandbox": sandbox, "temperature": temperature})
         raise typer.Exit(run_eval(suite, cfg, make_console(), cwd=Path.cwd(), first=tasks, task_ids=task_ids,
-                                  repeats=repeats, json_out=json_out, max_steps=max_steps, keep_workspaces=keep))
+                                  repeats=repeats, json_out=json_out, max_steps=max_steps, keep_workspaces=keep,
+                                  attempts=attempts))
 
     @eval_app.command("compare")
     def eval_compare(a: Path = typer.Argument(..., help="Results file A (the baseline)."),

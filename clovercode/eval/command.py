@@ -23,8 +23,15 @@ from clovercode.executors.select import NO_SANDBOX_WARNING, make_executor
 
 def run_eval(suite_spec: str | None, cfg: Config, console: Console, *, cwd: Path, first: int | None = None,
              task_ids: list[str] | None = None, repeats: int = 1, json_out: Path | None = None,
-             max_steps: int | None = None, keep_workspaces: bool = False) -> int:
-    """Run the suite, print the report, write the results; the exit code is 130 when interrupted."""
+             max_steps: int | None = None, keep_workspaces: bool = False, attempts: int = 1) -> int:
+    """Run the suite, print the report, write the results; the exit code is 130 when interrupted.
+    ``attempts`` > 1: each task runs as ``fix --attempts N`` would run it (N attempts, their seeds
+    and temperatures), and the report adds best-of-N: did the attempt fix would choose pass."""
+    if attempts > 1 and repeats > 1:
+        raise UsageError("--attempts N and --repeats K do not go together",
+                         hint="--attempts N already runs every task N times (pass@1 is over its N attempts).")
+    best_of = attempts if attempts > 1 else None
+    repeats = attempts if best_of else repeats
     suite, skipped = load_suite(suite_spec, cwd).select(task_ids).runnable()
     suite = suite.select(first=first)
     for task_id, why in skipped.items():
@@ -36,6 +43,7 @@ def run_eval(suite_spec: str | None, cfg: Config, console: Console, *, cwd: Path
     record = EvalRecord(suite, provider.name, repeats, {key: cfg[key] for key in RECORDED_SETTINGS})
     record.settings["max_steps"] = max_steps or "per task"
     record.skipped = skipped
+    record.best_of = best_of
 
     def save(attempts: list[dict]) -> None:
         record.attempts = list(attempts)
@@ -48,7 +56,8 @@ def run_eval(suite_spec: str | None, cfg: Config, console: Console, *, cwd: Path
         provider.prepare(suite.tasks, repeats)
         if cfg["sandbox"] == "none":
             console.print(f"[bold red]{NO_SANDBOX_WARNING}[/]", highlight=False, soft_wrap=True)
-        console.print(f"[bold]clovercode eval[/] · suite {escape(suite.name)} ({len(suite.tasks)} tasks × {repeats})"
+        each = f"{repeats} attempts, best of {repeats}" if best_of else str(repeats)
+        console.print(f"[bold]clovercode eval[/] · suite {escape(suite.name)} ({len(suite.tasks)} tasks × {each})"
                       f" · model {escape(provider.name)} · sandbox {escape(cfg['sandbox'])}", highlight=False, soft_wrap=True)
         if keep_workspaces:
             workdir = Path(tempfile.mkdtemp(prefix="clovercode-eval-"))
@@ -57,7 +66,8 @@ def run_eval(suite_spec: str | None, cfg: Config, console: Console, *, cwd: Path
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="clovercode-eval-")))
         display = stack.enter_context(ProgressDisplay(console, len(suite.tasks) * repeats, repeats))
         outcome = run_suite(suite, cfg, provider, workdir, observer=display, on_attempt=save,
-                            options=EvalOptions(repeats=repeats, max_steps=max_steps, keep_workspaces=keep_workspaces))
+                            options=EvalOptions(repeats=repeats, max_steps=max_steps, keep_workspaces=keep_workspaces,
+                                                attempts=best_of is not None))
     save(outcome.attempts)
     record.interrupted, record.finished_at = outcome.interrupted, now()
     data = record.to_json()

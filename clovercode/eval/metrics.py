@@ -12,6 +12,8 @@ Definitions (docs/eval.md explains them for users):
   budget (``max_format_errors``, recorded in ``run_start``);
 * an attempt is **completed** when its hidden tests pass; pass@k uses the unbiased estimator
   1 - C(n-c, k) / C(n, k) averaged over tasks;
+* **best-of-N** (``eval --attempts N``) is the share of tasks whose chosen attempt (the one
+  ``fix --attempts N`` would publish, chosen without the hidden tests) passes the hidden tests;
 * step latency splits each step's wall time (``step_start`` to the next step or ``run_end``) into
   model time (inside the backend), tool time (inside the tools) and harness overhead (the rest).
 
@@ -26,6 +28,8 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Iterable, Sequence
+
+from clovercode.fixflow.attempts import choose, why_chosen
 
 FAILURE_KINDS = ("invalid_call", "edit_not_applied", "tests_failed", "command_failed", "tool_error")
 EDIT_TOOLS = {"edit_file", "write_file", "apply_patch"}
@@ -263,6 +267,11 @@ def completion(attempts: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
         tally[0] += 1
         tally[1] += bool((attempt.get("hidden_tests") or {}).get("passed"))
     out: dict[str, Any] = {"passed": sum(c for _, c in per_task.values()), "attempts": sum(n for n, _ in per_task.values())}
+    best = best_of_n(attempts)
+    if best:
+        chosen_passed = sum(b["passed"] for b in best.values())
+        out.update({"best_of_n": float(Fraction(chosen_passed, len(best))), "best_of_n_passed": chosen_passed,
+                    "best_of_n_tasks": len(best)})
     for kk in sorted({1, max(1, k)}):
         # a task cut short by Ctrl-C may have fewer than k attempts: the estimator needs n >= k
         eligible = [(n, c) for n, c in per_task.values() if n >= kk]
@@ -270,6 +279,25 @@ def completion(attempts: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
         out[f"pass@{kk}"] = None if value is None else float(value)
         if kk > 1 and len(eligible) < len(per_task):
             out[f"pass@{kk}_tasks"] = len(eligible)
+    return out
+
+
+def best_of_n(attempts: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per task of an ``eval --attempts N`` run: the attempt ``fix --attempts`` would publish, chosen
+    by the evidence fix has (its visible tests' verdict, then diff size, steps, number: fixflow/attempts.py),
+    and whether that attempt passed the hidden tests. Empty for a run without attempts."""
+    per_task: dict[str, list[dict[str, Any]]] = {}
+    for attempt in attempts:
+        if "attempt" in attempt:
+            per_task.setdefault(attempt["task"], []).append(attempt)
+    out = {}
+    for task, mine in per_task.items():
+        # "commit": an attempt with a change is one fix would commit; one without has nothing to publish
+        entries = [{**a, "commit": bool((a.get("diff") or {}).get("files"))} for a in mine]
+        chosen = choose(entries)
+        picked = next((a for a in mine if a["attempt"] == chosen), None)
+        out[task] = {"chosen": chosen, "why": why_chosen(entries, chosen) if chosen is not None else "no attempt changed anything",
+                     "passed": bool(picked and (picked.get("hidden_tests") or {}).get("passed"))}
     return out
 
 

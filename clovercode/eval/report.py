@@ -43,6 +43,9 @@ def task_table(data: dict[str, Any]) -> Table:
         table.add_column(name)
     for name in ("pass", "steps", "valid", "recov", "time"):
         table.add_column(name, justify="right", no_wrap=True)
+    best_of = data.get("best_of")
+    if best_of:
+        table.add_column(f"best of {best_of}", no_wrap=True)
     table.add_column("stop")
     for task in data["tasks"]:
         m = task["metrics"]
@@ -50,12 +53,20 @@ def task_table(data: dict[str, Any]) -> Table:
         mark = "green" if done["passed"] == done["attempts"] and done["attempts"] else ("red" if not done["passed"] else "yellow")
         stops = ", ".join((f"{k}×{v}" if v > 1 else k).replace("_", " ") for k, v in m["stop_reasons"].items())
         rec = m["recovery"]
+        best = [best_cell(task.get("best_of_n"))] if best_of else []
         table.add_row(escape(task["id"]), LANGUAGES.get(task["language"], task["language"]), task["kind"],
                       f"[{mark}]{done['passed']}/{done['attempts']}[/]", num(m["steps"]["median"], 0),
                       f"{m['validity']['valid_turns']}/{m['validity']['turns']}",
                       f"{rec['recovered']}/{rec['failed']}" if rec["failed"] else "—",
-                      secs(m["latency"]["task"]["median"]), escape(stops))
+                      secs(m["latency"]["task"]["median"]), *best, escape(stops))
     return table
+
+
+def best_cell(best: dict[str, Any] | None) -> str:
+    """The chosen attempt and its hidden tests' verdict: ``#2 ✓``, ``#1 ✗``, ``none`` when no attempt changed anything."""
+    if not best or best.get("chosen") is None:
+        return "[red]none[/]"
+    return f"[green]#{best['chosen']} ✓[/]" if best["passed"] else f"[red]#{best['chosen']} ✗[/]"
 
 
 def summary_lines(data: dict[str, Any]) -> list[str]:
@@ -63,6 +74,9 @@ def summary_lines(data: dict[str, Any]) -> list[str]:
     done, valid, rec = s["completion"], s["validity"], s["recovery"]
     k = data.get("repeats", 1)
     passes = f"pass@1 {pct(done['pass@1'])}" + (f" · pass@{k} {pct(done.get(f'pass@{k}'))}" if k > 1 else "")
+    if data.get("best_of") and "best_of_n" in done:
+        passes += (f" · best-of-{data['best_of']} {pct(done['best_of_n'])} ({done['best_of_n_passed']}/"
+                   f"{done['best_of_n_tasks']} tasks: the attempt fix would publish passed)")
     lines = [f"[bold]Completion[/]    {passes} · {done['passed']}/{done['attempts']} attempts passed the hidden tests"
              f" ({s['tasks']} tasks{', ' + str(s['errors']) + ' errors' if s['errors'] else ''})",
              f"[bold]Valid calls[/]   {ratio(valid['valid_turns'], valid['turns'], valid['rate'])} model turns right the first time",
@@ -111,6 +125,7 @@ def print_report(console: Console, data: dict[str, Any]) -> None:
 HIGHER, LOWER = 1, -1
 METRICS: list[tuple[str, Getter, int, Callable[[Any], str]]] = [
     ("pass@1", lambda s: s["completion"]["pass@1"], HIGHER, pct),
+    ("best-of-N", lambda s: s["completion"].get("best_of_n"), HIGHER, pct),
     ("valid calls", lambda s: s["validity"]["rate"], HIGHER, pct),
     ("recovery", lambda s: s["recovery"]["rate"], HIGHER, pct),
     ("step latency median", lambda s: s["latency"]["step"]["total"]["median"], LOWER, secs),

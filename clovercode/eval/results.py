@@ -16,7 +16,7 @@ from typing import Any
 from clovercode import __version__
 from clovercode.actions.fileio import write_atomic
 from clovercode.ground.errors import UsageError
-from clovercode.eval.metrics import summarize
+from clovercode.eval.metrics import best_of_n, counted, summarize
 from clovercode.eval.tasks import Suite
 
 FORMAT = "clovercode-eval/1"
@@ -55,19 +55,22 @@ class EvalRecord:
     interrupted: bool = False
     finished_at: str | None = None
     skipped: dict[str, str] = field(default_factory=dict)  # task id -> why it did not run
+    best_of: int | None = None  # `eval --attempts N`: N (the repeats are attempts, one is chosen per task)
 
     def to_json(self) -> dict[str, Any]:
         done = {a["task"] for a in self.attempts}
+        chosen = best_of_n(counted(self.attempts))
         tasks = []
         for task in self.suite.tasks:
             if task.id not in done:
                 continue
             mine = [a for a in self.attempts if a["task"] == task.id]
             tasks.append({"id": task.id, "title": task.title, "language": task.language, "kind": task.kind,
-                          "metrics": summarize(mine, self.repeats), "attempts": mine})
+                          "metrics": summarize(mine, self.repeats), "attempts": mine}
+                         | ({"best_of_n": chosen[task.id]} if task.id in chosen else {}))
         return {
             "format": FORMAT, "suite": {"name": self.suite.name, "source": self.suite.source, "tasks": len(self.suite.tasks)},
-            "model": self.model, "repeats": self.repeats, "settings": self.settings, "machine": self.machine,
+            "model": self.model, "repeats": self.repeats, "best_of": self.best_of, "settings": self.settings, "machine": self.machine,
             "started_at": self.started_at, "finished_at": self.finished_at,
             "complete": not self.interrupted and len(self.attempts) == len(self.suite.tasks) * self.repeats,
             "interrupted": self.interrupted, "skipped": self.skipped,

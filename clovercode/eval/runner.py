@@ -22,9 +22,11 @@ from clovercode.eval.backends import BackendProvider
 from clovercode.eval.record import EventRecorder, TimedBackend
 from clovercode.eval.tasks import Suite, Task
 from clovercode.eval.workspace import WorkspaceError, changes, head, prepare, run_hidden_tests
+from clovercode.fixflow.attempts import attempt_settings
 from clovercode.fixflow.issue import Issue, issue_from_text
 from clovercode.fixflow.rounds import run_rounds
 from clovercode.fixflow.testrun import TestCommand, TestRun
+from clovercode.fixflow.verdict import conclude
 from clovercode.github.refs import without_secrets
 from clovercode.wiring.session import open_session
 
@@ -58,6 +60,9 @@ class EvalOptions:
     repeats: int = 1
     max_steps: int | None = None  # overrides every task's own budget
     keep_workspaces: bool = False
+    # `eval --attempts N`: the repeats are fix's attempts: repeat k gets attempt k's seed and temperature
+    # (fixflow/attempts.py), and each is judged by its visible tests as fix judges one, for the choice
+    attempts: bool = False
 
 
 @dataclass
@@ -103,8 +108,11 @@ def run_suite(suite: Suite, cfg: Config, provider: BackendProvider, workdir: Pat
     return outcome
 
 
-def task_config(cfg: Config, task: Task, options: EvalOptions, trajectories: Path) -> Config:
+def task_config(cfg: Config, task: Task, options: EvalOptions, trajectories: Path,
+                temperature: float | None = None) -> Config:
     overrides: dict[str, Any] = {"approval": "full-auto", "trajectory_dir": str(trajectories)}
+    if temperature is not None:
+        overrides["temperature"] = temperature
     steps = options.max_steps or task.max_steps
     if steps:
         overrides["max_steps"] = steps
@@ -124,8 +132,10 @@ def run_attempt(task: Task, repeat: int, cfg: Config, provider: BackendProvider,
     backend = provider.backend_for(task, repeat)
     timed = TimedBackend(backend, clock)
     recorder = EventRecorder(clock, timed)
-    task_cfg = task_config(cfg, task, options, workdir / "trajectories")
+    seed, temperature = attempt_settings(repeat, cfg["temperature"]) if options.attempts else (None, None)
+    task_cfg = task_config(cfg, task, options, workdir / "trajectories", temperature)
     session = open_session(root, task_cfg, interactive=False, backend=timed)
+    session.seed = seed
     session.command_env = without_secrets(os.environ)  # as in fix: the model's commands never see a token
     visible = TestCommand(task.visible_test_command(), "the task's test command")
     try:
@@ -151,8 +161,37 @@ def run_attempt(task: Task, repeat: int, cfg: Config, provider: BackendProvider,
     tests = run_hidden_tests(task, root, session.executor, session.command_env)
     if not options.keep_workspaces:
         shutil.rmtree(root, ignore_errors=True)
+    if options.attempts:  # what fix would know of this attempt when it chooses: no hidden test
+        record = {**record, **attempt_fields(repeat, seed, temperature, rounds, patch, task_text(task, visible.command))}
     return {**record, "status": "passed" if tests.passed else "failed", "patch": patch,
             "hidden_tests": tests.to_json(), "error": None, "trajectory": events}
+
+
+def attempt_fields(k: int, seed: int | None, temperature: float | None, rounds: Any, patch: str,
+                   issue_text: str) -> dict[str, Any]:
+    """An attempt's evidence, as ``fix --attempts`` would see it: the verdict of its visible tests
+    against their baseline (fixed / unverified / regressed; ``no_change`` without a change) and its
+    diff size."""
+    diff = diff_stats(patch)
+    after = rounds.tests[-1] if rounds.tests else None
+    verdict = conclude(rounds.baseline, after, issue_text).outcome if diff["files"] else "no_change"
+    return {"attempt": k, "seed": seed, "temperature": temperature, "verdict": verdict, "diff": diff}
+
+
+def diff_stats(patch: str) -> dict[str, int]:
+    """Files, added and removed lines of a ``git diff`` (headers are not lines of the change)."""
+    files = added = removed = 0
+    in_hunk = False
+    for line in patch.splitlines():
+        if line.startswith("diff --git "):
+            files, in_hunk = files + 1, False
+        elif line.startswith("@@"):
+            in_hunk = True
+        elif in_hunk and line.startswith("+"):
+            added += 1
+        elif in_hunk and line.startswith("-"):
+            removed += 1
+    return {"files": files, "added": added, "removed": removed}
 
 
 def task_text(task: Task, test_command: str) -> str:

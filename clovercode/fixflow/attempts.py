@@ -13,8 +13,18 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from clovercode.fixflow.verdict import FIXED, REGRESSED, UNVERIFIED
+from clovercode.ground.attemptlog import published_attempt
 
 RANK = {FIXED: 0, UNVERIFIED: 1, REGRESSED: 2}
+# Attempts after the first sample at this temperature when the configured one is greedy (0): N greedy
+# attempts of one prompt would be N copies of one attempt. Attempt 1 keeps the configured settings,
+# so `--attempts 1` and the first of N are the same run.
+ATTEMPT_TEMPERATURE = 0.7
+
+
+def attempt_settings(k: int, temperature: float) -> tuple[int, float]:
+    """Attempt ``k``'s sampling seed and temperature, given the configured temperature (fix and eval)."""
+    return k, temperature or (ATTEMPT_TEMPERATURE if k > 1 else 0.0)
 
 
 def diff_lines(entry: Mapping[str, Any]) -> int:
@@ -79,10 +89,13 @@ def summary_lines(entries: list[Mapping[str, Any]], chosen: int | None) -> list[
 
 
 def replay_for(path: Path, k: int) -> Path:
-    """The recording attempt ``k`` replays: ``A.k.jsonl`` next to ``A.jsonl`` when it exists, else ``A.jsonl``
-    itself (every attempt replays it from its start)."""
+    """The recording attempt ``k`` replays: ``A.k.jsonl`` next to ``A.jsonl`` when it exists; for the
+    events file of an earlier ``fix --attempts`` run, that run's attempt ``k`` (nested under it);
+    else ``A.jsonl`` itself (every attempt replays it from its start)."""
     own = path.with_name(f"{path.stem}.{k}{path.suffix}")
-    return own if own.is_file() else path
+    if own.is_file():
+        return own
+    return published_attempt(path, k) or path
 
 
 def _tests(entry: Mapping[str, Any]) -> str:

@@ -438,11 +438,13 @@ app.add_typer(traj_app, name="trajectory")
 
 @traj_app.command("to-replay")
 def trajectory_to_replay(path: Path = typer.Argument(..., help="A trajectory .jsonl file."),
-                         output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout.")) -> None:
+                         output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
+                         attempt: Optional[int] = typer.Option(None, "--attempt", min=1,
+                                                               help="Of a `fix --attempts` run: this attempt (default: the chosen one).")) -> None:
     """Turn a trajectory into a replay file for --model replay:FILE."""
     from clovercode.agent.trajectory import to_replay
 
-    lines = "".join(json.dumps(turn, ensure_ascii=False) + "\n" for turn in to_replay(path))
+    lines = "".join(json.dumps(turn, ensure_ascii=False) + "\n" for turn in to_replay(path, attempt))
     if output:
         try:
             output.write_text(lines, encoding="utf-8")

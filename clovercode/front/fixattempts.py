@@ -30,18 +30,22 @@ from rich.console import Console
 from rich.markup import escape
 
 from clovercode.agent.budget import StopReason
+from clovercode.agent.events import MultiSink
 from clovercode.agent.loop import RunResult
 from clovercode.backends.registry import REPLAY_PREFIX, open_backend, replay_path
 from clovercode.executors.base import with_project_read_only, with_readable, with_stop, with_writable
-from clovercode.fixflow.attempts import attempts_table, choose, replay_for, summary_lines, why_chosen
+from clovercode.fixflow.attempts import attempt_settings, attempts_table, choose, replay_for, summary_lines, why_chosen
 from clovercode.fixflow.changes import TestedTree
 from clovercode.fixflow.plan import FixRequest, Plan
 from clovercode.fixflow.rounds import record_event, run_rounds
 from clovercode.front.fixoutcome import OUTCOME_CODES, CleanSetup, FixOutcome, conclude, print_summary, publish
 from clovercode.github.refs import without_secrets
+from clovercode.ground.attemptlog import RUN_PREFIX, attempt_trajectory
 from clovercode.ground.config import Config
+from clovercode.ground.events import EventSink
 from clovercode.ground.errors import CiChangeRefused, ExitCode, VcsError
 from clovercode.ground.termination import ENDING, exit_code, interrupt_detail
+from clovercode.subagents.child import Progress
 from clovercode.subagents.models import ChildModel, ChildStop, SharedModel
 from clovercode.ui.render import ConsoleRenderer
 from clovercode.vcs.attempttrees import AttemptTree, land, make_tree, remove_run_refs, remove_tree
@@ -49,10 +53,6 @@ from clovercode.vcs.cleancheckout import environment_links, held_signals
 from clovercode.vcs.git import open_checkout
 from clovercode.wiring.session import open_session, trajectory_dir
 
-# Attempts after the first sample at this temperature when the configured one is greedy (0): N greedy
-# attempts of one prompt would be N copies of one attempt. Attempt 1 keeps the configured settings,
-# so `--attempts 1` and the first of N are the same run.
-ATTEMPT_TEMPERATURE = 0.7
 STOP_WAIT = 30.0  # seconds the attempts get to stop once told (their commands die within a second)
 
 
@@ -84,6 +84,28 @@ class TestSlots:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+
+class Told:
+    """The attempts' events for a front end, heard one at a time from the attempts' threads (a
+    renderer draws on one screen)."""
+
+    def __init__(self, sink: EventSink | None):
+        self.sink, self.lock = sink, threading.Lock()
+
+    def emit(self, kind: str, **data: Any) -> None:
+        if self.sink is not None:
+            with self.lock:
+                self.sink.emit(kind, **data)
+
+    def progress(self, k: int, started: float) -> EventSink | None:
+        """Attempt ``k``'s loop events as its row's progress (step, tokens as they stream, what it runs)."""
+        if self.sink is None:
+            return None
+
+        def tell(kind: str, child_id: str = "", **data: Any) -> None:  # the subagents' Progress names its events
+            self.emit("attempt_progress", attempt=k, **data)
+        return Progress(tell, f"attempt-{k}", started)
 
 
 @dataclass
@@ -125,9 +147,12 @@ class Attempt:
 
 
 def run_attempts(root: Path, cfg: Config, request: FixRequest, plan: Plan, console: Console,
-                 env: Mapping[str, str], deadline: float | None, backend: Any = None) -> FixOutcome:
-    """``backend``: a model already open (``clovercode bench attempts`` runs several sizes on one);
-    it stays open. Without one, the configured model is opened here and closed at the end."""
+                 env: Mapping[str, str], deadline: float | None, backend: Any = None,
+                 sink: EventSink | None = None) -> FixOutcome:
+    """``backend``: a model already open (``clovercode bench attempts`` runs several sizes on one,
+    the REPL its own); it stays open. Without one, the configured model is opened here and closed at
+    the end. ``sink`` (the REPL's renderer) hears ``attempt_started``, ``attempt_progress`` and
+    ``attempt_completed``: a row per attempt."""
     git = plan.git
     assert git is not None
     n, checkout, run = cfg["fix.attempts"], git.checkout, secrets.token_hex(4)
@@ -137,11 +162,12 @@ def run_attempts(root: Path, cfg: Config, request: FixRequest, plan: Plan, conso
     own = backend is None and replay is None
     backend = open_backend(cfg, base_dir=root) if own else backend
     shared = None if replay is not None else SharedModel(backend, n)
-    log = trajectory_dir(cfg, env) / f"fix-attempts-{time.strftime('%Y%m%dT%H%M%S')}-{run}.jsonl"
+    log = trajectory_dir(cfg, env) / f"{RUN_PREFIX}{time.strftime('%Y%m%dT%H%M%S')}-{run}.jsonl"
     log.parent.mkdir(parents=True, exist_ok=True)
     stop = ChildStop()
+    told = Told(sink)
     slots = threading.BoundedSemaphore(max(1, min(n, os.cpu_count() or 1)))  # test runs at once: one per core
-    attempts = [Attempt(k, k, cfg["temperature"] or (ATTEMPT_TEMPERATURE if k > 1 else 0.0),
+    attempts = [Attempt(k, *attempt_settings(k, cfg["temperature"]),
                         f"replay:{replay_for(replay, k)}" if replay else cfg["model"] if not cfg["endpoint"] else cfg["endpoint"])
                 for k in range(1, n + 1)]
     trees: list[AttemptTree] = []
@@ -166,9 +192,11 @@ def run_attempts(root: Path, cfg: Config, request: FixRequest, plan: Plan, conso
                         finished.set()
             for attempt, tree in zip(attempts, trees):
                 record_event(log, "attempt_started", attempt=attempt.k, of=n, seed=attempt.seed,
-                             temperature=attempt.temperature, model=attempt.model, worktree=str(tree.top), ref=tree.ref)
+                             temperature=attempt.temperature, model=attempt.model, worktree=str(tree.top), ref=tree.ref,
+                             trajectory=str(attempt_trajectory(log, attempt.k)))
+                told.emit("attempt_started", attempt=attempt.k, of=n, seed=attempt.seed, temperature=attempt.temperature)
                 future = pool.submit(_attempt, attempt, tree, subdir, plan, request, cfg, env, deadline, stop, shared,
-                                     console, log, first, n, slots)
+                                     console, log, first, n, slots, told)
                 future.add_done_callback(ended)
                 running.append(future)
             if deadline is not None:  # --max-time: the attempts' threads have no SIGALRM of their own
@@ -220,7 +248,7 @@ def run_attempts(root: Path, cfg: Config, request: FixRequest, plan: Plan, conso
 
 def _attempt(attempt: Attempt, tree: AttemptTree, subdir: str, plan: Plan, request: FixRequest, cfg: Config,
              env: Mapping[str, str], deadline: float | None, stop: ChildStop, shared: SharedModel | None,
-             console: Console, log: Path, first: bool, n: int, slots: threading.Semaphore) -> None:
+             console: Console, log: Path, first: bool, n: int, slots: threading.Semaphore, told: "Told") -> None:
     """One attempt, on its own thread, start to verdict; never raises (what went wrong is its report)."""
     started = time.monotonic()
     quiet = Console(file=io.StringIO(), width=120)  # N attempts' output interleaved would say nothing
@@ -245,6 +273,7 @@ def _attempt(attempt: Attempt, tree: AttemptTree, subdir: str, plan: Plan, reque
         tested = TestedTree(work, start)
         session = open_session(where, cfg_k, interactive=False, env=env, backend=model)
         session.seed = attempt.seed
+        session.next_trajectory = attempt_trajectory(log, attempt.k)  # nested under the run's events file
         session.checkpoints = False  # the worktree goes at the end; its checkpoints would be the user's undo list
         session.command_env = without_secrets(env)
         # the toolchain the worktree links to (the user's .venv, node_modules) is seen, never written
@@ -258,7 +287,7 @@ def _attempt(attempt: Attempt, tree: AttemptTree, subdir: str, plan: Plan, reque
             return tested.before_tests(result.changed)
         try:
             rounds = run_rounds(session, plan.issue.task(plan.tests.command if plan.tests else None), plan.tests,
-                                cfg["fix.test_rounds"], cfg["fix.test_timeout"], ConsoleRenderer(quiet), quiet,
+                                cfg["fix.test_rounds"], cfg["fix.test_timeout"], MultiSink(ConsoleRenderer(quiet), told.progress(attempt.k, started)), quiet,
                                 has_changes, baseline=cfg["fix.baseline"],
                                 issue_text=f"{plan.issue.title}\n{plan.issue.body}", after_baseline=tested.after_baseline,
                                 after_tests=tested.after_tests, deadline=deadline, test_executor=tests_run)
@@ -288,8 +317,11 @@ def _attempt(attempt: Attempt, tree: AttemptTree, subdir: str, plan: Plan, reque
         attempt.cancelled = stop.detail
     entry = attempt.entry()
     record_event(log, "attempt_completed", **entry)
-    console.print(f"[dim]attempt {attempt.k} of {n}: {escape(str(entry['verdict']))} "
-                  f"({escape(str(entry['reason'] or ''))[:160]})[/]", highlight=False, soft_wrap=True)
+    if told.sink is not None:
+        told.emit("attempt_completed", **entry)  # its row ends; the renderer says the verdict
+    else:
+        console.print(f"[dim]attempt {attempt.k} of {n}: {escape(str(entry['verdict']))} "
+                      f"({escape(str(entry['reason'] or ''))[:160]})[/]", highlight=False, soft_wrap=True)
     if first and entry["verdict"] == "fixed" and entry["commit"]:
         stop.set("cancelled", f"--first: attempt {attempt.k} is fixed")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from rich.console import Console
 from rich.markup import escape
@@ -26,14 +26,30 @@ from clovercode.front.fixoutcome import (OUTCOME_CODES, STATUS, CleanSetup, FixO
 from clovercode.github.refs import without_secrets
 from clovercode.agent.loop import RunResult
 from clovercode.ground.config import Config
+from clovercode.ground.events import EventSink
 from clovercode.ground.errors import ExitCode, UsageError
 from clovercode.ground.termination import exit_code, interrupt_detail
 from clovercode.ui.render import ConsoleRenderer
 from clovercode.wiring.session import open_session
 
 
+class Borrowed:
+    """A model someone else opened (the REPL's): used here, never closed here."""
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+
+    def close(self) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console,
-            env: Mapping[str, str] | None = None) -> FixOutcome:
+            env: Mapping[str, str] | None = None, *, backend: Any = None, sink: EventSink | None = None) -> FixOutcome:
+    """``backend``: a model already open (the REPL's /fix), left open; ``sink``: what draws the run
+    (the REPL's renderer, with its live region and the attempts' rows); default: on ``console``."""
     if isinstance(request, str):
         request = FixRequest(issue_text=request)
     env = os.environ if env is None else env
@@ -51,20 +67,20 @@ def run_fix(root: Path, cfg: Config, request: FixRequest | str, console: Console
     if cfg["fix.attempts"] > 1:
         from clovercode.front.fixattempts import run_attempts  # only a run of several attempts needs it
 
-        return run_attempts(root, cfg, request, plan, console, env, deadline)
+        return run_attempts(root, cfg, request, plan, console, env, deadline, backend, sink)
 
     tested = TestedTree(plan.git.checkout, plan.git.start) if plan.git is not None else None
 
     def has_changes(result: RunResult) -> bool:  # run_rounds asks right before each test run
         return tested.before_tests(result.changed) if tested is not None else bool(result.changed)
 
-    session = open_session(root, cfg, interactive=False, env=env)
+    session = open_session(root, cfg, interactive=False, env=env, backend=Borrowed(backend) if backend is not None else None)
     session.command_env = without_secrets(env)  # the model's commands and the tests never see a token
     if request.allow_ci_changes:
         session.allow_ci_changes()
     try:
         rounds = run_rounds(session, plan.issue.task(plan.tests.command if plan.tests else None), plan.tests,
-                            cfg["fix.test_rounds"], cfg["fix.test_timeout"], ConsoleRenderer(console), console, has_changes,
+                            cfg["fix.test_rounds"], cfg["fix.test_timeout"], sink or ConsoleRenderer(console), console, has_changes,
                             baseline=cfg["fix.baseline"], issue_text=f"{plan.issue.title}\n{plan.issue.body}",
                             after_baseline=tested.after_baseline if tested is not None else None,
                             after_tests=tested.after_tests if tested is not None else None, deadline=deadline)

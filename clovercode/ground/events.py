@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-SKIPPED_KINDS = {"text_delta", "subagent_progress"}  # a child's live line; its own trajectory has the detail
+# a child's or an attempt's live line; its own trajectory has the detail
+SKIPPED_KINDS = {"text_delta", "subagent_progress", "attempt_progress"}
 # Every kind a trajectory may hold besides ``model_turn``: a replay skips these and refuses any other
 # kind, so a typo'd or foreign line is an error rather than a silently dropped turn. A new event kind
 # must be added here (tests/test_trajectory.py checks every kind the code emits is listed).
@@ -19,7 +20,8 @@ NON_TURN_KINDS = frozenset({"run_start", "step_start", "tool_call", "observation
                             "context", "conversation", "run_end", "test_run", "fix_result", "hook", "plan",
                             "subagent_started", "subagent_progress", "subagent_completed",
                             "clean_run",  # fix: the commit tested alone (fixflow/cleanrun.py)
-                            "attempt_started", "attempt_completed"})  # fix --attempts N (front/fixattempts.py)
+                            # fix --attempts N (front/fixattempts.py; progress: the REPL's rows)
+                            "attempt_started", "attempt_progress", "attempt_completed"})
 
 
 class EventSink(Protocol):

@@ -1,5 +1,6 @@
 """The REPL's live lines for subagents: one row per child of the running step (its task, what it is
-doing, its step, tokens, elapsed time), under one status line that says how to interrupt them all."""
+doing, its step, tokens, elapsed time), under one status line that says how to interrupt them all.
+The attempts of ``fix --attempts N`` run from the REPL (``/fix``) are drawn the same way."""
 
 from __future__ import annotations
 
@@ -25,10 +26,14 @@ class ChildRow:
 
 
 class ChildrenStatus(StepStatus):
-    """A StepStatus whose body is the children's rows (the model's text belongs to each child's trajectory)."""
+    """A StepStatus whose body is the children's rows (the model's text belongs to each child's
+    trajectory). ``fix --attempts`` draws its attempts the same way: ``noun`` "attempts", and the
+    verdict ``fixed`` is the good end."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic):
-        super().__init__("subagents", None, clock)
+    def __init__(self, clock: Callable[[], float] = time.monotonic, noun: str = "subagents",
+                 good: tuple[str, ...] = ("finished", "answered")):
+        super().__init__(noun, None, clock)
+        self.noun, self.good = noun, good
         self.rows: dict[str, ChildRow] = {}
 
     def add(self, child_id: str, description: str) -> None:
@@ -46,13 +51,13 @@ class ChildrenStatus(StepStatus):
 
     def row_text(self, row: ChildRow) -> Text:
         elapsed = (row.ended or self.clock()) - row.started
-        mark = "✓" if row.ended is not None and row.status in ("finished", "answered") else ("■" if row.ended else "·")
+        mark = "✓" if row.ended is not None and row.status in self.good else ("■" if row.ended else "·")
         return Text(f"  {mark} {row.description} · {row.status} · step {row.step} · {row.tokens} tokens · {elapsed:.0f}s",
                     style="dim")
 
     def line(self, hint: bool = True) -> Text:
         running = sum(row.ended is None for row in self.rows.values())
-        bits = [f"{running} of {len(self.rows)} subagents running", f"{self.clock() - self.started:.0f}s"]
+        bits = [f"{running} of {len(self.rows)} {self.noun} running", f"{self.clock() - self.started:.0f}s"]
         if hint:
             bits.append(self.hint.replace("interrupts", "interrupts all"))
         return Text(" · ".join(bits), style="dim")

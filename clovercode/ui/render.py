@@ -205,6 +205,34 @@ class ConsoleRenderer:
         self.console.print(f"  [{style}]↳ {escape(inert(description, newlines=False))}: {escape(stop_reason)}[/] "
                            f"[dim]({steps} step{'' if steps == 1 else 's'}, {tokens} tokens, {seconds:.1f}s)[/]")
 
+    # `fix --attempts N` (front/fixattempts.py): one row per attempt, its verdict printed when it ends
+    def _on_attempt_started(self, attempt: int, of: int, seed: int, temperature: float, **_: Any) -> None:
+        from clovercode.ui.children import ChildrenStatus
+
+        if not isinstance(self.live.status, ChildrenStatus) or self.live.status.noun != "attempts":
+            self.live.start(ChildrenStatus(noun="attempts", good=("fixed",)))
+        self.live.status.add(f"attempt-{attempt}", f"attempt {attempt} of {of} (seed {seed}, temperature {temperature:g})")  # type: ignore[union-attr]
+
+    def _on_attempt_progress(self, attempt: int, status: str, step: int, tokens: int, **_: Any) -> None:
+        from clovercode.ui.children import ChildrenStatus
+
+        if isinstance(self.live.status, ChildrenStatus):
+            self.live.status.update(f"attempt-{attempt}", status, step, tokens)
+
+    def _on_attempt_completed(self, attempt: int, verdict: str, reason: str | None, steps: int, tokens: dict[str, Any],
+                              seconds: float, **_: Any) -> None:
+        from clovercode.ui.children import ChildrenStatus
+
+        rows = self.live.status if isinstance(self.live.status, ChildrenStatus) else None
+        if rows is not None:
+            rows.end(f"attempt-{attempt}", verdict)
+        used = (tokens or {}).get("prompt", 0) + (tokens or {}).get("completion", 0)
+        style = "green" if verdict == "fixed" else "yellow"
+        self.console.print(f"  [{style}]↳ attempt {attempt}: {escape(verdict)}[/] [dim]({escape(inert(reason or '', newlines=False))[:160]}; "
+                           f"{steps} step{'' if steps == 1 else 's'}, {used} tokens, {seconds:.1f}s)[/]", highlight=False)
+        if rows is not None and all(row.ended is not None for row in rows.rows.values()):
+            self.live.stop()  # every attempt has its verdict: the choice and the summary follow
+
     def _on_format_error(self, text: str | None, **_: Any) -> None:
         if text and text == self.last_observation:
             return  # an invalid call's error was just shown as its observation

@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from clovercode.ground.messages import Message
-from clovercode.context.resume import SEARCH_LIMIT, SavedSession, load_saved
+from clovercode.context.resume import SEARCH_LIMIT, SavedSession, load_saved, saved_paths
 from clovercode.ground.errors import UsageError
 from clovercode.trust.terminal import inert
 
@@ -44,7 +44,7 @@ class SessionInfo:
 
 def list_sessions(directory: Path, root: Path | None) -> list[SessionInfo]:
     """Sessions of project ``root`` (all projects when None), newest first."""
-    paths = sorted(directory.glob("*.jsonl"), key=_mtime, reverse=True)[:SEARCH_LIMIT] if directory.is_dir() else []
+    paths = sorted(saved_paths(directory), key=_mtime, reverse=True)[:SEARCH_LIMIT]
     found: dict[str, SessionInfo] = {}
     for path in paths:
         try:

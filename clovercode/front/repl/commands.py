@@ -174,6 +174,16 @@ def _plan(repl: "Repl", arg: str) -> bool:
     return plan_command(repl, arg)
 
 
+def _fix(repl: "Repl", arg: str) -> bool:
+    from clovercode.front.repl.fixslash import fix_command
+
+    try:
+        return fix_command(repl, arg)
+    except CloverError as exc:
+        print_error(repl.console, exc)
+        return True
+
+
 def _info(name: str) -> Callable[["Repl", str], bool]:
     def run(repl: "Repl", arg: str) -> bool:
         from clovercode.front.repl import info
@@ -198,6 +208,8 @@ def default_commands() -> list[SlashCommand]:
         SlashCommand("context", "show how full the context window is", _context),
         SlashCommand("cost", "tokens and time this session, split between the model and the tools", _cost),
         SlashCommand("plan", "plan mode: read only until you approve a plan; with TASK, plan it now", _plan, "[TASK]"),
+        SlashCommand("fix", "fix an issue as `clovercode fix` does (a branch, the tests, one commit); "
+                     "--attempts N runs N side by side, a row each", _fix, "[--attempts N] [--first] ISSUE"),
         SlashCommand("permissions", "list the command allow rules, or remove one", _permissions, "[remove N]"),
         SlashCommand("diff", "what this session changed in the files", _info("diff")),
         SlashCommand("status", "model, sandbox, approvals, session, usage, context, MCP servers, hooks", _info("status")),
