@@ -11,9 +11,11 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -228,3 +230,25 @@ def test_a_bad_flag_or_config_is_refused_before_any_answer(tmp_path: Path, flags
     proc = agent(tmp_path, *flags, **env)
     out, err = proc.communicate(PLAIN[0], timeout=60)
     assert out == b"" and proc.returncode == 2 and b"Traceback" not in err, (out, err)
+
+
+def waiting_for_the_first_line(pid: int) -> bool:
+    """The main thread blocked on a lock (FirstLine.wait), the reader thread on the pipe: the kernel's view."""
+    states = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            states.append((task.name == str(pid), (task / "wchan").read_text()))
+        except OSError:
+            return False
+    return any(main and "futex" in wchan for main, wchan in states) and \
+        any(not main and "pipe_read" in wchan for main, wchan in states)
+
+
+def test_a_signal_while_waiting_for_the_first_line_ends_the_agent_by_its_code(tmp_path: Path) -> None:
+    proc = agent(tmp_path)
+    deadline = time.monotonic() + 30
+    while not waiting_for_the_first_line(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and out == b"" and b"Traceback" not in err, (proc.returncode, out, err)
