@@ -21,7 +21,6 @@ from typing import Any, Sequence
 
 from clovercode.front.acp.firstline import FirstLine
 from clovercode.ground.config import load_config
-from clovercode.ground.errors import CloverError
 
 # acp's options (front/cli.py's acp_command) that take a value: the name as typed -> its key in the flags
 VALUE_OPTIONS = {"--model": "model", "-m": "model", "--sandbox": "sandbox", "--approval": "approval",
@@ -75,7 +74,7 @@ def start(argv: Sequence[str]) -> None:
     try:
         load_config(None, os.environ, parsed[0], parsed[1])
         _started.append(FirstLine())
-    except (CloverError, OSError):  # a config error is the CLI's to report; OSError: no fd 1 to copy
+    except Exception:  # noqa: BLE001 - a config error (or worse) is the CLI's to report, as it always did
         return
 
 

@@ -51,26 +51,29 @@ class FirstLine:
 
     def _run(self) -> None:
         try:
-            self.handoff = self._take()
+            data = _read_first_line(self.stdin)
+            self.handoff = Handoff(data)  # what stands unless the line is answered here
+            self.handoff = _answer(data, self.out)
         finally:
             try:
                 os.close(self.out)
             finally:
                 self.done.set()
 
-    def _take(self) -> Handoff:
-        data = _read_first_line(self.stdin)
-        end = data.find(b"\n")
-        if end < 0:
-            return Handoff(data)  # the end of input, an error or an over-long line: the SDK's to judge
-        request = plain_initialize(data[:end + 1])
-        if request is None:
-            return Handoff(data)
-        try:
-            _write_all(self.out, answer_line(request["id"]))
-        except OSError:  # the editor closed our stdout: the SDK path meets the same and does what it does
-            return Handoff(data)
-        return Handoff(data[end + 1:], request)
+
+def _answer(data: bytes, out: int) -> Handoff:
+    """Answer the first line of ``data`` on ``out`` when it is a plain initialize."""
+    end = data.find(b"\n")
+    if end < 0:
+        return Handoff(data)  # the end of input, an error or an over-long line: the SDK's to judge
+    request = plain_initialize(data[:end + 1])
+    if request is None:
+        return Handoff(data)
+    try:
+        _write_all(out, answer_line(request["id"]))
+    except OSError:  # the editor closed our stdout: the SDK path meets the same and does what it does
+        return Handoff(data)
+    return Handoff(data[end + 1:], request)
 
 
 def _read_first_line(fd: int) -> bytes:
