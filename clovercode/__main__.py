@@ -35,6 +35,10 @@ def main() -> None:
         try:
             if _early and ENDING.take(_early[0]):
                 raise interrupt_for(_early[0])
+            if sys.argv[1:2] == ["acp"]:  # the editor's initialize is answered while the CLI and the SDK load
+                from clovercode.front.acp.early import start
+
+                start(sys.argv[2:])
             from clovercode.front.cli import main as run
         except KeyboardInterrupt as exc:  # a signal (or Ctrl-C) while the CLI loads
             from clovercode.front.jsonexit import exit_interrupted_early

@@ -55,6 +55,17 @@ def test_an_editor_handshake_loads_no_renderer_and_no_validator(tmp_path: Path) 
     assert heavy(imported(["acp", "--model", f"replay:{replay}"], tmp_path, stdin=init)) == []
 
 
+def test_the_editors_first_line_is_answered_with_neither_typer_nor_the_sdk_loaded(tmp_path: Path) -> None:
+    # What __main__ loads for `acp` before the first-line reader answers (front/acp/early.py): the
+    # SDK's pydantic models (half a second) and the CLI load meanwhile, never before.
+    probe = ("import sys, clovercode.front.acp.early as e; e.quick_flags(['--model', 'm']);"
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click', 'rich', 'acp', 'pydantic',"
+             " 'asyncio') or m == 'clovercode.front.cli'))")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=cli_env(), capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
+
+
 def test_the_shipped_tool_schemas_are_valid_json_schema() -> None:
     # load_tool_specs() no longer checks them at every start (that imported jsonschema): this does.
     import json

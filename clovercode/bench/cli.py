@@ -42,7 +42,7 @@ def make_bench_app(base_group: type, project_root: Callable[[Optional[Path]], Pa
 
     @bench_app.command("startup")
     def bench_startup(runs: int = typer.Option(10, "--runs", min=1, help="Interleaved runs of each path.")) -> None:
-        """Start-up: --version, exec --json's first event and acp's initialize answer, in real processes."""
+        """Start-up: --version, exec --json's first event, acp's initialize and session/new answers, in real processes."""
         from clovercode.bench.startup import measure, report
 
         typer.echo(report(measure(runs)))

@@ -1,6 +1,8 @@
 """`clovercode acp`: clovercode as an Agent Client Protocol agent on stdio, for editors (docs/editors.md).
 
-One job a module: ``transport`` checks every line before the SDK sees it, ``server`` answers the
+One job a module: ``early`` and ``firstline`` read (and, when it is a plain ``initialize``, answer
+with ``handshake``'s dict) the editor's first line while the SDK loads, ``stdio`` hands what they
+read to the SDK's connection, ``transport`` checks every line before the SDK sees it, ``server`` answers the
 protocol's requests, ``live`` is one open session, ``saved`` lists, finds and deletes saved sessions,
 ``modes`` the modes and config options, ``slash`` the slash commands, ``turns`` runs a prompt through
 the agent loop on a worker thread, ``planflow`` a prompt in plan mode, ``outbox`` carries messages

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from clovercode import __version__
 from clovercode.front.acp.clientfs import ClientFiles, WriteLog
 from clovercode.front.acp.content import prompt_text
+from clovercode.front.acp.firstline import Handoff
+from clovercode.front.acp.handshake import initialize_result
 from clovercode.front.acp.history import history_updates
 from clovercode.front.acp import saved as saved_sessions
 from clovercode.front.acp.live import LiveApprove, LiveSession, live_title, project_of
@@ -29,6 +29,7 @@ from clovercode.front.acp.outbox import Outbox
 from clovercode.front.acp.permissions import ClientAsk
 from clovercode.front.acp.planflow import PLAN, run_planned
 from clovercode.front.acp.slash import BUILTIN, available, custom_commands, parse, run_builtin, usage
+from clovercode.front.acp.stdio import open_streams
 from clovercode.front.acp.transport import CheckedTransport
 from clovercode.front.acp.turns import Turn, stop_reason
 from clovercode.front.acp.updates import UpdateMapper
@@ -43,13 +44,11 @@ from clovercode.executors.select import NO_SANDBOX_WARNING
 from clovercode.wiring.session import Session, open_session, trajectory_dir
 from clovercode.ground.taskinput import check_task
 
-from acp import PROTOCOL_VERSION, RequestError, run_agent, stdio_streams
-from acp.schema import (AgentCapabilities, CloseSessionResponse, Implementation, InitializeResponse, ListSessionsResponse,
-                        LoadSessionResponse, McpCapabilities, NewSessionResponse, PromptCapabilities, PromptResponse,
-                        ResumeSessionResponse, SessionCapabilities, SessionModeState, SessionNotification,
+from acp import RequestError, run_agent
+from acp.schema import (CloseSessionResponse, InitializeResponse, ListSessionsResponse, LoadSessionResponse,
+                        NewSessionResponse, PromptResponse, ResumeSessionResponse, SessionModeState, SessionNotification,
                         SetSessionConfigOptionResponse, SetSessionModeResponse)
 
-STDIO_LIMIT = 50 * 1024 * 1024  # one JSON-RPC line may carry a whole file
 NOT_FOUND = -32002  # ACP's "resource not found": an unknown session
 STOP_WAIT = 10.0  # seconds a running turn gets to stop (kill its command, close its trajectory) at exit
 
@@ -84,16 +83,8 @@ class CloverAgent:
         fs = getattr(client_capabilities, "fs", None)
         self.fs_read = bool(getattr(fs, "read_text_file", False))
         self.fs_write = bool(getattr(fs, "write_text_file", False))
-        capabilities = AgentCapabilities(
-            load_session=True,  # a saved session (its trajectory) is replayed and continued
-            prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
-            mcp_capabilities=McpCapabilities(http=True, sse=False),
-            session_capabilities=SessionCapabilities.model_validate({"list": {}, "resume": {}, "close": {}, "delete": {}}))
-        # The one version clovercode speaks: the same when asked for it, else the latest it supports
-        # (the spec's rule; 0 was the pre-release protocol, not an older version of this one).
-        return InitializeResponse(protocol_version=PROTOCOL_VERSION,
-                                  agent_capabilities=capabilities, auth_methods=[],
-                                  agent_info=Implementation(name="clovercode", title="clovercode", version=__version__))
+        # The same answer the first-line reader gives before the SDK has loaded (handshake.py).
+        return InitializeResponse.model_validate(initialize_result())
 
     async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **_: Any) -> NewSessionResponse:
         live = await self._open(cwd, mcp_servers or [], None)
@@ -371,16 +362,12 @@ def _remember(prefix: str, env: Mapping[str, str], session: Session) -> None:
         session.notices.append(("permissions", f"the rule `{prefix}` holds for this session only: {exc}"))
 
 
-async def serve(agent: CloverAgent, protocol_out: Any) -> None:
-    """Speak ACP on stdin and ``protocol_out`` until the client closes stdin."""
-    shown = sys.stdout
-    sys.stdout = protocol_out  # the SDK's stdio_streams writes to sys.stdout; only it may
-    try:
-        reader, writer = await stdio_streams(limit=STDIO_LIMIT)
-    finally:
-        sys.stdout = shown
+async def serve(agent: CloverAgent, protocol_out: Any, handoff: Handoff) -> None:
+    """Speak ACP on stdin (after what the first-line reader took) and ``protocol_out`` until the
+    client closes stdin."""
+    reader, writer = await open_streams(handoff.prefix, protocol_out)
     transport = CheckedTransport(reader, writer, agent.cancel_prompt, {"session/delete": agent.delete_session},
-                                 agent.answered)
+                                 agent.answered, answered_early=handoff.answered)
     try:
         # close and resume are "unstable" to SDK 0.12.1 but stable in the schema it was made from (v1.19)
         await run_agent(agent, transport, use_unstable_protocol=True)

@@ -6,6 +6,10 @@ that is not a JSON-RPC 2.0 message gets the error JSON-RPC names for it (``-3270
 not UTF-8 JSON, ``-32600`` for JSON that is not a request, notification or response), answered with
 the request's id when it has a usable one and ``null`` otherwise. The connection stays open.
 
+An ``initialize`` the first-line reader already answered (firstline.py) comes first, under a private
+id, so the SDK's connection and the agent take it as they take any; its second answer is compared
+with the first and not written.
+
 Three things the SDK (0.12.1) does not do are done here too: requests other than ``initialize`` are
 refused until an ``initialize`` has come; ``$/cancel_request`` for a running ``session/prompt``
 cancels it (the prompt then answers ``cancelled``); methods the SDK does not route (``extra``) are
@@ -17,9 +21,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from typing import Any, Awaitable, Callable
 
 from acp import RequestError
+
+from clovercode.front.acp.handshake import answer_message
 
 # The notifications a client sends an agent (ACP v1); any other is ignored, not handed to the SDK (which
 # logged a traceback for an unknown one).
@@ -76,8 +83,15 @@ class CheckedTransport:
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                  cancel_prompt: Callable[[str], Awaitable[None]], extra: dict[str, Extra] | None = None,
-                 answered: Answered | None = None):
+                 answered: Answered | None = None, answered_early: dict[str, Any] | None = None):
         self.reader, self.writer = reader, writer
+        self.replay: list[bytes] = []  # lines the connection reads before the reader's
+        self.early: tuple[str, dict[str, Any]] | None = None  # (private id, the answer already written)
+        if answered_early is not None:
+            # no client can reuse an id it never saw, so the SDK's answer is told apart from any other
+            private = f"clovercode-early-{uuid.uuid4().hex}"
+            self.early = private, answer_message(answered_early["id"])
+            self.replay.append(json.dumps({**answered_early, "id": private}).encode("utf-8") + b"\n")
         self.cancel_prompt = cancel_prompt
         self.extra = dict(extra or {})
         self.answered = answered
@@ -90,6 +104,9 @@ class CheckedTransport:
         self.tasks: set[asyncio.Task[None]] = set()
 
     async def send(self, message: dict[str, Any]) -> None:
+        if self.early is not None and "method" not in message and message.get("id") == self.early[0]:
+            self._drop_second_answer(message)
+            return
         request = None
         if "method" not in message:
             request = self.open_requests.pop(message.get("id"), None)
@@ -102,6 +119,15 @@ class CheckedTransport:
             await self.writer.drain()
         if request is not None and self.answered is not None:
             self.answered(request[0], request[1], message)
+
+    def _drop_second_answer(self, message: dict[str, Any]) -> None:
+        assert self.early is not None
+        private, written = self.early
+        self.early = None
+        self.open_requests.pop(private, None)
+        if {**message, "id": written["id"]} != written:  # tests/test_acp_handshake.py keeps this from happening
+            logging.error("clovercode answered initialize with %s before the SDK loaded, but the SDK answers %s",
+                          json.dumps(written)[:2000], json.dumps(message)[:2000])
 
     async def receive(self) -> dict[str, Any] | None:
         while True:
@@ -123,6 +149,8 @@ class CheckedTransport:
     async def _line(self) -> bytes | None:
         """The next non-empty line; None at the end of input. A line over the reader's limit is
         skipped to its end and answered as a parse error (nothing of it was understood)."""
+        if self.replay:
+            return self.replay.pop(0)
         while True:
             try:
                 line = await self.reader.readuntil(b"\n")
