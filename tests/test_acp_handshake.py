@@ -232,6 +232,28 @@ def test_a_bad_flag_or_config_is_refused_before_any_answer(tmp_path: Path, flags
     assert out == b"" and proc.returncode == 2 and b"Traceback" not in err, (out, err)
 
 
+@pytest.mark.parametrize("which", ["stdout", "stdin"])
+def test_a_regular_file_for_stdin_or_stdout_is_a_usage_error_not_a_crash(tmp_path: Path, which: str) -> None:
+    """`clovercode acp > log.txt` (or `< requests.jsonl`): asyncio's pipe streams refuse a regular file;
+    before, the agent answered initialize and then crashed with exit 70 and a crash report."""
+    replay = write_replay(tmp_path / "r.jsonl", "hi")
+    file = tmp_path / "file.jsonl"
+    file.write_bytes(PLAIN[0])
+    command = [sys.executable, "-m", "clovercode", "acp", "--model", f"replay:{replay}"]
+    if which == "stdin":
+        with file.open("rb") as handle:
+            proc = subprocess.run(command, cwd=tmp_path, env=cli_env(), stdin=handle, capture_output=True, timeout=60)
+    else:
+        with file.open("wb") as handle:
+            proc = subprocess.run(command, cwd=tmp_path, env=cli_env(), input=PLAIN[0], stdout=handle,
+                                  stderr=subprocess.PIPE, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert f"its standard {'output' if which == 'stdout' else 'input'} is a regular file".encode() in proc.stderr
+    assert b"Traceback" not in proc.stderr and b"internal error" not in proc.stderr
+    if which == "stdout":
+        assert file.read_bytes() == b""  # no answer before the refusal
+
+
 def waiting_for_the_first_line(pid: int) -> bool:
     """The main thread blocked on a lock (FirstLine.wait), the reader thread on the pipe: the kernel's view."""
     states = []

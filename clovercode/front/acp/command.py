@@ -32,6 +32,11 @@ def run_acp(flags: Mapping[str, Any], trust_project: bool) -> int:
     if importlib.util.find_spec("acp") is None:
         raise _no_sdk()
     load_config(None, os.environ, flags, trust_project)  # a bad flag or user config fails now, not per session
+    problem = early.stdio_problem()
+    if problem is not None:
+        raise UsageError(f"clovercode acp talks to an editor over pipes, but {problem}",
+                         hint="An editor starts it with pipes (docs/editors.md); to try it by hand, pipe "
+                              "JSON-RPC lines in and read the answers from a pipe: ... | clovercode acp | cat")
     first = early.take()
     protocol_out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import stat
 from typing import Any, Sequence
 
 from clovercode.front.acp.firstline import FirstLine
@@ -65,11 +66,26 @@ def quick_flags(argv: Sequence[str]) -> tuple[dict[str, Any], bool] | None:
     return flags, trust
 
 
+def stdio_problem() -> str | None:
+    """Why stdin or stdout cannot carry the protocol, or None. asyncio's pipe streams take a pipe, a
+    socket or a terminal; anything else (a regular file, a directory, a closed descriptor) is named,
+    so ``clovercode acp > log.txt`` is a clear usage error, not a crash."""
+    for fd, name in ((0, "standard input"), (1, "standard output")):
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError:
+            return f"its {name} is closed"
+        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+            kind = "a regular file" if stat.S_ISREG(mode) else "neither a pipe, a socket nor a terminal"
+            return f"its {name} is {kind}"
+    return None
+
+
 def start(argv: Sequence[str]) -> None:
     """From ``__main__``, for ``clovercode acp ARGV``: start the first-line reader when ARGV is plain
     and its configuration loads; otherwise do nothing (the CLI reports what is wrong, as always)."""
     parsed = quick_flags(argv)
-    if parsed is None or _started or importlib.util.find_spec("acp") is None:
+    if parsed is None or _started or importlib.util.find_spec("acp") is None or stdio_problem() is not None:
         return
     try:
         load_config(None, os.environ, parsed[0], parsed[1])
