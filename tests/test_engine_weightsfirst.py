@@ -173,3 +173,29 @@ def test_the_roofline_bench_times_the_paths_the_engine_loader_sets():
     model = bench.build(bench.clover_width_config(2, "tiny"), "cpu", torch.bfloat16)
     assert model.config._experts_implementation == weightsfirst.NAME
     assert type(model.lm_head) is weightsfirst.WeightsFirstLinear
+
+
+def _first_matmul_operand(head, x):
+    with torch.no_grad(), _Capture() as seen:
+        head(x)
+    return next(shape for name, shape in seen.calls if name in ("aten.mm.default", "aten.addmm.default"))
+
+
+class _Capture(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, tuple]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        operands = [a for a in args if isinstance(a, torch.Tensor) and a.dim() == 2]
+        self.calls.append((str(func), tuple(operands[-2].shape) if len(operands) >= 2 else ()))
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_head_goes_weights_first_only_up_to_a_batch_1_block_of_rows():
+    head = torch.nn.Linear(64, 40, bias=False)
+    head.__class__ = weightsfirst.WeightsFirstLinear
+    block = torch.randn(1, weightsfirst.HEAD_ROWS, 64)
+    assert _first_matmul_operand(head, block) == (40, 64)  # the weights on the left
+    wider = torch.randn(8, weightsfirst.HEAD_ROWS, 64)  # batch 8: compute-bound, nn.Linear's form
+    assert _first_matmul_operand(head, wider) == (8 * weightsfirst.HEAD_ROWS, 64)

@@ -7,7 +7,9 @@ into their blocked layout on every call: the weights are read, written and read 
 ``(W @ x.T).T`` the weights are the left-hand operand, which those kernels read in place, row by row,
 and only the few activation columns are packed. The result is the same products summed in the same
 order (bit-identical on the bench's bf16 model); measured on the 2-core Xeon (docs/engine.md,
-"Roofline"): a layer's routed experts 20-30 % faster, the 248,320-row LM head 15-30 %.
+"Roofline"): a layer's routed experts 15-25 % faster at a block's 1-2 rows an expert (and still faster at
+batch 8's ~8), the 248,320-row LM head ~10 % at a batch-1 block's 32 rows — and slower past 32 rows,
+where the GEMM turns compute-bound: there the head keeps ``nn.Linear``'s form (:data:`HEAD_ROWS`).
 
 Only the CPU takes these (engine/expertpath.py chooses; CUDA keeps transformers' grouped GEMM and
 cuBLAS, whose kernels read either operand in place). Nothing here loops over experts in Python: two
@@ -81,14 +83,22 @@ def register() -> None:
         ALL_EXPERTS_FUNCTIONS.register(NAME, experts_forward)
 
 
+# Rows up to which the LM head goes weights-first. Paired A/B on the 2-core Xeon (the 248,320-row head,
+# bf16, 16 alternations): 32 rows (a batch-1 block) weights-first 7 ms faster in the median, faster in
+# 14 of 16; 64 rows 11 ms slower; 256 rows (batch 8) ~20 % slower. With more rows the GEMM turns
+# compute-bound and oneDNN's packed right-hand weights pay for their packing.
+HEAD_ROWS = 32
+
+
 class WeightsFirstLinear(nn.Linear):
     """An ``nn.Linear`` (still one: quantizers, tied weights and ``get_output_embeddings`` see the same
-    module) whose CPU forward is ``(W @ x.T).T`` made contiguous; anything else runs ``nn.Linear``'s."""
+    module) whose CPU forward over at most :data:`HEAD_ROWS` rows is ``(W @ x.T).T`` made contiguous;
+    anything else runs ``nn.Linear``'s."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         weight = self.weight
         if (input.device.type != "cpu" or type(weight) is not nn.Parameter or weight.dtype not in DTYPES
-                or input.dtype != weight.dtype or input.dim() < 2):
+                or input.dtype != weight.dtype or input.dim() < 2 or input.numel() > HEAD_ROWS * input.shape[-1]):
             return super().forward(input)
         flat = input.reshape(-1, input.shape[-1])
         out = torch.mm(weight, flat.t()).t().contiguous()
