@@ -96,8 +96,9 @@ def capability_of(device: object) -> tuple[int, int] | None:
 def apply_unquantized(model: object, device_type: str, capability: tuple[int, int] | None) -> str | None:
     """For a model whose fused experts stay unquantized: transformers' default, the grouped GEMM, has on
     CUDA before sm80 only a fallback that loops over the experts; switch those to its batched matmul.
-    On the CPU, transformers' grouped GEMM becomes the weights-first one where every experts module fits
-    it (dtype, layout, widths); an implementation asked for by name (eager, batched) is kept. Returns
+    On the CPU, transformers' grouped GEMM becomes the weights-first one in bf16 / fp16 where every
+    experts module fits it (layout, widths); float32 keeps it (weights-first measured slower there), and
+    an implementation asked for by name (eager, batched) is kept. Returns
     the implementation set (None: transformers' own choice kept)."""
     fused = [m for m in model.modules() if _fused(m)]  # type: ignore[attr-defined]
     if device_type not in ("cuda", "cpu") or not fused:
@@ -107,7 +108,9 @@ def apply_unquantized(model: object, device_type: str, capability: tuple[int, in
         from clovercode.engine import weightsfirst
 
         current = getattr(getattr(model, "config", None), "_experts_implementation", None)
-        if current != "grouped_mm" or not all(weightsfirst.experts_fit(m, m.gate_up_proj.dtype) for m in fused):
+        dtypes = {m.gate_up_proj.dtype for m in fused}
+        if current != "grouped_mm" or not dtypes <= set(weightsfirst.FASTER) \
+                or not all(weightsfirst.experts_fit(m, m.gate_up_proj.dtype) for m in fused):
             return None
         weightsfirst.register()
     elif path.name == "grouped_mm":

@@ -27,6 +27,14 @@ NAME = "weights_first_grouped_mm"  # the experts implementation's name in transf
 # torch's CPU grouped GEMM takes these dtypes, and rows whose stride is a multiple of 16 bytes
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _ALIGN = 16
+# Where weights-first is faster: the half-precision GEMMs oneDNN runs on AMX / AVX-512-BF16, which pack
+# the right-hand operand. In float32 (MKL's kernels; clover-tiny's CPU dtype) it measured slower — the
+# experts of a 64-expert float32 layer in 18 of 30 paired runs, a 2,112-row head at 1-8 rows — so a
+# float32 model keeps transformers' and nn.Linear's forms.
+FASTER = (torch.bfloat16, torch.float16)
+# A head below this many parameters stays nn.Linear: a cache-resident matrix has no streaming to gain,
+# and a 2,112 × 256 bf16 head measured slower weights-first; Clover's 248,320 × 2,048 is 7.6× this.
+HEAD_MIN_PARAMETERS = 2 ** 26
 
 
 def experts_fit(module: Any, dtype: torch.dtype) -> bool:
@@ -92,12 +100,12 @@ HEAD_ROWS = 32
 
 class WeightsFirstLinear(nn.Linear):
     """An ``nn.Linear`` (still one: quantizers, tied weights and ``get_output_embeddings`` see the same
-    module) whose CPU forward over at most :data:`HEAD_ROWS` rows is ``(W @ x.T).T`` made contiguous;
-    anything else runs ``nn.Linear``'s."""
+    module) whose CPU forward over at most :data:`HEAD_ROWS` rows in bf16 / fp16 is ``(W @ x.T).T``
+    made contiguous; anything else runs ``nn.Linear``'s."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         weight = self.weight
-        if (input.device.type != "cpu" or type(weight) is not nn.Parameter or weight.dtype not in DTYPES
+        if (input.device.type != "cpu" or type(weight) is not nn.Parameter or weight.dtype not in FASTER
                 or input.dtype != weight.dtype or input.dim() < 2 or input.numel() > HEAD_ROWS * input.shape[-1]):
             return super().forward(input)
         flat = input.reshape(-1, input.shape[-1])
@@ -107,11 +115,13 @@ class WeightsFirstLinear(nn.Linear):
         return out.view(*input.shape[:-1], weight.shape[0])
 
 
-def install_head(model: Any, device: str) -> bool:
-    """On the CPU, the model's output projection as a :class:`WeightsFirstLinear` (True when it is);
-    a head that is not a plain ``nn.Linear`` (a model's own class) is left as it is."""
+def install_head(model: Any, device: str, min_parameters: int = HEAD_MIN_PARAMETERS) -> bool:
+    """On the CPU, the model's output projection as a :class:`WeightsFirstLinear` (True when it is):
+    a plain ``nn.Linear`` (not a model's own class) in bf16 / fp16 of at least ``min_parameters``."""
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if str(device).split(":")[0] != "cpu" or head is None or type(head) not in (nn.Linear, WeightsFirstLinear):
+        return False
+    if head.weight.dtype not in FASTER or head.weight.numel() < min_parameters:
         return False
     head.__class__ = WeightsFirstLinear
     return True
