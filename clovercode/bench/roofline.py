@@ -78,7 +78,18 @@ def build(config: Any, device: str, dtype: Any, seed: int = 0) -> Any:
         for name, param in model.named_parameters():
             if param.dim() >= 2:
                 _tile(param.data, pool, zlib.crc32(name.encode()))
-    return model.eval()
+    model.eval()
+    engine_paths(model, device)
+    return model
+
+
+def engine_paths(model: Any, device: str) -> None:
+    """What engine/loading.py sets on a loaded model besides its weights, so the bench times the
+    engine's passes: the matmul forms of the LM head and of the unquantized experts on this device."""
+    from clovercode.engine import expertpath, weightsfirst
+
+    weightsfirst.install_head(model, device)
+    expertpath.apply_unquantized(model, device.split(":")[0], expertpath.capability_of(device))
 
 
 def _tile(tensor: Any, pool: Any, start: int) -> None:

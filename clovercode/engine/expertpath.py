@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 # implementation → (capturable as a CUDA graph, what it does)
 PATHS = {
+    "weights_first_grouped_mm": (True, "the CPU's grouped GEMMs with each expert's weights as the left operand, "
+                                       "read in place (engine/weightsfirst.py)"),
     "grouped_mm": (True, "transformers' grouped experts: torch's grouped GEMM over the routed rows"),
     "batched_mm": (True, "transformers' batched experts: each routed row's expert gathered, one batched matmul"),
     "scaled_grouped_mm": (True, "float8 experts through torch's grouped scaled GEMM, never dequantized"),
@@ -37,7 +39,11 @@ def candidates(device_type: str, capability: tuple[int, int] | None, mode: str, 
     cuda = device_type == "cuda"
     ampere = cuda and capability is not None and capability >= (8, 0)
     if mode == "none":
-        found = [ExpertPath("grouped_mm", "grouped GEMM (sm80+ on CUDA; torch's CPU kernel)")] if ampere or not cuda else []
+        # on the CPU, torch's grouped GEMM re-packs the right-hand operand on every call: the weights
+        # go on the left there (engine/weightsfirst.py); CUDA keeps transformers' grouped GEMM
+        found = [] if cuda else [ExpertPath("weights_first_grouped_mm", "CPU: grouped GEMM, weights read in place")]
+        if ampere or not cuda:
+            found.append(ExpertPath("grouped_mm", "grouped GEMM (sm80+ on CUDA; torch's CPU kernel)"))
         return found + [ExpertPath("batched_mm", "no grouped GEMM here: batched matmul")]
     out = []
     # torch's grouped float8 GEMM is built for sm90 (Hopper) and sm100 (data-centre Blackwell), not for
@@ -58,7 +64,8 @@ def choose(device_type: str, capability: tuple[int, int] | None, mode: str, avai
     """The first of :func:`candidates` whose kernel torch offers (``available``: ``grouped_mm``,
     ``scaled_grouped_mm``); the dequantizing paths need only ``grouped_mm`` or a batched matmul."""
     for path in candidates(device_type, capability, mode, graphs):
-        needs = {"grouped_mm": "grouped_mm", "scaled_grouped_mm": "scaled_grouped_mm"}.get(path.name)
+        needs = {"grouped_mm": "grouped_mm", "weights_first_grouped_mm": "grouped_mm",
+                 "scaled_grouped_mm": "scaled_grouped_mm"}.get(path.name)
         if needs is None or needs in available:
             return path
     raise AssertionError("the chain ends in a path that needs no optional kernel")  # pragma: no cover
@@ -89,11 +96,24 @@ def capability_of(device: object) -> tuple[int, int] | None:
 def apply_unquantized(model: object, device_type: str, capability: tuple[int, int] | None) -> str | None:
     """For a model whose fused experts stay unquantized: transformers' default, the grouped GEMM, has on
     CUDA before sm80 only a fallback that loops over the experts; switch those to its batched matmul.
-    Returns the implementation set (None: transformers' own choice kept)."""
-    if device_type != "cuda" or not any(_fused(m) for m in model.modules()):  # type: ignore[attr-defined]
+    On the CPU, transformers' grouped GEMM becomes the weights-first one in bf16 / fp16 where every
+    experts module fits it (layout, widths); float32 keeps it (weights-first measured slower there), and
+    an implementation asked for by name (eager, batched) is kept. Returns
+    the implementation set (None: transformers' own choice kept)."""
+    fused = [m for m in model.modules() if _fused(m)]  # type: ignore[attr-defined]
+    if device_type not in ("cuda", "cpu") or not fused:
         return None
     path = choose(device_type, capability, "none", available_ops())
-    if path.name == "grouped_mm":
+    if path.name == "weights_first_grouped_mm":
+        from clovercode.engine import weightsfirst
+
+        current = getattr(getattr(model, "config", None), "_experts_implementation", None)
+        dtypes = {m.gate_up_proj.dtype for m in fused}
+        if current != "grouped_mm" or not dtypes <= set(weightsfirst.FASTER) \
+                or not all(weightsfirst.experts_fit(m, m.gate_up_proj.dtype) for m in fused):
+            return None
+        weightsfirst.register()
+    elif path.name == "grouped_mm":
         return None
     model.set_experts_implementation(path.name)  # type: ignore[attr-defined]
     return path.name

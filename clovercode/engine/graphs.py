@@ -97,8 +97,10 @@ class StaticPasses:
         if kind == "denoise" and self.snap is None:
             self.snap = cachestate.snapshot(self.kv.cache)
         try:
-            logits = self._replay(kind, io) if self.graphs and self.graph_error is None else self._forward(kind, io)
-            logits = logits.clone()
+            if self.graphs and self.graph_error is None:
+                logits = self._replay(kind, io).clone()  # the graph's output buffer: the next replay overwrites it
+            else:  # a tensor of this pass's own: copying it (16 MB at a Clover block) would be pure cost
+                logits = self._forward(kind, io)
         finally:
             if kind == "denoise":
                 cachestate.restore(self.kv.cache, self.snap)

@@ -113,6 +113,9 @@ def load(source: ModelSource, config: EngineConfig, console: Console, cache_root
             model._clovercode_quantization = mode
             _grouped_attention(model, console)
             _gdn_kernels(model, device, console)
+            from clovercode.engine import weightsfirst  # the LM head stays unquantized in every mode
+
+            weightsfirst.install_head(model, device)
             if mode == "none":  # quantized experts choose their own path (engine/expertpath.py)
                 from clovercode.engine import expertpath
 
