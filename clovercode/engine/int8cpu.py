@@ -12,6 +12,10 @@ It is registered as one operator (``clovercode::int8_grouped_mm``), the int8 cou
 inside one operator): a layer dispatches the same number of operators whatever the experts it hits.
 Inside, each hit expert costs two host-side calls (a few microseconds each on the CPU, no launches);
 it is never chosen off the CPU (engine/expertpath.py), where each would be a kernel launch.
+
+The model's other int8 linears (torchao's ``Int8Tensor`` weights, per-row scales) take the same kernel on
+the CPU (:func:`attach`): torchao's weight-only linear converts the whole int8 weight to bf16 on every
+forward before its matmul (measured ~35 of a Clover-width int8 block pass's ~240 ms).
 """
 
 from __future__ import annotations
@@ -74,3 +78,43 @@ def grouped_mm(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor, hit: t
     """Rows ``x`` [S, in] sorted by group, group g (ending at ``offsets[g]``, cumulative) times expert
     ``hit[g]``'s int8 matrix ``qdata[hit[g]]`` [out, in] scaled per row by ``scale[hit[g]]`` → [S, out]."""
     return _operator()(x.contiguous(), qdata, scale, hit, offsets)  # type: ignore[operator]
+
+
+def linear_takes(x: torch.Tensor, weight: Any) -> bool:
+    """Whether the kernel runs ``x`` against ``weight`` (torchao's weight-only ``Int8Tensor``): CPU, 16- or
+    32-bit floats, plain per-row int8. Its layout is checked here too, though :func:`attach` checked it."""
+    return (x.device.type == "cpu" and x.dtype in DTYPES and hasattr(torch, "_weight_int8pack_mm")
+            and per_row_int8(weight))
+
+
+def per_row_int8(weight: Any) -> bool:
+    """Symmetric int8 with a scale per output row and nothing applied to the activations."""
+    qdata, scale, zero = (getattr(weight, name, None) for name in ("qdata", "scale", "zero_point"))
+    return (isinstance(qdata, torch.Tensor) and isinstance(scale, torch.Tensor) and qdata.dtype == torch.int8
+            and qdata.dim() == 2 and scale.numel() == qdata.shape[0]
+            and list(getattr(weight, "block_size", ())) == [1, qdata.shape[1]]  # one scale a row, no groups
+            and getattr(weight, "act_quant_kwargs", None) is None  # weight-only: activations as they are
+            and getattr(weight, "act_pre_scale", None) is None
+            and (zero is None or (isinstance(zero, torch.Tensor) and zero.numel() == qdata.shape[0])))
+
+
+def _linear_forward(self: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    weight, bias = self.weight, self.bias
+    if not linear_takes(x, weight):
+        return torch.nn.functional.linear(x, weight, bias)  # torchao's own path (CUDA, other dtypes)
+    rows = x.reshape(-1, x.shape[-1]).contiguous()
+    out = torch._weight_int8pack_mm(rows, weight.qdata, weight.scale.reshape(-1).to(x.dtype))
+    out = out.reshape(*x.shape[:-1], weight.qdata.shape[0])
+    return out if bias is None else out + bias
+
+
+def attach(module: torch.nn.Module) -> bool:
+    """Make a linear whose weight torchao quantized to symmetric per-row int8 run through the kernel
+    where :func:`linear_takes` (another device or dtype still goes to torchao). Whether it did."""
+    weight = getattr(module, "weight", None)
+    zero = getattr(weight, "zero_point", None)
+    # torchao's weight-only linear never applies the zero point; symmetric int8 stores zeros: only then
+    if not per_row_int8(weight) or (zero is not None and bool(zero.any())):
+        return False
+    module.forward = _linear_forward.__get__(module)  # type: ignore[method-assign]
+    return True
