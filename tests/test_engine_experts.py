@@ -233,6 +233,13 @@ def test_int8_experts_on_the_cpu_are_multiplied_as_stored_and_equal_the_referenc
     assert sum("_weight_int8pack_mm" in name for name, _ in seen.ops) == route.hit.numel()
     # what it writes: its output and each expert's rows, never a matrix the size of an expert's weights
     assert seen.ops and all(numel < one_expert for _, numel in seen.ops), seen.ops
+    # many rows on one expert (40 tokens all on the same 4): widened once into the workspace, one matmul
+    crowd = torch.randn(40, 64, dtype=dtype)
+    index, weights = _routing(40, 16, 4, False, dtype)
+    with torch.no_grad():
+        want = qexperts.QuantizedExperts.reference(_as_float32(module), crowd.float(), index, weights.float())
+        got = module(crowd, index, weights)
+    assert (got.float() - want).abs().max() <= tolerance * want.abs().max()
 
 
 class Written(TorchDispatchMode):

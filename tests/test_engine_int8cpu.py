@@ -67,10 +67,15 @@ def test_what_the_kernel_does_not_take_goes_to_torchao():
     assert not int8cpu.linear_takes(x, quantized.weight)
     assert not int8cpu.linear_takes(x.float(), torch.nn.Linear(96, 48).weight)  # not quantized
     assert not int8cpu.attach(torch.nn.Linear(96, 48))
+    # many rows: the whole weight widened once and a bf16 matmul is faster there (torchao's path)
+    assert int8cpu.linear_takes(torch.randn(int8cpu.KERNEL_ROWS, 96), quantized.weight)
+    assert not int8cpu.linear_takes(torch.randn(2, int8cpu.KERNEL_ROWS, 96), quantized.weight)
+    many = torch.randn(2, int8cpu.KERNEL_ROWS, 96)
+    with torch.no_grad(), Names() as seen:
+        got = quantized(many)
+    assert not any("_weight_int8pack_mm" in name for name in seen.names)
     with torch.no_grad():
-        with Names() as seen:
-            got = quantized(x.float().to(torch.bfloat16).float())
-    assert any("_weight_int8pack_mm" in name for name in seen.names)
+        assert torch.equal(got, torch.nn.functional.linear(many, quantized.weight))  # torchao's, unchanged
     # a zero point that is not zero (not what symmetric int8 stores) is torchao's to apply, not the kernel's
     _, shifted = _pair(torch.float32, False)
     shifted.weight.zero_point.fill_(1)

@@ -14,8 +14,8 @@ Inside, each hit expert costs two host-side calls (a few microseconds each on th
 it is never chosen off the CPU (engine/expertpath.py), where each would be a kernel launch.
 
 The model's other int8 linears (torchao's ``Int8Tensor`` weights, per-row scales) take the same kernel on
-the CPU (:func:`attach`): torchao's weight-only linear converts the whole int8 weight to bf16 on every
-forward before its matmul (measured ~35 of a Clover-width int8 block pass's ~240 ms).
+the CPU where the rows are few (:func:`attach`): torchao's weight-only linear converts the whole int8
+weight to bf16 on every forward before its matmul, which only many rows amortise.
 """
 
 from __future__ import annotations
@@ -28,6 +28,11 @@ import torch
 from clovercode.engine import groupedexperts
 
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)  # what the kernel takes for activations and scales
+# A matrix's rows up to which the kernel beats torchao's convert-then-matmul (measured on a 8192 × 2048
+# int8 weight, bf16: 2.5-5× faster at 1-32 rows, even at 64, 2× slower at 256 where the widened weights'
+# bf16 matmul on AMX wins): a block pass at batch 1 has 32; batch 8 and prefill chunks go to torchao. An
+# expert gets 1-2 rows of a block at batch 1, ~8 at batch 8
+KERNEL_ROWS = 32
 
 
 def takes(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor) -> bool:
@@ -43,8 +48,11 @@ def _grouped(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor, hit: tor
     start = 0
     # the CPU reads these lists from its own memory: no device to wait for
     for expert, end in zip(hit.tolist(), offsets.tolist()):
-        if end > start:
+        if 0 < end - start <= KERNEL_ROWS:
             out[start:end] = torch._weight_int8pack_mm(x[start:end], qdata[expert], scale[expert].view(-1))
+        elif end > start:  # many rows on one expert (a prompt of repeated tokens): widened once, one matmul
+            weight = groupedexperts.cpu_workspace().take("int8_expert", qdata.shape[1:], x.dtype).copy_(qdata[expert])
+            torch.mm(x[start:end], weight.t(), out=out[start:end]).mul_(scale[expert].view(1, -1))
         start = end
     return out
 
@@ -82,9 +90,9 @@ def grouped_mm(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor, hit: t
 
 def linear_takes(x: torch.Tensor, weight: Any) -> bool:
     """Whether the kernel runs ``x`` against ``weight`` (torchao's weight-only ``Int8Tensor``): CPU, 16- or
-    32-bit floats, plain per-row int8. Its layout is checked here too, though :func:`attach` checked it."""
+    32-bit floats, at most KERNEL_ROWS rows, plain per-row int8 (checked again: :func:`attach` did)."""
     return (x.device.type == "cpu" and x.dtype in DTYPES and hasattr(torch, "_weight_int8pack_mm")
-            and per_row_int8(weight))
+            and x.dim() >= 1 and x.numel() <= KERNEL_ROWS * x.shape[-1] and per_row_int8(weight))
 
 
 def per_row_int8(weight: Any) -> bool:
