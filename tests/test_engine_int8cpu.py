@@ -61,21 +61,19 @@ def test_an_int8_linear_on_the_cpu_multiplies_the_stored_bytes_and_matches_torch
     assert not any("copy" in name and numel >= 48 * 96 for name, numel in seen.sizes), seen.sizes
 
 
-def test_what_the_kernel_does_not_take_goes_to_torchao():
+def test_what_the_kernel_does_not_take_goes_to_torchao_and_many_rows_widen_the_weight_once():
     _, quantized = _pair(torch.float32, False)
     x = torch.randn(3, 96, dtype=torch.float64)  # the kernel takes 16- and 32-bit floats only
     assert not int8cpu.linear_takes(x, quantized.weight)
     assert not int8cpu.linear_takes(x.float(), torch.nn.Linear(96, 48).weight)  # not quantized
     assert not int8cpu.attach(torch.nn.Linear(96, 48))
-    # many rows: the whole weight widened once and a bf16 matmul is faster there (torchao's path)
-    assert int8cpu.linear_takes(torch.randn(int8cpu.KERNEL_ROWS, 96), quantized.weight)
-    assert not int8cpu.linear_takes(torch.randn(2, int8cpu.KERNEL_ROWS, 96), quantized.weight)
+    # many rows: the weight widened once into the reused buffer and one matmul; still never torchao's
     many = torch.randn(2, int8cpu.KERNEL_ROWS, 96)
     with torch.no_grad(), Names() as seen:
         got = quantized(many)
+        want = torch.nn.functional.linear(many, quantized.weight)  # torchao's
     assert not any("_weight_int8pack_mm" in name for name in seen.names)
-    with torch.no_grad():
-        assert torch.equal(got, torch.nn.functional.linear(many, quantized.weight))  # torchao's, unchanged
+    assert (got - want).abs().max() <= 1e-5 * want.abs().max()
     # a zero point that is not zero (not what symmetric int8 stores) is torchao's to apply, not the kernel's
     _, shifted = _pair(torch.float32, False)
     shifted.weight.zero_point.fill_(1)

@@ -14,8 +14,10 @@ Inside, each hit expert costs two host-side calls (a few microseconds each on th
 it is never chosen off the CPU (engine/expertpath.py), where each would be a kernel launch.
 
 The model's other int8 linears (torchao's ``Int8Tensor`` weights, per-row scales) take the same kernel on
-the CPU where the rows are few (:func:`attach`): torchao's weight-only linear converts the whole int8
-weight to bf16 on every forward before its matmul, which only many rows amortise.
+the CPU (:func:`attach`): torchao's weight-only linear widens the whole transposed int8 weight to bf16
+on every forward before its matmul (a strided copy: ~20-40 ms for an 8192 × 2048 weight on this VM).
+Where rows are many, widening the weight once into a reused buffer and one matmul beats the kernel
+(``KERNEL_ROWS``); the int8 weights are never kept widened beyond the one matrix being multiplied.
 """
 
 from __future__ import annotations
@@ -28,11 +30,12 @@ import torch
 from clovercode.engine import groupedexperts
 
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)  # what the kernel takes for activations and scales
-# A matrix's rows up to which the kernel beats torchao's convert-then-matmul (measured on a 8192 × 2048
-# int8 weight, bf16: 2.5-5× faster at 1-32 rows, even at 64, 2× slower at 256 where the widened weights'
-# bf16 matmul on AMX wins): a block pass at batch 1 has 32; batch 8 and prefill chunks go to torchao. An
-# expert gets 1-2 rows of a block at batch 1, ~8 at batch 8
-KERNEL_ROWS = 32
+# A matrix's rows up to which the kernel beats widening the weight once into a reused bf16 buffer and
+# one matmul (AMX): the kernel's time grows with the rows (~0.2 ms a row for an 8192 × 2048 weight), the
+# widening's does not (1.4 ms + 1.5-3 ms). Measured in bf16 on that weight: 1 row 0.52 vs 2.97 ms, 8 rows
+# 1.67 vs 3.29, 16 rows 3.44 vs 3.18, 32 rows 6.64 vs 3.93. An expert gets 1-2 rows of a block at batch 1
+# and ~8 at batch 8; a linear gets 32 rows a row of the batch
+KERNEL_ROWS = 16
 
 
 def takes(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor) -> bool:
@@ -51,10 +54,16 @@ def _grouped(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor, hit: tor
         if 0 < end - start <= KERNEL_ROWS:
             out[start:end] = torch._weight_int8pack_mm(x[start:end], qdata[expert], scale[expert].view(-1))
         elif end > start:  # many rows on one expert (a prompt of repeated tokens): widened once, one matmul
-            weight = groupedexperts.cpu_workspace().take("int8_expert", qdata.shape[1:], x.dtype).copy_(qdata[expert])
-            torch.mm(x[start:end], weight.t(), out=out[start:end]).mul_(scale[expert].view(1, -1))
+            torch.mm(x[start:end], _widened(qdata[expert], x.dtype).t(), out=out[start:end]).mul_(
+                scale[expert].view(1, -1))
         start = end
     return out
+
+
+def _widened(qdata: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """One int8 matrix in ``dtype``, in this thread's reused buffer (one matrix at a time: the next call
+    overwrites it; a fresh buffer would be fresh pages to fault in on every call on the CPU)."""
+    return groupedexperts.cpu_workspace().take("int8_widened", qdata.shape, dtype).copy_(qdata)
 
 
 @functools.cache
@@ -90,9 +99,9 @@ def grouped_mm(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor, hit: t
 
 def linear_takes(x: torch.Tensor, weight: Any) -> bool:
     """Whether the kernel runs ``x`` against ``weight`` (torchao's weight-only ``Int8Tensor``): CPU, 16- or
-    32-bit floats, at most KERNEL_ROWS rows, plain per-row int8 (checked again: :func:`attach` did)."""
+    32-bit floats, plain per-row int8 (checked again: :func:`attach` did)."""
     return (x.device.type == "cpu" and x.dtype in DTYPES and hasattr(torch, "_weight_int8pack_mm")
-            and x.dim() >= 1 and x.numel() <= KERNEL_ROWS * x.shape[-1] and per_row_int8(weight))
+            and per_row_int8(weight))
 
 
 def per_row_int8(weight: Any) -> bool:
@@ -110,8 +119,11 @@ def _linear_forward(self: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     weight, bias = self.weight, self.bias
     if not linear_takes(x, weight):
         return torch.nn.functional.linear(x, weight, bias)  # torchao's own path (CUDA, other dtypes)
-    rows = x.reshape(-1, x.shape[-1]).contiguous()
-    out = torch._weight_int8pack_mm(rows, weight.qdata, weight.scale.reshape(-1).to(x.dtype))
+    rows, scale = x.reshape(-1, x.shape[-1]).contiguous(), weight.scale.reshape(-1).to(x.dtype)
+    if rows.shape[0] <= KERNEL_ROWS:
+        out = torch._weight_int8pack_mm(rows, weight.qdata, scale)
+    else:  # torchao widens the transposed weight, a strided copy several times slower than this one
+        out = torch.mm(rows, _widened(weight.qdata, x.dtype).t()).mul_(scale)
     out = out.reshape(*x.shape[:-1], weight.qdata.shape[0])
     return out if bias is None else out + bias
 
