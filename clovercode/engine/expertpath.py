@@ -46,8 +46,8 @@ def candidates(device_type: str, capability: tuple[int, int] | None, mode: str, 
     # consumer Blackwell (sm120) or Ada (sm89), whose float8 has no grouped kernel in torch
     if mode == "fp8" and cuda and capability is not None and capability[0] in (9, 10):
         out.append(ExpertPath("scaled_grouped_mm", "Hopper/Blackwell grouped float8 GEMM"))
-    # int8/int4: no maintained fused dequantize-inside-the-grouped-GEMM kernel installs with the quant
-    # extra (docs/engine.md), so the dequantizing paths are the whole chain; they need no optional kernel
+    # int8/int4 on CUDA: no maintained fused dequantize-inside-the-grouped-GEMM kernel installs with the
+    # quant extra (docs/engine.md), so the dequantizing paths are the whole chain (no optional kernel).
     # int8 on the CPU: torch's weight-only int8 kernel reads the stored int8 bytes, no bf16 copy written
     # (engine/int8cpu.py); a CPU has no launches, so its call per hit expert inside one operator costs
     # microseconds. Never on CUDA: there each call would be a kernel launch
