@@ -274,3 +274,17 @@ def test_int8_experts_in_float64_fall_back_to_the_dequantizing_path():
     index, weights = _routing(5, 16, 4, True, torch.float64)
     with torch.no_grad():
         assert torch.equal(module(hidden, index, weights), groupedexperts.dequant_grouped(module, hidden, index, weights))
+
+
+def test_the_cpu_workspace_made_under_inference_mode_is_still_writable_outside_it():
+    """A pass under torch.inference_mode (the bench, the engine) and then one under no_grad (a test, a
+    caller of its own) share the thread's workspace: the second must not fail on an inference tensor."""
+    fused, _ = _layer()
+    module = qexperts.QuantizedExperts(fused, "fp8", torch.float32)  # the dequantizing path: the workspace
+    hidden = torch.randn(6, 64)
+    index, weights = _routing(6, 16, 4, True)
+    groupedexperts.cpu_workspace().buffers.clear()
+    with torch.inference_mode():
+        first = module(hidden, index, weights).clone()
+    with torch.no_grad():
+        assert torch.equal(module(hidden, index, weights), first)

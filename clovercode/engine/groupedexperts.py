@@ -77,7 +77,9 @@ class Workspace:
     def take(self, name: str, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
         numel = shape.numel()
         held = self.buffers.get((name, dtype))
-        if held is None or held.numel() < numel:
+        # a buffer made under torch.inference_mode cannot be written outside it (a pass under no_grad
+        # after one under inference_mode): made again, as an ordinary tensor that both can write
+        if held is None or held.numel() < numel or (held.is_inference() and not torch.is_inference_mode_enabled()):
             held = self.buffers[(name, dtype)] = torch.empty(numel, dtype=dtype)
         return held.as_strided(shape, _contiguous_strides(shape))
 
