@@ -67,15 +67,20 @@ def _widened(qdata: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 @functools.cache
-def _operator() -> object:
-    """Registered on first use (no import-time side effects); a fake kernel gives shapes to tracers."""
-    op = torch.library.custom_op("clovercode::int8_grouped_mm", mutates_args=(), device_types="cpu")(_grouped)
+def _operator() -> Any:
+    """Registered on first use (no import-time side effects), straight at the dispatcher: a CPU kernel
+    and a Meta one that gives shapes to tracers. (``torch.library.custom_op`` wraps its kernel so that
+    the first call imports torch._dynamo: 1-4 s of a cold start on this CPU.)"""
+    library = torch.library.Library("clovercode", "FRAGMENT")
+    library.define("int8_grouped_mm(Tensor x, Tensor qdata, Tensor scale, Tensor hit, Tensor offsets) -> Tensor")
+    library.impl("int8_grouped_mm", _grouped, "CPU")
+    library.impl("int8_grouped_mm", lambda x, qdata, scale, hit, offsets: x.new_empty(x.shape[0], qdata.shape[1]),
+                 "Meta")
+    _LIBRARIES.append(library)  # the registration lives as long as this object
+    return torch.ops.clovercode.int8_grouped_mm
 
-    @op.register_fake
-    def _(x, qdata, scale, hit, offsets):  # type: ignore[no-untyped-def]
-        return x.new_empty(x.shape[0], qdata.shape[1])
 
-    return op
+_LIBRARIES: list[Any] = []
 
 
 def experts(module: Any, hidden: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor) -> torch.Tensor:
