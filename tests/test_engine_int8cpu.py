@@ -80,3 +80,17 @@ def test_what_the_kernel_does_not_take_goes_to_torchao_and_many_rows_widen_the_w
     fresh = torch.nn.Linear(96, 48)
     fresh.weight = shifted.weight
     assert not int8cpu.attach(fresh)
+
+
+def test_float16_never_sums_unscaled_int8_values_in_float16():
+    """Widening sums the raw int8 values before the row scale: 127 × inputs over 4,096 columns passes
+    float16's 65,504. float16 stays on the kernel, which scales in float32, at any number of rows."""
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(4096, 32, bias=False).to(torch.float16)
+    with torch.no_grad():
+        linear.weight.fill_(0.01)  # every stored value 127, its scale 0.01 / 127
+    quantize.quantize_linear(linear, "proj", "int8", "cpu")
+    x = torch.full((2 * int8cpu.KERNEL_ROWS, 4096), 1.0, dtype=torch.float16)
+    with torch.no_grad():
+        got = linear(x)
+    assert torch.isfinite(got).all() and torch.allclose(got.float(), torch.full_like(got.float(), 40.96), rtol=1e-2)

@@ -36,6 +36,10 @@ DTYPES = (torch.bfloat16, torch.float16, torch.float32)  # what the kernel takes
 # 1.67 vs 3.29, 16 rows 3.44 vs 3.18, 32 rows 6.64 vs 3.93. An expert gets 1-2 rows of a block at batch 1
 # and ~8 at batch 8; a linear gets 32 rows a row of the batch
 KERNEL_ROWS = 16
+# The widened matmul sums unscaled int8 values (up to 127 × the inputs, over thousands of columns) before
+# the row scale: only dtypes with float32's exponent hold that; float16 (max 65,504) stays on the kernel,
+# which scales in float32
+WIDEN_DTYPES = (torch.bfloat16, torch.float32)
 
 
 def takes(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor) -> bool:
@@ -51,7 +55,7 @@ def _grouped(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor, hit: tor
     start = 0
     # the CPU reads these lists from its own memory: no device to wait for
     for expert, end in zip(hit.tolist(), offsets.tolist()):
-        if 0 < end - start <= KERNEL_ROWS:
+        if 0 < end - start <= KERNEL_ROWS or (end > start and x.dtype not in WIDEN_DTYPES):
             out[start:end] = torch._weight_int8pack_mm(x[start:end], qdata[expert], scale[expert].view(-1))
         elif end > start:  # many rows on one expert (a prompt of repeated tokens): widened once, one matmul
             torch.mm(x[start:end], _widened(qdata[expert], x.dtype).t(), out=out[start:end]).mul_(
@@ -125,7 +129,7 @@ def _linear_forward(self: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     if not linear_takes(x, weight):
         return torch.nn.functional.linear(x, weight, bias)  # torchao's own path (CUDA, other dtypes)
     rows, scale = x.reshape(-1, x.shape[-1]).contiguous(), weight.scale.reshape(-1).to(x.dtype)
-    if rows.shape[0] <= KERNEL_ROWS:
+    if rows.shape[0] <= KERNEL_ROWS or x.dtype not in WIDEN_DTYPES:
         out = torch._weight_int8pack_mm(rows, weight.qdata, scale)
     else:  # torchao widens the transposed weight, a strided copy several times slower than this one
         out = torch.mm(rows, _widened(weight.qdata, x.dtype).t()).mul_(scale)
