@@ -75,8 +75,11 @@ def test_the_grouped_paths_equal_the_reference_loop(mode, dtype):
                 got = groupedexperts.dequant_grouped(module, hidden, index, weights, capacity)
                 assert got.dtype == dtype and got.shape == want.shape
                 assert (got - want).abs().max() <= tolerance * want.abs().max(), (tokens, capacity)
-            assert torch.equal(module(hidden, index, weights), groupedexperts.dequant_grouped(
-                module, hidden, index, weights))  # the module's own choice on the CPU: the exact hit set
+            got = module(hidden, index, weights)  # the module's own choice on the CPU: the exact hit set
+            if module.path(hidden.device).name == "dequant_grouped":
+                assert torch.equal(got, groupedexperts.dequant_grouped(module, hidden, index, weights))
+            else:  # int8 in float32: multiplied as stored (engine/int8cpu.py)
+                assert (got - want).abs().max() <= tolerance * want.abs().max(), tokens
 
 
 def test_a_second_layer_reuses_the_cpu_workspace_without_clobbering_the_first_layers_result():
@@ -158,7 +161,8 @@ def test_float8_experts_run_the_grouped_scaled_gemm_with_its_layouts_and_scales(
 
 
 CAPABILITIES = (None, (7, 0), (7, 5), (8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (12, 0))
-KERNELS = [frozenset(s) for s in ((), ("grouped_mm",), ("scaled_grouped_mm",), ("grouped_mm", "scaled_grouped_mm"))]
+KERNELS = [frozenset(s) for s in ((), ("grouped_mm",), ("scaled_grouped_mm",), ("grouped_mm", "scaled_grouped_mm"),
+                                  ("grouped_mm", "scaled_grouped_mm", "weight_int8pack_mm"))]
 
 
 def test_no_cuda_choice_is_the_per_expert_loop_and_each_chain_ends_in_a_path_that_needs_no_optional_kernel():
@@ -169,6 +173,8 @@ def test_no_cuda_choice_is_the_per_expert_loop_and_each_chain_ends_in_a_path_tha
             assert path.capturable, (capability, mode, available)
         chain = expertpath.candidates("cuda", capability, mode, graphs)
         assert chain[-1].name in ("batched_mm", "dequant_grouped", "dequant_grouped_fixed")
+        # its call per hit expert would be a launch each on a GPU: a CPU-only path
+        assert "int8_grouped_mm" not in {p.name for p in chain}
     hopper = frozenset({"grouped_mm", "scaled_grouped_mm"})
     assert expertpath.choose("cuda", (9, 0), "fp8", hopper).name == "scaled_grouped_mm"
     assert expertpath.choose("cuda", (8, 9), "fp8", hopper).name == "dequant_grouped"  # Ada: no grouped fp8 GEMM
@@ -177,7 +183,11 @@ def test_no_cuda_choice_is_the_per_expert_loop_and_each_chain_ends_in_a_path_tha
     assert expertpath.choose("cuda", (9, 0), "int4", hopper).name == "dequant_grouped"
     assert expertpath.choose("cuda", (9, 0), "none", hopper).name == "grouped_mm"
     assert expertpath.choose("cuda", (7, 5), "none", hopper).name == "batched_mm"  # pre-Ampere: no grouped GEMM
-    assert expertpath.choose("cpu", None, "int8", hopper).name == "dequant_grouped"
+    assert expertpath.choose("cpu", None, "int8", hopper).name == "dequant_grouped"  # no int8 kernel in this torch
+    cpu = frozenset({"grouped_mm", "weight_int8pack_mm"})
+    assert expertpath.choose("cpu", None, "int8", cpu).name == "int8_grouped_mm"
+    assert expertpath.choose("cpu", None, "int8", cpu, graphs=True).name == "dequant_grouped_fixed"
+    assert expertpath.choose("cpu", None, "int4", cpu).name == "dequant_grouped"
     assert expertpath.choose("cpu", None, "fp8", hopper).name == "dequant_grouped"
 
 
@@ -193,3 +203,87 @@ def test_unquantized_experts_leave_the_grouped_gemm_for_the_batched_matmul_only_
     assert model.config._experts_implementation == "batched_mm"
     with torch.no_grad():
         assert torch.allclose(model(ids).logits, want, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16))
+def test_int8_experts_on_the_cpu_are_multiplied_as_stored_and_equal_the_reference(dtype):
+    """The CPU's int8 path (engine/int8cpu.py): the module chooses it, its result is the reference's on the
+    same int8 weights, and inside its operator no weight is ever written out in floating point (the old
+    path wrote every hit expert as a bf16 copy): each hit expert is one int8 kernel call over its rows."""
+    from clovercode.engine import int8cpu
+
+    fused, _ = _layer()
+    module = qexperts.QuantizedExperts(fused, "int8", dtype)
+    assert module.path(torch.device("cpu")).name == "int8_grouped_mm"
+    hidden = torch.randn(12, 64, dtype=dtype)
+    index, weights = _routing(12, 16, 4, True, dtype)
+    with torch.no_grad():
+        # the reference's arithmetic in float32 on the same int8 weights and scales
+        want = qexperts.QuantizedExperts.reference(_as_float32(module), hidden.float(), index, weights.float())
+        got = module(hidden, index, weights)
+        assert got.dtype == dtype and got.shape == want.shape
+        tolerance = 1e-5 if dtype == torch.float32 else 2e-2  # bf16: its rounding of the activations
+        assert (got.float() - want).abs().max() <= tolerance * want.abs().max()
+        route = groupedexperts.Route(index, weights, 16, None)
+        one_expert = module._buffers["gate_up_proj_qdata"][0].numel()
+        with Written() as seen:
+            int8cpu._grouped(hidden[route.tokens], module._buffers["gate_up_proj_qdata"],
+                             module._buffers["gate_up_proj_scale"], route.hit, route.offsets)
+    assert sum("_weight_int8pack_mm" in name for name, _ in seen.ops) == route.hit.numel()
+    # what it writes: its output and each expert's rows, never a matrix the size of an expert's weights
+    assert seen.ops and all(numel < one_expert for _, numel in seen.ops), seen.ops
+    # many rows on one expert (40 tokens all on the same 4): widened once into the workspace, one matmul
+    crowd = torch.randn(40, 64, dtype=dtype)
+    index, weights = _routing(40, 16, 4, False, dtype)
+    with torch.no_grad():
+        want = qexperts.QuantizedExperts.reference(_as_float32(module), crowd.float(), index, weights.float())
+        got = module(crowd, index, weights)
+    assert (got.float() - want).abs().max() <= tolerance * want.abs().max()
+
+
+class Written(TorchDispatchMode):
+    """The floating-point tensors each operation writes (views, which write nothing, left out)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[tuple[str, int]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        first = out[0] if isinstance(out, (tuple, list)) else out
+        if isinstance(first, torch.Tensor) and first.is_floating_point() and first._base is None:
+            self.ops.append((str(func), first.numel()))
+        return out
+
+
+def _as_float32(module):
+    """The same int8 weights with float32 scales: the reference loop then computes in float32."""
+    copy = qexperts.QuantizedExperts.__new__(qexperts.QuantizedExperts)
+    torch.nn.Module.__init__(copy)
+    copy.num_experts, copy.act_fn = module.num_experts, module.act_fn
+    for name, tensor in module._buffers.items():
+        copy.register_buffer(name, tensor.float() if name.endswith("_scale") else tensor)
+    return copy
+
+
+def test_int8_experts_in_float64_fall_back_to_the_dequantizing_path():
+    fused, _ = _layer()
+    module = qexperts.QuantizedExperts(fused, "int8", torch.float64)
+    hidden = torch.randn(5, 64, dtype=torch.float64)
+    index, weights = _routing(5, 16, 4, True, torch.float64)
+    with torch.no_grad():
+        assert torch.equal(module(hidden, index, weights), groupedexperts.dequant_grouped(module, hidden, index, weights))
+
+
+def test_the_cpu_workspace_made_under_inference_mode_is_still_writable_outside_it():
+    """A pass under torch.inference_mode (the bench, the engine) and then one under no_grad (a test, a
+    caller of its own) share the thread's workspace: the second must not fail on an inference tensor."""
+    fused, _ = _layer()
+    module = qexperts.QuantizedExperts(fused, "fp8", torch.float32)  # the dequantizing path: the workspace
+    hidden = torch.randn(6, 64)
+    index, weights = _routing(6, 16, 4, True)
+    groupedexperts.cpu_workspace().buffers.clear()
+    with torch.inference_mode():
+        first = module(hidden, index, weights).clone()
+    with torch.no_grad():
+        assert torch.equal(module(hidden, index, weights), first)

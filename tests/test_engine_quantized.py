@@ -309,7 +309,7 @@ def test_a_quantized_model_is_captured_with_its_experts_on_the_fixed_capacity_pa
     qexperts.replace_experts(model, "int8", torch.float32)
     assert graph_refusal(model) is None
     experts = [m for m in model.modules() if isinstance(m, qexperts.QuantizedExperts)]
-    assert {m.path(torch.device("cpu")).name for m in experts} == {"dequant_grouped"}
+    assert {m.path(torch.device("cpu")).name for m in experts} == {"int8_grouped_mm"}  # CPU: int8 as stored
     prepare_graphs(model)
     assert {m.path(torch.device("cpu")).name for m in experts} == {"dequant_grouped_fixed"}
 

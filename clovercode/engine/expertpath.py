@@ -3,7 +3,8 @@ capability, the weights mode and the kernels torch offers, so that the CUDA choi
 machine without CUDA (docs/engine.md, "Quantized weights": which path, and why).
 
 Every path here is loop-free: a constant number of tensor operations per layer, whatever the number of
-experts a block hits. The one-expert-at-a-time loop (``groupedexperts.reference_loop``) is never chosen;
+experts a block hits (the CPU's ``int8_grouped_mm`` is one operator per projection, like torch's CPU
+grouped GEMM; inside it, one kernel call per hit expert: engine/int8cpu.py). The one-expert-at-a-time loop (``groupedexperts.reference_loop``) is never chosen;
 it is the reference the paths are tested against.
 """
 
@@ -20,6 +21,7 @@ PATHS = {
     "scaled_grouped_mm": (True, "float8 experts through torch's grouped scaled GEMM, never dequantized"),
     "dequant_grouped": (False, "the layer's hit experts dequantized together, two grouped GEMMs"),
     "dequant_grouped_fixed": (True, "a fixed number of experts (the hit ones first) dequantized, two grouped GEMMs"),
+    "int8_grouped_mm": (False, "int8 experts multiplied as stored (torch's CPU int8 weight-only kernel), never dequantized"),
 }
 LOOP = "loop"  # the reference: never a choice
 
@@ -50,8 +52,13 @@ def candidates(device_type: str, capability: tuple[int, int] | None, mode: str, 
     # consumer Blackwell (sm120) or Ada (sm89), whose float8 has no grouped kernel in torch
     if mode == "fp8" and cuda and capability is not None and capability[0] in (9, 10):
         out.append(ExpertPath("scaled_grouped_mm", "Hopper/Blackwell grouped float8 GEMM"))
-    # int8/int4: no maintained fused dequantize-inside-the-grouped-GEMM kernel installs with the quant
-    # extra (docs/engine.md), so the dequantizing paths are the whole chain; they need no optional kernel
+    # int8/int4 on CUDA: no maintained fused dequantize-inside-the-grouped-GEMM kernel installs with the
+    # quant extra (docs/engine.md), so the dequantizing paths are the whole chain (no optional kernel).
+    # int8 on the CPU: torch's weight-only int8 kernel reads the stored int8 bytes, no bf16 copy written
+    # (engine/int8cpu.py); a CPU has no launches, so its call per hit expert inside one operator costs
+    # microseconds. Never on CUDA: there each call would be a kernel launch
+    if mode == "int8" and device_type == "cpu" and not graphs:
+        out.append(ExpertPath("int8_grouped_mm", "CPU: int8 weights multiplied as stored, no dequantized copy"))
     if graphs:
         out.append(ExpertPath("dequant_grouped_fixed", "CUDA graphs need static shapes: fixed expert capacity"))
     else:
@@ -62,10 +69,10 @@ def candidates(device_type: str, capability: tuple[int, int] | None, mode: str, 
 def choose(device_type: str, capability: tuple[int, int] | None, mode: str, available: frozenset[str],
            graphs: bool = False) -> ExpertPath:
     """The first of :func:`candidates` whose kernel torch offers (``available``: ``grouped_mm``,
-    ``scaled_grouped_mm``); the dequantizing paths need only ``grouped_mm`` or a batched matmul."""
+    ``scaled_grouped_mm``, ``weight_int8pack_mm``); the dequantizing paths need only ``grouped_mm`` or a batched matmul."""
     for path in candidates(device_type, capability, mode, graphs):
         needs = {"grouped_mm": "grouped_mm", "weights_first_grouped_mm": "grouped_mm",
-                 "scaled_grouped_mm": "scaled_grouped_mm"}.get(path.name)
+                 "scaled_grouped_mm": "scaled_grouped_mm", "int8_grouped_mm": "weight_int8pack_mm"}.get(path.name)
         if needs is None or needs in available:
             return path
     raise AssertionError("the chain ends in a path that needs no optional kernel")  # pragma: no cover
@@ -80,6 +87,8 @@ def available_ops() -> frozenset[str]:
         found.add("grouped_mm")
     if hasattr(torch, "_scaled_grouped_mm"):
         found.add("scaled_grouped_mm")
+    if hasattr(torch, "_weight_int8pack_mm"):
+        found.add("weight_int8pack_mm")
     return frozenset(found)
 
 

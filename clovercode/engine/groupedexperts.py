@@ -65,7 +65,7 @@ class Route:
 
 
 class Workspace:
-    """Where the CPU writes a layer's dequantized experts: one buffer per projection, reused by every
+    """Where the CPU writes a layer's gathered and dequantized experts: buffers per projection, reused by every
     layer and pass (layers run one after another), grown when a pass hits more. The CPU has no caching
     allocator: a fresh buffer of hundreds of MB is fresh pages to fault in and zero on every call, which
     made the batched dequantization slower than the loop's small, cache-resident one. Holds at most one
@@ -77,7 +77,9 @@ class Workspace:
     def take(self, name: str, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
         numel = shape.numel()
         held = self.buffers.get((name, dtype))
-        if held is None or held.numel() < numel:
+        # a buffer made under torch.inference_mode cannot be written outside it (a pass under no_grad
+        # after one under inference_mode): made again, as an ordinary tensor that both can write
+        if held is None or held.numel() < numel or (held.is_inference() and not torch.is_inference_mode_enabled()):
             held = self.buffers[(name, dtype)] = torch.empty(numel, dtype=dtype)
         return held.as_strided(shape, _contiguous_strides(shape))
 
@@ -103,8 +105,15 @@ def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 def dequantize(qdata: torch.Tensor, scale: torch.Tensor, hit: torch.Tensor, dtype: torch.dtype,
                name: str = "w") -> torch.Tensor:
     """The hit experts' matrices in ``dtype``, transposed: [n, in, out] (engine/qexperts.py's storage)."""
-    q = qdata[hit]
-    cpu = q.device.type == "cpu"
+    cpu = qdata.device.type == "cpu"
+    if cpu and qdata.dtype != torch.uint8:  # int8 / float8: gathered into the workspace too. A fresh
+        # ``qdata[hit]`` was ~500 MB of new pages a Clover layer, faulted in and zeroed on every call (1.2 s
+        # of a 1.6 s int8 block pass, profiled). (int4 keeps its gather: a second buffer for its int32
+        # codes would take it past the 40 operations a layer.)
+        shape = torch.Size((hit.numel(), *qdata.shape[1:]))
+        q = torch.index_select(qdata, 0, hit, out=cpu_workspace().take(f"{name}_q", shape, qdata.dtype))
+    else:
+        q = qdata[hit]
     if q.dtype == torch.uint8:  # int4: both nibbles of a byte, signed, in one gather from a 256-row table
         s = scale[hit]  # [n, out, groups, 1]
         shape = torch.Size((*q.shape, 2))

@@ -3,8 +3,8 @@ two fused 3-D parameters (``gate_up_proj`` [E, 2I, H], ``down_proj`` [E, H, I]) 
 ``nn.Linear`` swap reaches, yet they hold ~95 % of Clover's bytes. Here each expert's matrices are kept
 as int8 (a scale per output row), int4 (two values a byte, a scale per group of the input dimension) or
 float8 e4m3 (a scale per output row). A pass runs them loop-free (engine/groupedexperts.py, chosen by
-engine/expertpath.py): the layer's hit experts dequantized together and two grouped GEMMs, or float8's
-grouped scaled GEMM on Hopper; the per-expert loop is kept only as the tests' reference.
+engine/expertpath.py): the layer's hit experts dequantized together and two grouped GEMMs, float8's
+grouped scaled GEMM on Hopper, or on the CPU int8 multiplied as stored (engine/int8cpu.py); the per-expert loop is kept only as the tests' reference.
 """
 
 from __future__ import annotations
@@ -123,6 +123,13 @@ class QuantizedExperts(nn.Module):
         if name == "scaled_grouped_mm" and hidden_states.shape[-1] % 16 == 0 and inner % 16 == 0:
             # (the float8 kernel takes only widths in multiples of 16; others dequantize below)
             return groupedexperts.scaled_grouped(self, hidden_states, top_k_index, top_k_weights)
+        if name == "int8_grouped_mm":
+            from clovercode.engine import int8cpu
+
+            buffers = self._buffers
+            if int8cpu.takes(hidden_states, buffers["gate_up_proj_qdata"], buffers["gate_up_proj_scale"]):
+                return int8cpu.experts(self, hidden_states, top_k_index, top_k_weights)
+            # (float64, the tests' dtype, is not the kernel's: it dequantizes below)
         capacity = None
         if name == "dequant_grouped_fixed" or self.capture_safe:
             capacity = min(self.num_experts, top_k_index.numel())

@@ -65,6 +65,9 @@ def quantize_linear(module: nn.Linear, name: str, mode: str, device: str) -> Non
     from torchao.quantization import quantize_
 
     quantize_(module, linear_config(mode, device, module.in_features), filter_fn=lambda m, fqn: True)
+    from clovercode.engine import int8cpu
+
+    int8cpu.attach(module)  # int8 on the CPU: the bytes multiplied as stored, no bf16 copy per forward
 
 
 def quantize_model(model: nn.Module, mode: str, device: str) -> None:

@@ -1,0 +1,149 @@
+"""int8 MoE experts on the CPU without a bf16 copy of any weight: a grouped weight-only int8 GEMM made of
+torch's own CPU kernel ``torch._weight_int8pack_mm`` (AVX-512: int8 weights widened in registers,
+a scale per output row applied to the result), one call per hit expert over that expert's rows.
+
+Why not the dequantizing path (engine/groupedexperts.py ``dequant_grouped``) on the CPU: it wrote the
+layer's hit experts out as bf16 (2 bytes a weight written, read again by the grouped GEMM: 5 bytes of
+memory traffic for every int8 byte the floor counts) and torch's CPU grouped GEMM runs 1-2 rows an
+expert far below streaming speed; a block pass was ~20× its floor (docs/engine.md, "Roofline").
+
+It is registered as one operator (``clovercode::int8_grouped_mm``), the int8 counterpart of
+``torch.nn.functional.grouped_mm`` (whose CPU implementation is likewise a loop of per-group matmuls
+inside one operator): a layer dispatches the same number of operators whatever the experts it hits.
+Inside, each hit expert costs two host-side calls (a few microseconds each on the CPU, no launches);
+it is never chosen off the CPU (engine/expertpath.py), where each would be a kernel launch.
+
+The model's other int8 linears (torchao's ``Int8Tensor`` weights, per-row scales) take the same kernel on
+the CPU (:func:`attach`): torchao's weight-only linear widens the whole transposed int8 weight to bf16
+on every forward before its matmul (a strided copy: ~20-40 ms for an 8192 × 2048 weight on this VM).
+Where rows are many, widening the weight once into a reused buffer and one matmul beats the kernel
+(``KERNEL_ROWS``); the int8 weights are never kept widened beyond the one matrix being multiplied.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from clovercode.engine import groupedexperts
+
+DTYPES = (torch.bfloat16, torch.float16, torch.float32)  # what the kernel takes for activations and scales
+# A matrix's rows up to which the kernel beats widening the weight once into a reused bf16 buffer and
+# one matmul (AMX): the kernel's time grows with the rows (~0.2 ms a row for an 8192 × 2048 weight), the
+# widening's does not (1.4 ms + 1.5-3 ms). Measured in bf16 on that weight: 1 row 0.52 vs 2.97 ms, 8 rows
+# 1.67 vs 3.29, 16 rows 3.44 vs 3.18, 32 rows 6.64 vs 3.93. An expert gets 1-2 rows of a block at batch 1
+# and ~8 at batch 8; a linear gets 32 rows a row of the batch
+KERNEL_ROWS = 16
+# The widened matmul sums unscaled int8 values (up to 127 × the inputs, over thousands of columns) before
+# the row scale: only dtypes with float32's exponent hold that; float16 (max 65,504) stays on the kernel,
+# which scales in float32
+WIDEN_DTYPES = (torch.bfloat16, torch.float32)
+
+
+def takes(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor) -> bool:
+    """Whether the kernel runs these: CPU, int8 weights [E, out, in], a scale per row in ``x``'s dtype."""
+    return (x.device.type == "cpu" and hasattr(torch, "_weight_int8pack_mm") and qdata.dtype == torch.int8
+            and qdata.dim() == 3 and x.dtype in DTYPES and scale.dtype == x.dtype
+            and scale.shape[:2] == qdata.shape[:2] and scale[0].numel() == qdata.shape[1])
+
+
+def _grouped(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor, hit: torch.Tensor,
+             offsets: torch.Tensor) -> torch.Tensor:
+    out = x.new_empty(x.shape[0], qdata.shape[1])
+    start = 0
+    # the CPU reads these lists from its own memory: no device to wait for
+    for expert, end in zip(hit.tolist(), offsets.tolist()):
+        if 0 < end - start <= KERNEL_ROWS or (end > start and x.dtype not in WIDEN_DTYPES):
+            out[start:end] = torch._weight_int8pack_mm(x[start:end], qdata[expert], scale[expert].view(-1))
+        elif end > start:  # many rows on one expert (a prompt of repeated tokens): widened once, one matmul
+            torch.mm(x[start:end], _widened(qdata[expert], x.dtype).t(), out=out[start:end]).mul_(
+                scale[expert].view(1, -1))
+        start = end
+    return out
+
+
+def _widened(qdata: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """One int8 matrix in ``dtype``, in this thread's reused buffer (one matrix at a time: the next call
+    overwrites it; a fresh buffer would be fresh pages to fault in on every call on the CPU)."""
+    return groupedexperts.cpu_workspace().take("int8_widened", qdata.shape, dtype).copy_(qdata)
+
+
+@functools.cache
+def _operator() -> Any:
+    """Registered on first use (no import-time side effects), straight at the dispatcher: a CPU kernel
+    and a Meta one that gives shapes to tracers. (``torch.library.custom_op`` wraps its kernel so that
+    the first call imports torch._dynamo: 1-4 s of a cold start on this CPU.)"""
+    library = torch.library.Library("clovercode", "FRAGMENT")
+    library.define("int8_grouped_mm(Tensor x, Tensor qdata, Tensor scale, Tensor hit, Tensor offsets) -> Tensor")
+    library.impl("int8_grouped_mm", _grouped, "CPU")
+    library.impl("int8_grouped_mm", lambda x, qdata, scale, hit, offsets: x.new_empty(x.shape[0], qdata.shape[1]),
+                 "Meta")
+    _LIBRARIES.append(library)  # the registration lives as long as this object
+    return torch.ops.clovercode.int8_grouped_mm
+
+
+_LIBRARIES: list[Any] = []
+
+
+def experts(module: Any, hidden: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor) -> torch.Tensor:
+    """The experts' output [tokens, hidden] of an int8 ``QuantizedExperts``: the routed pairs sorted by
+    expert (the exact hit set), the two projections as int8 grouped GEMMs, one ``index_add_`` back."""
+    route = groupedexperts.Route(top_k_index, top_k_weights, module.num_experts, None)
+    buffers = module._buffers
+    gate, up = grouped_mm(hidden[route.tokens], buffers["gate_up_proj_qdata"], buffers["gate_up_proj_scale"],
+                          route.hit, route.offsets).chunk(2, dim=-1)
+    out = grouped_mm(module.act_fn(gate) * up * route.weights, buffers["down_proj_qdata"],
+                     buffers["down_proj_scale"], route.hit, route.offsets)
+    return torch.zeros_like(hidden).index_add_(0, route.tokens, out)
+
+
+def grouped_mm(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor, hit: torch.Tensor,
+               offsets: torch.Tensor) -> torch.Tensor:
+    """Rows ``x`` [S, in] sorted by group, group g (ending at ``offsets[g]``, cumulative) times expert
+    ``hit[g]``'s int8 matrix ``qdata[hit[g]]`` [out, in] scaled per row by ``scale[hit[g]]`` → [S, out]."""
+    return _operator()(x.contiguous(), qdata, scale, hit, offsets)  # type: ignore[operator]
+
+
+def linear_takes(x: torch.Tensor, weight: Any) -> bool:
+    """Whether the kernel runs ``x`` against ``weight`` (torchao's weight-only ``Int8Tensor``): CPU, 16- or
+    32-bit floats, plain per-row int8 (checked again: :func:`attach` did)."""
+    return (x.device.type == "cpu" and x.dtype in DTYPES and hasattr(torch, "_weight_int8pack_mm")
+            and per_row_int8(weight))
+
+
+def per_row_int8(weight: Any) -> bool:
+    """Symmetric int8 with a scale per output row and nothing applied to the activations."""
+    qdata, scale, zero = (getattr(weight, name, None) for name in ("qdata", "scale", "zero_point"))
+    return (isinstance(qdata, torch.Tensor) and isinstance(scale, torch.Tensor) and qdata.dtype == torch.int8
+            and qdata.dim() == 2 and scale.numel() == qdata.shape[0]
+            and list(getattr(weight, "block_size", ())) == [1, qdata.shape[1]]  # one scale a row, no groups
+            and getattr(weight, "act_quant_kwargs", None) is None  # weight-only: activations as they are
+            and getattr(weight, "act_pre_scale", None) is None
+            and (zero is None or (isinstance(zero, torch.Tensor) and zero.numel() == qdata.shape[0])))
+
+
+def _linear_forward(self: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    weight, bias = self.weight, self.bias
+    if not linear_takes(x, weight):
+        return torch.nn.functional.linear(x, weight, bias)  # torchao's own path (CUDA, other dtypes)
+    rows, scale = x.reshape(-1, x.shape[-1]).contiguous(), weight.scale.reshape(-1).to(x.dtype)
+    if rows.shape[0] <= KERNEL_ROWS or x.dtype not in WIDEN_DTYPES:
+        out = torch._weight_int8pack_mm(rows, weight.qdata, scale)
+    else:  # torchao widens the transposed weight, a strided copy several times slower than this one
+        out = torch.mm(rows, _widened(weight.qdata, x.dtype).t()).mul_(scale)
+    out = out.reshape(*x.shape[:-1], weight.qdata.shape[0])
+    return out if bias is None else out + bias
+
+
+def attach(module: torch.nn.Module) -> bool:
+    """Make a linear whose weight torchao quantized to symmetric per-row int8 run through the kernel
+    where :func:`linear_takes` (another device or dtype still goes to torchao). Whether it did."""
+    weight = getattr(module, "weight", None)
+    zero = getattr(weight, "zero_point", None)
+    # torchao's weight-only linear never applies the zero point; symmetric int8 stores zeros: only then
+    if not per_row_int8(weight) or (zero is not None and bool(zero.any())):
+        return False
+    module.forward = _linear_forward.__get__(module)  # type: ignore[method-assign]
+    return True
