@@ -370,9 +370,12 @@ def run_bench(model: str = "tiny", clients: int = 8, requests: int = 3, max_toke
     ok = all(r["lost"] == 0 and r["mixed_up"] == 0 for r in rows) and all(
         r["killed_client"]["cancelled"] or r["killed_client"].get("finished_before_kill")
         for r in rows if r["killed_client"] is not None)
+    fb = probe.report() if probe is not None else None
+    gain = rows[-1]["throughput_vs_one_at_a_time"]
     return {"model": model, "clients": total, "requests_per_client": requests, "max_tokens": max_tokens,
-            "conversations": conversations, "agents": agents, "modes": rows, "ok": ok,
-            "forward_bound": probe.report() if probe is not None else None}
+            "conversations": conversations, "agents": agents, "modes": rows, "ok": ok, "forward_bound": fb,
+            # what batching achieved of what its forward allows, both from this run
+            "batched_vs_bound": round(gain / fb["bound"], 2) if fb and gain and fb["bound"] else None}
 
 
 class BoundProbe:
