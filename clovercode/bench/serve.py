@@ -326,7 +326,10 @@ def run_bench(model: str = "tiny", clients: int = 8, requests: int = 3, max_toke
 
     total = clients * (2 if agents else 1)
     queued_server = ServerProcess(model, 1, total * requests + 8)
-    batched_server = ServerProcess(model, total, total * requests + 8)
+    # one row more than the clients: the killed-client probe's request takes a row of its own while it
+    # lasts, instead of keeping a client's first request waiting (which pushed that client's every
+    # request, and a tail of steps at one or two rows, past the others)
+    batched_server = ServerProcess(model, total + 1, total * requests + 8)
     probe = BoundProbe(model, total) if bound else None
     try:
         queued_server.wait_ready()
