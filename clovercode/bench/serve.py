@@ -337,8 +337,11 @@ def run_bench(model: str = "tiny", clients: int = 8, requests: int = 3, max_toke
         plan = workload(clients, requests, max_tokens, queued_server.model_name, conversations)
         if agents:
             plan = agents_workload(plan)
-        warm = run_mode("warm-up", queued_server, [plan[0][:1]], concurrent=False, kill_one=False)
-        run_mode("warm-up", batched_server, [plan[0][:1]], concurrent=False, kill_one=False)
+        # an agents run warms up with a tool request too: the first one builds the grammar compiler
+        # (about 2 s on CPU), which would otherwise land in whichever mode sends the first
+        first = [plan[0][:1]] + ([plan[clients][:1]] if agents else [])
+        warm = run_mode("warm-up", queued_server, first, concurrent=False, kill_one=False)
+        run_mode("warm-up", batched_server, first, concurrent=False, kill_one=False)
         if probe is not None:  # prompts as long as the served ones, with room for the tokens asked for
             served = [r.prompt_tokens for r in warm.completed if r.prompt_tokens] or [64]
             probe.prompt_tokens = (min(served), max(served) + max_tokens * (requests if conversations else 1))
