@@ -52,8 +52,12 @@ def test_bench_serve_on_clover_tiny_batches_the_engine_and_every_reply_equals_it
     for mode in modes.values():
         assert (mode["completed"], mode["lost"], mode["mixed_up"]) == (8, 0, 0), mode
     assert modes["batched"]["mean_batch"] > 1.5
-    for mode in modes.values():  # each mode starts with the server's prompt cache reset: nothing to reuse
-        assert mode["cached_prompt_tokens"] == 0 < mode["prompt_tokens"], mode
+    for mode in modes.values():  # each mode starts with the server's prompt cache reset: no kept prompt to reuse
+        assert mode["prompt_tokens"] > 0, mode
+        if mode["mode"] != "batched":
+            assert mode["cached_prompt_tokens"] == 0, mode
+    # batched requests copy the opening (the system prompt) another live row already holds
+    assert 0 < modes["batched"]["cached_prompt_tokens"] < modes["batched"]["prompt_tokens"]
     bound = report["forward_bound"]  # --bound: one forward over 4 rows against 4 one-row forwards
     assert (bound["rows"], bound["block"]) == (4, 16)
     low, high = bound["prompt_tokens"]
@@ -63,6 +67,8 @@ def test_bench_serve_on_clover_tiny_batches_the_engine_and_every_reply_equals_it
     assert [s["moment"] for s in bound["samples"]] == [  # measured between the modes it bounds
         "before one-by-one", "after one-by-one", "after queued", "after batched"]
     assert bound["around_batched"] == [s["bound"] for s in bound["samples"][2:]]
+    assert report["batched_vs_bound"] == pytest.approx(modes["batched"]["throughput_vs_one_at_a_time"] / bound["bound"],
+                                                       abs=0.006)
     for name in ("queued", "batched"):  # its short call may be written before the kill reaches the server
         killed = modes[name]["killed_client"]
         assert killed["cancelled"] or killed["finished_before_kill"], killed
@@ -125,3 +131,24 @@ def test_the_report_prints_the_batched_pass_timeline_and_ends_with_the_agents_li
     lines = out.getvalue().strip().splitlines()
     assert any("forward 40.0, grammar masks 2.0, other host work 8.0" in line for line in lines)
     assert lines[-1] == "agents batched vs one-by-one: 1.80×"
+
+
+def test_a_run_with_the_bound_ends_with_batched_vs_bound_and_an_agents_run_with_its_own_line_after():
+    import io
+
+    from rich.console import Console
+
+    from clovercode.bench.servereport import print_report
+
+    row = {"mode": "batched", "completed": 2, "requests": 2, "requests_per_s": 1.0, "tokens_per_s": 9.0,
+           "latency_p50_s": 1.0, "latency_p95_s": 1.0, "first_token_p50_s": 0.5, "mean_batch": 2.0,
+           "throughput_vs_one_at_a_time": 2.7, "p95_latency_vs_one_at_a_time": 1.0, "lost": 0, "mixed_up": 0,
+           "killed_client": None, "errors": [], "pass_ms": None}
+    bound = {"rows": 2, "block": 16, "batched_forward_ms": 1.0, "one_row_forward_ms": 0.6, "step_cost_vs_one_row": 1.67,
+             "bound": 3.0, "around_batched": [3.0], "samples": [{"moment": "after batched", "bound": 3.0}]}
+    for agents, last in ((False, "batched vs bound: 0.90"), (True, "agents batched vs one-by-one: 2.70×")):
+        out = io.StringIO()
+        print_report({"model": "m", "clients": 2, "requests_per_client": 1, "max_tokens": 8, "modes": [row], "ok": True,
+                      "agents": agents, "forward_bound": bound, "batched_vs_bound": 0.9}, Console(file=out, width=400))
+        lines = out.getvalue().strip().splitlines()
+        assert lines[-1] == last and "batched vs bound: 0.90" in lines[-2:]

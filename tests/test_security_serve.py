@@ -334,3 +334,26 @@ def test_requests_of_different_scopes_admitted_together_reuse_only_their_own_pro
     assert first == 0
     assert decoder.active["bob"].stats.cached_tokens == 0
     assert decoder.active["again"].stats.cached_tokens == len(prompt)
+
+
+def test_a_live_requests_prompt_opening_is_copied_only_by_its_own_tenant():
+    """The batched path also copies the opening a new prompt shares with a prompt still decoding
+    (SlotBatchDenoiser._live_opening): never across scopes, where bob's cached tokens (and speed)
+    would tell him what alice is sending right now."""
+    from tinymodels import EOS_ID, MASK_ID, tiny_qwen3
+
+    from clovercode.engine.batchdecode import BatchDecoder
+    from clovercode.engine.batchdenoiser import SlotBatchDenoiser
+    from clovercode.engine.decoder import DecodePlan
+    from clovercode.engine.stops import Stops
+
+    plan = DecodePlan(block_size=4, mask_id=MASK_ID, max_new_tokens=8)
+    alice, bob = (dataclasses_replace(plan, cache_scope=cache) for cache in ("alice", "bob"))
+    stops = Stops(frozenset({EOS_ID}))
+    decoder = BatchDecoder(SlotBatchDenoiser(tiny_qwen3(), 4), lambda ids: " ".join(map(str, ids)))
+    secret = list(range(3, 40))
+    decoder.add("alice", secret + [41], alice, stops)
+    decoder.add("bob", secret + [42], bob, stops)  # bob guesses how alice's prompt opens
+    decoder.add("alice-again", secret + [43], alice, stops)
+    assert decoder.active["bob"].stats.cached_tokens == 0
+    assert decoder.active["alice-again"].stats.cached_tokens == len(secret)

@@ -58,6 +58,8 @@ def print_report(report: dict[str, Any], console: Any) -> None:
                       f"{t['step'] - t['forward'] - t['grammar']:.1f}), streaming hand-off {t['deliver']:.1f} ms",
                       highlight=False)
     console.print("[green]OK[/]" if report["ok"] else "[red]FAILED[/]: see above")
+    if report.get("batched_vs_bound") is not None:  # the last line (an agents run's own line follows it)
+        console.print(f"batched vs bound: {report['batched_vs_bound']:.2f}", highlight=False)
     from clovercode.bench.serveagents import final_line
 
     if (line := final_line(report)) is not None:

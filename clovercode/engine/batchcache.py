@@ -164,12 +164,14 @@ class SlotCache:
         self.lengths[slot] = 0
 
     def share(self, source: int, targets: list[int], length: int) -> None:
-        """Copy the first ``length`` committed positions of ``source``'s keys and values into ``targets``."""
-        rows = torch.tensor([self.phys[slot] for slot in targets])
+        """Copy the first ``length`` committed positions of ``source``'s keys and values into ``targets``
+        (a slice copy per row: no gather of the source, no scatter, which each admission paid)."""
+        row = self.phys[source]
         for layer in self.layers or []:
             if isinstance(layer, SlotKV):
                 for buffer in layer.buffers:
-                    buffer[rows, :, :length] = buffer[self.phys[source], :, :length]
+                    for slot in targets:
+                        buffer[self.phys[slot], :, :length].copy_(buffer[row, :, :length])
         for slot in targets:
             self.lengths[slot] = length
 

@@ -177,12 +177,16 @@ class BatchDecoder:
         blocks = torch.where(chosen, tokens, torch.stack([s.block for s in seqs]))
         masked &= ~chosen
         for i, seq in enumerate(seqs):
-            seq.block, seq.masked = blocks[i], masked[i]
+            seq.block, seq.masked = blocks[i], masked[i]  # views: a grammar's remask below writes through
             seq.passes += 1
             seq.stats.denoise_passes += 1
             if seq.constraint is not None:
                 self._feed(seq)
-            self._settle(seq)
+        # every row's final tokens read from the host at once (a few tensor calls per row saved per pass)
+        left = masked.any(dim=1)
+        first = torch.where(left, masked.int().argmax(dim=1), masked.shape[1]).tolist()
+        for seq, more, row, end in zip(seqs, left.tolist(), blocks.tolist(), first):
+            self._settle(seq, more, row[:end])
 
     def _first_allowed(self, seqs: list[_Sequence], logits: Any, tokens: Any, confidence: Any) -> None:
         """``decode_stream``'s ``_propose`` check for each constrained row: its first masked position
@@ -234,7 +238,12 @@ class BatchDecoder:
         confidence = torch.zeros(rows, size, dtype=torch.float32)
         if greedy:
             part = logits if len(greedy) == rows else logits[greedy]
-            t, c = (x.view(-1, size).cpu() for x in propose(part.reshape(-1, vocab)))
+            # only the outputs that predict a masked position are read (the others' logits were never
+            # computed: _read); each row's softmax is its own, so a subset gives the same values
+            read = torch.stack([_read(seqs[i]) for i in greedy]).view(-1).nonzero().view(-1)
+            t, c = propose(part.reshape(-1, vocab).index_select(0, read.to(part.device)))
+            t = torch.zeros(len(greedy) * size, dtype=torch.long).index_copy_(0, read, t.cpu()).view(-1, size)
+            c = torch.zeros(len(greedy) * size, dtype=c.dtype).index_copy_(0, read, c.cpu()).view(-1, size)
             shift = torch.tensor([seqs[i].plan.logit_shift for i in greedy])[:, None]
             t = torch.where(shift, torch.cat([torch.zeros_like(t[:, :1]), t[:, :-1]], dim=1), t)
             c = torch.where(shift, torch.cat([torch.zeros_like(c[:, :1]), c[:, :-1]], dim=1), c)
@@ -295,17 +304,22 @@ class BatchDecoder:
         seq.fed = 1
         self.grammar_s += self.clock() - started
 
-    def _settle(self, seq: _Sequence) -> None:
-        """After a pass (or a fresh block): stop on the final tokens, else say what the next forward does."""
-        if bool(seq.masked.any()):
-            cut = _check(seq, seq.out + _leading(seq.block, seq.masked))
+    def _settle(self, seq: _Sequence, more: bool | None = None, final: list[int] | None = None) -> None:
+        """After a pass (or a fresh block): stop on the final tokens, else say what the next forward does.
+        ``more`` (the block still has masked positions) and ``final`` (its tokens before the first
+        masked one) when the caller has read them already."""
+        if more is None:
+            more = bool(seq.masked.any())
+            final = _leading(seq.block, seq.masked)
+        if more:
+            cut = _check(seq, seq.out + final)
             if cut is None:
                 seq.commit = False
                 return
             self._block_done(seq)
         else:
             self._block_done(seq)
-            cut = _check(seq, seq.out + seq.block.tolist())
+            cut = _check(seq, seq.out + final)
             if cut is None:
                 seq.commit = True
                 return
@@ -357,10 +371,17 @@ def select_rows(confidence: Any, masked: Any, plans: Sequence[DecodePlan], passe
     import torch
 
     rows, size = masked.shape
-    kind = torch.tensor([STRATEGY_CODES[p.strategy] for p in plans])
     # The threshold in the confidences' dtype: ``select`` compares with a Python float, which torch
     # casts to the tensor's dtype, and a float64 threshold would move the boundary.
     threshold = torch.tensor([p.threshold for p in plans], dtype=confidence.dtype)
+    if all(p.strategy == "threshold" for p in plans):  # the usual batch: no sort needed
+        over = masked & (confidence >= threshold[:, None])
+        # a row with none over the threshold takes its most confident masked position, the leftmost
+        # of equals (argmax returns the first maximum, as the stable sort below ranks it first)
+        best = torch.where(masked, confidence.float(), torch.full_like(confidence, -1.0, dtype=torch.float)).argmax(dim=1)
+        alone = ~over.any(dim=1) & masked.any(dim=1)
+        return over | (torch.nn.functional.one_hot(best, size).bool() & alone[:, None])
+    kind = torch.tensor([STRATEGY_CODES[p.strategy] for p in plans])
     top_k = torch.tensor([p.top_k for p in plans])
     left = torch.tensor([p.steps - n for p, n in zip(plans, passes)]).clamp(min=1)
     remaining = masked.sum(dim=1)

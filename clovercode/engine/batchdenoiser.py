@@ -23,8 +23,13 @@ from clovercode.engine.denoiser import CachedDenoiser
 
 
 # A shared prompt opening is computed once when that saves at least this many token positions: the
-# extra forward it takes costs about as much as this many tokens of a prefill on CPU.
+# extra forward it takes costs about as much as this many tokens of a prefill on CPU. For the same
+# reason prompts whose remainders differ in length by more than this are prefilled in separate
+# forwards rather than padded to one width.
 SHARED_MIN_SAVED = 48
+# A prompt that opens like one already in a live slot (same scope) copies that opening instead of
+# computing it, when it is at least this long: the copy costs no forward, so even one block pays.
+LIVE_MIN_SHARED = 16
 
 
 class SlotBatchDenoiser:
@@ -41,7 +46,10 @@ class SlotBatchDenoiser:
         self.solo = CachedDenoiser(model, reuse_prompt=keep_tokens is not None, keep_tokens=keep_tokens or 0,
                                    limit=slot_tokens)
         self.slots = SlotCache(capacity, slot_tokens)
-        self.cached: dict[int, int] = {}  # slot → prompt tokens its admission took from a kept prompt
+        self.cached: dict[int, int] = {}  # slot → prompt tokens its admission did not compute (copied)
+        # slot → (scope, prompt) of every live sequence: a later prompt of the same scope that opens the
+        # same way copies that opening (keys and values at positions < its length never change)
+        self.openings: dict[int, tuple[str, list[int]]] = {}
         self.device, self.dtype = self.solo.device, self.solo.dtype
         # a one-token prefill reveals the cache layout: buffers exist, and an unbatchable model fails, now
         probe = self.solo.prefill([0])
@@ -67,49 +75,96 @@ class SlotBatchDenoiser:
         state = self.solo.prefill(ids)
         self.slots.admit(free, state.cache, state.length)
         self.cached[free] = self.solo.reused_tokens
+        self.openings[free] = (self.solo.scope, [int(t) for t in ids])
         return free, state.last_logits
 
     def admit_many(self, prompts: Sequence[Sequence[int]]) -> list[tuple[int, Any]]:
-        """Several prompts prefilled together: each is a committing row from length 0, its block the
+        """Several prompts prefilled together: each is a committing row, its block the rest of its
         prompt padded on the right to the longest (the padding lies past the row's length: scratch,
         never read). The causal row mask keeps each prompt's positions to its own earlier tokens, so its
-        keys, values and last logits are its batch-1 prefill's (to float rounding). Prompts that open
-        alike (a shared system prompt) have that prefix computed once, in a first forward over one
-        row, and copied into the other slots; the second forward runs every prompt's remainder. A
+        keys, values and last logits are its batch-1 prefill's (to float rounding). What a prompt need
+        not compute is copied: the opening it shares with a prompt in a live slot of the same scope
+        (``_live_opening``: a request that arrives while others decode starts where their common
+        system prompt ends), else the opening the new prompts share among themselves, computed once in
+        a first forward over one row. A lone prompt with nothing to copy takes the batch-1 prefill. A
         model with linear-attention state prefills one prompt at a time: padding would run into its
-        recurrent state."""
+        recurrent state, and its state at an opening's end is kept nowhere."""
         prompts = [[int(t) for t in ids] for ids in prompts]
-        if len(prompts) < 2 or self.slots.has_linear:
+        if self.slots.has_linear:
             return admit_each(self, prompts)
         continuing = [i for i, ids in enumerate(prompts) if self.solo.reusable(ids)]
         if continuing:  # next turns of kept conversations prefill their new tokens alone; the rest together
             return self._admit_split(prompts, continuing)
+        live = [self._live_opening(ids) for ids in prompts]
+        if len(prompts) < 2 and live[0] is None:
+            return admit_each(self, prompts)
         if not all(prompts):
             raise ValueError("a prompt is empty: there is nothing to predict the first token from")
         free = [s for s in range(self.capacity) if s not in self.slots.lengths][:len(prompts)]
         if len(free) < len(prompts):
             raise ValueError(f"{len(prompts)} prompts do not fit the {self.capacity - len(self.slots.lengths)} "
                              "free slots: release some before admitting them")
-        # the shared opening, leaving every prompt at least its last token to run (its logits are needed)
-        shared = len(os.path.commonprefix(prompts))
-        shared = min(shared, min(len(ids) for ids in prompts) - 1)
         for slot in free:
             self.slots.open(slot, max(len(ids) for ids in prompts))
+        starts = [0] * len(prompts)
         try:
-            start = 0
-            if shared * (len(prompts) - 1) >= SHARED_MIN_SAVED:
-                self._prefill([free[0]], [prompts[0][:shared]], 0)
-                self.slots.share(free[0], free[1:], shared)
-                start = shared
-            last = self._prefill(free, [ids[start:] for ids in prompts], start)
+            for i, found in enumerate(live):
+                if found is not None:
+                    self.slots.share(found[0], [free[i]], found[1])
+                    starts[i] = found[1]
+            fresh = [i for i, found in enumerate(live) if found is None]
+            # the opening the others share, leaving every prompt at least its last token to run (its logits are needed)
+            shared = len(os.path.commonprefix([prompts[i] for i in fresh])) if len(fresh) > 1 else 0
+            shared = min([shared] + [len(prompts[i]) - 1 for i in fresh])
+            if shared * (len(fresh) - 1) >= SHARED_MIN_SAVED:
+                self._prefill([free[fresh[0]]], [prompts[fresh[0]][:shared]], [0])
+                self.slots.share(free[fresh[0]], [free[i] for i in fresh[1:]], shared)
+                starts = [shared if i in fresh else start for i, start in enumerate(starts)]
+            last: list[Any] = [None] * len(prompts)
+            for group in self._widths([len(ids) - start for ids, start in zip(prompts, starts)], starts):
+                done = self._prefill([free[i] for i in group], [prompts[i][starts[i]:] for i in group],
+                                     [starts[i] for i in group])
+                for i, logits in zip(group, done):
+                    last[i] = logits
         except BaseException:
             for slot in free:
                 self.release(slot)
             raise
+        for i, slot in enumerate(free):
+            # copied rather than computed: the group opening's first row computed it, the others did not
+            self.cached[slot] = starts[i] if live[i] is not None or (fresh and i != fresh[0]) else 0
+            self.openings[slot] = (self.solo.scope, prompts[i])
         if self.solo.reuse_prompt and self.solo.own_cache:  # kept, so each conversation's next turn reuses it
             for slot, ids, logits in zip(free, prompts, last):
                 self.solo.keep(ids, self.slots.export(slot, len(ids), self.solo.new_cache()), logits.float())
         return list(zip(free, last))
+
+    def _live_opening(self, ids: list[int]) -> tuple[int, int] | None:
+        """(slot, positions) of the live sequence of the current scope whose prompt shares the longest
+        opening with ``ids`` (leaving ``ids`` its last token to run), if at least ``LIVE_MIN_SHARED``
+        long. Only the same scope: a prompt cache is one tenant's (trust/serve.py), and a copied
+        opening would tell a client, by its speed and its reported cached tokens, what another sent."""
+        best: tuple[int, int] | None = None
+        for slot, (scope, opening) in self.openings.items():
+            if scope != self.solo.scope:
+                continue
+            count = min(len(os.path.commonprefix([opening, ids])), len(ids) - 1)
+            if count >= LIVE_MIN_SHARED and (best is None or count > best[1]):
+                best = (slot, count)
+        return best
+
+    def _widths(self, parts: list[int], starts: list[int]) -> list[list[int]]:
+        """Rows (indices) grouped for the prefill forwards: one forward pads every row to its longest, so
+        a row far shorter than the longest (by more than ``SHARED_MIN_SAVED``) goes in a forward of its
+        own, as does a row whose padding would run past the slot's limit."""
+        groups: list[list[int]] = []
+        for i in sorted(range(len(parts)), key=lambda i: -parts[i]):
+            if groups and parts[groups[-1][0]] - parts[i] <= SHARED_MIN_SAVED and (
+                    self.slots.limit is None or starts[i] + parts[groups[-1][0]] <= self.slots.limit):
+                groups[-1].append(i)
+            else:
+                groups.append([i])
+        return groups
 
     def _admit_split(self, prompts: list[list[int]], continuing: list[int]) -> list[tuple[int, Any]]:
         rest = [i for i in range(len(prompts)) if i not in continuing]
@@ -125,13 +180,13 @@ class SlotBatchDenoiser:
             raise
         return [admitted[i] for i in range(len(prompts))]
 
-    def _prefill(self, slots: list[int], parts: list[list[int]], start: int) -> list[Any]:
-        """One forward of committing rows: ``parts[i]`` goes into ``slots[i]`` from position ``start``
+    def _prefill(self, slots: list[int], parts: list[list[int]], starts: list[int]) -> list[Any]:
+        """One forward of committing rows: ``parts[i]`` goes into ``slots[i]`` from position ``starts[i]``
         (padded on the right to the longest) → the logits after each part."""
         import torch
 
         width = max(len(part) for part in parts)
-        for slot in slots:
+        for slot, start in zip(slots, starts):
             self.slots.lengths[slot] = start
         step, order = self._plan([Row(slot, part + [0] * (width - len(part)), True) for slot, part in zip(slots, parts)])
         blocks = torch.tensor([parts[i] + [0] * (width - len(parts[i])) for i in order], device=self.device)
@@ -139,7 +194,7 @@ class SlotBatchDenoiser:
         keep = torch.tensor(ends, device=self.device) if self.solo.slices_logits else None
         logits = self._run(step, blocks, _block_masks(step, self.dtype), self.bias_route, keep)
         last = []
-        for i, (slot, part) in enumerate(zip(slots, parts)):
+        for i, (slot, part, start) in enumerate(zip(slots, parts, starts)):
             self.slots.lengths[slot] = start + len(part)
             last.append(logits[order.index(i), ends.index(len(part) - 1) if keep is not None else len(part) - 1])
         return last
@@ -154,6 +209,7 @@ class SlotBatchDenoiser:
     def release(self, slot: int) -> None:
         self.slots.release(slot)
         self.cached.pop(slot, None)
+        self.openings.pop(slot, None)
 
     def forward(self, rows: Sequence[Row]) -> Any:
         """One forward over ``rows`` → float32 logits (len(rows), L, V), row i for ``rows[i]``."""
