@@ -69,6 +69,20 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
+def restored_signal_handlers():
+    """A test that runs clovercode in-process may leave its handlers for the ending signals installed
+    (or ignored: the CLI absorbs them at its end); the next test on the same worker gets the handlers
+    it had, so a Ctrl-C test there still gets its KeyboardInterrupt and children are not started with
+    SIGTERM ignored."""
+    signums = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    saved = {signum: signal.getsignal(signum) for signum in signums}
+    yield
+    for signum, handler in saved.items():
+        if handler is not None and signal.getsignal(signum) is not handler:
+            signal.signal(signum, handler)
+
+
+@pytest.fixture(autouse=True)
 def fresh_ending():
     """A signal one in-process test sends ends that test's run only (termination.ENDING is process-wide)."""
     yield

@@ -81,5 +81,7 @@ def test_each_attempt_on_clover_tiny_writes_what_it_writes_alone_with_its_seed(t
     assert [(a["seed"], a["temperature"]) for a in together] == [(1, 0.0), (2, rules.ATTEMPT_TEMPERATURE)]
     assert [(a["seed"], a["temperature"]) for a in alone] == [(1, 0.0), (2, rules.ATTEMPT_TEMPERATURE)]
     assert all(a["turns"] for a in together)
-    assert together[0]["turns"] != together[1]["turns"]  # the seeds matter: each attempt is its own run
+    # The two attempts often differ (their seeds and temperatures do), but clover-tiny is sure enough of a
+    # short tool call that a sampled attempt may write what the greedy one writes (one worker thread in
+    # the suite did): what is asserted is that each equals itself alone.
     assert [a["turns"] for a in together] == [a["turns"] for a in alone]
