@@ -146,14 +146,19 @@ def _transcript(repl: "Repl", _: str) -> bool:
     return True
 
 
-def _permissions(repl: "Repl", arg: str) -> bool:
-    from clovercode.front.repl.permissions import permissions_command
-
+def _said(repl: "Repl", command: Callable[["Repl", str], bool], arg: str) -> bool:
+    """A slash command whose user mistakes (CloverError) are said at the prompt, never a traceback."""
     try:
-        return permissions_command(repl, arg)
+        return command(repl, arg)
     except CloverError as exc:
         print_error(repl.console, exc)
         return True
+
+
+def _permissions(repl: "Repl", arg: str) -> bool:
+    from clovercode.front.repl.permissions import permissions_command
+
+    return _said(repl, permissions_command, arg)
 
 
 def _mcp(repl: "Repl", arg: str) -> bool:
@@ -177,11 +182,7 @@ def _plan(repl: "Repl", arg: str) -> bool:
 def _fix(repl: "Repl", arg: str) -> bool:
     from clovercode.front.repl.fixslash import fix_command
 
-    try:
-        return fix_command(repl, arg)
-    except CloverError as exc:
-        print_error(repl.console, exc)
-        return True
+    return _said(repl, fix_command, arg)
 
 
 def _info(name: str) -> Callable[["Repl", str], bool]:
