@@ -69,17 +69,22 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
-def restored_signal_handlers():
+def restored_signal_handlers(request):
     """A test that runs clovercode in-process may leave its handlers for the ending signals installed
     (or ignored: the CLI absorbs them at its end); the next test on the same worker gets the handlers
     it had, so a Ctrl-C test there still gets its KeyboardInterrupt and children are not started with
-    SIGTERM ignored."""
+    SIGTERM ignored. A test that leaves the main thread's signal mask changed fails: a blocked SIGINT
+    is inherited by every process the worker starts after it."""
     signums = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     saved = {signum: signal.getsignal(signum) for signum in signums}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())
     yield
     for signum, handler in saved.items():
         if handler is not None and signal.getsignal(signum) is not handler:
             signal.signal(signum, handler)
+    left = signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    if left != mask:
+        pytest.fail(f"{request.node.nodeid} left signals blocked: {sorted(left - mask)}", pytrace=False)
 
 
 @pytest.fixture(autouse=True)

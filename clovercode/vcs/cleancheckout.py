@@ -40,11 +40,14 @@ def held_signals() -> Iterator[None]:
     """Ctrl-C, SIGTERM and SIGHUP wait until the block is done (then they arrive as usual), so a
     clean-up is never cut half way. Only the main thread can hold them; elsewhere nothing is held."""
     try:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    except (ValueError, OSError, AttributeError):  # not the main thread, or no pthread_sigmask
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # only asks: nothing is held yet
+    except (ValueError, OSError, AttributeError):  # no pthread_sigmask
         yield
         return
+    # Held inside the try: a signal whose handler runs the moment the blocking call returns still
+    # finds the mask put back (blocking first and entering the try after left it blocked for good)
     try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
