@@ -138,12 +138,22 @@ def point_home_at(home: Path, setenv) -> None:
     setenv("GIT_CONFIG_NOSYSTEM", "1")
 
 
+def compile_the_package() -> None:
+    """What scripts/setup.sh does at install: clovercode's bytecode written once, before the workers start.
+    Where the environment sets PYTHONDONTWRITEBYTECODE (CI images do) every CLI process the suite starts
+    would otherwise compile what it imports again: 0.2-0.4 s each, over a thousand of them."""
+    import compileall
+
+    compileall.compile_dir(str(REPO_ROOT / "clovercode"), quiet=2, workers=0)
+
+
 def pytest_configure(config):
     """Start watching the real home (once per run: under pytest-xdist the controller watches, not each worker),
     and point every process at a stand-in home before collection: a module-level constant, or a module or
     session fixture, built from the environment before any test's own home exists, never sees the real one."""
     if not hasattr(config, "workerinput"):
         config.stash[REAL_HOME_WATCH] = realhome.watch(REAL_HOME)
+        compile_the_package()
     os.environ[REAL_HOME_VARIABLE] = str(REAL_HOME)
     stand_in = Path(tempfile.mkdtemp(prefix="clovercode-test-home-"))
     config.stash[STAND_IN_HOME] = stand_in
