@@ -101,6 +101,27 @@ def test_a_deadline_that_fires_as_the_render_ends_raises_nothing_afterwards():
     assert total == 199990000 and outcomes <= {"whole", "stopped"}  # which of them depends on the load
 
 
+def test_a_deadline_that_fires_while_its_timer_is_starting_is_the_time_limit(monkeypatch):
+    """Under load a new thread can run its whole short wait before Thread.start() returns in the thread
+    that started it: the raise must not land inside the threading module (it once came out as a KeyError
+    from threading's own bookkeeping, reported as the template's error). Here start() is made slow."""
+    import threading
+
+    if not hasattr(threading, "_start_new_thread"):
+        pytest.skip("this Python starts threads through another call")
+    real = threading._start_new_thread
+
+    def slow_start(*args):
+        started = real(*args)
+        time.sleep(0.05)  # the new thread runs meanwhile, as a loaded machine lets it
+        return started
+
+    monkeypatch.setattr(threading, "_start_new_thread", slow_start)
+    loop = "{% for i in range(100000) %}{{ i }}{% endfor %}"
+    with pytest.raises(TemplateLimit, match="time limit"):
+        render(loop, {"messages": CONVERSATION}, Limits(seconds=0.001))
+
+
 def test_an_honest_template_renders_as_transformers_renders_it():
     from transformers import AutoTokenizer
 

@@ -70,8 +70,16 @@ class _Deadline:
 
         self.seconds, self.lock, self.fired, self.done = seconds, threading.Lock(), False, False
         self.thread = threading.get_ident()
-        self.timer = threading.Timer(seconds, self._fire)
-        self.timer.daemon = True
+        # The clock starts once the timer thread is running and the entering thread is past start():
+        # a short deadline that fired inside Thread.start() (under load the new thread can run its whole
+        # wait before start() returns) broke the threading module's own bookkeeping there (a KeyError)
+        self.armed, self.cancelled = threading.Event(), threading.Event()
+        self.timer = threading.Thread(target=self._count, name="clovercode-template-deadline", daemon=True)
+
+    def _count(self) -> None:
+        self.armed.wait()
+        if not self.cancelled.wait(self.seconds):
+            self._fire()
 
     def _fire(self) -> None:
         with self.lock:
@@ -81,11 +89,12 @@ class _Deadline:
 
     def __enter__(self) -> "_Deadline":
         self.timer.start()
+        self.armed.set()  # a raise from here on leaves __enter__ as the time limit, nothing else
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *rest: Any) -> None:
         try:  # a raise fired as the render ended lands in here, and stops here
-            self.timer.cancel()
+            self.cancelled.set()
             with self.lock:
                 self.done = True
                 pending = self.fired and kind is not _TimeUp
