@@ -59,7 +59,10 @@ def _cpu_flags() -> str:
 
 
 def _private(path: Path) -> bool:
-    """Ours, and nobody else may write it (a library another user could swap would run as us)."""
+    """Ours, and nobody else may write it (a library another user could swap would run as us). Where
+    there are no POSIX owners to ask (Windows), never."""
+    if not hasattr(os, "getuid"):
+        return False
     try:
         status = path.lstat()
     except OSError:
