@@ -88,6 +88,8 @@ def test_an_expert_index_outside_the_weights_is_refused_before_the_kernel_reads(
         int8native.grouped_mm(native, x, qdata, scale, torch.tensor([0, 2]), offsets, out, 16, 2)
     with pytest.raises(IndexError):
         int8native.grouped_mm(native, x, qdata, scale, hit, torch.tensor([1, 9]), out, 16, 2)
+    with pytest.raises(ValueError):  # an output smaller than the rows it would write
+        int8native.grouped_mm(native, x, qdata, scale, hit, offsets, out[:1], 16, 2)
     # shapes it does not take (in % 64): it says so and the caller keeps torch's kernel
     assert not int8native.takes(x[:, :96].contiguous(), qdata[:, :, :96].contiguous(), scale)
 

@@ -145,6 +145,9 @@ def grouped_mm(lib: Any, x: Any, qdata: Any, scale: Any, hit: Any, offsets: Any,
     hit64, offsets64 = hit.to(torch.int64).contiguous(), offsets.to(torch.int64).contiguous()
     if hit64.shape != offsets64.shape or hit64.dim() != 1:
         raise ValueError("one expert index per group offset")
+    if not takes(x, qdata, scale) or out.shape != (x.shape[0], qdata.shape[1]) or out.dtype != torch.bfloat16 \
+            or not out.is_contiguous():
+        raise ValueError("the native int8 kernel takes bf16 rows [S, in], int8 [E, out, in] and writes bf16 [S, out]")
     status = lib.clover_int8_grouped_mm(x.data_ptr(), qdata.data_ptr(), scale.data_ptr(), hit64.data_ptr(),
                                         offsets64.data_ptr(), hit64.numel(), qdata.shape[0], x.shape[0],
                                         qdata.shape[1], qdata.shape[2], max_rows, out.data_ptr(), threads)
