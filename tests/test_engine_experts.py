@@ -228,7 +228,7 @@ def test_int8_experts_on_the_cpu_are_multiplied_as_stored_and_equal_the_referenc
         one_expert = module._buffers["gate_up_proj_qdata"][0].numel()
         with Written() as seen:
             int8cpu._grouped(hidden[route.tokens], module._buffers["gate_up_proj_qdata"],
-                             module._buffers["gate_up_proj_scale"], route.hit, route.offsets)
+                             module._buffers["gate_up_proj_scale"], route.hit, route.offsets, native=False)
     assert sum("_weight_int8pack_mm" in name for name, _ in seen.ops) == route.hit.numel()
     # what it writes: its output and each expert's rows, never a matrix the size of an expert's weights
     assert seen.ops and all(numel < one_expert for _, numel in seen.ops), seen.ops
@@ -239,6 +239,27 @@ def test_int8_experts_on_the_cpu_are_multiplied_as_stored_and_equal_the_referenc
         want = qexperts.QuantizedExperts.reference(_as_float32(module), crowd.float(), index, weights.float())
         got = module(crowd, index, weights)
     assert (got.float() - want).abs().max() <= tolerance * want.abs().max()
+
+
+def test_int8_experts_in_bf16_take_the_native_kernel_where_it_is_built_and_equal_the_reference(monkeypatch):
+    """At widths the native kernel takes (in 128, inner 64: engine/int8native.py), both projections run in it
+    (torch's per-expert kernel is never called) and the layer's output is the reference's on the same int8
+    weights, at the tolerance of the torch path above."""
+    from clovercode.engine import int8cpu, int8native
+
+    if int8native.library() is None:
+        pytest.skip("no C compiler or no AVX-512 here: torch's kernel runs (the test above)")
+    fused, _ = _layer(hidden=128, inner=64)
+    module = qexperts.QuantizedExperts(fused, "int8", torch.bfloat16)
+    hidden = torch.randn(12, 128, dtype=torch.bfloat16)
+    index, weights = _routing(12, 16, 4, True, torch.bfloat16)
+    called = []
+    monkeypatch.setattr(torch, "_weight_int8pack_mm", lambda *a: called.append(a))
+    with torch.no_grad():
+        got = module(hidden, index, weights)
+        want = qexperts.QuantizedExperts.reference(_as_float32(module), hidden.float(), index, weights.float())
+    assert not called and "native" in int8cpu.kernel()
+    assert (got.float() - want).abs().max() <= 2e-2 * want.abs().max()
 
 
 class Written(TorchDispatchMode):

@@ -90,6 +90,9 @@ def test_the_report_ends_with_the_two_lines_the_issue_reads():
         assert row["passes"][1]["experts_hit_routed"] <= 2 * 8
     assert {t["target"] for t in report["summary"]["targets"]} >= {
         "experts ops per layer ≤ 40 (none)", "block pass measured/floor ≤ 2.0 (int8)"}
+    # which kernel the int8 experts ran is said next to their operations (native where built, else torch's)
+    int8 = next(row for row in report["modes"] if row["mode"] == "int8")
+    assert int8["experts_kernel"] and f"experts kernel: {int8['experts_kernel']}" in "\n".join(lines)
 
 
 @pytest.mark.slow  # 3-20 s on the shared 2-core machine (first dispatch mode, model builds, a CLI process)

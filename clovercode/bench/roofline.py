@@ -229,8 +229,12 @@ def measure_mode(model: Any, mode: str, options: RooflineOptions, context: Any) 
                 ops = opcount.summary(counter, moe_layers)
             del kv, static
     bpp = roofline.measured_bytes_per_parameter(model)
-    return {"mode": mode, "bytes_per_parameter": {g: round(v, 4) for g, v in bpp.items()}, "timed": passes,
-            "ops": ops}
+    row = {"mode": mode, "bytes_per_parameter": {g: round(v, 4) for g, v in bpp.items()}, "timed": passes, "ops": ops}
+    if mode == "int8" and options.device == "cpu":  # which int8 kernel the experts ran (engine/int8cpu.py)
+        from clovercode.engine import int8cpu
+
+        row["experts_kernel"] = int8cpu.kernel(model.dtype)
+    return row
 
 
 def finish(row: dict[str, Any], config: Any, options: RooflineOptions, device: roofline.Device) -> None:
@@ -385,7 +389,8 @@ def render(report: dict[str, Any]) -> list[str]:
             ops = row["ops"]
             parts = ", ".join(f"{part} {n}" for part, n in ops["ops"].items())
             lines.append(f"{row['mode']:5} ops in a batch-1 block pass: {ops['total']} ({parts}); "
-                         f"experts {ops['experts_ops_per_layer']} a layer; syncs {ops['syncs'] or 0}")
+                         f"experts {ops['experts_ops_per_layer']} a layer; syncs {ops['syncs'] or 0}"
+                         + (f"; experts kernel: {row['experts_kernel']}" if row.get("experts_kernel") else ""))
     for target in report["summary"]["targets"]:
         lines.append(f"target {target['target']}: {target['value']} — {'met' if target['met'] else 'NOT met'}")
     s = report["summary"]

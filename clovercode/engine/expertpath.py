@@ -21,7 +21,8 @@ PATHS = {
     "scaled_grouped_mm": (True, "float8 experts through torch's grouped scaled GEMM, never dequantized"),
     "dequant_grouped": (False, "the layer's hit experts dequantized together, two grouped GEMMs"),
     "dequant_grouped_fixed": (True, "a fixed number of experts (the hit ones first) dequantized, two grouped GEMMs"),
-    "int8_grouped_mm": (False, "int8 experts multiplied as stored (torch's CPU int8 weight-only kernel), never dequantized"),
+    "int8_grouped_mm": (False, "int8 experts multiplied as stored (clovercode's native kernel where the machine "
+                                "built it, else torch's CPU int8 weight-only kernel), never dequantized"),
 }
 LOOP = "loop"  # the reference: never a choice
 

@@ -1,6 +1,8 @@
-"""int8 MoE experts on the CPU without a bf16 copy of any weight: a grouped weight-only int8 GEMM made of
-torch's own CPU kernel ``torch._weight_int8pack_mm`` (AVX-512: int8 weights widened in registers,
-a scale per output row applied to the result), one call per hit expert over that expert's rows.
+"""int8 MoE experts on the CPU without a bf16 copy of any weight: a grouped weight-only int8 GEMM. In bf16,
+where the machine has a C compiler and AVX-512, clovercode's own kernel (engine/int8native.py: one call
+over every hit expert, the experts split between the threads, the next weights prefetched); otherwise
+torch's own CPU kernel ``torch._weight_int8pack_mm`` (AVX-512: int8 weights widened in registers, a
+scale per output row applied to the result), one call per hit expert over that expert's rows.
 
 Why not the dequantizing path (engine/groupedexperts.py ``dequant_grouped``) on the CPU: it wrote the
 layer's hit experts out as bf16 (2 bytes a weight written, read again by the grouped GEMM: 5 bytes of
@@ -27,7 +29,7 @@ from typing import Any
 
 import torch
 
-from clovercode.engine import groupedexperts
+from clovercode.engine import groupedexperts, int8native
 
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)  # what the kernel takes for activations and scales
 # A matrix's rows up to which the kernel beats widening the weight once into a reused bf16 buffer and
@@ -40,6 +42,10 @@ KERNEL_ROWS = 16
 # the row scale: only dtypes with float32's exponent hold that; float16 (max 65,504) stays on the kernel,
 # which scales in float32
 WIDEN_DTYPES = (torch.bfloat16, torch.float32)
+# A group's rows up to which the native kernel (engine/int8native.py, bf16 only) multiplies it: it widens
+# each weight in registers once per 4 rows and multiplies in float32 FMAs, so its arithmetic grows with the
+# rows while AMX's widened matmul stays at the weight's read; above this the groups take the paths below
+NATIVE_ROWS = 16
 
 
 def takes(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor) -> bool:
@@ -50,18 +56,30 @@ def takes(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor) -> bool:
 
 
 def _grouped(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor, hit: torch.Tensor,
-             offsets: torch.Tensor) -> torch.Tensor:
+             offsets: torch.Tensor, native: bool = True) -> torch.Tensor:
     out = x.new_empty(x.shape[0], qdata.shape[1])
+    lib = int8native.library() if native else None
+    done = lib is not None and int8native.takes(x, qdata, scale) and int8native.grouped_mm(
+        lib, x, qdata, scale, hit, offsets, out, NATIVE_ROWS, torch.get_num_threads())
     start = 0
     # the CPU reads these lists from its own memory: no device to wait for
     for expert, end in zip(hit.tolist(), offsets.tolist()):
-        if 0 < end - start <= KERNEL_ROWS or (end > start and x.dtype not in WIDEN_DTYPES):
+        if done and end - start <= NATIVE_ROWS:
+            pass  # the native kernel multiplied this group
+        elif 0 < end - start <= KERNEL_ROWS or (end > start and x.dtype not in WIDEN_DTYPES):
             out[start:end] = torch._weight_int8pack_mm(x[start:end], qdata[expert], scale[expert].view(-1))
         elif end > start:  # many rows on one expert (a prompt of repeated tokens): widened once, one matmul
             torch.mm(x[start:end], _widened(qdata[expert], x.dtype).t(), out=out[start:end]).mul_(
                 scale[expert].view(1, -1))
         start = end
     return out
+
+
+def kernel(x_dtype: torch.dtype = torch.bfloat16) -> str:
+    """Which kernel multiplies the experts' int8 weights on this machine, for the load summary and the bench."""
+    if x_dtype == torch.bfloat16 and int8native.library() is not None:
+        return "clovercode's native int8 kernel (AVX-512, built here)"
+    return "torch's _weight_int8pack_mm, one call per hit expert"
 
 
 def _widened(qdata: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

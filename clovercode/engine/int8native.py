@@ -1,0 +1,158 @@
+"""The native int8 grouped GEMM for the CPU (``native/int8_grouped.c``), built on first use by the machine's
+C compiler and loaded with ctypes; ``None`` wherever it cannot be had, and then engine/int8cpu.py keeps
+torch's own kernel. Optional by design: clovercode installs and runs on a machine without a compiler.
+
+Why a kernel of our own at all: torch ships no grouped int8 GEMM for the CPU, and its per-matrix one
+(``_weight_int8pack_mm``) streamed the experts' int8 weights at ~11 GB/s against a ~31 GB/s copy on the
+development VM (docs/engine.md, "int8 on the CPU"); the libraries that have one (SGLang's and vLLM's CPU
+MoE, Intel Extension for PyTorch) ship inside their servers or pin another torch.
+
+The library is built with ``-march=native`` for this machine, so it is cached under a name that hashes
+the source, the compiler, its flags and this CPU's feature flags; it is written to a private directory of
+clovercode's cache (mode 0700) through a temporary file and a rename (two processes building at once each
+write their own), and loaded only if this user owns it and nobody else may write it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+SOURCE = Path(__file__).with_name("native") / "int8_grouped.c"
+FLAGS = ("-O3", "-march=native", "-shared", "-fPIC", "-pthread")
+BUILD_TIMEOUT_S = 120
+
+
+def cache_root(env: Mapping[str, str]) -> Path:
+    """$XDG_CACHE_HOME/clovercode/native (the layout of sandboxing/ownpaths.py's cache directory, which
+    the engine may not import)."""
+    base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME", "~")) / ".cache")
+    return Path(base).expanduser() / "clovercode" / "native"
+
+
+def compiler(env: Mapping[str, str]) -> str | None:
+    """The C compiler on PATH (``cc``, else ``gcc``, else ``clang``), or None."""
+    for name in ("cc", "gcc", "clang"):
+        found = shutil.which(name, path=env.get("PATH"))
+        if found:
+            return found
+    return None
+
+
+def _cpu_flags() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith("flags"):
+                return line
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _private(path: Path) -> bool:
+    """Ours, and nobody else may write it (a library another user could swap would run as us). Where
+    there are no POSIX owners to ask (Windows), never."""
+    if not hasattr(os, "getuid"):
+        return False
+    try:
+        status = path.lstat()
+    except OSError:
+        return False
+    return status.st_uid == os.getuid() and not status.st_mode & 0o022 and not path.is_symlink()
+
+
+def build(env: Mapping[str, str]) -> Path | None:
+    """The library's path, compiled now if this machine has no copy yet; None without a compiler, on a
+    failed build, or where the cache is not private."""
+    cc = compiler(env)
+    if cc is None or not SOURCE.is_file():
+        return None
+    source = SOURCE.read_bytes()
+    key = hashlib.sha256(b"\0".join([source, os.path.realpath(cc).encode(), " ".join(FLAGS).encode(),
+                                      platform.machine().encode(), _cpu_flags().encode()])).hexdigest()[:20]
+    root = cache_root(env)
+    target = root / f"int8_grouped-{key}.so"
+    try:
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not _private(root):
+            return None
+        if target.exists():
+            return target if _private(target) else None
+        handle, partial = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=root)
+        os.close(handle)
+        try:
+            done = subprocess.run([cc, *FLAGS, "-o", partial, str(SOURCE)], capture_output=True,
+                                  timeout=BUILD_TIMEOUT_S, env=dict(env), check=False)
+            if done.returncode != 0:
+                return None
+            os.chmod(partial, 0o700)
+            os.replace(partial, target)
+        finally:
+            if os.path.exists(partial):
+                os.unlink(partial)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return target if _private(target) else None
+
+
+@functools.cache
+def library() -> Any:
+    """The loaded kernel (ctypes), or None where it cannot be built or this CPU lacks AVX-512. Built at
+    most once a process (0.5 s on the development VM; then loaded from the cache)."""
+    if os.environ.get("CLOVERCODE_INT8_KERNEL", "") == "torch":  # the A/B switch of the bench and docs
+        return None
+    path = build(os.environ)
+    if path is None:
+        return None
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError:
+        return None
+    if not lib.clover_int8_available():
+        return None
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    lib.clover_int8_grouped_mm.argtypes = [ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64, i64, ptr, ctypes.c_int]
+    lib.clover_int8_grouped_mm.restype = ctypes.c_int
+    return lib
+
+
+def takes(x: Any, qdata: Any, scale: Any) -> bool:
+    """Shapes and dtypes the kernel multiplies: bf16 rows, int8 [E, out, in] with out % 4 and in % 64,
+    a bf16 scale per output row, all contiguous."""
+    import torch
+
+    return (x.dtype == torch.bfloat16 and scale.dtype == torch.bfloat16 and qdata.dtype == torch.int8
+            and qdata.dim() == 3 and qdata.shape[1] % 4 == 0 and qdata.shape[2] % 64 == 0
+            and x.dim() == 2 and x.shape[1] == qdata.shape[2] and x.is_contiguous() and qdata.is_contiguous()
+            and scale.is_contiguous() and scale.numel() == qdata.shape[0] * qdata.shape[1])
+
+
+def grouped_mm(lib: Any, x: Any, qdata: Any, scale: Any, hit: Any, offsets: Any, out: Any, max_rows: int,
+               threads: int) -> bool:
+    """Every group of 1..``max_rows`` rows into ``out`` (the others' rows left as they are); whether it
+    ran. ``hit`` and ``offsets`` are int64 on the CPU (contiguous copies made here if not)."""
+    import torch
+
+    hit64, offsets64 = hit.to(torch.int64).contiguous(), offsets.to(torch.int64).contiguous()
+    if hit64.shape != offsets64.shape or hit64.dim() != 1:
+        raise ValueError("one expert index per group offset")
+    if not takes(x, qdata, scale) or out.shape != (x.shape[0], qdata.shape[1]) or out.dtype != torch.bfloat16 \
+            or not out.is_contiguous():
+        raise ValueError("the native int8 kernel takes bf16 rows [S, in], int8 [E, out, in] and writes bf16 [S, out]")
+    status = lib.clover_int8_grouped_mm(x.data_ptr(), qdata.data_ptr(), scale.data_ptr(), hit64.data_ptr(),
+                                        offsets64.data_ptr(), hit64.numel(), qdata.shape[0], x.shape[0],
+                                        qdata.shape[1], qdata.shape[2], max_rows, out.data_ptr(), threads)
+    if status == -4:  # checked in C, where it costs no operation of its own per call
+        raise IndexError(f"an expert index outside 0..{qdata.shape[0] - 1} or a group offset beyond {x.shape[0]} rows")
+    if status == -3:
+        raise MemoryError("the int8 kernel could not allocate its rows' workspace")
+    return status == 0

@@ -1,0 +1,146 @@
+/* int8 MoE experts on the CPU at the memory's speed: out[rows of group g] = x[rows] @ W[hit[g]]^T * scale[hit[g]],
+ * W int8 [E, N, K] as stored, x and out bfloat16, a bfloat16 scale per output row (engine/int8nativecpu.py builds
+ * and calls it; engine/int8cpu.py chooses it).
+ *
+ * Why our own: torch's _weight_int8pack_mm, called once per hit expert at 1-2 rows, read the int8 weights at
+ * ~11 GB/s on a 2-core Xeon whose copy moves ~31 GB/s: each call is short, splits its few rows over the
+ * threads and waits at a barrier, and nothing fetches the next expert's bytes while one is multiplied. Here one
+ * call covers every hit expert of a projection: the (expert, 4 output rows) blocks are split once into one
+ * contiguous run per thread (each thread streams its part of the experts, in memory order), the next blocks
+ * are prefetched while one is multiplied, and the int8 values are widened in registers (exact in float32),
+ * multiplied in float32, never written out.
+ *
+ * Built with -march=native on the machine that runs it; without AVX-512 it reports so and the caller keeps
+ * torch's kernel. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#include <immintrin.h>
+#define HAVE_KERNEL 1
+#else
+#define HAVE_KERNEL 0
+#endif
+
+int clover_int8_available(void) { return HAVE_KERNEL; }
+
+#if HAVE_KERNEL
+#define ROWS 4   /* activation rows per tile: 4 x 4 accumulators + 4 widened weight vectors fit the 32 registers */
+#define BLOCK 4  /* output rows (weight rows) per block */
+#define AHEAD 4  /* blocks prefetched ahead: ~32 KB at K = 2048, within the L1/L2 the next blocks land in */
+
+static inline float bf16_to_float(uint16_t v) { uint32_t u = (uint32_t)v << 16; float f; memcpy(&f, &u, 4); return f; }
+
+static inline uint16_t float_to_bf16(float f) {  /* round to nearest even, as torch does; NaN stays NaN */
+  uint32_t u; memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+typedef struct {
+  const uint16_t *x; const int8_t *w; const uint16_t *scale; const int64_t *hit; const int64_t *offsets;
+  int64_t groups, n, k, max_rows; uint16_t *out; int64_t first, last; int status;
+} job_t;
+
+/* rows [0, m) of xf (float32, [m, k]) times weight rows [n0, n0 + BLOCK) of w, scaled, into out (row stride n) */
+static void block_rows(const float *xf, int64_t m, const int8_t *w, const uint16_t *scale, int64_t k, int64_t n,
+                       int64_t n0, uint16_t *out, const int8_t *next) {
+  const int8_t *w0 = w + n0 * k;
+  for (int64_t r0 = 0; r0 < m; r0 += ROWS) {
+    int rows = (int)(m - r0 < ROWS ? m - r0 : ROWS);
+    __m512 acc[ROWS][BLOCK];
+    for (int r = 0; r < ROWS; r++) for (int j = 0; j < BLOCK; j++) acc[r][j] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < k; c += 64) {
+      if (r0 == 0 && next) for (int j = 0; j < BLOCK; j++) _mm_prefetch((const char *)(next + j * k + c), _MM_HINT_T0);
+      for (int u = 0; u < 4; u++) {
+        __m512 wv[BLOCK];
+        for (int j = 0; j < BLOCK; j++)
+          wv[j] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w0 + j * k + c + 16 * u))));
+        for (int r = 0; r < rows; r++) {
+          __m512 xv = _mm512_loadu_ps(xf + (r0 + r) * k + c + 16 * u);
+          for (int j = 0; j < BLOCK; j++) acc[r][j] = _mm512_fmadd_ps(wv[j], xv, acc[r][j]);
+        }
+      }
+    }
+    for (int r = 0; r < rows; r++)
+      for (int j = 0; j < BLOCK; j++)
+        out[(r0 + r) * n + n0 + j] = float_to_bf16(_mm512_reduce_add_ps(acc[r][j]) * bf16_to_float(scale[n0 + j]));
+  }
+}
+
+static void *run(void *arg) {
+  job_t *job = (job_t *)arg;
+  const int64_t k = job->k, n = job->n, blocks = n / BLOCK;
+  float *xf = NULL;
+  if (job->last > job->first) {
+    xf = (float *)aligned_alloc(64, (size_t)(job->max_rows * k * (int64_t)sizeof(float)));
+    if (!xf) { job->status = -3; return NULL; }
+  }
+  int64_t item = 0, start = 0;  /* items: the (group, block) pairs of the groups this call multiplies, in order */
+  for (int64_t g = 0; g < job->groups && item < job->last; g++) {
+    int64_t end = job->offsets[g], m = end - start;
+    if (m > 0 && m <= job->max_rows) {
+      int64_t lo = job->first > item ? job->first - item : 0;
+      int64_t hi = job->last - item < blocks ? job->last - item : blocks;
+      if (lo < hi) {
+        const int8_t *w = job->w + job->hit[g] * n * k;
+        const uint16_t *scale = job->scale + job->hit[g] * n;
+        for (int64_t i = 0; i < m * k; i++) xf[i] = bf16_to_float(job->x[start * k + i]);
+        for (int64_t b = lo; b < hi; b++) {
+          const int8_t *next = b + AHEAD < blocks ? w + (b + AHEAD) * BLOCK * k : NULL;
+          block_rows(xf, m, w, scale, k, n, b * BLOCK, job->out + start * n, next);
+        }
+      }
+      item += blocks;
+    }
+    start = end;
+  }
+  free(xf);
+  return NULL;
+}
+#endif
+
+/* Every group of 1..max_rows rows; groups with more rows are left for the caller (their out rows untouched).
+ * x has `rows` rows, w `experts` matrices: an expert index or an offset outside them is refused before
+ * anything is read. 0 when done, -1 shapes it does not take (n % 4, k % 64), -2 built without AVX-512,
+ * -3 out of memory, -4 an index or offset out of range. */
+int clover_int8_grouped_mm(const uint16_t *x, const int8_t *w, const uint16_t *scale, const int64_t *hit,
+                           const int64_t *offsets, int64_t groups, int64_t experts, int64_t rows, int64_t n,
+                           int64_t k, int64_t max_rows, uint16_t *out, int threads) {
+#if HAVE_KERNEL
+  if (n % BLOCK || k % 64 || n <= 0 || k <= 0 || max_rows < 1) return -1;
+  int64_t items = 0, start = 0;
+  for (int64_t g = 0; g < groups; g++) {
+    if (hit[g] < 0 || hit[g] >= experts || offsets[g] < 0 || offsets[g] > rows) return -4;
+    int64_t m = offsets[g] - start;
+    if (m > 0 && m <= max_rows) items += n / BLOCK;
+    start = offsets[g];
+  }
+  if (threads < 1) threads = 1;
+  if (threads > 64) threads = 64;
+  if (items < threads) threads = items > 0 ? (int)items : 1;
+  job_t jobs[64];
+  pthread_t ids[64];
+  int started[64] = {0};
+  for (int t = 0; t < threads; t++) {
+    job_t job = {x, w, scale, hit, offsets, groups, n, k, max_rows, out, items * t / threads, items * (t + 1) / threads, 0};
+    jobs[t] = job;
+  }
+  for (int t = 1; t < threads; t++) started[t] = pthread_create(&ids[t], NULL, run, &jobs[t]) == 0;
+  run(&jobs[0]);
+  int status = jobs[0].status;
+  for (int t = 1; t < threads; t++) {
+    if (started[t]) pthread_join(ids[t], NULL);
+    else run(&jobs[t]);  /* no thread to be had: this one does that part too */
+    if (jobs[t].status) status = jobs[t].status;
+  }
+  return status;
+#else
+  (void)x; (void)w; (void)scale; (void)hit; (void)offsets; (void)groups; (void)experts; (void)rows; (void)n;
+  (void)k; (void)max_rows;
+  (void)out; (void)threads;
+  return -2;
+#endif
+}

@@ -1,0 +1,129 @@
+"""The native int8 grouped GEMM (engine/int8native.py, engine/native/int8_grouped.c): built by the machine's
+real compiler into a private cache, chosen for bf16 int8 experts on the CPU, equal to the reference on the
+same int8 weights; without a compiler, or with a cache someone else could write, torch's kernel is kept."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from clovercode.engine import int8cpu, int8native  # noqa: E402
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """The calls of torch's int8 kernel and of torch.mm (the widened path) that engine/int8cpu.py makes
+    (counted by wrapping them: a TorchDispatchMode's first use costs seconds on a loaded CPU)."""
+    seen: list[str] = []
+    for name in ("_weight_int8pack_mm", "mm"):
+        real = getattr(torch, name)
+
+        def counted(*args, _real=real, _name=name, **kwargs):
+            seen.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(torch, name, counted)
+    return seen
+
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path):
+    """A process with no library loaded yet and a cache of its own."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("CLOVERCODE_INT8_KERNEL", raising=False)
+    int8native.library.cache_clear()
+    yield tmp_path
+    int8native.library.cache_clear()
+
+
+@pytest.fixture(scope="module")
+def native():
+    lib = int8native.library()
+    if lib is None:
+        pytest.skip("no C compiler or no AVX-512 here: the native kernel is not built (torch's kernel runs)")
+    return lib
+
+
+def _experts(counts, n=64, k=128, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    qdata = torch.randint(-127, 128, (len(counts), n, k), dtype=torch.int8, generator=generator)
+    scale = (torch.rand(len(counts), n, generator=generator) * 0.01 + 1e-4).bfloat16()
+    counts = torch.tensor(counts)
+    x = torch.randn(int(counts.sum()), k, generator=generator).bfloat16()
+    return x, qdata, scale, torch.arange(len(counts)), counts.cumsum(0)
+
+
+def _reference(x, qdata, scale, hit, offsets):
+    """Each group's rows times its expert's int8 weights and scales, in float64."""
+    out, start = torch.zeros(x.shape[0], qdata.shape[1], dtype=torch.float64), 0
+    for expert, end in zip(hit.tolist(), offsets.tolist()):
+        out[start:end] = x[start:end].double() @ (qdata[expert].double() * scale[expert].double()[:, None]).t()
+        start = end
+    return out
+
+
+def test_the_native_kernel_equals_the_reference_and_leaves_crowded_groups_to_torch(native, calls):
+    # empty groups, 1-4 rows, one row past a tile of 4, and one group over NATIVE_ROWS (torch's widened matmul)
+    counts = [1, 0, 2, 3, 4, 5, 0, int8cpu.NATIVE_ROWS, int8cpu.NATIVE_ROWS + 3, 1]
+    x, qdata, scale, hit, offsets = _experts(counts)
+    want = _reference(x, qdata, scale, hit, offsets)
+    with torch.no_grad():
+        got = int8cpu._grouped(x, qdata, scale, hit, offsets)
+        assert calls == ["mm"]  # only the crowded group went through torch (a widened matmul)
+        torch_path = int8cpu._grouped(x, qdata, scale, hit, offsets, native=False)
+    assert got.dtype == torch.bfloat16 and got.shape == want.shape
+    # bf16's own rounding of the result (8 bits): the same bound torch's kernel meets
+    assert (got.double() - want).abs().max() <= 2 ** -8 * want.abs().max()
+    assert (torch_path.double() - want).abs().max() <= 2 ** -8 * want.abs().max()
+    assert "native" in int8cpu.kernel()
+
+
+def test_an_expert_index_outside_the_weights_is_refused_before_the_kernel_reads(native):
+    x, qdata, scale, hit, offsets = _experts([1, 2])
+    out = torch.empty(x.shape[0], qdata.shape[1], dtype=torch.bfloat16)
+    with pytest.raises(IndexError):
+        int8native.grouped_mm(native, x, qdata, scale, torch.tensor([0, 2]), offsets, out, 16, 2)
+    with pytest.raises(IndexError):
+        int8native.grouped_mm(native, x, qdata, scale, hit, torch.tensor([1, 9]), out, 16, 2)
+    with pytest.raises(ValueError):  # an output smaller than the rows it would write
+        int8native.grouped_mm(native, x, qdata, scale, hit, offsets, out[:1], 16, 2)
+    # shapes it does not take (in % 64): it says so and the caller keeps torch's kernel
+    assert not int8native.takes(x[:, :96].contiguous(), qdata[:, :, :96].contiguous(), scale)
+
+
+def test_without_a_compiler_torch_s_kernel_runs_and_the_result_is_the_same(fresh, monkeypatch, calls):
+    monkeypatch.setenv("PATH", str(fresh / "no-compiler-here"))
+    assert int8native.compiler(os.environ) is None and int8native.library() is None
+    assert "_weight_int8pack_mm" in int8cpu.kernel()
+    x, qdata, scale, hit, offsets = _experts([1, 2, 0, 3])
+    with torch.no_grad():
+        got = int8cpu._grouped(x, qdata, scale, hit, offsets)
+    assert calls == ["_weight_int8pack_mm"] * 3  # one per hit expert with rows
+    want = _reference(x, qdata, scale, hit, offsets)
+    assert (got.double() - want).abs().max() <= 2 ** -8 * want.abs().max()
+    assert not (fresh / "cache" / "clovercode" / "native").exists()
+
+
+def test_the_torch_switch_keeps_torch_s_kernel(fresh, monkeypatch):
+    monkeypatch.setenv("CLOVERCODE_INT8_KERNEL", "torch")
+    assert int8native.library() is None
+
+
+def test_a_library_someone_else_could_write_is_never_loaded(fresh):
+    """The attack: a library another user can replace (a group- or world-writable cache, or file) would
+    run as us. The build refuses to use either; a private rebuild is used."""
+    if int8native.compiler(os.environ) is None:
+        pytest.skip("no C compiler here")
+    built = int8native.build(os.environ)
+    assert built is not None and built.parent == fresh / "cache" / "clovercode" / "native"
+    assert (built.stat().st_mode & 0o777) == 0o700 and (built.parent.stat().st_mode & 0o777) == 0o700
+    os.chmod(built, 0o766)  # planted or loosened: another user may write it
+    assert int8native.build(os.environ) is None
+    os.chmod(built, 0o700)
+    os.chmod(built.parent, 0o777)
+    assert int8native.build(os.environ) is None
+    os.chmod(built.parent, 0o700)
+    assert int8native.build(os.environ) == built  # cached: no second compile
