@@ -1,9 +1,9 @@
 """A request that joins a decoding batch (engine/batchdecode.py, ``SlotBatchDenoiser.join``) runs no
 forward of its own: the opening it shares with a live row is copied, a few positions fewer so that the
-rest of its prompt is whole blocks, and that rest is committed by the batch's next forwards, a block
-each, as committing rows beside the decoding ones. Its output is still the one it gets alone, token
-for token. What it copies is what the source row has committed (a row that joined a moment ago has
-only part of its prompt), and only within one prompt-cache scope."""
+rest of its prompt is whole blocks, and that rest is committed by the batch's next forward, as
+committing rows (one a block, at consecutive offsets) beside the decoding ones. Its output is still
+the one it gets alone, token for token. What it copies is what the source row has committed (a row
+that joined a moment ago has only its copied opening), and only within one prompt-cache scope."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from tinymodels import EOS_ID, MASK_ID, VOCAB, tiny_hybrid, tiny_llama, tiny_qwe
 
 from clovercode.engine import batchdenoiser
 from clovercode.engine.batchdecode import BatchDecoder, Request
+from clovercode.engine.batchseam import Row
 from clovercode.engine.batchdenoiser import SlotBatchDenoiser
 from clovercode.engine.decoder import DecodePlan, DecodeResult, decode_stream
 from clovercode.engine.denoiser import CachedDenoiser
@@ -71,36 +72,50 @@ def test_a_request_joining_a_decoding_batch_runs_no_forward_of_its_own_and_decod
     decoder.step()
     runs = _forwards(model)
     decoder.add("later", later, PLAN, STOPS)
-    assert runs == []  # joining computed nothing: 38 positions copied, the other 12 ride the next forwards
+    assert runs == []  # joining computed nothing: 38 positions copied, the other 12 ride the next forward
     slot = decoder.active["later"].slot
     assert decoder.denoiser.cached[slot] == 38 and (len(later) - 38) % PLAN.block_size == 0
     results = {}
     _drain(decoder, results)
     assert all(width == PLAN.block_size for _, width in runs)  # every forward a decoding step of blocks
-    assert runs[:3] == [(2, 4)] * 3  # its 3 prompt blocks went in the first three, beside `first`'s row
+    assert runs[:2] == [(4, 4), (2, 4)]  # its 3 prompt blocks went in the next forward, beside `first`'s row
     _same(_alone(model, later), results["later"])
     _same(_alone(model, first), results["first"])
     assert results["later"].stats.cached_tokens == 38
 
 
-def test_a_row_still_committing_its_prompt_lends_only_what_it_has_committed(monkeypatch):
-    # b joins beside a and shares 70 positions with c, but has committed only 38 of them when c
-    # joins: copying 70 would hand c keys nobody has computed yet
+def test_consecutive_committing_rows_of_one_slot_are_its_prefill():
+    model = tiny_qwen3()
+    (prompt,) = _prompts(8, (10,))
+    batched = SlotBatchDenoiser(model, 3)
+    other, _ = batched.admit(prompt[:7] + [9, 9, 9])
+    slot, _ = batched.admit(prompt[:38])
+    rows = [Row(other, torch.tensor([1, 2, 3, 4]))] + [
+        Row(slot, torch.tensor(prompt[38 + at:42 + at]), True, None, at) for at in (8, 0, 4)]  # in any order
+    logits = batched.forward(rows)
+    assert batched.length(slot) == 50 and batched.length(other) == 10
+    alone = CachedDenoiser(model).prefill(prompt)
+    assert (logits[1, -1] - alone.last_logits).abs().max().item() <= 1e-9  # the block at 8 ends the prompt
+
+
+def test_a_row_that_joined_a_moment_ago_lends_only_what_it_has_committed(monkeypatch):
+    # b and c join together beside a; c shares 70 positions with b, but b has committed only the 40
+    # it copied from a until the next forward: copying 70 would hand c keys nobody has computed yet
     model = tiny_llama()
     a, b, c = _prompts(2, (5, 40, 38))
     c[:70] = b[:70]
     decoder = BatchDecoder(SlotBatchDenoiser(model, 4), detok)
-    monkeypatch.setattr(batchdenoiser, "JOIN_MAX_BLOCKS", 12)
+    monkeypatch.setattr(batchdenoiser, "JOIN_MAX_BLOCKS", 10)
     decoder.add("a", a, PLAN, STOPS)
     decoder.step()
-    decoder.add("b", b, PLAN, STOPS)
-    b_slot = decoder.active["b"].slot
-    assert decoder.denoiser.cached[b_slot] == 40 and decoder.active["b"].prompt
-    decoder.step()  # b commits one block of its prompt: 44 positions
-    decoder.add("c", c, PLAN, STOPS)
-    assert decoder.denoiser.cached[decoder.active["c"].slot] <= decoder.denoiser.length(b_slot)
+    runs = _forwards(model)
+    decoder.add_many([Request("b", b, PLAN, STOPS), Request("c", c, PLAN, STOPS)])
+    assert runs == []
+    slots = {key: decoder.active[key].slot for key in "bc"}
+    assert decoder.denoiser.cached[slots["b"]] == 40 and decoder.denoiser.cached[slots["c"]] <= 40
     results = {}
     _drain(decoder, results)
+    assert runs[0] == (1 + 10 + 10, 4)  # a's row, b's 10 prompt blocks and c's 10 in one forward
     for key, prompt in (("a", a), ("b", b), ("c", c)):
         _same(_alone(model, prompt), results[key])
 
@@ -142,7 +157,7 @@ def test_a_long_rest_a_hybrid_model_and_an_empty_batch_take_a_prefill():
     _same(_alone(hybrid, later), results["later"])
 
 
-def test_a_joining_request_removed_before_its_prompt_is_whole_frees_its_slot():
+def test_a_joining_request_removed_before_its_prompt_is_committed_frees_its_slot():
     model = tiny_qwen3()
     first, leaving, staying = _prompts(6, (5, 12, 9))
     decoder = BatchDecoder(SlotBatchDenoiser(model, 3), detok)
@@ -150,8 +165,7 @@ def test_a_joining_request_removed_before_its_prompt_is_whole_frees_its_slot():
     decoder.step()
     decoder.add_many([Request("leaving", leaving, PLAN, STOPS), Request("staying", staying, PLAN, STOPS)])
     assert decoder.active["leaving"].prompt and decoder.active["staying"].prompt
-    decoder.step()
-    decoder.remove("leaving")
+    decoder.remove("leaving")  # its client left before the forward that would commit its prompt
     assert len(decoder.denoiser.slots.lengths) == 2
     results = {}
     _drain(decoder, results)

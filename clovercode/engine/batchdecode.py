@@ -127,9 +127,8 @@ class BatchDecoder:
             seq = _Sequence(r.key, slot, r.plan, r.stops, StopScanner(self.detok, r.stops, r.plan.max_new_tokens),
                             r.generator, started, last, stats, constraint=r.constraint)
             self.active[r.key] = seq
-            if r.key in joined:  # its prompt's rest is committed by the next steps (``step``)
-                seq.prompt = [int(t) for t in r.prompt[joined[r.key][1]:]]
-                self._next_prompt_block(seq)
+            if r.key in joined:  # its prompt's rest is committed by the next step (``step``)
+                seq.prompt, seq.commit = [int(t) for t in r.prompt[joined[r.key][1]:]], True
             else:
                 seqs.append(seq)
         self._open_blocks(seqs)
@@ -156,13 +155,6 @@ class BatchDecoder:
             raise
         return joined
 
-    def _next_prompt_block(self, seq: _Sequence) -> None:
-        """A joining row's next forward commits the next block of its prompt's rest."""
-        import torch
-
-        seq.block = torch.tensor(seq.prompt[:seq.plan.block_size], dtype=torch.long)
-        seq.masked = torch.zeros(seq.plan.block_size, dtype=torch.bool)
-        seq.commit = True
 
     def _admit_by_scope(self, requests: Sequence[Request]) -> list[tuple[int, Any]]:
         """``admit_many`` per prompt-cache scope (DecodePlan.cache_scope), in the requests' order: a
@@ -194,9 +186,15 @@ class BatchDecoder:
         """One forward over every active request; what each produced, tagged with its key."""
         seqs = list(self.active.values())
         if seqs:
+            rows, last = [], []  # last[i]: the row whose logits seqs[i] reads (a joining prompt's last block)
+            for s in seqs:
+                rows += _prompt_rows(s) if s.prompt else [Row(s.slot, s.block, s.commit, _read(s))]
+                last.append(len(rows) - 1)
             started = self.clock()
-            logits = self.denoiser.forward([Row(s.slot, s.block, s.commit, _read(s)) for s in seqs])  # (R, L, V)
+            logits = self.denoiser.forward(rows)  # (R, L, V)
             self.forward_s += self.clock() - started
+            if len(rows) != len(seqs):
+                logits = logits[last]
             denoised = [i for i, s in enumerate(seqs) if not s.commit]
             committed = [i for i, s in enumerate(seqs) if s.commit and not s.prompt]
             prompted = [i for i, s in enumerate(seqs) if s.prompt]
@@ -305,15 +303,12 @@ class BatchDecoder:
         return tokens, confidence
 
     def _prompt_committed(self, seqs: list[_Sequence], logits: Any) -> list[_Sequence]:
-        """Joining rows whose prompt block was committed: those whose prompt is now whole (their last
-        logits predict the first new token, as a prefill's do) → to open their first block; the
-        others commit their next prompt block in the next step."""
+        """Joining requests whose prompt's rest was committed (``logits``: its last block's row, whose
+        last position predicts the first new token, as a prefill's last logits do) → to open their
+        first block."""
         whole = []
         for seq, out in zip(seqs, logits):
-            seq.prompt = seq.prompt[seq.plan.block_size:]
-            if seq.prompt:
-                self._next_prompt_block(seq)
-                continue
+            seq.prompt = []
             seq.last_logits = out[-1]
             seq.stats.prefill_s = self.clock() - seq.started
             joined = getattr(self.denoiser, "joined", None)
@@ -420,6 +415,19 @@ def _read(seq: _Sequence) -> Any:
     if seq.plan.logit_shift:
         return torch.cat([seq.masked[1:], seq.masked.new_zeros(1)])
     return seq.masked
+
+
+def _prompt_rows(seq: _Sequence) -> list[Row]:
+    """A joining request's prompt rest (whole blocks) as committing rows of one forward, one a block at
+    consecutive offsets: each sees the ones before it as committed, as one prefill would; only the
+    last position's logits are read (they predict the first new token)."""
+    import torch
+
+    size = seq.plan.block_size
+    keep = torch.zeros(size, dtype=torch.bool)
+    keep[-1] = True
+    return [Row(seq.slot, torch.tensor(seq.prompt[at:at + size], dtype=torch.long), True, keep, at)
+            for at in range(0, len(seq.prompt), size)]
 
 
 def _check(seq: _Sequence, final: list[int]) -> Cut | None:
