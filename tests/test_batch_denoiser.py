@@ -351,14 +351,8 @@ def test_bad_rows_are_refused_with_a_clear_error():
     b, _ = batched.admit([4, 5])
     with pytest.raises(ValueError, match="holds no sequence"):
         batched.forward([Row(2, torch.tensor([1, 2]))])
-    # a slot in several rows: only committing rows at consecutive blocks past its length
-    for rows in ([Row(a, torch.tensor([1, 2])), Row(a, torch.tensor([3, 4]))],
-                 [Row(a, torch.tensor([1, 2]), True), Row(a, torch.tensor([3, 4]), True)],
-                 [Row(a, torch.tensor([1, 2]), True), Row(a, torch.tensor([3, 4]), True, at=4)],
-                 [Row(a, torch.tensor([1, 2]), False), Row(a, torch.tensor([3, 4]), False, at=2)]):
-        with pytest.raises(ValueError, match="several rows of one forward"):
-            batched.forward(rows)
-    assert batched.length(a) == 3
+    with pytest.raises(ValueError, match="only once"):
+        batched.forward([Row(a, torch.tensor([1, 2])), Row(a, torch.tensor([3, 4]))])
     with pytest.raises(ValueError, match="same, non-zero length"):
         batched.forward([Row(a, torch.tensor([1, 2])), Row(b, torch.tensor([3]))])
     with pytest.raises(ValueError, match="at least one row"):

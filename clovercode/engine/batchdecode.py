@@ -71,7 +71,6 @@ class _Sequence:
     shown: str = ""
     constraint: Any = None
     fed: int = 0  # positions of the current block the constraint has consumed (final)
-    prompt: list[int] = field(default_factory=list)  # a joining prompt's rest, committed a block a step
 
 
 class BatchDecoder:
@@ -109,52 +108,17 @@ class BatchDecoder:
         if not requests:
             return
         started = self.clock()
-        joined = self._join(requests)
-        rest = [r for r in requests if r.key not in joined]
-        try:
-            admitted = self._admit_by_scope(rest) if rest else []
-        except BaseException:
-            for slot, _ in joined.values():
-                self.denoiser.release(slot)
-            raise
+        admitted = self._admit_by_scope(requests)
         prefill_s = self.clock() - started  # a shared prefill: each waited for all of it
         seqs = []
         cached = getattr(self.denoiser, "cached", {})  # slot → prompt tokens a kept prompt supplied
-        prefilled = dict(zip([r.key for r in rest], admitted))
-        for r in requests:
-            slot, last = prefilled[r.key] if r.key in prefilled else (joined[r.key][0], None)
+        for r, (slot, last) in zip(requests, admitted):
             stats = DecodeStats(prompt_tokens=len(r.prompt), prefill_s=prefill_s, cached_tokens=cached.get(slot, 0))
             seq = _Sequence(r.key, slot, r.plan, r.stops, StopScanner(self.detok, r.stops, r.plan.max_new_tokens),
                             r.generator, started, last, stats, constraint=r.constraint)
             self.active[r.key] = seq
-            if r.key in joined:  # its prompt's rest is committed by the next step (``step``)
-                seq.prompt, seq.commit = [int(t) for t in r.prompt[joined[r.key][1]:]], True
-            else:
-                seqs.append(seq)
+            seqs.append(seq)
         self._open_blocks(seqs)
-
-    def _join(self, requests: Sequence[Request]) -> dict[str, tuple[int, int]]:
-        """The requests that join the decoding rows without a prefill of their own (``join`` on the
-        denoiser: the opening they share with a live row is copied, the rest of the prompt is
-        committed by the next steps' forwards, a block each, as committing rows beside the others):
-        key → (slot, prompt positions copied). Only while other rows decode (else there is no forward
-        to ride and a prefill is one forward anyway)."""
-        join = getattr(self.denoiser, "join", None)
-        if join is None or not self.active:
-            return {}
-        joined: dict[str, tuple[int, int]] = {}
-        try:
-            for r in requests:
-                enter_scope(self.denoiser, r.plan.cache_scope)
-                found = join(r.prompt, r.plan.block_size)
-                if found is not None:
-                    joined[r.key] = found
-        except BaseException:
-            for slot, _ in joined.values():
-                self.denoiser.release(slot)
-            raise
-        return joined
-
 
     def _admit_by_scope(self, requests: Sequence[Request]) -> list[tuple[int, Any]]:
         """``admit_many`` per prompt-cache scope (DecodePlan.cache_scope), in the requests' order: a
@@ -186,24 +150,16 @@ class BatchDecoder:
         """One forward over every active request; what each produced, tagged with its key."""
         seqs = list(self.active.values())
         if seqs:
-            rows, last = [], []  # last[i]: the row whose logits seqs[i] reads (a joining prompt's last block)
-            for s in seqs:
-                rows += _prompt_rows(s) if s.prompt else [Row(s.slot, s.block, s.commit, _read(s))]
-                last.append(len(rows) - 1)
             started = self.clock()
-            logits = self.denoiser.forward(rows)  # (R, L, V)
+            logits = self.denoiser.forward([Row(s.slot, s.block, s.commit, _read(s)) for s in seqs])  # (R, L, V)
             self.forward_s += self.clock() - started
-            if len(rows) != len(seqs):
-                logits = logits[last]
             denoised = [i for i, s in enumerate(seqs) if not s.commit]
-            committed = [i for i, s in enumerate(seqs) if s.commit and not s.prompt]
-            prompted = [i for i, s in enumerate(seqs) if s.prompt]
+            committed = [i for i, s in enumerate(seqs) if s.commit]
             if denoised:
                 self._accept([seqs[i] for i in denoised], logits if len(denoised) == len(seqs) else logits[denoised])
             for i in committed:
                 self._committed(seqs[i], logits[i, -1])
-            whole = self._prompt_committed([seqs[i] for i in prompted], logits[prompted]) if prompted else []
-            self._open_blocks([seqs[i] for i in committed] + whole)
+            self._open_blocks([seqs[i] for i in committed])
         items, self._items = self._items, []
         return items
 
@@ -301,21 +257,6 @@ class BatchDecoder:
                 t, c = propose(predicted[lead:], seq.plan.temperature, seq.plan.top_p, seq.generator)
                 tokens[i, lead:], confidence[i, lead:] = t.cpu(), c.cpu()
         return tokens, confidence
-
-    def _prompt_committed(self, seqs: list[_Sequence], logits: Any) -> list[_Sequence]:
-        """Joining requests whose prompt's rest was committed (``logits``: its last block's row, whose
-        last position predicts the first new token, as a prefill's last logits do) → to open their
-        first block."""
-        whole = []
-        for seq, out in zip(seqs, logits):
-            seq.prompt = []
-            seq.last_logits = out[-1]
-            seq.stats.prefill_s = self.clock() - seq.started
-            joined = getattr(self.denoiser, "joined", None)
-            if joined is not None:
-                joined(seq.slot, seq.last_logits)
-            whole.append(seq)
-        return whole
 
     def _committed(self, seq: _Sequence, last_logits: Any) -> None:
         seq.last_logits = last_logits
@@ -415,19 +356,6 @@ def _read(seq: _Sequence) -> Any:
     if seq.plan.logit_shift:
         return torch.cat([seq.masked[1:], seq.masked.new_zeros(1)])
     return seq.masked
-
-
-def _prompt_rows(seq: _Sequence) -> list[Row]:
-    """A joining request's prompt rest (whole blocks) as committing rows of one forward, one a block at
-    consecutive offsets: each sees the ones before it as committed, as one prefill would; only the
-    last position's logits are read (they predict the first new token)."""
-    import torch
-
-    size = seq.plan.block_size
-    keep = torch.zeros(size, dtype=torch.bool)
-    keep[-1] = True
-    return [Row(seq.slot, torch.tensor(seq.prompt[at:at + size], dtype=torch.long), True, keep, at)
-            for at in range(0, len(seq.prompt), size)]
 
 
 def _check(seq: _Sequence, final: list[int]) -> Cut | None:

@@ -30,12 +30,6 @@ SHARED_MIN_SAVED = 48
 # A prompt that opens like one already in a live slot (same scope) copies that opening instead of
 # computing it, when it is at least this long: the copy costs no forward, so even one block pays.
 LIVE_MIN_SHARED = 16
-# A prompt that joins a decoding batch (``join``) has the rest of its prompt committed by the batch's
-# next forward, a committing row per block, when that rest is at most this many blocks: the rows cost
-# their arithmetic there, where a prefill of its own pays a forward's fixed cost (on CPU a one-row
-# forward costs 3.5-4 ms whatever its length up to a few dozen tokens; on a GPU it reads every weight).
-# A longer rest goes in a prefill of its own: as rows, each would read the whole padded key range.
-JOIN_MAX_BLOCKS = 4
 
 
 class SlotBatchDenoiser:
@@ -145,56 +139,16 @@ class SlotBatchDenoiser:
                 self.solo.keep(ids, self.slots.export(slot, len(ids), self.solo.new_cache()), logits.float())
         return list(zip(free, last))
 
-    def join(self, ids: Sequence[int], block: int) -> tuple[int, int] | None:
-        """Open a slot for ``ids`` beside the sequences decoding, without a forward: the opening it
-        shares with a live prompt of the current scope is copied (``_live_opening``), a few positions
-        fewer where that makes the rest of the prompt whole blocks of ``block`` tokens, and the caller
-        commits that rest, ``ids[start:]``, as committing rows of its next forward (one a block, at
-        ``Row.at`` 0, L, 2L …), then calls ``joined``. → (slot, start); None when there is nothing to copy, the
-        rest is more than ``JOIN_MAX_BLOCKS`` blocks, the prompt continues a kept one (its prefill
-        reuses that), or the model has linear-attention state (its state at the opening's end is
-        kept nowhere): admit it instead."""
-        ids = [int(t) for t in ids]
-        if self.slots.has_linear or self.slots.layers is None or block < 1 or self.solo.reusable(ids):
-            return None
-        found = self._live_opening(ids)
-        if found is None:
-            return None
-        rest = -(-(len(ids) - found[1]) // block) * block  # what follows the opening, up to whole blocks
-        start = len(ids) - rest
-        if rest > JOIN_MAX_BLOCKS * block or start < 0:  # (a prompt shorter than a block: admit it)
-            return None
-        free = next((s for s in range(self.capacity) if s not in self.slots.lengths), None)
-        if free is None:
-            raise ValueError(f"all {self.capacity} slots are taken: release one before admitting another sequence")
-        self.slots.open(free, len(ids))
-        self.slots.share(found[0], [free], start)
-        self.cached[free] = start
-        self.openings[free] = (self.solo.scope, ids)
-        return free, start
-
-    def joined(self, slot: int, last_logits: Any) -> None:
-        """``join``'s prompt is committed whole (``last_logits`` predict its first new token): keep it,
-        as ``admit_many`` keeps the prompts it prefills, so that its conversation's next turn reuses it."""
-        scope, ids = self.openings[slot]
-        if self.solo.reuse_prompt and self.solo.own_cache and self.slots.lengths.get(slot) == len(ids):
-            before, self.solo.scope = self.solo.scope, scope
-            try:
-                self.solo.keep(ids, self.slots.export(slot, len(ids), self.solo.new_cache()), last_logits.float())
-            finally:
-                self.solo.scope = before
-
     def _live_opening(self, ids: list[int]) -> tuple[int, int] | None:
         """(slot, positions) of the live sequence of the current scope whose prompt shares the longest
         opening with ``ids`` (leaving ``ids`` its last token to run), if at least ``LIVE_MIN_SHARED``
-        long: no more than that sequence has committed (a prompt that joined has committed only what
-        it copied until the next forward). Only the same scope: a prompt cache is one tenant's (trust/serve.py), and a copied
+        long. Only the same scope: a prompt cache is one tenant's (trust/serve.py), and a copied
         opening would tell a client, by its speed and its reported cached tokens, what another sent."""
         best: tuple[int, int] | None = None
         for slot, (scope, opening) in self.openings.items():
             if scope != self.solo.scope:
                 continue
-            count = min(len(os.path.commonprefix([opening, ids])), len(ids) - 1, self.slots.lengths.get(slot, 0))
+            count = min(len(os.path.commonprefix([opening, ids])), len(ids) - 1)
             if count >= LIVE_MIN_SHARED and (best is None or count > best[1]):
                 best = (slot, count)
         return best
@@ -360,15 +314,15 @@ class SlotBatchDenoiser:
             if row.slot not in self.slots.phys:
                 raise ValueError(f"slot {row.slot} holds no sequence: admit one first")
             phys.append(self.slots.phys[row.slot])
+        if len(set(phys)) != len(phys):
+            raise ValueError("each slot may appear only once in a forward")
         sizes = {int(torch.as_tensor(row.block).numel()) for row in rows}
         if len(sizes) != 1 or 0 in sizes:
             raise ValueError(f"every row's block must have the same, non-zero length (got {sorted(sizes)})")
         size = sizes.pop()
-        if len(set(phys)) != len(phys) or any(row.at for row in rows):
-            _check_consecutive(rows, size, self.slots.has_linear)
-        order = sorted(range(len(rows)), key=lambda i: (phys[i], rows[i].at))
+        order = sorted(range(len(rows)), key=phys.__getitem__)
         ordered = [phys[i] for i in order]
-        lengths = [self.slots.lengths[rows[i].slot] + rows[i].at for i in order]
+        lengths = [self.slots.lengths[rows[i].slot] for i in order]
         commits = [int(rows[i].commit) for i in order]
         count = len(rows)
         committing = [k for k in range(count) if commits[k]]
@@ -380,22 +334,6 @@ class SlotBatchDenoiser:
                     positions=on_device[:, None] + torch.arange(size, device=self.device)[None],
                     commit=packed[2 * count:3 * count].bool(), window=(ordered[0], count) if contiguous else None,
                     kv_len=max(lengths) + size, block=size, commit_rows=packed[3 * count:]), order
-
-
-def _check_consecutive(rows: Sequence[Row], size: int, linear: bool) -> None:
-    """A slot in several rows of one forward: committing rows only, at 0, L, 2L … past its length, so
-    each sees the ones before it as committed prefix (they are written, layer by layer, before any row
-    reads them). Never with linear-attention state: its rows would each scan from the slot's state."""
-    by_slot: dict[int, list[Row]] = {}
-    for row in rows:
-        by_slot.setdefault(row.slot, []).append(row)
-    for slot, mine in by_slot.items():
-        if len(mine) == 1 and mine[0].at == 0:
-            continue
-        if linear or not all(row.commit for row in mine) or \
-                sorted(row.at for row in mine) != [k * size for k in range(len(mine))]:
-            raise ValueError(f"slot {slot} appears in several rows of one forward: only as committing rows at "
-                             f"0, {size}, {2 * size} … past its length (with full attention only)")
 
 
 def _block_masks(step: Any, dtype: Any) -> Any:

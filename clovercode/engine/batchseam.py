@@ -7,9 +7,6 @@ token ids (the same length for every row) and whether the row commits:
 - a denoising row sees its committed prefix and every position of its own block (the batch-1
   ``Denoiser.denoise`` semantics) and leaves its slot's state untouched;
 - a committing row attends causally (the ``Denoiser.commit`` semantics) and its slot advances by the block.
-A slot may appear in several rows of one forward only as committing rows at ``at`` = 0, L, 2L …: each
-sees the blocks before it as committed prefix, and the slot advances by all of them (a denoiser that
-cannot do this has no ``join``, the only caller that sends such rows).
 It returns logits ``(rows, block, vocab)`` in float32, row i for ``rows[i]``; for a committing row the last
 position's logits predict the token after the block. A row's ``keep`` names the positions whose logits its
 caller reads: a denoiser may compute only those and leave the others zero. ``release`` frees a slot for the next ``admit``.
@@ -30,9 +27,6 @@ class Row:
     block: Any  # (L,) long tensor of token ids, mask tokens included
     commit: bool = False
     keep: Any = None  # (L,) bool: the positions whose logits the caller reads (None: all); others may be zeros
-    # positions past the slot's committed length where the block starts: committing rows of one slot at
-    # 0, L, 2L … in one forward commit consecutive blocks (a joining prompt's rest, in one forward)
-    at: int = 0
 
 
 class BatchDenoiser(Protocol):
