@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
@@ -38,19 +39,29 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 @contextmanager
 def held_signals() -> Iterator[None]:
     """Ctrl-C, SIGTERM and SIGHUP wait until the block is done (then they arrive as usual), so a
-    clean-up is never cut half way. Only the main thread can hold them; elsewhere nothing is held."""
-    try:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # only asks: nothing is held yet
-    except (ValueError, OSError, AttributeError):  # no pthread_sigmask
+    clean-up is never cut half way. Only the main thread can hold them; elsewhere nothing is held.
+
+    Held by handler, not by signal mask: a mask is the calling thread's own, and a signal sent to the
+    process is delivered to any thread that does not block it (clovercode has several), whose Python
+    handler then runs in the main thread all the same; and a blocked mask is inherited by every process
+    started inside the block, which a stop could then not reach."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    # Held inside the try: a signal whose handler runs the moment the blocking call returns still
-    # finds the mask put back (blocking first and entering the try after left it blocked for good)
+    # Read before anything is swapped, and put back from here: an interrupt that lands while the
+    # handlers are being swapped still finds every one of them restored
+    saved = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    held = [signum for signum, handler in saved.items() if handler is not None]  # None: not Python's to swap
+    arrived: list[int] = []
     try:
-        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        for signum in held:
+            signal.signal(signum, lambda number, frame: arrived.append(number))
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for signum in held:
+            signal.signal(signum, saved[signum])
+        for signum in dict.fromkeys(arrived):  # each once, as the first of several would have been
+            signal.raise_signal(signum)
 
 
 @contextmanager
