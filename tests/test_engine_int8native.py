@@ -127,3 +127,21 @@ def test_a_library_someone_else_could_write_is_never_loaded(fresh):
     assert int8native.build(os.environ) is None
     os.chmod(built.parent, 0o700)
     assert int8native.build(os.environ) == built  # cached: no second compile
+
+
+def test_a_compiler_the_project_directory_holds_is_never_run(fresh, tmp_path, monkeypatch):
+    # A PATH with "." or an empty entry (the working directory) would have found a repository's own `cc`
+    # and run it outside the sandbox: only absolute PATH entries outside the working directory count
+    project = tmp_path / "project"
+    project.mkdir()
+    ran = project / "ran"
+    for name in ("cc", "gcc", "clang"):
+        fake = project / name
+        fake.write_text(f"#!/bin/sh\ntouch {ran}\nexit 1\n")
+        fake.chmod(0o755)
+    monkeypatch.chdir(project)
+    for path in (".", "", f"::{fresh / 'none'}", str(project), f"{project}/../project"):
+        monkeypatch.setenv("PATH", path)
+        assert int8native.compiler(os.environ) is None, path
+        assert int8native.build(os.environ) is None
+    assert not ran.exists()

@@ -40,10 +40,22 @@ def cache_root(env: Mapping[str, str]) -> Path:
 
 
 def compiler(env: Mapping[str, str]) -> str | None:
-    """The C compiler on PATH (``cc``, else ``gcc``, else ``clang``), or None."""
+    """The C compiler on PATH (``cc``, else ``gcc``, else ``clang``), or None. Only absolute PATH entries
+    outside the working directory are searched, and the compiler itself must resolve outside it: the
+    working directory is the project's, and a ``cc`` a repository holds must never run outside the
+    sandbox (``.`` or an empty entry in PATH would have found it)."""
+    here = os.path.realpath(os.getcwd())
+
+    def outside(path: str) -> bool:
+        real = os.path.realpath(path)
+        return real != here and not real.startswith(here.rstrip(os.sep) + os.sep)
+
+    dirs = [d for d in (env.get("PATH") or "").split(os.pathsep) if os.path.isabs(d) and outside(d)]
+    if not dirs:
+        return None
     for name in ("cc", "gcc", "clang"):
-        found = shutil.which(name, path=env.get("PATH"))
-        if found:
+        found = shutil.which(name, path=os.pathsep.join(dirs))
+        if found and outside(found):
             return found
     return None
 
