@@ -44,6 +44,14 @@ def main() -> None:
             from clovercode.front.jsonexit import exit_interrupted_early
 
             exit_interrupted_early(exc)
+        except Exception as exc:  # the same, wrapped by Python: a signal inside a class's __set_name__
+            # (rich defines one while it loads) comes out as a RuntimeError; anything else is a crash
+            from clovercode.front.jsonexit import exit_interrupted_early, wrapped_interrupt
+
+            interrupt = wrapped_interrupt(exc)
+            if interrupt is None:
+                raise
+            exit_interrupted_early(interrupt)
         run()
         code = 0
     except SystemExit as exc:

@@ -78,3 +78,36 @@ def test_signals_at_every_moment_give_one_answer_and_their_code(tmp_path):
             assert [e["type"] for e in lines].count("run_completed") == 1, where + proc.stdout
             assert [e["type"] for e in lines][-2:] == ["error", "run_completed"], where + proc.stdout
             assert lines[-1]["exit_code"] == CODES[first], where + proc.stdout
+
+
+WRAPPED_WHILE_LOADING = """
+import builtins, os, signal, sys
+import clovercode.__main__ as entry
+
+real_import = builtins.__import__
+
+
+def loading(name, *args, **kwargs):
+    # as rich's class creation did in a whole run: the SIGTERM's Terminated raised inside a class's
+    # __set_name__, which Python 3.11 wraps in a RuntimeError
+    if name == "clovercode.front.cli":
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            sum(range(10_000))  # the handler raises here
+        except BaseException as exc:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance") from exc
+    return real_import(name, *args, **kwargs)
+
+
+builtins.__import__ = loading
+sys.argv = ["clovercode", "exec", "--json", "wait"]
+entry.main()
+"""
+
+
+def test_a_signal_python_wraps_while_the_cli_loads_is_still_the_signal(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", WRAPPED_WHILE_LOADING], cwd=tmp_path, env=cli_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["exit_code"] == 143
