@@ -46,9 +46,10 @@ def main() -> None:
             exit_interrupted_early(exc)
         except Exception as exc:  # the same, wrapped by Python: a signal inside a class's __set_name__
             # (rich defines one while it loads) comes out as a RuntimeError; anything else is a crash
-            from clovercode.front.jsonexit import exit_interrupted_early, wrapped_interrupt
+            from clovercode.front.jsonexit import exit_interrupted_early
+            from clovercode.ground.termination import interrupt_behind
 
-            interrupt = wrapped_interrupt(exc)
+            interrupt = interrupt_behind(exc)
             if interrupt is None:
                 raise
             exit_interrupted_early(interrupt)

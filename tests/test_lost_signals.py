@@ -156,7 +156,7 @@ def test_a_signal_python_wrapped_while_typer_parses_still_ends_as_that_signal(mo
     # The sweep caught it: SIGTERM landed while typer imported a module of dataclasses, and Python 3.11
     # wraps what a __set_name__ raises in a RuntimeError; it ended in a traceback, not exit 143
     from clovercode.front import cli
-    from clovercode.front.jsonexit import wrapped_interrupt
+    from clovercode.ground.termination import interrupt_behind as wrapped_interrupt
     from clovercode.ground.termination import Terminated
 
     class Lands:

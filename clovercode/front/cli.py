@@ -16,10 +16,10 @@ from clovercode.eval.cli import make_eval_app
 from clovercode.front.app import (ApiKeyOpt, CloverGroup, EndpointOpt, EndpointStreamOpt, ModelOpt, RepoOpt,  # noqa: F401
                                   SandboxOpt, TrustOpt, _version, app, effective_config, project_root, report_error,
                                   save_crash_report, workspace_root)
-from clovercode.front.jsonexit import exit_interrupted_early, silent_interrupt, wrapped_interrupt
+from clovercode.front.jsonexit import exit_interrupted_early, silent_interrupt
 from clovercode.ground.config import load_config
 from clovercode.ground.errors import CloverError, ExitCode, UsageError
-from clovercode.ground.termination import ENDING, answering, signals_as_interrupts
+from clovercode.ground.termination import ENDING, answering, interrupt_behind, signals_as_interrupts
 from clovercode.ui.console import make_console
 
 QuantOpt = typer.Option(None, "--quantization", help="Embedded engine's weights: none, int8, int4, fp8 or auto "
@@ -471,8 +471,8 @@ def main() -> None:
         app(prog_name="clovercode", args=resume_argv(sys.argv[1:]))
     except KeyboardInterrupt as exc:  # a signal while typer builds the commands, before any handler of ours
         exit_interrupted_early(exc)
-    except Exception as exc:  # the same signal, wrapped by Python on the way (jsonexit.wrapped_interrupt)
-        interrupt = wrapped_interrupt(exc)
+    except Exception as exc:  # the same signal, wrapped by Python on the way (termination.interrupt_behind)
+        interrupt = interrupt_behind(exc)
         if interrupt is None:
             raise
         exit_interrupted_early(interrupt)

@@ -65,17 +65,3 @@ def silent_interrupt(exc: SystemExit) -> KeyboardInterrupt | None:
             return current.__cause__
         current = current.__context__
     return None
-
-
-def wrapped_interrupt(exc: BaseException) -> KeyboardInterrupt | None:
-    """The signal's interrupt inside another exception: Python 3.11 wraps an exception raised in a
-    class's ``__set_name__`` in a RuntimeError, so a SIGTERM that lands while a module defines its
-    dataclasses (typer loads one while it parses the command line) arrives as a RuntimeError."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, KeyboardInterrupt):
-            return current
-        current = current.__cause__ or current.__context__
-    return None

@@ -153,14 +153,16 @@ def exit_code(signum: int | None) -> int:
 def interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
     """The interrupt (Ctrl-C, or a signal turned into one here) that ``exc`` was raised while handling,
     if any. Library clean-up code can replace an interrupt with an error of its own: Ctrl-C inside
-    ``numpy.savez`` comes out of zipfile's ``close`` as a ValueError. Such an error is the interrupt."""
+    ``numpy.savez`` comes out of zipfile's ``close`` as a ValueError, and Python 3.11 wraps an exception
+    raised in a class's ``__set_name__`` in a RuntimeError (a signal while a module defines its
+    dataclasses). Such an error is the interrupt."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         if isinstance(current, KeyboardInterrupt):
             return current
         seen.add(id(current))
-        current = current.__context__
+        current = current.__cause__ or current.__context__
     return None
 
 
