@@ -183,6 +183,14 @@ def test_the_weights_first_head_equals_the_linear_with_bias_and_any_leading_shap
         assert _first_matmul_operand(wide, x.float()) == (10, 64)
 
 
+def test_the_head_s_result_is_transposed_a_tile_at_a_time_to_the_same_bits(monkeypatch):
+    columns = torch.randn(1000, 32).to(torch.bfloat16)  # a weights-first result: [vocabulary, rows]
+    for tile in (7, 256, 1000, 4096):  # a last tile shorter than the others, one tile, one beyond the rows
+        monkeypatch.setattr(weightsfirst, "TRANSPOSE_TILE", tile)
+        got = weightsfirst.transposed(columns)
+        assert got.is_contiguous() and torch.equal(got, columns.t().contiguous())
+
+
 def test_the_roofline_bench_times_the_paths_the_engine_loader_sets():
     from clovercode.bench import roofline as bench
 

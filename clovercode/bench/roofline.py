@@ -85,10 +85,12 @@ def build(config: Any, device: str, dtype: Any, seed: int = 0) -> Any:
 
 def engine_paths(model: Any, device: str) -> None:
     """What engine/loading.py sets on a loaded model besides its weights, so the bench times the
-    engine's passes: the matmul forms of the LM head and of the unquantized experts on this device."""
-    from clovercode.engine import expertpath, weightsfirst
+    engine's passes: the matmul forms of the LM head and of the unquantized experts on this device, and
+    the Gated DeltaNet layers' CPU kernel."""
+    from clovercode.engine import expertpath, gdncpu, weightsfirst
 
     weightsfirst.install_head(model, device)
+    gdncpu.install(model, device)
     expertpath.apply_unquantized(model, device.split(":")[0], expertpath.capability_of(device))
 
 

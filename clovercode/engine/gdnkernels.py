@@ -18,13 +18,14 @@ from typing import Any
 # transformers' names of the four functions, and the package each is taken from when it imports
 FUNCTIONS = {"torch_chunk_gated_delta_rule": "fla", "torch_recurrent_gated_delta_rule": "fla",
              "causal_conv1d_fn": "causal_conv1d", "causal_conv1d_update": "causal_conv1d"}
-DEVICES = {"fla": ("cuda", "xpu", "npu", "mlu"), "causal_conv1d": ("cuda",)}  # transformers' own table
+DEVICES = {"fla": ("cuda", "xpu", "npu", "mlu"), "causal_conv1d": ("cuda",),  # transformers' own table
+           "clovercode": ("cpu",)}  # engine/gdncpu.py's kernel
 INSTALL = "install the gpu extra: pip install 'clovercode[gpu]'"
 
 
 def dispatch(function: Any, depth: int = 4) -> str:
     """``fla`` / ``causal_conv1d`` when transformers' wrapper of ``function`` holds that package's kernel,
-    else ``torch``. The wrappers keep the chosen function in closures (and, with the ``kernels`` package
+    ``clovercode`` for engine/gdncpu.py's wrapper, else ``torch``. The wrappers keep the chosen function in closures (and, with the ``kernels`` package
     installed, inside a module's ``forward``): walk them, a few levels deep."""
     seen: set[int] = set()
     frontier = [function]
@@ -37,6 +38,8 @@ def dispatch(function: Any, depth: int = 4) -> str:
             root = (getattr(item, "__module__", "") or "").split(".")[0]
             if callable(item) and root in ("fla", "causal_conv1d"):
                 return root
+            if callable(item) and getattr(item, "_clovercode_native", None) is not None:
+                return "clovercode"  # engine/gdncpu.py's wrapper: its kernel on the CPU
             forward = getattr(item, "forward", None)
             if forward is not None and not isinstance(item, type):
                 found.append(getattr(forward, "__func__", forward))
@@ -62,6 +65,9 @@ def summary(device_type: str, in_use: dict[str, str] | None) -> str | None:
     """The load summary's line for ``in_use`` (from :func:`kernels_in_use`) on ``device_type``."""
     if not in_use:
         return None
+    rules = [in_use.get(n) for n in ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule")]
+    if device_type == "cpu" and rules == ["clovercode", "clovercode"]:
+        return "GDN: clovercode's CPU kernel (the gated delta rule in C, float32); causal conv on PyTorch"
     fast = {name for name, package in in_use.items() if package != "torch" and device_type in DEVICES[package]}
     if fast and fast == set(in_use):
         return "GDN: fla kernels (flash-linear-attention, causal-conv1d)"

@@ -7,113 +7,28 @@ Why a kernel of our own at all: torch ships no grouped int8 GEMM for the CPU, an
 development VM (docs/engine.md, "int8 on the CPU"); the libraries that have one (SGLang's and vLLM's CPU
 MoE, Intel Extension for PyTorch) ship inside their servers or pin another torch.
 
-The library is built with ``-march=native`` for this machine, so it is cached under a name that hashes
-the source, the compiler, its flags and this CPU's feature flags; it is written to a private directory of
-clovercode's cache (mode 0700) through a temporary file and a rename (two processes building at once each
-write their own), and loaded only if this user owns it and nobody else may write it.
+How it is built, cached and trusted (a private cache, a compiler found outside the project) is
+engine/nativebuild.py's, shared with the Gated DeltaNet kernel.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import os
-import platform
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from clovercode.engine import nativebuild
+from clovercode.engine.nativebuild import cache_root, compiler  # noqa: F401  (this module's API since it was built)
+
 SOURCE = Path(__file__).with_name("native") / "int8_grouped.c"
-FLAGS = ("-O3", "-march=native", "-shared", "-fPIC", "-pthread")
-BUILD_TIMEOUT_S = 120
-
-
-def cache_root(env: Mapping[str, str]) -> Path:
-    """$XDG_CACHE_HOME/clovercode/native (the layout of sandboxing/ownpaths.py's cache directory, which
-    the engine may not import)."""
-    base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME", "~")) / ".cache")
-    return Path(base).expanduser() / "clovercode" / "native"
-
-
-def compiler(env: Mapping[str, str]) -> str | None:
-    """The C compiler on PATH (``cc``, else ``gcc``, else ``clang``), or None. Only absolute PATH entries
-    outside the working directory are searched, and the compiler itself must resolve outside it: the
-    working directory is the project's, and a ``cc`` a repository holds must never run outside the
-    sandbox (``.`` or an empty entry in PATH would have found it)."""
-    here = os.path.realpath(os.getcwd())
-
-    def outside(path: str) -> bool:
-        real = os.path.realpath(path)
-        return real != here and not real.startswith(here.rstrip(os.sep) + os.sep)
-
-    dirs = [d for d in (env.get("PATH") or "").split(os.pathsep) if os.path.isabs(d) and outside(d)]
-    if not dirs:
-        return None
-    for name in ("cc", "gcc", "clang"):
-        found = shutil.which(name, path=os.pathsep.join(dirs))
-        if found and outside(found):
-            return found
-    return None
-
-
-def _cpu_flags() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.startswith("flags"):
-                return line
-    except OSError:
-        pass
-    return platform.processor()
-
-
-def _private(path: Path) -> bool:
-    """Ours, and nobody else may write it (a library another user could swap would run as us). Where
-    there are no POSIX owners to ask (Windows), never."""
-    if not hasattr(os, "getuid"):
-        return False
-    try:
-        status = path.lstat()
-    except OSError:
-        return False
-    return status.st_uid == os.getuid() and not status.st_mode & 0o022 and not path.is_symlink()
 
 
 def build(env: Mapping[str, str]) -> Path | None:
-    """The library's path, compiled now if this machine has no copy yet; None without a compiler, on a
-    failed build, or where the cache is not private."""
-    cc = compiler(env)
-    if cc is None or not SOURCE.is_file():
-        return None
-    source = SOURCE.read_bytes()
-    key = hashlib.sha256(b"\0".join([source, os.path.realpath(cc).encode(), " ".join(FLAGS).encode(),
-                                      platform.machine().encode(), _cpu_flags().encode()])).hexdigest()[:20]
-    root = cache_root(env)
-    target = root / f"int8_grouped-{key}.so"
-    try:
-        root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not _private(root):
-            return None
-        if target.exists():
-            return target if _private(target) else None
-        handle, partial = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=root)
-        os.close(handle)
-        try:
-            done = subprocess.run([cc, *FLAGS, "-o", partial, str(SOURCE)], capture_output=True,
-                                  timeout=BUILD_TIMEOUT_S, env=dict(env), check=False)
-            if done.returncode != 0:
-                return None
-            os.chmod(partial, 0o700)
-            os.replace(partial, target)
-        finally:
-            if os.path.exists(partial):
-                os.unlink(partial)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return target if _private(target) else None
+    """The library's path, compiled now if this machine has no copy yet (engine/nativebuild.py)."""
+    return nativebuild.build(SOURCE, env)
 
 
 @functools.cache

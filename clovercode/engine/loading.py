@@ -143,8 +143,9 @@ def _gdn_kernels(model: Any, device: str, console: Console) -> None:
     """Which kernels the Gated DeltaNet layers run (engine/gdnkernels.py; transformers picks them): kept on
     the model as the load summary's line, and said where there is a choice (off the CPU, where the
     fallbacks are the only path and the line would be noise on every load)."""
-    from clovercode.engine import gdnkernels
+    from clovercode.engine import gdncpu, gdnkernels
 
+    gdncpu.install(model, device)
     line = gdnkernels.summary(device.split(":")[0], gdnkernels.kernels_in_use(model))
     model._clovercode_gdn = line
     if line is not None and not device.startswith("cpu"):
