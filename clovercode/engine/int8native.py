@@ -83,3 +83,55 @@ def grouped_mm(lib: Any, x: Any, qdata: Any, scale: Any, hit: Any, offsets: Any,
     if status == -3:
         raise MemoryError("the int8 kernel could not allocate its rows' workspace")
     return status == 0
+
+
+AMX_SOURCE = Path(__file__).with_name("native") / "int8_amx.c"
+AMX_ROWS = 32  # the rows one call of the AMX linear takes (two B tiles of 16)
+
+
+@functools.cache
+def amx_library() -> Any:
+    """The AMX int8 linear (ctypes), or None where it cannot be built, this CPU has no AMX-BF16, or the
+    kernel refuses the tile data (``CLOVERCODE_INT8_KERNEL=torch`` also turns it off)."""
+    if os.environ.get("CLOVERCODE_INT8_KERNEL", "") == "torch":
+        return None
+    path = nativebuild.build(AMX_SOURCE, os.environ)
+    if path is None:
+        return None
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError:
+        return None
+    if not lib.clover_amx_available():
+        return None
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    lib.clover_int8_linear_amx.argtypes = [ptr, ptr, ptr, ptr, i64, i64, i64, ctypes.c_int]
+    lib.clover_int8_linear_amx.restype = ctypes.c_int
+    return lib
+
+
+def amx_takes(x: Any, qdata: Any, scale: Any) -> bool:
+    """What the AMX linear multiplies: bf16 rows [1..32, in], int8 [out, in] with out and in multiples of 32,
+    a bf16 scale per output row, all contiguous."""
+    import torch
+
+    return (x.dtype == torch.bfloat16 and scale.dtype == torch.bfloat16 and qdata.dtype == torch.int8
+            and x.dim() == 2 and qdata.dim() == 2 and 1 <= x.shape[0] <= AMX_ROWS and x.shape[1] == qdata.shape[1]
+            and qdata.shape[0] % 32 == 0 and qdata.shape[1] % 32 == 0 and scale.numel() == qdata.shape[0]
+            and x.is_contiguous() and qdata.is_contiguous() and scale.is_contiguous())
+
+
+def linear_amx(lib: Any, x: Any, qdata: Any, scale: Any, threads: int) -> Any:
+    """``x @ qdata.T * scale`` [rows, out] in bf16 (:func:`amx_takes` must hold)."""
+    import torch
+
+    if not amx_takes(x, qdata, scale):
+        raise ValueError("the AMX int8 linear takes bf16 rows [1..32, in], int8 [out, in] (multiples of 32), bf16 scales")
+    out = torch.empty(x.shape[0], qdata.shape[0], dtype=torch.bfloat16)
+    status = lib.clover_int8_linear_amx(x.data_ptr(), qdata.data_ptr(), scale.data_ptr(), out.data_ptr(),
+                                        x.shape[0], qdata.shape[0], qdata.shape[1], threads)
+    if status == -3:
+        raise MemoryError("the AMX int8 linear could not allocate its workspace")
+    if status != 0:
+        raise RuntimeError(f"the AMX int8 linear refused the call (status {status})")
+    return out
