@@ -232,10 +232,14 @@ def measure_mode(model: Any, mode: str, options: RooflineOptions, context: Any) 
             del kv, static
     bpp = roofline.measured_bytes_per_parameter(model)
     row = {"mode": mode, "bytes_per_parameter": {g: round(v, 4) for g, v in bpp.items()}, "timed": passes, "ops": ops}
-    if mode == "int8" and options.device == "cpu":  # which int8 kernel the experts ran (engine/int8cpu.py)
+    from clovercode.engine import gdnkernels
+
+    row["gdn_kernel"] = gdnkernels.summary(options.device.split(":")[0], gdnkernels.kernels_in_use(model))
+    if mode == "int8" and options.device == "cpu":  # which int8 kernels ran (engine/int8cpu.py)
         from clovercode.engine import int8cpu
 
         row["experts_kernel"] = int8cpu.kernel(model.dtype)
+        row["linears_kernel"] = int8cpu.linear_kernel(model.dtype)
     return row
 
 
@@ -393,6 +397,10 @@ def render(report: dict[str, Any]) -> list[str]:
             lines.append(f"{row['mode']:5} ops in a batch-1 block pass: {ops['total']} ({parts}); "
                          f"experts {ops['experts_ops_per_layer']} a layer; syncs {ops['syncs'] or 0}"
                          + (f"; experts kernel: {row['experts_kernel']}" if row.get("experts_kernel") else ""))
+        kernels = [k for k in (row.get("gdn_kernel"), row.get("linears_kernel") and
+                               f"int8 linears: {row['linears_kernel']}") if k]
+        if kernels:
+            lines.append(f"{row['mode']:5} kernels: {'; '.join(kernels)}")
     for target in report["summary"]["targets"]:
         lines.append(f"target {target['target']}: {target['value']} — {'met' if target['met'] else 'NOT met'}")
     s = report["summary"]

@@ -84,6 +84,13 @@ def _grouped(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor, hit: tor
     return out
 
 
+def linear_kernel(x_dtype: torch.dtype = torch.bfloat16) -> str:
+    """What multiplies the other int8 linears at a block's rows, for the bench."""
+    if x_dtype == torch.bfloat16 and int8native.amx_library() is not None:
+        return f"clovercode's AMX kernel at {AMX_MIN_ROWS}-{int8native.AMX_ROWS} rows (AMX-BF16, built here)"
+    return f"torch's _weight_int8pack_mm up to {KERNEL_ROWS} rows, widened once above"
+
+
 def kernel(x_dtype: torch.dtype = torch.bfloat16) -> str:
     """Which kernel multiplies the experts' int8 weights on this machine, for the load summary and the bench."""
     if x_dtype == torch.bfloat16 and int8native.library() is not None:

@@ -48,25 +48,18 @@ typedef struct {
   int64_t m, n, k; int64_t first, last; int status;
 } job_t;
 
-static inline uint16_t float_to_bf16(float f) {  /* round to nearest even, as torch does; NaN stays NaN */
-  uint32_t u; memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-
-static inline float bf16_to_float(uint16_t v) { uint32_t u = (uint32_t)v << 16; float f; memcpy(&f, &u, 4); return f; }
-
-/* 32 weight rows [n0, n0 + 32) widened to bf16, laid out as k-steps of two A tiles: wide[s][row][32] */
+/* 32 weight rows [n0, n0 + 32) widened to bf16, row by row (each row read and written in memory order), into
+ * wide[r][k] with rows (k + 32) values apart: 64 bytes more than the row, so that the 16 rows an A tile loads
+ * fall in different L1 sets (rows a power of two apart would all map to one) */
 static void widen(const int8_t *w, int64_t k, int64_t n0, uint16_t *wide) {
-  const int64_t steps = k / 32;
+  const int64_t stride = k + 32;
   for (int64_t r = 0; r < 32; r++) {
     const int8_t *row = w + (n0 + r) * k;
-    for (int64_t s = 0; s < steps; s++) {
-      if (!(s & 1)) _mm_prefetch((const char *)(row + 32 * s + 4096), _MM_HINT_T0);  /* the block's rows are one run */
-      __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(row + 32 * s))));
-      __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(row + 32 * s + 16))));
-      _mm512_storeu_si512((void *)(wide + (s * 32 + r) * 32), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    uint16_t *to = wide + r * stride;
+    for (int64_t c = 0; c < k; c += 32) {
+      __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(row + c))));
+      __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(row + c + 16))));
+      _mm512_storeu_si512((void *)(to + c), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
     }
   }
 }
@@ -75,7 +68,8 @@ static void *run(void *arg) {
   job_t *job = (job_t *)arg;
   if (job->last <= job->first) return NULL;
   const int64_t k = job->k, steps = k / 32;
-  uint16_t *wide = (uint16_t *)aligned_alloc(64, (size_t)(steps * 32 * 32 * 2));
+  const int64_t stride = k + 32;  /* widen()'s row stride, in values */
+  uint16_t *wide = (uint16_t *)aligned_alloc(64, (size_t)(32 * stride * 2));
   float *c = (float *)aligned_alloc(64, 32 * 32 * sizeof(float));
   if (!wide || !c) { free(wide); free(c); job->status = -3; return NULL; }
   tile_config_t config;
@@ -87,9 +81,13 @@ static void *run(void *arg) {
     const int64_t n0 = block * 32;
     widen(job->w, k, n0, wide);
     _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);
+    /* the next block's int8 rows (one contiguous run of 32 k bytes), fetched into L2 while this one multiplies */
+    const int8_t *next = block + 1 < job->last ? job->w + (n0 + 32) * k : NULL;
+    const int64_t ahead = (32 * k) / steps;
     for (int64_t s = 0; s < steps; s++) {
-      _tile_loadd(0, wide + (s * 32) * 32, 64);
-      _tile_loadd(1, wide + (s * 32 + 16) * 32, 64);
+      if (next) for (int64_t at = s * ahead; at < (s + 1) * ahead; at += 64) _mm_prefetch((const char *)(next + at), _MM_HINT_T1);
+      _tile_loadd(0, wide + s * 32, stride * 2);
+      _tile_loadd(1, wide + 16 * stride + s * 32, stride * 2);
       _tile_loadd(2, job->xp + (s * 2) * 16 * 32, 64);
       _tile_loadd(3, job->xp + (s * 2 + 1) * 16 * 32, 64);
       _tile_dpbf16ps(4, 0, 2); _tile_dpbf16ps(5, 0, 3);
@@ -98,9 +96,16 @@ static void *run(void *arg) {
     /* c[weight row][activation row], 32 x 32 float32 */
     _tile_stored(4, c, 128); _tile_stored(5, c + 16, 128);
     _tile_stored(6, c + 16 * 32, 128); _tile_stored(7, c + 16 * 32 + 16, 128);
-    for (int64_t i = 0; i < job->m; i++)
-      for (int64_t r = 0; r < 32; r++)
-        job->out[i * job->n + n0 + r] = float_to_bf16(c[r * 32 + i] * bf16_to_float(job->scale[n0 + r]));
+    /* out[i][n0 + r] = c[r][i] * scale[n0 + r]: a column of c gathered, scaled, rounded to bf16 as torch rounds */
+    const __m512i column = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                              _mm512_set1_epi32(32));
+    const __m512 scale_lo = _mm512_cvtpbh_ps((__m256bh)_mm256_loadu_si256((const __m256i *)(job->scale + n0)));
+    const __m512 scale_hi = _mm512_cvtpbh_ps((__m256bh)_mm256_loadu_si256((const __m256i *)(job->scale + n0 + 16)));
+    for (int64_t i = 0; i < job->m; i++) {
+      __m512 lo = _mm512_mul_ps(_mm512_i32gather_ps(column, c + i, 4), scale_lo);
+      __m512 hi = _mm512_mul_ps(_mm512_i32gather_ps(column, c + 16 * 32 + i, 4), scale_hi);
+      _mm512_storeu_si512((void *)(job->out + i * job->n + n0), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
   }
   _tile_release();
   free(wide); free(c);
@@ -119,12 +124,14 @@ int clover_int8_linear_amx(const uint16_t *x, const int8_t *w, const uint16_t *s
   /* the rows as B tiles, once: xp[s][half][p][i][e] = x[16 half + i][32 s + 2 p + e], zero past m */
   uint16_t *xp = (uint16_t *)aligned_alloc(64, (size_t)(steps * 2 * 16 * 32 * 2));
   if (!xp) return -3;
-  memset(xp, 0, (size_t)(steps * 2 * 16 * 32 * 2));
-  for (int64_t i = 0; i < m; i++)
+  if (m < 32) memset(xp, 0, (size_t)(steps * 2 * 16 * 32 * 2));
+  /* a pair of bf16 is one 32-bit word: xp32[s][half][p][i % 16] = x32[i][16 s + p] */
+  uint32_t *xp32 = (uint32_t *)xp;
+  for (int64_t i = 0; i < m; i++) {
+    const uint32_t *row = (const uint32_t *)(x + i * k);
     for (int64_t s = 0; s < steps; s++)
-      for (int64_t p = 0; p < 16; p++)
-        for (int64_t e = 0; e < 2; e++)
-          xp[(((s * 2 + i / 16) * 16 + p) * 16 + i % 16) * 2 + e] = x[i * k + 32 * s + 2 * p + e];
+      for (int64_t p = 0; p < 16; p++) xp32[((s * 2 + i / 16) * 16 + p) * 16 + i % 16] = row[16 * s + p];
+  }
   const int64_t blocks = n / 32;
   if (threads < 1) threads = 1;
   if (threads > 64) threads = 64;

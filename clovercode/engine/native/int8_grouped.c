@@ -26,9 +26,18 @@
 int clover_int8_available(void) { return HAVE_KERNEL; }
 
 #if HAVE_KERNEL
+#ifndef ROWS
 #define ROWS 4   /* activation rows per tile: 4 x 4 accumulators + 4 widened weight vectors fit the 32 registers */
+#endif
+#ifndef BLOCK
 #define BLOCK 4  /* output rows (weight rows) per block */
+#endif
+#ifndef AHEAD
 #define AHEAD 4  /* blocks prefetched ahead: ~32 KB at K = 2048, within the L1/L2 the next blocks land in */
+#endif
+#ifndef HINT
+#define HINT _MM_HINT_T0
+#endif
 
 static inline float bf16_to_float(uint16_t v) { uint32_t u = (uint32_t)v << 16; float f; memcpy(&f, &u, 4); return f; }
 
@@ -53,7 +62,7 @@ static void block_rows(const float *xf, int64_t m, const int8_t *w, const uint16
     __m512 acc[ROWS][BLOCK];
     for (int r = 0; r < ROWS; r++) for (int j = 0; j < BLOCK; j++) acc[r][j] = _mm512_setzero_ps();
     for (int64_t c = 0; c < k; c += 64) {
-      if (r0 == 0 && next) for (int j = 0; j < BLOCK; j++) _mm_prefetch((const char *)(next + j * k + c), _MM_HINT_T0);
+      if (r0 == 0 && next) for (int j = 0; j < BLOCK; j++) _mm_prefetch((const char *)(next + j * k + c), HINT);
       for (int u = 0; u < 4; u++) {
         __m512 wv[BLOCK];
         for (int j = 0; j < BLOCK; j++)
