@@ -53,29 +53,66 @@ typedef struct {
   int64_t groups, n, k, max_rows; uint16_t *out; int64_t first, last; int status;
 } job_t;
 
-/* rows [0, m) of xf (float32, [m, k]) times weight rows [n0, n0 + BLOCK) of w, scaled, into out (row stride n) */
+#if BLOCK == 4
+/* the four sums of a, b, c, d (16 lanes each) in one vector's lanes 0..3 */
+static inline __m128 sum4(__m512 a, __m512 b, __m512 c, __m512 d) {
+  __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));  /* a0 b0 a1 b1 per 128-bit lane */
+  __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+  __m512 abcd = _mm512_add_ps(_mm512_shuffle_ps(ab, cd, 0x44), _mm512_shuffle_ps(ab, cd, 0xEE));  /* a b c d per lane */
+  __m256 half = _mm256_add_ps(_mm512_castps512_ps256(abcd), _mm512_extractf32x8_ps(abcd, 1));
+  return _mm_add_ps(_mm256_castps256_ps128(half), _mm256_extractf128_ps(half, 1));
+}
+#endif
+
+/* rows [r0, r0 + R) of xf (float32, [m, k]) times weight rows [n0, n0 + BLOCK) of w, scaled, into out (row stride
+ * n); R a constant in each call, so that the R x BLOCK accumulators stay in registers */
+static inline __attribute__((always_inline)) void tile(const int R, const float *xf, int64_t r0, const int8_t *w0,
+                                                       const uint16_t *scale, int64_t k, int64_t n, int64_t n0,
+                                                       uint16_t *out, const int8_t *next) {
+  __m512 acc[ROWS][BLOCK];
+  for (int r = 0; r < R; r++) for (int j = 0; j < BLOCK; j++) acc[r][j] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < k; c += 64) {
+    if (next) for (int j = 0; j < BLOCK; j++) _mm_prefetch((const char *)(next + j * k + c), HINT);
+    for (int u = 0; u < 4; u++) {
+      __m512 wv[BLOCK];
+      for (int j = 0; j < BLOCK; j++)
+        wv[j] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w0 + j * k + c + 16 * u))));
+      for (int r = 0; r < R; r++) {
+        __m512 xv = _mm512_loadu_ps(xf + (r0 + r) * k + c + 16 * u);
+        for (int j = 0; j < BLOCK; j++) acc[r][j] = _mm512_fmadd_ps(wv[j], xv, acc[r][j]);
+      }
+    }
+  }
+  for (int r = 0; r < R; r++) {
+#if BLOCK == 4
+    float sums[4];
+    _mm_storeu_ps(sums, sum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]));
+    for (int j = 0; j < 4; j++) out[(r0 + r) * n + n0 + j] = float_to_bf16(sums[j] * bf16_to_float(scale[n0 + j]));
+#else
+    for (int j = 0; j < BLOCK; j++)
+      out[(r0 + r) * n + n0 + j] = float_to_bf16(_mm512_reduce_add_ps(acc[r][j]) * bf16_to_float(scale[n0 + j]));
+#endif
+  }
+}
+
+/* rows [0, m) of xf times weight rows [n0, n0 + BLOCK) of w: tiles of ROWS rows, the last one shorter */
 static void block_rows(const float *xf, int64_t m, const int8_t *w, const uint16_t *scale, int64_t k, int64_t n,
                        int64_t n0, uint16_t *out, const int8_t *next) {
   const int8_t *w0 = w + n0 * k;
   for (int64_t r0 = 0; r0 < m; r0 += ROWS) {
-    int rows = (int)(m - r0 < ROWS ? m - r0 : ROWS);
-    __m512 acc[ROWS][BLOCK];
-    for (int r = 0; r < ROWS; r++) for (int j = 0; j < BLOCK; j++) acc[r][j] = _mm512_setzero_ps();
-    for (int64_t c = 0; c < k; c += 64) {
-      if (r0 == 0 && next) for (int j = 0; j < BLOCK; j++) _mm_prefetch((const char *)(next + j * k + c), HINT);
-      for (int u = 0; u < 4; u++) {
-        __m512 wv[BLOCK];
-        for (int j = 0; j < BLOCK; j++)
-          wv[j] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w0 + j * k + c + 16 * u))));
-        for (int r = 0; r < rows; r++) {
-          __m512 xv = _mm512_loadu_ps(xf + (r0 + r) * k + c + 16 * u);
-          for (int j = 0; j < BLOCK; j++) acc[r][j] = _mm512_fmadd_ps(wv[j], xv, acc[r][j]);
-        }
-      }
+    const int8_t *ahead = r0 == 0 ? next : NULL;  /* the next blocks are fetched once, during the first tile */
+    switch (m - r0 < ROWS ? m - r0 : ROWS) {
+      case 1: tile(1, xf, r0, w0, scale, k, n, n0, out, ahead); break;
+#if ROWS >= 2
+      case 2: tile(2, xf, r0, w0, scale, k, n, n0, out, ahead); break;
+#endif
+#if ROWS >= 3
+      case 3: tile(3, xf, r0, w0, scale, k, n, n0, out, ahead); break;
+#endif
+#if ROWS >= 4
+      default: tile(ROWS, xf, r0, w0, scale, k, n, n0, out, ahead); break;
+#endif
     }
-    for (int r = 0; r < rows; r++)
-      for (int j = 0; j < BLOCK; j++)
-        out[(r0 + r) * n + n0 + j] = float_to_bf16(_mm512_reduce_add_ps(acc[r][j]) * bf16_to_float(scale[n0 + j]));
   }
 }
 
@@ -96,7 +133,10 @@ static void *run(void *arg) {
       if (lo < hi) {
         const int8_t *w = job->w + job->hit[g] * n * k;
         const uint16_t *scale = job->scale + job->hit[g] * n;
-        for (int64_t i = 0; i < m * k; i++) xf[i] = bf16_to_float(job->x[start * k + i]);
+        const uint16_t *xs = job->x + start * k;  /* k % 64 == 0: whole vectors of 16 */
+        for (int64_t i = 0; i < m * k; i += 16)
+          _mm512_storeu_ps(xf + i, _mm512_castsi512_ps(_mm512_slli_epi32(
+              _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(xs + i))), 16)));
         for (int64_t b = lo; b < hi; b++) {
           const int8_t *next = b + AHEAD < blocks ? w + (b + AHEAD) * BLOCK * k : NULL;
           block_rows(xf, m, w, scale, k, n, b * BLOCK, job->out + start * n, next);
