@@ -98,9 +98,9 @@ def test_float16_never_sums_unscaled_int8_values_in_float16():
 
 @pytest.fixture
 def amx():
-    from clovercode.engine import int8native
+    from clovercode.engine import amxlinear
 
-    lib = int8native.amx_library()
+    lib = amxlinear.library()
     if lib is None:
         pytest.skip("no AMX-BF16 or no C compiler here: the AMX linear is not built (torch's paths run)")
     return lib
@@ -108,40 +108,40 @@ def amx():
 
 @pytest.mark.parametrize("rows", [1, 8, 17, 32])
 def test_the_amx_linear_equals_the_reference_at_a_block_s_rows(amx, rows):
-    from clovercode.engine import int8native
+    from clovercode.engine import amxlinear
 
     gen = torch.Generator().manual_seed(rows)
     qdata = torch.randint(-127, 128, (96, 128), dtype=torch.int8, generator=gen)
     scale = (torch.rand(96, generator=gen) * 0.01 + 1e-4).bfloat16()
     x = torch.randn(rows, 128, generator=gen).bfloat16()
-    got = int8native.linear_amx(amx, x, qdata, scale, 2)
+    got = amxlinear.linear(amx, x, qdata, scale, 2)
     want = (x.double() @ qdata.double().t()) * scale.double()
     assert got.dtype == torch.bfloat16 and got.shape == (rows, 96)
     assert (got.double() - want).abs().max() <= 2 ** -8 * want.abs().max()  # bf16's rounding of the result
 
 
 def test_the_amx_linear_refuses_what_it_does_not_take(amx):
-    from clovercode.engine import int8native
+    from clovercode.engine import amxlinear
 
     qdata, scale = torch.zeros(96, 128, dtype=torch.int8), torch.ones(96).bfloat16()
     for x, q, s in ((torch.zeros(33, 128).bfloat16(), qdata, scale),  # more rows than two tiles
                     (torch.zeros(4, 128), qdata, scale),  # float32 rows
                     (torch.zeros(4, 96).bfloat16(), qdata[:, :96].contiguous(), scale),  # 96 ok: 32 | 96
                     (torch.zeros(4, 128).bfloat16(), qdata[:80].contiguous(), scale[:80])):  # 80 rows: not 32 | 80
-        if int8native.amx_takes(x, q, s):
+        if amxlinear.takes(x, q, s):
             assert x.shape[1] == 96  # the one shape above it does take
             continue
         with pytest.raises(ValueError):
-            int8native.linear_amx(amx, x, q, s, 2)
+            amxlinear.linear(amx, x, q, s, 2)
 
 
 def test_a_block_s_rows_through_a_large_int8_linear_take_the_amx_path(amx, monkeypatch):
-    from clovercode.engine import int8native
+    from clovercode.engine import amxlinear
 
     _, quantized = _pair(torch.bfloat16, False)
     taken = []
-    real = int8native.linear_amx
-    monkeypatch.setattr(int8native, "linear_amx", lambda *a: taken.append(a[1].shape[0]) or real(*a))
+    real = amxlinear.linear
+    monkeypatch.setattr(amxlinear, "linear", lambda *a: taken.append(a[1].shape[0]) or real(*a))
     x = torch.randn(2, 16, 96, dtype=torch.bfloat16)
     with torch.no_grad():
         small = quantized(x)  # a 48 x 96 weight: under AMX_MIN_WEIGHT (packing costs more than it saves)

@@ -21,7 +21,7 @@ on every forward before its matmul (a strided copy: ~20-40 ms for an 8192 × 204
 Where rows are many, widening the weight once into a reused buffer and one matmul beats the kernel
 (``KERNEL_ROWS``); the int8 weights are never kept widened beyond the one matrix being multiplied. On a
 CPU with AMX-BF16, a block's 8-32 rows through a large linear take clovercode's AMX kernel instead
-(engine/native/int8_amx.c: 32 weight rows widened at a time in L2, multiplied on the matrix unit).
+(engine/native/amx_linear.c: 32 weight rows widened at a time in L2, multiplied on the matrix unit).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from clovercode.engine import groupedexperts, int8native
+from clovercode.engine import amxlinear, groupedexperts, int8native
 
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)  # what the kernel takes for activations and scales
 # A matrix's rows up to which the kernel beats widening the weight once into a reused bf16 buffer and
@@ -44,7 +44,7 @@ KERNEL_ROWS = 16
 # the row scale: only dtypes with float32's exponent hold that; float16 (max 65,504) stays on the kernel,
 # which scales in float32
 WIDEN_DTYPES = (torch.bfloat16, torch.float32)
-# The AMX linear (engine/native/int8_amx.c: 32 weight rows widened at a time into L2, multiplied on the
+# The AMX linear (engine/native/amx_linear.c: 32 weight rows widened at a time into L2, multiplied on the
 # matrix unit) against the two paths above, bf16, in ms on the 2-core Xeon (weights in cache): 8192 x 2048 at
 # 32 rows 1.52 vs widened 3.65 and torch's kernel 6.66; at 17 rows 1.32 vs 3.34 / 4.22; at 1 row 1.19 vs
 # torch's 0.46 (its cost is the weight's read and widening, whatever the rows: ~5 rows break even); a
@@ -86,8 +86,8 @@ def _grouped(x: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor, hit: tor
 
 def linear_kernel(x_dtype: torch.dtype = torch.bfloat16) -> str:
     """What multiplies the other int8 linears at a block's rows, for the bench."""
-    if x_dtype == torch.bfloat16 and int8native.amx_library() is not None:
-        return f"clovercode's AMX kernel at {AMX_MIN_ROWS}-{int8native.AMX_ROWS} rows (AMX-BF16, built here)"
+    if x_dtype == torch.bfloat16 and amxlinear.library() is not None:
+        return f"clovercode's AMX kernel at {AMX_MIN_ROWS}-{amxlinear.ROWS} rows (AMX-BF16, built here)"
     return f"torch's _weight_int8pack_mm up to {KERNEL_ROWS} rows, widened once above"
 
 
@@ -159,12 +159,12 @@ def per_row_int8(weight: Any) -> bool:
 
 
 def _amx_for(rows: torch.Tensor, qdata: torch.Tensor, scale: torch.Tensor) -> Any:
-    """The AMX linear (engine/int8native.py) where it beats the other two paths: between :data:`AMX_MIN_ROWS`
+    """The AMX linear (engine/amxlinear.py) where it beats the other two paths: between :data:`AMX_MIN_ROWS`
     and 32 rows of bf16, a weight of at least :data:`AMX_MIN_WEIGHT` values, a CPU with AMX-BF16."""
-    if not AMX_MIN_ROWS <= rows.shape[0] <= int8native.AMX_ROWS or qdata.numel() < AMX_MIN_WEIGHT:
+    if not AMX_MIN_ROWS <= rows.shape[0] <= amxlinear.ROWS or qdata.numel() < AMX_MIN_WEIGHT:
         return None
-    lib = int8native.amx_library()
-    return lib if lib is not None and int8native.amx_takes(rows, qdata, scale) else None
+    lib = amxlinear.library()
+    return lib if lib is not None and amxlinear.takes(rows, qdata, scale) else None
 
 
 def _linear_forward(self: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -174,7 +174,7 @@ def _linear_forward(self: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     rows, scale = x.reshape(-1, x.shape[-1]).contiguous(), weight.scale.reshape(-1).to(x.dtype)
     amx = _amx_for(rows, weight.qdata, scale)
     if amx is not None:
-        out = int8native.linear_amx(amx, rows, weight.qdata, scale, torch.get_num_threads())
+        out = amxlinear.linear(amx, rows, weight.qdata, scale, torch.get_num_threads())
     elif rows.shape[0] <= KERNEL_ROWS or x.dtype not in WIDEN_DTYPES:
         out = torch._weight_int8pack_mm(rows, weight.qdata, scale)
     else:  # torchao widens the transposed weight, a strided copy several times slower than this one

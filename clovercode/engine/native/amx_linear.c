@@ -1,12 +1,14 @@
-/* An int8 linear at a block's rows on the CPU's matrix unit (AMX): out[M, N] = x[M, K] @ W[N, K]^T * scale[N],
- * x and out bfloat16, W int8 as stored with a bfloat16 scale per output row, M <= 32 (engine/int8native.py
- * loads it, engine/int8cpu.py chooses it).
+/* An int8 linear at a block's rows on the CPU's matrix unit (AMX): out[M, N] = x[M, K] @ W[N, K]^T * scale[N], x and
+ * out bfloat16, W int8 as stored with a bfloat16 scale per output row, M <= 32 (engine/amxlinear.py loads it,
+ * engine/int8cpu.py chooses it).
  *
  * Why: at a block's 32 rows an int8 linear is neither memory- nor compute-cheap with what torch ships for the
  * CPU. torch's _weight_int8pack_mm multiplies in float32 FMAs (its time grows with the rows: ~0.2 ms a row
  * for 8192 x 2048 on a 2-core Xeon), and widening the whole weight to bf16 for one AMX matmul writes and reads
  * twice the int8 bytes. Here each thread widens 32 weight rows at a time into a bf16 buffer that stays in L2
  * (the int8 read once, in memory order) and multiplies them on AMX against the rows, packed once per call.
+ * (The same tiles over a bf16 weight as it lies, tried for the LM head to write its result row-major, read
+ * the 1 GB head slower than oneDNN's product does: 51-56 ms against 44-49 with its transposition.)
  *
  * Tiles: A = 16 weight rows x 32 k (bf16), B = 16 pairs of k x 16 activation rows (VNNI), C = 16 weight rows x
  * 16 activation rows (float32): two A, two B and four C tiles cover 32 weight rows x 32 activation rows.
@@ -68,6 +70,7 @@ static void *run(void *arg) {
   job_t *job = (job_t *)arg;
   if (job->last <= job->first) return NULL;
   const int64_t k = job->k, steps = k / 32;
+  /* the A tiles' rows: widen()'s buffer for int8 (rows k + 32 values apart), the weight itself for bf16 */
   const int64_t stride = k + 32;  /* widen()'s row stride, in values */
   uint16_t *wide = (uint16_t *)aligned_alloc(64, (size_t)(32 * stride * 2));
   float *c = (float *)aligned_alloc(64, 32 * 32 * sizeof(float));
@@ -82,10 +85,10 @@ static void *run(void *arg) {
     widen(job->w, k, n0, wide);
     _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);
     /* the next block's int8 rows (one contiguous run of 32 k bytes), fetched into L2 while this one multiplies */
-    const int8_t *next = block + 1 < job->last ? job->w + (n0 + 32) * k : NULL;
+    const char *next = block + 1 < job->last ? (const char *)(job->w + (n0 + 32) * k) : NULL;
     const int64_t ahead = (32 * k) / steps;
     for (int64_t s = 0; s < steps; s++) {
-      if (next) for (int64_t at = s * ahead; at < (s + 1) * ahead; at += 64) _mm_prefetch((const char *)(next + at), _MM_HINT_T1);
+      if (next) for (int64_t at = s * ahead; at < (s + 1) * ahead; at += 64) _mm_prefetch(next + at, _MM_HINT_T1);
       _tile_loadd(0, wide + s * 32, stride * 2);
       _tile_loadd(1, wide + 16 * stride + s * 32, stride * 2);
       _tile_loadd(2, job->xp + (s * 2) * 16 * 32, 64);
