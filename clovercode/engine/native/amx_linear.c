@@ -50,18 +50,20 @@ typedef struct {
   int64_t m, n, k; int64_t first, last; int status;
 } job_t;
 
-/* 32 weight rows [n0, n0 + 32) widened to bf16, row by row (each row read and written in memory order), into
- * wide[r][k] with rows (k + 32) values apart: 64 bytes more than the row, so that the 16 rows an A tile loads
- * fall in different L1 sets (rows a power of two apart would all map to one) */
-static void widen(const int8_t *w, int64_t k, int64_t n0, uint16_t *wide) {
+/* Weight rows [n0 + lo, n0 + hi) of a block of 32 widened to bf16, each row read and written in memory order,
+ * into wide[r][k] with rows (k + 32) values apart: 64 bytes more than the row, so that the 16 rows an A tile
+ * loads fall in different L1 sets (rows a power of two apart would all map to one). The row two ahead is
+ * prefetched into L2. */
+static void widen(const int8_t *w, int64_t k, int64_t n0, int64_t lo, int64_t hi, uint16_t *wide) {
   const int64_t stride = k + 32;
-  for (int64_t r = 0; r < 32; r++) {
+  for (int64_t r = lo; r < hi; r++) {
     const int8_t *row = w + (n0 + r) * k;
     uint16_t *to = wide + r * stride;
     for (int64_t c = 0; c < k; c += 32) {
-      __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(row + c))));
-      __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(row + c + 16))));
-      _mm512_storeu_si512((void *)(to + c), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+      if (!(c & 63)) _mm_prefetch((const char *)((uintptr_t)row + (uintptr_t)(2 * k + c)), _MM_HINT_T1);
+      __m512 lo16 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(row + c))));
+      __m512 hi16 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(row + c + 16))));
+      _mm512_storeu_si512((void *)(to + c), (__m512i)_mm512_cvtne2ps_pbh(hi16, lo16));
     }
   }
 }
@@ -70,9 +72,9 @@ static void *run(void *arg) {
   job_t *job = (job_t *)arg;
   if (job->last <= job->first) return NULL;
   const int64_t k = job->k, steps = k / 32;
-  /* the A tiles' rows: widen()'s buffer for int8 (rows k + 32 values apart), the weight itself for bf16 */
   const int64_t stride = k + 32;  /* widen()'s row stride, in values */
-  uint16_t *wide = (uint16_t *)aligned_alloc(64, (size_t)(32 * stride * 2));
+  /* two buffers: the tiles multiply one block while the vector units widen the next into the other */
+  uint16_t *wide = (uint16_t *)aligned_alloc(64, (size_t)(2 * 32 * stride * 2));
   float *c = (float *)aligned_alloc(64, 32 * 32 * sizeof(float));
   if (!wide || !c) { free(wide); free(c); job->status = -3; return NULL; }
   tile_config_t config;
@@ -80,21 +82,21 @@ static void *run(void *arg) {
   config.palette = 1;
   for (int t = 0; t < 8; t++) { config.rows[t] = 16; config.colsb[t] = 64; }
   _tile_loadconfig(&config);
+  widen(job->w, k, job->first * 32, 0, 32, wide);
   for (int64_t block = job->first; block < job->last; block++) {
     const int64_t n0 = block * 32;
-    widen(job->w, k, n0, wide);
+    uint16_t *cur = wide + ((block - job->first) & 1) * 32 * stride, *nxt = wide + ((block - job->first + 1) & 1) * 32 * stride;
+    const int more = block + 1 < job->last;
     _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);
-    /* the next block's int8 rows (one contiguous run of 32 k bytes), fetched into L2 while this one multiplies */
-    const char *next = block + 1 < job->last ? (const char *)(job->w + (n0 + 32) * k) : NULL;
-    const int64_t ahead = (32 * k) / steps;
     for (int64_t s = 0; s < steps; s++) {
-      if (next) for (int64_t at = s * ahead; at < (s + 1) * ahead; at += 64) _mm_prefetch(next + at, _MM_HINT_T1);
-      _tile_loadd(0, wide + s * 32, stride * 2);
-      _tile_loadd(1, wide + 16 * stride + s * 32, stride * 2);
+      _tile_loadd(0, cur + s * 32, stride * 2);
+      _tile_loadd(1, cur + 16 * stride + s * 32, stride * 2);
       _tile_loadd(2, job->xp + (s * 2) * 16 * 32, 64);
       _tile_loadd(3, job->xp + (s * 2 + 1) * 16 * 32, 64);
       _tile_dpbf16ps(4, 0, 2); _tile_dpbf16ps(5, 0, 3);
       _tile_dpbf16ps(6, 1, 2); _tile_dpbf16ps(7, 1, 3);
+      /* the next block's rows, spread over this block's steps */
+      if (more) widen(job->w, k, n0 + 32, (s * 32) / steps, ((s + 1) * 32) / steps, nxt);
     }
     /* c[weight row][activation row], 32 x 32 float32 */
     _tile_stored(4, c, 128); _tile_stored(5, c + 16, 128);
