@@ -145,3 +145,26 @@ def test_a_compiler_the_project_directory_holds_is_never_run(fresh, tmp_path, mo
         assert int8native.compiler(os.environ) is None, path
         assert int8native.build(os.environ) is None
     assert not ran.exists()
+
+
+def test_rows_with_a_wide_range_or_a_non_finite_value_keep_their_result(native):
+    """Where the machine has AVX512-VNNI the kernel multiplies each row as 16-bit integers scaled to its
+    largest value (error at most 2^-16 of it); a row with one large value among small ones still meets the
+    bf16 bound, and a row holding an infinity or a NaN takes the float path, which carries it through as
+    the reference does (inf or NaN out, never a finite number)."""
+    x, qdata, scale, hit, offsets = _experts([3, 2, 1])
+    x[0] = torch.randn(x.shape[1]).bfloat16() * 1e-3
+    x[0, 5] = 300.0  # one value 10^5 times the rest
+    x[3, 7] = float("inf")
+    x[5, 1] = float("nan")
+    out = torch.empty(x.shape[0], qdata.shape[1], dtype=torch.bfloat16)
+    assert int8native.grouped_mm(native, x, qdata, scale, hit, offsets, out, 16, 2)
+    want = _reference(x, qdata, scale, hit, offsets)
+    finite = [0, 1, 2, 4]
+    assert (out[finite].double() - want[finite]).abs().max() <= 2 ** -8 * want[finite].abs().max()
+    # row 0 on its own: bf16's rounding of its result plus the 16-bit rows' bound (2^-16 of its largest value
+    # times the weights' absolute row sums)
+    weights = (qdata[0].double().abs() * scale[0].double()[:, None]).sum(dim=1)
+    bound = 2 ** -8 * want[0].abs().max() + 2 ** -16 * x[0].double().abs().max() * weights.max()
+    assert (out[0].double() - want[0]).abs().max() <= bound
+    assert not torch.isfinite(out[3].float()).all() and torch.isnan(out[5].float()).all()
