@@ -93,8 +93,10 @@ def linear_kernel(x_dtype: torch.dtype = torch.bfloat16) -> str:
 
 def kernel(x_dtype: torch.dtype = torch.bfloat16) -> str:
     """Which kernel multiplies the experts' int8 weights on this machine, for the load summary and the bench."""
-    if x_dtype == torch.bfloat16 and int8native.library() is not None:
-        return "clovercode's native int8 kernel (AVX-512, built here)"
+    lib = int8native.library() if x_dtype == torch.bfloat16 else None
+    if lib is not None:
+        rows = "16-bit rows on VNNI" if lib.clover_int8_vnni() else "float32 rows"
+        return f"clovercode's native int8 kernel (AVX-512, {rows}, built here)"
     return "torch's _weight_int8pack_mm, one call per hit expert"
 
 

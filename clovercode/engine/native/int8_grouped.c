@@ -282,3 +282,12 @@ int clover_int8_grouped_mm(const uint16_t *x, const int8_t *w, const uint16_t *s
   return -2;
 #endif
 }
+
+/* Whether this build multiplies rows as 16-bit integers (AVX512-VNNI) where they are finite. */
+int clover_int8_vnni(void) {
+#if HAVE_KERNEL
+  return HAVE_VNNI;
+#else
+  return 0;
+#endif
+}
