@@ -7,7 +7,8 @@ delta rule from flash-linear-attention (``fla.ops.gated_delta_rule``) and the ca
 inputs on a device the package runs on (CUDA; fla also XPU/NPU), the reference elsewhere. So "picked
 automatically on CUDA when installed" holds with nothing for the engine to switch: what is left is
 telling the user which one runs (the fallbacks are correct but far slower) and how to get the kernels
-(the ``gpu`` extra). This module reads what transformers dispatches to; it changes nothing.
+(the ``gpu`` extra). This module reads what transformers dispatches to; it changes nothing (on the CPU,
+engine/gdncpu.py puts clovercode's own delta rule kernel behind the same names, and this says so).
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ INSTALL = "install the gpu extra: pip install 'clovercode[gpu]'"
 
 def dispatch(function: Any, depth: int = 4) -> str:
     """``fla`` / ``causal_conv1d`` when transformers' wrapper of ``function`` holds that package's kernel,
-    ``clovercode`` for engine/gdncpu.py's wrapper, else ``torch``. The wrappers keep the chosen function in closures (and, with the ``kernels`` package
-    installed, inside a module's ``forward``): walk them, a few levels deep."""
+    ``clovercode`` for engine/gdncpu.py's wrapper, else ``torch``. The wrappers keep the chosen function in
+    closures (and, with the ``kernels`` package installed, inside a module's ``forward``): walk them, a few
+    levels deep."""
     seen: set[int] = set()
     frontier = [function]
     for _ in range(depth):

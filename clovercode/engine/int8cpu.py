@@ -52,8 +52,9 @@ WIDEN_DTYPES = (torch.bfloat16, torch.float32)
 AMX_MIN_ROWS = 8
 AMX_MIN_WEIGHT = 2048 * 2048
 # A group's rows up to which the native kernel (engine/int8native.py, bf16 only) multiplies it: it widens
-# each weight in registers once per 4 rows and multiplies in float32 FMAs, so its arithmetic grows with the
-# rows while AMX's widened matmul stays at the weight's read; above this the groups take the paths below
+# each weight in registers once per 4 rows and multiplies in float32 FMAs (or 16-bit integer pair sums on
+# VNNI), so its arithmetic grows with the rows while AMX's widened matmul stays at the weight's read; above
+# this the groups take the paths below
 NATIVE_ROWS = 16
 
 
