@@ -168,3 +168,24 @@ def test_rows_with_a_wide_range_or_a_non_finite_value_keep_their_result(native):
     bound = 2 ** -8 * want[0].abs().max() + 2 ** -16 * x[0].double().abs().max() * weights.max()
     assert (out[0].double() - want[0]).abs().max() <= bound
     assert not torch.isfinite(out[3].float()).all() and torch.isnan(out[5].float()).all()
+
+
+def test_a_changed_header_builds_a_new_library(fresh, tmp_path):
+    """The kernels #include headers beside their source (native/fanout.h): the cached library's name
+    hashes them too, so a changed header is never served by a library built from the old one."""
+    from clovercode.engine import nativebuild
+
+    if nativebuild.compiler(os.environ) is None:
+        pytest.skip("no C compiler here")
+    folder = tmp_path / "native"
+    folder.mkdir()
+    (folder / "part.h").write_text("static inline int part(void) { return 1; }\n")
+    source = folder / "kernel.c"
+    source.write_text('#include "part.h"\nint kernel(void) { return part(); }\n')
+    first = nativebuild.build(source, os.environ)
+    (folder / "part.h").write_text("static inline int part(void) { return 2; }\n")
+    second = nativebuild.build(source, os.environ)
+    assert first is not None and second is not None and first != second
+    import ctypes
+
+    assert ctypes.CDLL(str(second)).kernel() == 2

@@ -24,21 +24,9 @@ ROWS = 32  # the rows one call takes (two B tiles of 16)
 @functools.cache
 def library() -> Any:
     """The kernel (ctypes), or None where it cannot be built or run here."""
-    if os.environ.get("CLOVERCODE_INT8_KERNEL", "") == "torch":
-        return None
-    path = nativebuild.build(SOURCE, os.environ)
-    if path is None:
-        return None
-    try:
-        lib = ctypes.CDLL(str(path))
-    except OSError:
-        return None
-    if not lib.clover_amx_available():
-        return None
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    lib.clover_int8_linear_amx.argtypes = [ptr, ptr, ptr, ptr, i64, i64, i64, ctypes.c_int]
-    lib.clover_int8_linear_amx.restype = ctypes.c_int
-    return lib
+    return nativebuild.load(SOURCE, os.environ, "CLOVERCODE_INT8_KERNEL", {
+        "clover_int8_linear_amx": [ptr, ptr, ptr, ptr, i64, i64, i64, ctypes.c_int]}, available="clover_amx_available")
 
 
 def takes(x: Any, qdata: Any, scale: Any) -> bool:

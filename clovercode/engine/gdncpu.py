@@ -37,19 +37,9 @@ SWITCH = "CLOVERCODE_GDN_KERNEL"  # "torch": keep transformers' fallbacks (the A
 @functools.cache
 def library() -> Any:
     """The loaded kernel (ctypes), or None where it cannot be built; built at most once a process."""
-    if os.environ.get(SWITCH, "") == "torch":
-        return None
-    path = nativebuild.build(SOURCE, os.environ, libraries=("m",))
-    if path is None:
-        return None
-    try:
-        lib = ctypes.CDLL(str(path))
-    except OSError:
-        return None
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    lib.clover_gdn_recurrent.argtypes = [ptr] * 7 + [i64] * 6 + [ctypes.c_int, ctypes.c_int]
-    lib.clover_gdn_recurrent.restype = ctypes.c_int
-    return lib
+    return nativebuild.load(SOURCE, os.environ, SWITCH, {
+        "clover_gdn_recurrent": [ptr] * 7 + [i64] * 6 + [ctypes.c_int, ctypes.c_int]}, libraries=("m",))
 
 
 def takes(query: Any, key: Any, value: Any, g: Any, beta: Any, initial_state: Any, kwargs: dict) -> bool:

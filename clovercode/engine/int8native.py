@@ -35,21 +35,10 @@ def build(env: Mapping[str, str]) -> Path | None:
 def library() -> Any:
     """The loaded kernel (ctypes), or None where it cannot be built or this CPU lacks AVX-512. Built at
     most once a process (0.5 s on the development VM; then loaded from the cache)."""
-    if os.environ.get("CLOVERCODE_INT8_KERNEL", "") == "torch":  # the A/B switch of the bench and docs
-        return None
-    path = build(os.environ)
-    if path is None:
-        return None
-    try:
-        lib = ctypes.CDLL(str(path))
-    except OSError:
-        return None
-    if not lib.clover_int8_available():
-        return None
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    lib.clover_int8_grouped_mm.argtypes = [ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64, i64, ptr, ctypes.c_int]
-    lib.clover_int8_grouped_mm.restype = ctypes.c_int
-    return lib
+    return nativebuild.load(SOURCE, os.environ, "CLOVERCODE_INT8_KERNEL", {  # the bench's and docs' A/B switch
+        "clover_int8_grouped_mm": [ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64, i64, ptr, ctypes.c_int],
+        "clover_int8_vnni": []}, available="clover_int8_available")
 
 
 def takes(x: Any, qdata: Any, scale: Any) -> bool:

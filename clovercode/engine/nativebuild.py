@@ -12,6 +12,7 @@ sandbox.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
 import platform
@@ -20,6 +21,7 @@ import subprocess
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 FLAGS = ("-O3", "-march=native", "-shared", "-fPIC", "-pthread")
 BUILD_TIMEOUT_S = 120
@@ -81,7 +83,8 @@ def build(source: Path, env: Mapping[str, str], libraries: tuple[str, ...] = ())
     cc = compiler(env)
     if cc is None or not source.is_file():
         return None
-    code = source.read_bytes()
+    # the source and the headers beside it (they are #included from there), in a stable order
+    code = b"\0".join([source.read_bytes()] + [h.read_bytes() for h in sorted(source.parent.glob("*.h"))])
     link = tuple(f"-l{name}" for name in libraries)
     key = hashlib.sha256(b"\0".join([code, os.path.realpath(cc).encode(), " ".join(FLAGS + link).encode(),
                                       platform.machine().encode(), _cpu_flags().encode()])).hexdigest()[:20]
@@ -108,3 +111,26 @@ def build(source: Path, env: Mapping[str, str], libraries: tuple[str, ...] = ())
     except (OSError, subprocess.SubprocessError):
         return None
     return target if _private(target) else None
+
+
+def load(source: Path, env: Mapping[str, str], switch: str, functions: Mapping[str, list[Any]],
+         available: str | None = None, libraries: tuple[str, ...] = ()) -> Any:
+    """The library built from ``source`` (:func:`build`), loaded with ctypes, each of ``functions`` given its
+    argument types (every kernel returns an int status); None where it cannot be had: ``switch`` set to
+    ``torch`` in ``env`` (the A/B switches of the bench and the docs), no compiler or a failed build, a
+    library that will not load, or ``available`` (a function of it) saying this CPU cannot run it."""
+    if env.get(switch, "") == "torch":
+        return None
+    path = build(source, env, libraries)
+    if path is None:
+        return None
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError:
+        return None
+    if available is not None and not getattr(lib, available)():
+        return None
+    for name, argtypes in functions.items():
+        function = getattr(lib, name)
+        function.argtypes, function.restype = argtypes, ctypes.c_int
+    return lib

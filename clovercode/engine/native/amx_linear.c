@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include "fanout.h"
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__) && defined(__linux__)
 #include <immintrin.h>
 #include <sys/syscall.h>
@@ -138,24 +139,15 @@ int clover_int8_linear_amx(const uint16_t *x, const int8_t *w, const uint16_t *s
       for (int64_t p = 0; p < 16; p++) xp32[((s * 2 + i / 16) * 16 + p) * 16 + i % 16] = row[16 * s + p];
   }
   const int64_t blocks = n / 32;
-  if (threads < 1) threads = 1;
-  if (threads > 64) threads = 64;
-  if (blocks < threads) threads = (int)blocks;
-  job_t jobs[64];
-  pthread_t ids[64];
-  int started[64] = {0};
+  threads = fanout_threads(threads, blocks);
+  job_t jobs[FANOUT_MAX];
   for (int t = 0; t < threads; t++) {
     job_t job = {xp, w, scale, out, m, n, k, blocks * t / threads, blocks * (t + 1) / threads, 0};
     jobs[t] = job;
   }
-  for (int t = 1; t < threads; t++) started[t] = pthread_create(&ids[t], NULL, run, &jobs[t]) == 0;
-  run(&jobs[0]);
-  int status = jobs[0].status;
-  for (int t = 1; t < threads; t++) {
-    if (started[t]) pthread_join(ids[t], NULL);
-    else run(&jobs[t]);
-    if (jobs[t].status) status = jobs[t].status;
-  }
+  fanout(run, jobs, sizeof jobs[0], threads);
+  int status = 0;
+  for (int t = 0; t < threads; t++) if (jobs[t].status) status = jobs[t].status;
   free(xp);
   return status;
 #else

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include "fanout.h"
 
 int clover_gdn_available(void) { return 1; }
 
@@ -149,24 +150,15 @@ int clover_gdn_recurrent(const float *q, const float *k, const float *v, const f
   if (batch < 0 || tokens < 0 || hk <= 0 || hv <= 0 || dk <= 0 || dv <= 0 || hv % hk) return -1;
   const int64_t items = batch * hv;
   if (items == 0 || tokens == 0) return 0;
-  if (threads < 1) threads = 1;
-  if (threads > 64) threads = 64;
-  if (items < threads) threads = (int)items;
-  job_t jobs[64];
-  pthread_t ids[64];
-  int started[64] = {0};
+  threads = fanout_threads(threads, items);
+  job_t jobs[FANOUT_MAX];
   for (int t = 0; t < threads; t++) {
     job_t job = {q, k, v, g, beta, state, out, batch, tokens, hk, hv, dk, dv, l2norm,
                  items * t / threads, items * (t + 1) / threads, 0};
     jobs[t] = job;
   }
-  for (int t = 1; t < threads; t++) started[t] = pthread_create(&ids[t], NULL, run, &jobs[t]) == 0;
-  run(&jobs[0]);
-  int status = jobs[0].status;
-  for (int t = 1; t < threads; t++) {
-    if (started[t]) pthread_join(ids[t], NULL);
-    else run(&jobs[t]);  /* no thread to be had: this one does that part too */
-    if (jobs[t].status) status = jobs[t].status;
-  }
+  fanout(run, jobs, sizeof jobs[0], threads);
+  int status = 0;
+  for (int t = 0; t < threads; t++) if (jobs[t].status) status = jobs[t].status;
   return status;
 }

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include "fanout.h"
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 #include <immintrin.h>
 #define HAVE_KERNEL 1
@@ -256,24 +257,15 @@ int clover_int8_grouped_mm(const uint16_t *x, const int8_t *w, const uint16_t *s
     if (m > 0 && m <= max_rows) items += n / BLOCK;
     start = offsets[g];
   }
-  if (threads < 1) threads = 1;
-  if (threads > 64) threads = 64;
-  if (items < threads) threads = items > 0 ? (int)items : 1;
-  job_t jobs[64];
-  pthread_t ids[64];
-  int started[64] = {0};
+  threads = fanout_threads(threads, items);
+  job_t jobs[FANOUT_MAX];
   for (int t = 0; t < threads; t++) {
     job_t job = {x, w, scale, hit, offsets, groups, n, k, max_rows, out, items * t / threads, items * (t + 1) / threads, 0};
     jobs[t] = job;
   }
-  for (int t = 1; t < threads; t++) started[t] = pthread_create(&ids[t], NULL, run, &jobs[t]) == 0;
-  run(&jobs[0]);
-  int status = jobs[0].status;
-  for (int t = 1; t < threads; t++) {
-    if (started[t]) pthread_join(ids[t], NULL);
-    else run(&jobs[t]);  /* no thread to be had: this one does that part too */
-    if (jobs[t].status) status = jobs[t].status;
-  }
+  fanout(run, jobs, sizeof jobs[0], threads);
+  int status = 0;
+  for (int t = 0; t < threads; t++) if (jobs[t].status) status = jobs[t].status;
   return status;
 #else
   (void)x; (void)w; (void)scale; (void)hit; (void)offsets; (void)groups; (void)experts; (void)rows; (void)n;
