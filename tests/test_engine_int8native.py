@@ -189,3 +189,35 @@ def test_a_changed_header_builds_a_new_library(fresh, tmp_path):
     import ctypes
 
     assert ctypes.CDLL(str(second)).kernel() == 2
+
+
+def test_a_forked_child_runs_the_kernel_on_workers_of_its_own(native):
+    """The kernels keep their worker threads between calls (native/fanout.h); fork copies no threads, so a
+    child's call must not wait on workers that are not there (the calling thread takes whatever job no
+    worker takes, and the child starts workers of its own)."""
+    import signal
+    import time
+
+    x, qdata, scale, hit, offsets = _experts([2, 3, 1, 4])
+    want = _reference(x, qdata, scale, hit, offsets)
+    out = torch.empty(x.shape[0], qdata.shape[1], dtype=torch.bfloat16)
+    assert int8native.grouped_mm(native, x, qdata, scale, hit, offsets, out, 16, 2)  # the parent's workers start
+    pid = os.fork()
+    if pid == 0:  # the child: the same call, two threads
+        try:
+            again = torch.empty_like(out)
+            ok = int8native.grouped_mm(native, x, qdata, scale, hit, offsets, again, 16, 2) and torch.equal(again, out)
+        finally:
+            os._exit(0 if ok else 3)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child's kernel call never returned")
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert (out.double() - want).abs().max() <= 2 ** -8 * want.abs().max()

@@ -1,5 +1,10 @@
 /* Splitting a call's work between threads, shared by clovercode's native kernels (included, not linked:
- * engine/nativebuild.py builds each kernel from one source file and hashes the headers beside it). */
+ * engine/nativebuild.py builds each kernel from one source file and hashes the headers beside it).
+ *
+ * The worker threads are started once and kept, asleep between calls: starting a thread per call cost
+ * 70-120 us on the 2-core development VM (the AMX kernel's threads also pay for their tile state on first
+ * use), about a millisecond of a Clover-width block pass over its ~10 native calls. One call at a time runs
+ * the pool (others wait); a forked child starts its own workers (fork copies no threads). */
 #ifndef CLOVER_FANOUT_H
 #define CLOVER_FANOUT_H
 #include <pthread.h>
@@ -16,16 +21,81 @@ static inline int fanout_threads(int threads, int64_t items) {
   return threads;
 }
 
-/* run(job) for each of the count jobs (size bytes apart from jobs on): job 0 on the calling thread, the
- * others on threads of their own; a job whose thread cannot be started runs on the calling thread too. */
-static inline void fanout(void *(*run)(void *), void *jobs, size_t size, int count) {
-  pthread_t ids[FANOUT_MAX];
-  int started[FANOUT_MAX] = {0};
-  for (int t = 1; t < count; t++) started[t] = pthread_create(&ids[t], NULL, run, (char *)jobs + t * size) == 0;
-  run(jobs);
-  for (int t = 1; t < count; t++) {
-    if (started[t]) pthread_join(ids[t], NULL);
-    else run((char *)jobs + t * size);
+static struct {
+  pthread_mutex_t call, lock;
+  pthread_cond_t wake, idle;
+  int workers, forks_handled;
+  void *(*run)(void *);
+  char *jobs;
+  size_t size;
+  int count, next, busy;  /* the call's jobs; the next one to take; taken and not yet finished */
+} fanout_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+                 PTHREAD_COND_INITIALIZER, 0, 0, NULL, NULL, 0, 0, 0, 0};
+
+static void fanout_forked(void) {  /* in a forked child: no workers, and nothing held */
+  pthread_mutex_init(&fanout_pool.call, NULL);
+  pthread_mutex_init(&fanout_pool.lock, NULL);
+  pthread_cond_init(&fanout_pool.wake, NULL);
+  pthread_cond_init(&fanout_pool.idle, NULL);
+  fanout_pool.workers = 0;
+  fanout_pool.count = fanout_pool.next = fanout_pool.busy = 0;
+}
+
+/* Take jobs until none is left; called with the lock held, returns with it held. */
+static void fanout_take(void) {
+  while (fanout_pool.next < fanout_pool.count) {
+    const int job = fanout_pool.next++;
+    void *(*run)(void *) = fanout_pool.run;
+    char *at = fanout_pool.jobs + (size_t)job * fanout_pool.size;
+    fanout_pool.busy++;
+    pthread_mutex_unlock(&fanout_pool.lock);
+    run(at);
+    pthread_mutex_lock(&fanout_pool.lock);
+    if (--fanout_pool.busy == 0 && fanout_pool.next >= fanout_pool.count) pthread_cond_broadcast(&fanout_pool.idle);
   }
+}
+
+static void *fanout_worker(void *unused) {
+  (void)unused;
+  pthread_mutex_lock(&fanout_pool.lock);
+  for (;;) {
+    while (fanout_pool.next >= fanout_pool.count) pthread_cond_wait(&fanout_pool.wake, &fanout_pool.lock);
+    fanout_take();
+  }
+  return NULL;
+}
+
+/* run(job) for each of the count jobs (size bytes apart from jobs on): job 0 on the calling thread, the others
+ * on the pool's workers and on the calling thread, whichever is free first; returns when all have run. Where
+ * no worker can be started the calling thread runs them all. */
+static inline void fanout(void *(*run)(void *), void *jobs, size_t size, int count) {
+  pthread_mutex_lock(&fanout_pool.call);
+  if (!fanout_pool.forks_handled) fanout_pool.forks_handled = pthread_atfork(NULL, NULL, fanout_forked) == 0;
+  while (fanout_pool.forks_handled && fanout_pool.workers < count - 1) {
+    pthread_t id;
+    pthread_attr_t attr;
+    if (pthread_attr_init(&attr)) break;
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    const int failed = pthread_create(&id, &attr, fanout_worker, NULL);
+    pthread_attr_destroy(&attr);
+    if (failed) break;
+    fanout_pool.workers++;
+  }
+  pthread_mutex_lock(&fanout_pool.lock);
+  fanout_pool.run = run;
+  fanout_pool.jobs = (char *)jobs;
+  fanout_pool.size = size;
+  fanout_pool.count = count;
+  fanout_pool.next = 1;
+  fanout_pool.busy = 0;
+  if (count > 1) pthread_cond_broadcast(&fanout_pool.wake);
+  pthread_mutex_unlock(&fanout_pool.lock);
+  run(jobs);
+  pthread_mutex_lock(&fanout_pool.lock);
+  fanout_take();
+  while (fanout_pool.busy > 0) pthread_cond_wait(&fanout_pool.idle, &fanout_pool.lock);
+  fanout_pool.count = fanout_pool.next = 0;
+  pthread_mutex_unlock(&fanout_pool.lock);
+  pthread_mutex_unlock(&fanout_pool.call);
 }
 #endif
