@@ -45,35 +45,47 @@ static float inverse_norm(const float *x, int64_t n) {
 static void slab64(float *s, int64_t dk, int64_t dv, int64_t j0, int64_t tokens, const float *qn, const float *kn,
                  const float *qk, const float *decay, const float *beta, const float *v, int64_t v_stride,
                  float *o, int64_t o_stride) {
-  __m512 a[4], b[4], d[4];
-  for (int c = 0; c < 4; c++) { a[c] = _mm512_setzero_ps(); b[c] = _mm512_setzero_ps(); }
-  for (int64_t i = 0; i < dk; i++) {
-    const __m512 ki = _mm512_set1_ps(kn[i]), qi = _mm512_set1_ps(qn[i]);
-    for (int c = 0; c < 4; c++) {
-      __m512 x = _mm512_loadu_ps(s + i * dv + j0 + 16 * c);
-      a[c] = _mm512_fmadd_ps(ki, x, a[c]); b[c] = _mm512_fmadd_ps(qi, x, b[c]);
-    }
-  }
+  /* a = k^T S and b = q^T S for the next token, each summed in two halves (even and odd rows of S): one
+   * chain of FMAs over 128 rows waited on its own latency */
+  __m512 a[2][4], b[2][4], d[4];
+  for (int h = 0; h < 2; h++) for (int c = 0; c < 4; c++) { a[h][c] = _mm512_setzero_ps(); b[h][c] = _mm512_setzero_ps(); }
+#define READ_ROW(h, i)                                                                                  \
+  do {                                                                                                  \
+    const __m512 ki = _mm512_set1_ps(kn[i]), qi = _mm512_set1_ps(qn[i]);                                \
+    for (int c = 0; c < 4; c++) {                                                                       \
+      __m512 x = _mm512_loadu_ps(s + (i) * dv + j0 + 16 * c);                                           \
+      a[h][c] = _mm512_fmadd_ps(ki, x, a[h][c]); b[h][c] = _mm512_fmadd_ps(qi, x, b[h][c]);             \
+    }                                                                                                   \
+  } while (0)
+  int64_t i = 0;
+  for (; i + 1 < dk; i += 2) { READ_ROW(0, i); READ_ROW(1, i + 1); }
+  if (i < dk) READ_ROW(0, i);
+#undef READ_ROW
   for (int64_t t = 0; t < tokens; t++) {
     const __m512 dec = _mm512_set1_ps(decay[t]), bet = _mm512_set1_ps(beta[t]), dot = _mm512_set1_ps(qk[t]);
     for (int c = 0; c < 4; c++) {
       __m512 vv = _mm512_loadu_ps(v + t * v_stride + j0 + 16 * c);
-      d[c] = _mm512_mul_ps(_mm512_fnmadd_ps(dec, a[c], vv), bet);
-      _mm512_storeu_ps(o + t * o_stride + j0 + 16 * c, _mm512_fmadd_ps(dot, d[c], _mm512_mul_ps(dec, b[c])));
-      a[c] = _mm512_setzero_ps(); b[c] = _mm512_setzero_ps();
+      d[c] = _mm512_mul_ps(_mm512_fnmadd_ps(dec, _mm512_add_ps(a[0][c], a[1][c]), vv), bet);
+      _mm512_storeu_ps(o + t * o_stride + j0 + 16 * c,
+                       _mm512_fmadd_ps(dot, d[c], _mm512_mul_ps(dec, _mm512_add_ps(b[0][c], b[1][c]))));
+      for (int h = 0; h < 2; h++) { a[h][c] = _mm512_setzero_ps(); b[h][c] = _mm512_setzero_ps(); }
     }
+    /* the buffers hold a row of zeros after the last token: its "next" reads nothing */
     const float *kt = kn + t * dk, *kn1 = kn + (t + 1) * dk, *qn1 = qn + (t + 1) * dk;
-    const int next = t + 1 < tokens;
-    for (int64_t i = 0; i < dk; i++) {
-      const __m512 ki = _mm512_set1_ps(kt[i]);
-      const __m512 k1 = _mm512_set1_ps(next ? kn1[i] : 0.0f), q1 = _mm512_set1_ps(next ? qn1[i] : 0.0f);
-      for (int c = 0; c < 4; c++) {
-        float *at = s + i * dv + j0 + 16 * c;
-        __m512 x = _mm512_fmadd_ps(ki, d[c], _mm512_mul_ps(dec, _mm512_loadu_ps(at)));
-        _mm512_storeu_ps(at, x);
-        a[c] = _mm512_fmadd_ps(k1, x, a[c]); b[c] = _mm512_fmadd_ps(q1, x, b[c]);
-      }
-    }
+#define WRITE_ROW(h, i)                                                                                 \
+    do {                                                                                                \
+      const __m512 ki = _mm512_set1_ps(kt[i]), k1 = _mm512_set1_ps(kn1[i]), q1 = _mm512_set1_ps(qn1[i]);  \
+      for (int c = 0; c < 4; c++) {                                                                     \
+        float *at = s + (i) * dv + j0 + 16 * c;                                                         \
+        __m512 x = _mm512_fmadd_ps(ki, d[c], _mm512_mul_ps(dec, _mm512_loadu_ps(at)));                  \
+        _mm512_storeu_ps(at, x);                                                                        \
+        a[h][c] = _mm512_fmadd_ps(k1, x, a[h][c]); b[h][c] = _mm512_fmadd_ps(q1, x, b[h][c]);           \
+      }                                                                                                 \
+    } while (0)
+    int64_t i = 0;
+    for (; i + 1 < dk; i += 2) { WRITE_ROW(0, i); WRITE_ROW(1, i + 1); }
+    if (i < dk) WRITE_ROW(0, i);
+#undef WRITE_ROW
   }
 }
 #else
