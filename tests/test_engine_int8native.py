@@ -221,3 +221,28 @@ def test_a_forked_child_runs_the_kernel_on_workers_of_its_own(native):
         pytest.fail("the forked child's kernel call never returned")
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
     assert (out.double() - want).abs().max() <= 2 ** -8 * want.abs().max()
+
+
+def test_the_kernels_run_on_torch_s_openmp_threads_with_the_same_bits(native):
+    """Where torch runs on libgomp, the kernels' jobs run on torch's own OpenMP threads (native/fanout.h: a
+    thread of their own beside torch's spinning ones shared a core with one); handed nothing, on the
+    kernel's own pool. The same bits either way: a job's arithmetic does not depend on the thread."""
+    import ctypes
+
+    from clovercode.engine import nativebuild
+
+    runtime = nativebuild.openmp_runtime()
+    if runtime is None:
+        pytest.skip("torch runs on another OpenMP runtime here: the kernels keep their own threads")
+    assert all(runtime)
+    x, qdata, scale, hit, offsets = _experts([2, 3, 1, 4, 0, 5])
+    shared, own = (torch.empty(x.shape[0], qdata.shape[1], dtype=torch.bfloat16) for _ in range(2))
+    setter = native.clover_share_openmp
+    try:
+        assert setter(*runtime) == 1
+        assert int8native.grouped_mm(native, x, qdata, scale, hit, offsets, shared, 16, 2)
+        assert setter(ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()) == 0  # back to its own pool
+        assert int8native.grouped_mm(native, x, qdata, scale, hit, offsets, own, 16, 2)
+    finally:
+        setter(*runtime)
+    assert torch.equal(shared, own)

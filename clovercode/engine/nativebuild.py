@@ -133,4 +133,40 @@ def load(source: Path, env: Mapping[str, str], switch: str, functions: Mapping[s
     for name, argtypes in functions.items():
         function = getattr(lib, name)
         function.argtypes, function.restype = argtypes, ctypes.c_int
+    share_openmp(lib)
     return lib
+
+
+def openmp_runtime() -> tuple[int, int, int] | None:
+    """The addresses of GOMP_parallel, omp_get_thread_num and omp_get_num_threads in the OpenMP runtime torch
+    loaded (a ``libgomp`` from torch's own folder, already in this process: never a new copy), or None
+    (another runtime, another OS, none loaded)."""
+    import torch
+
+    folder = os.path.realpath(os.path.dirname(torch.__file__))
+    try:
+        with open("/proc/self/maps") as maps:
+            loaded = {line.split()[-1] for line in maps if "libgomp" in line}
+    except OSError:
+        return None
+    for path in sorted(loaded):
+        if not os.path.realpath(path).startswith(folder + os.sep):
+            continue
+        try:
+            runtime = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0) | ctypes.RTLD_LOCAL)
+            names = ("GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads")
+            return tuple(ctypes.cast(getattr(runtime, name), ctypes.c_void_p).value for name in names)  # type: ignore[return-value]
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+def share_openmp(lib: Any) -> bool:
+    """Hand ``lib`` (a kernel built with native/fanout.h) torch's OpenMP runtime, so that its jobs run on
+    torch's threads rather than on threads of its own beside them (fanout.h says why). Whether it did."""
+    found = openmp_runtime() if os.environ.get("CLOVERCODE_NATIVE_THREADS", "") != "own" else None
+    setter = getattr(lib, "clover_share_openmp", None)
+    if found is None or setter is None:
+        return False
+    setter.argtypes, setter.restype = [ctypes.c_void_p] * 3, ctypes.c_int
+    return bool(setter(*found))

@@ -4,12 +4,19 @@
  * The worker threads are started once and kept, asleep between calls: starting a thread per call cost
  * 70-120 us on the 2-core development VM (the AMX kernel's threads also pay for their tile state on first
  * use), about a millisecond of a Clover-width block pass over its ~10 native calls. One call at a time runs
- * the pool (others wait); a forked child starts its own workers (fork copies no threads). */
+ * the pool (others wait); a forked child starts its own workers (fork copies no threads).
+ *
+ * Where the caller hands over the OpenMP runtime torch runs on (clover_share_openmp), the jobs run on
+ * torch's own OpenMP threads instead: between torch's operations those threads spin for a while before they
+ * sleep, and a worker of our own started beside them shared a core with a spinning thread (in an int8
+ * block pass of Clover's widths, letting them sleep at once made the native kernels' part ~9 ms faster).
+ * Not in a forked child (OpenMP's threads are not copied either): there the pool above. */
 #ifndef CLOVER_FANOUT_H
 #define CLOVER_FANOUT_H
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #define FANOUT_MAX 64
 
@@ -65,10 +72,40 @@ static void *fanout_worker(void *unused) {
   return NULL;
 }
 
-/* run(job) for each of the count jobs (size bytes apart from jobs on): job 0 on the calling thread, the others
- * on the pool's workers and on the calling thread, whichever is free first; returns when all have run. Where
- * no worker can be started the calling thread runs them all. */
+static struct {
+  void (*parallel)(void (*)(void *), void *, unsigned, unsigned);  /* libgomp's GOMP_parallel */
+  int (*thread_num)(void), (*num_threads)(void);
+  pid_t pid;
+} fanout_omp;
+
+/* Run the jobs on the OpenMP runtime at these addresses (GOMP_parallel, omp_get_thread_num,
+ * omp_get_num_threads of the runtime torch loaded) in this process; NULLs go back to the pool. */
+int clover_share_openmp(void *parallel, void *thread_num, void *num_threads) {
+  fanout_omp.parallel = (void (*)(void (*)(void *), void *, unsigned, unsigned))parallel;
+  fanout_omp.thread_num = (int (*)(void))thread_num;
+  fanout_omp.num_threads = (int (*)(void))num_threads;
+  fanout_omp.pid = getpid();
+  return parallel && thread_num && num_threads;
+}
+
+typedef struct { void *(*run)(void *); char *jobs; size_t size; int count; } fanout_call_t;
+
+static void fanout_team(void *data) {  /* each thread of the OpenMP team: every team-th job from its own */
+  const fanout_call_t *call = (const fanout_call_t *)data;
+  const int team = fanout_omp.num_threads(), me = fanout_omp.thread_num();
+  for (int job = me; job < call->count; job += team) call->run(call->jobs + (size_t)job * call->size);
+}
+
+/* run(job) for each of the count jobs (size bytes apart from jobs on): on torch's OpenMP threads where they
+ * were handed over, else job 0 on the calling thread and the others on the pool's workers and on the calling
+ * thread, whichever is free first; returns when all have run. Where no worker can be started the calling
+ * thread runs them all. */
 static inline void fanout(void *(*run)(void *), void *jobs, size_t size, int count) {
+  if (count > 1 && fanout_omp.parallel && fanout_omp.thread_num && fanout_omp.num_threads && fanout_omp.pid == getpid()) {
+    fanout_call_t call = {run, (char *)jobs, size, count};
+    fanout_omp.parallel(fanout_team, &call, (unsigned)count, 0);
+    return;
+  }
   pthread_mutex_lock(&fanout_pool.call);
   if (!fanout_pool.forks_handled) fanout_pool.forks_handled = pthread_atfork(NULL, NULL, fanout_forked) == 0;
   while (fanout_pool.forks_handled && fanout_pool.workers < count - 1) {
