@@ -13,6 +13,7 @@ sandbox.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import platform
@@ -137,10 +138,11 @@ def load(source: Path, env: Mapping[str, str], switch: str, functions: Mapping[s
     return lib
 
 
+@functools.cache
 def openmp_runtime() -> tuple[int, int, int] | None:
     """The addresses of GOMP_parallel, omp_get_thread_num and omp_get_num_threads in the OpenMP runtime torch
     loaded (a ``libgomp`` from torch's own folder, already in this process: never a new copy), or None
-    (another runtime, another OS, none loaded)."""
+    (another runtime, another OS, none loaded). Looked up once a process, for the three kernels."""
     import torch
 
     folder = os.path.realpath(os.path.dirname(torch.__file__))
