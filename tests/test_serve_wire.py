@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import json
 import socket
+import struct
+import threading
 from typing import BinaryIO
 
 import pytest
-from serve_helpers import EchoBackend, running_server
+from serve_helpers import EchoBackend, running_server, wait_for
 
+from clovercode.backends.base import Finish, TextDelta
+from clovercode.serve import server as serve_server
 from clovercode.serve.server import DRAIN_LIMIT
 
 
@@ -188,3 +192,46 @@ def test_a_client_that_half_closes_after_its_request_still_gets_the_answer(strea
     assert got.startswith(b"HTTP/1.1 200 "), got[:200]
     text = got.decode()
     assert ("echo: half closed" in text) if not stream else ("[DONE]" in text and '"finish_reason": "stop"' in text)
+
+
+class SilentBackend:
+    """Writes one chunk, then is silent (a long prefill, a block's passes) until released."""
+
+    name = "silent"
+    context_window = 4096
+
+    def __init__(self):
+        self.release = threading.Event()
+
+    def generate(self, messages, tools, params):
+        yield TextDelta("first")
+        self.release.wait(30)
+        yield Finish("stop")
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("reset", [False, True], ids=["close", "reset"])
+def test_a_hang_up_is_seen_while_the_model_is_silent(monkeypatch, reset):
+    """A client that hangs up (a plain close, or a reset as a killed process's unread data gives) while
+    the model writes nothing is seen at once by the hang-up watch, not at the handler's next look
+    (put past the test here) or the next event: its row is freed at the model's next step."""
+    monkeypatch.setattr(serve_server, "DISCONNECT_CHECK_S", 60.0)
+    backend = SilentBackend()
+    with running_server(backend) as app:
+        lines: list[str] = []
+        app.log = lines.append
+        body = json.dumps({"messages": [{"role": "user", "content": "hi"}], "stream": True}).encode()
+        sock = socket.create_connection(("127.0.0.1", app.port), timeout=10)
+        sock.sendall(request("POST", "/v1/chat/completions", body))
+        got = b""
+        while b"first" not in got:
+            got += sock.recv(65536)
+        if reset:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+        try:
+            assert wait_for(lambda: any("client gone" in line for line in lines), timeout=5.0), lines
+        finally:
+            backend.release.set()

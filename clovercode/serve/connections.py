@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
 from typing import Any
 
+from clovercode.serve.hangups import HangUpWatch
 from clovercode.serve.protocol import error_body
 
 HEADER_TIMEOUT_S = 5.0  # default: request line and headers, or a keep-alive connection's idle wait
@@ -85,6 +86,7 @@ class ServeHTTPServer(ThreadingHTTPServer):
         self._by_tenant: Counter[str] = Counter()
         self._open_lock = threading.Lock()
         super().__init__(address, handler)
+        self.hangups = HangUpWatch()  # clients hanging up while the model works on their request (once bound)
 
     def expect_headers(self, sock: socket.socket) -> None:
         """``sock`` waits for a request (its first, or the next on a kept-alive connection): the line
@@ -207,6 +209,8 @@ class ServeHTTPServer(ThreadingHTTPServer):
         pthread_exit inside a noexcept C++ frame, and std::terminate aborts the process (exit status
         134; pytorch/pytorch#38228)."""
         super().server_close()
+        if hasattr(self, "hangups"):  # not when binding failed
+            self.hangups.close()
         deadline = time.monotonic() + timeout
         # First only the read side: a reply being written still goes out, an idle wait ends at once.
         for how in (socket.SHUT_RD, socket.SHUT_RDWR):

@@ -22,6 +22,7 @@ from typing import Any, Callable
 from clovercode.serve.chat import answer_stream, answer_whole, stream_error_event
 from clovercode.serve.connections import ConnectionCaps, ServeHTTPServer
 from clovercode.serve.errors import api_error, refuse_overlong
+from clovercode.serve.hangups import failed
 from clovercode.serve.protocol import ApiError, Limits, model_list, new_completion_id, parse_chat_request
 from clovercode.serve.responses import RESPONSES_PATH, ResponseStore, parse_responses_request
 from clovercode.serve.responses_answer import answer_responses
@@ -32,7 +33,8 @@ HEALTH_PATHS = ("/health", "/healthz", "/v1/health")
 RESET_PATHS = ("/reset_prefix_cache", "/v1/reset_prefix_cache")  # POST: drop the prompts kept for reuse
 CHAT_PATH = "/v1/chat/completions"
 MODELS_PATH = "/v1/models"
-DISCONNECT_CHECK_S = 0.25
+DISCONNECT_CHECK_S = 0.25  # a waiting handler's own look at its socket (the hang-up watch sees most at once)
+LOOK = object()  # put on a job's event queue by the hang-up watch: look at the socket now
 KEEPALIVE_S = 10.0  # the default of ServeApp.keepalive_s
 KEEPALIVE = b": keep-alive\n\n"  # an SSE comment: every client ignores it, every proxy sees traffic
 WRITE_TIMEOUT_S = 120.0  # a stalled reply write
@@ -86,6 +88,7 @@ class Handler(BaseHTTPRequestHandler):
     _last_write = 0.0  # when the stream last sent something (the keep-alive clock)
     _continue = False  # the client sent "Expect: 100-continue" and waits for the 100 before its body
     _probed = False  # a probe went out after the client's end of input (see _client_gone)
+    _on_hangup: Callable[[], None] = staticmethod(lambda: None)  # wakes this request's wait (serve/hangups.py)
     _body_done = False  # this request's body has been read (or needs no reading)
     tenant = ""  # whose API key the request carries ("" without keys)
 
@@ -240,6 +243,9 @@ class Handler(BaseHTTPRequestHandler):
                                code="queue_full", headers={"Retry-After": "1"}) from None
             except ServerStopping as exc:
                 raise ApiError(503, str(exc), type="server_error") from None
+            # a hang-up while the model is silent is seen at once (serve/hangups.py), not at the next look
+            self._on_hangup = lambda: job.events.put(LOOK)  # type: ignore[union-attr]
+            self.server.hangups.watch(self.connection, self._on_hangup)
             outcome = (stream if request.stream else whole)(self, job, request)
         except ApiError as exc:
             self._send_error(exc)
@@ -256,6 +262,7 @@ class Handler(BaseHTTPRequestHandler):
             outcome = "internal error"
         finally:
             if job is not None:
+                self.server.hangups.unwatch(self.connection)
                 self.app.scheduler.cancel(job)  # no-op when it finished; stops it when this handler gave up
         if job is not None:
             waited = (job.started or time.monotonic()) - job.enqueued
@@ -305,17 +312,26 @@ class Handler(BaseHTTPRequestHandler):
             if deadline is not None and now >= deadline:
                 return None
             try:
-                return job.events.get(timeout=tick if deadline is None else max(0.0, min(tick, deadline - now)))
+                item = job.events.get(timeout=tick if deadline is None else max(0.0, min(tick, deadline - now)))
             except queue.Empty:
                 if self.app.scheduler.stopping:
                     return Failed(ServerStopping("the server is shutting down"))
+                continue
+            if item is not LOOK:
+                return item
+            self._last_check = time.monotonic()  # the hang-up watch saw the socket stir: look now
+            if self._client_gone():
+                raise ClientGone()
 
     def _client_gone(self) -> bool:
         """Has the client hung up? An end of input alone does not say so: a client may half-close
         after its request (``nc -N``, a shell's ``shutdown(SHUT_WR)``) and still read the answer. So
         the answer goes on; a stream sends one keep-alive as a probe, which a client that closed for
-        good answers with a reset, seen at the next check."""
+        good answers with a reset: seen at once on loopback, else when the hang-up watch reports it.
+        (Once the end of input has come, a read reports it rather than the reset: ``failed`` asks.)"""
         try:
+            if failed(self.connection):
+                return True
             readable, _, _ = select.select([self.connection], [], [], 0)
             if not readable or self.connection.recv(1, socket.MSG_PEEK) != b"":
                 return False
@@ -325,6 +341,9 @@ class Handler(BaseHTTPRequestHandler):
         if self._streaming and not self._probed:
             self._probed = True
             self.write_chunk(KEEPALIVE)
+            if failed(self.connection):
+                return True
+            self.server.hangups.watch_reset(self.connection, self._on_hangup)  # the reset, when it comes
         return False
 
     # ---- plumbing ----------------------------------------------------------------------------
