@@ -263,5 +263,7 @@ def test_the_snapshot_holds_the_per_pass_timeline():
         assert timeline["forward"] == pytest.approx(steps * 0.001, rel=0.01)
         assert timeline["grammar"] == pytest.approx(steps * 0.0001, rel=0.01)
         assert timeline["step"] > 0 and timeline["deliver"] > 0 and timeline["admit"] > 0
+        # and how long requests waited in the queue before the model took them (all three at once here)
+        assert snap["started"] == 3 and 0 < snap["queue_wait_s"] < 5
     finally:
         scheduler.stop()

@@ -132,6 +132,8 @@ class Stats:
     forward_s: float = 0.0
     grammar_s: float = 0.0
     deliver_s: float = 0.0
+    started: int = 0  # requests the model took from the queue
+    queue_s: float = 0.0  # seconds they waited there first, summed (a client's turnaround shows here)
 
 
 class Scheduler:
@@ -247,7 +249,8 @@ class Scheduler:
                     "mean_batch": round(s.rows / s.steps, 3) if s.steps else None,
                     "timeline_s": {"admit": round(s.admit_s, 6), "step": round(s.step_s, 6),
                                    "forward": round(s.forward_s, 6), "grammar": round(s.grammar_s, 6),
-                                   "deliver": round(s.deliver_s, 6)}}
+                                   "deliver": round(s.deliver_s, 6)},
+                    "started": s.started, "queue_wait_s": round(s.queue_s, 6)}
 
     # ---- workers ----------------------------------------------------------------------------
 
@@ -371,6 +374,8 @@ class Scheduler:
         job.started = time.monotonic()
         with self._lock:
             self.active += 1
+            self.stats.started += 1
+            self.stats.queue_s += job.started - job.enqueued
 
     def _finish(self, job: Job, *, error: BaseException | None = None, cancelled: bool = False) -> None:
         with self._lock:

@@ -83,7 +83,7 @@ class ModeResult:
                 "tokens_per_s": round(self.tokens / self.wall, 1) if self.wall else None,
                 "latency_p50_s": _pct(latencies, 50), "latency_p95_s": _pct(latencies, 95),
                 "first_token_p50_s": _pct(firsts, 50), "mean_batch": self.health.get("mean_batch"),
-                "pass_ms": self.health.get("pass_ms"),
+                "pass_ms": self.health.get("pass_ms"), "queue_wait_ms": self.health.get("queue_wait_ms"),
                 "prompt_tokens": sum(r.prompt_tokens for r in done), "cached_prompt_tokens": sum(r.cached_tokens for r in done),
                 "errors": sorted({r.error for r in self.replies if r.error})[:5], "killed_client": self.killed}
 
@@ -274,6 +274,9 @@ def run_mode(name: str, server: ServerProcess, plan: list[list[tuple[str, dict[s
     health["mean_batch"] = round((health["batch_rows"] - before["batch_rows"]) / steps, 2) if steps else 1.0
     spent, was = health.get("timeline_s") or {}, before.get("timeline_s") or {}
     health["pass_ms"] = {k: round(1000 * (spent[k] - was.get(k, 0.0)) / steps, 2) for k in spent} if steps else None
+    taken = health.get("started", 0) - before.get("started", 0)
+    health["queue_wait_ms"] = (round(1000 * (health.get("queue_wait_s", 0.0) - before.get("queue_wait_s", 0.0)) / taken, 2)
+                               if taken else None)  # per request, from its arrival to the model taking it
     return ModeResult(name, wall, replies, health, killed.get("report") if killed is not None else None)
 
 

@@ -55,8 +55,9 @@ def print_report(report: dict[str, Any], console: Any) -> None:
         t = batched["pass_ms"]
         console.print(f"batched pass timeline, mean per pass: admission {t['admit']:.1f} ms, step {t['step']:.1f} ms "
                       f"(forward {t['forward']:.1f}, grammar masks {t['grammar']:.1f}, other host work "
-                      f"{t['step'] - t['forward'] - t['grammar']:.1f}), streaming hand-off {t['deliver']:.1f} ms",
-                      highlight=False)
+                      f"{t['step'] - t['forward'] - t['grammar']:.1f}), streaming hand-off {t['deliver']:.1f} ms"
+                      + (f"; a request waited {batched['queue_wait_ms']:.1f} ms in the queue on average"
+                         if batched.get("queue_wait_ms") is not None else ""), highlight=False)
     console.print("[green]OK[/]" if report["ok"] else "[red]FAILED[/]: see above")
     if report.get("batched_vs_bound") is not None:  # the last line (an agents run's own line follows it)
         console.print(f"batched vs bound: {report['batched_vs_bound']:.2f}", highlight=False)
