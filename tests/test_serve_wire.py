@@ -14,7 +14,7 @@ import pytest
 from serve_helpers import EchoBackend, running_server, wait_for
 
 from clovercode.backends.base import Finish, TextDelta
-from clovercode.serve import server as serve_server
+from clovercode.serve import waiting as serve_waiting
 from clovercode.serve.server import DRAIN_LIMIT
 
 
@@ -217,7 +217,7 @@ def test_a_hang_up_is_seen_while_the_model_is_silent(monkeypatch, reset):
     """A client that hangs up (a plain close, or a reset as a killed process's unread data gives) while
     the model writes nothing is seen at once by the hang-up watch, not at the handler's next look
     (put past the test here) or the next event: its row is freed at the model's next step."""
-    monkeypatch.setattr(serve_server, "DISCONNECT_CHECK_S", 60.0)
+    monkeypatch.setattr(serve_waiting, "DISCONNECT_CHECK_S", 60.0)
     backend = SilentBackend()
     with running_server(backend) as app:
         lines: list[str] = []

@@ -10,10 +10,7 @@ connection: an unread body would be taken for the next request on a kept-alive c
 from __future__ import annotations
 
 import json
-import queue
 import re
-import select
-import socket
 import time
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler
@@ -22,28 +19,21 @@ from typing import Any, Callable
 from clovercode.serve.chat import answer_stream, answer_whole, stream_error_event
 from clovercode.serve.connections import ConnectionCaps, ServeHTTPServer
 from clovercode.serve.errors import api_error, refuse_overlong
-from clovercode.serve.hangups import failed
+from clovercode.serve.waiting import LOOK, ClientGone, EventWait
 from clovercode.serve.protocol import ApiError, Limits, model_list, new_completion_id, parse_chat_request
 from clovercode.serve.responses import RESPONSES_PATH, ResponseStore, parse_responses_request
 from clovercode.serve.responses_answer import answer_responses
-from clovercode.backends.scheduler import Failed, Job, QueueFull, Scheduler, ServerStopping
+from clovercode.backends.scheduler import Job, QueueFull, Scheduler, ServerStopping
 from clovercode.trust.serve import cache_scope, tenant_scope_prefix, tenant_of
 
 HEALTH_PATHS = ("/health", "/healthz", "/v1/health")
 RESET_PATHS = ("/reset_prefix_cache", "/v1/reset_prefix_cache")  # POST: drop the prompts kept for reuse
 CHAT_PATH = "/v1/chat/completions"
 MODELS_PATH = "/v1/models"
-DISCONNECT_CHECK_S = 0.25  # a waiting handler's own look at its socket (the hang-up watch sees most at once)
-LOOK = object()  # put on a job's event queue by the hang-up watch: look at the socket now
 KEEPALIVE_S = 10.0  # the default of ServeApp.keepalive_s
-KEEPALIVE = b": keep-alive\n\n"  # an SSE comment: every client ignores it, every proxy sees traffic
 WRITE_TIMEOUT_S = 120.0  # a stalled reply write
 DRAIN_LIMIT = 64 * 1024  # an unused body up to this size is read and dropped (keep-alive); larger: close
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # \ud800-\udfff: maybe a lone surrogate
-
-
-class ClientGone(Exception):
-    pass
 
 
 class BodyTimeout(Exception):
@@ -78,17 +68,12 @@ def make_server(app: ServeApp | None, host: str, port: int, caps: ConnectionCaps
     return ServeHTTPServer((host, port), app, Handler, caps or ConnectionCaps())
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(EventWait, BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections; streams use chunked encoding
     server_version = "clovercode-serve"
     timeout = WRITE_TIMEOUT_S  # per read or write once the headers are in (the server's header_timeout before)
     server: ServeHTTPServer
-    _last_check = 0.0  # when _client_gone last looked (per handler instance once set)
-    _streaming = False  # a 200 event stream has begun on this request
-    _last_write = 0.0  # when the stream last sent something (the keep-alive clock)
     _continue = False  # the client sent "Expect: 100-continue" and waits for the 100 before its body
-    _probed = False  # a probe went out after the client's end of input (see _client_gone)
-    _on_hangup: Callable[[], None] = staticmethod(lambda: None)  # wakes this request's wait (serve/hangups.py)
     _body_done = False  # this request's body has been read (or needs no reading)
     tenant = ""  # whose API key the request carries ("" without keys)
 
@@ -293,58 +278,6 @@ class Handler(BaseHTTPRequestHandler):
             self.write_chunk(b"")
         except ClientGone:
             pass
-
-    def next_event(self, job: Job, wait: float | None = None) -> Any:
-        """The job's next event (None when ``wait`` seconds pass without one); raises ClientGone as
-        soon as the client has hung up. While a stream is open, an SSE comment goes out after every
-        ``keepalive_s`` without an event; once the server is stopping, the job fails here at once
-        (the model may be inside a prefill that takes minutes: the client is not kept waiting)."""
-        deadline = None if wait is None else time.monotonic() + wait
-        tick = min(DISCONNECT_CHECK_S, self.app.keepalive_s)
-        while True:
-            now = time.monotonic()
-            if now - self._last_check >= DISCONNECT_CHECK_S:
-                self._last_check = now
-                if self._client_gone():
-                    raise ClientGone()
-            if self._streaming and now - self._last_write >= self.app.keepalive_s:
-                self.write_chunk(KEEPALIVE)
-            if deadline is not None and now >= deadline:
-                return None
-            try:
-                item = job.events.get(timeout=tick if deadline is None else max(0.0, min(tick, deadline - now)))
-            except queue.Empty:
-                if self.app.scheduler.stopping:
-                    return Failed(ServerStopping("the server is shutting down"))
-                continue
-            if item is not LOOK:
-                return item
-            self._last_check = time.monotonic()  # the hang-up watch saw the socket stir: look now
-            if self._client_gone():
-                raise ClientGone()
-
-    def _client_gone(self) -> bool:
-        """Has the client hung up? An end of input alone does not say so: a client may half-close
-        after its request (``nc -N``, a shell's ``shutdown(SHUT_WR)``) and still read the answer. So
-        the answer goes on; a stream sends one keep-alive as a probe, which a client that closed for
-        good answers with a reset: seen at once on loopback, else when the hang-up watch reports it.
-        (Once the end of input has come, a read reports it rather than the reset: ``failed`` asks.)"""
-        try:
-            if failed(self.connection):
-                return True
-            readable, _, _ = select.select([self.connection], [], [], 0)
-            if not readable or self.connection.recv(1, socket.MSG_PEEK) != b"":
-                return False
-        except (OSError, ValueError):
-            return True
-        self.close_connection = True  # nothing more can come on this connection
-        if self._streaming and not self._probed:
-            self._probed = True
-            self.write_chunk(KEEPALIVE)
-            if failed(self.connection):
-                return True
-            self.server.hangups.watch_reset(self.connection, self._on_hangup)  # the reset, when it comes
-        return False
 
     # ---- plumbing ----------------------------------------------------------------------------
 
