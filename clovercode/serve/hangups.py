@@ -8,7 +8,7 @@ in ``poll`` on all of them. What it reports, once, through the callback given at
 
 * ``watch``: the socket stirs (the end of the client's input, a reset, unexpected bytes);
 * ``watch_reset``: the socket fails (a reset, the peer gone): after an end of input, which may be a
-  half-close of a client still reading (``Handler._client_gone`` writes a probe then), only an
+  half-close of a client still reading (``EventWait._client_gone`` writes a probe then), only an
   error says the client closed for good, and ``poll`` reports errors without asking for input.
 
 The handler then looks for itself, and keeps its own slower periodic look for anything else.
