@@ -62,6 +62,26 @@ def test_a_step_on_a_terminal_draws_the_live_region_and_no_heartbeat():
     assert lines == []
 
 
+def test_a_line_printed_as_a_step_starts_erases_the_region_first():
+    """The region is on the screen when start returns, drawn by the thread that started it: rich's own
+    first draw came from its refresh thread up to 1/8 s later, and a warning printed meanwhile (an
+    endpoint's first notice, as the step begins) took the region as not drawn yet, so under load the
+    refresh thread drew between the two and the warning went on after the status row, which stayed
+    in the scrollback (tests/test_repl_resize.py failed so once in a whole-suite run)."""
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=80)
+    live = LiveStatus(console, [].append, EVERY)
+    live.start(StepStatus("step 1/30"))
+    try:
+        assert "step 1/30" in out.getvalue()  # drawn already
+        drawn = len(out.getvalue())
+        console.print("a warning")
+        printed = out.getvalue()[drawn:]
+        assert printed.index("\r") < printed.index("a warning")  # back to the region's start first
+    finally:
+        live.stop()
+
+
 def test_a_short_step_prints_nothing():
     lines: list[str] = []
     live = LiveStatus(Console(file=io.StringIO()), lines.append, every=5.0)

@@ -194,7 +194,9 @@ class LiveStatus:
                              vertical_overflow="crop", redirect_stdout=False, redirect_stderr=False)
             self.live._live_render = ReflowRender(status, self.console, terminal_reflows(os.environ),
                                                   vertical_overflow="crop")
-            self.live.start()
+            # drawn now, by this thread: a line printed before rich's refresh thread first drew it took
+            # the region as not on the screen, and went on after its status row (test_progress.py)
+            self.live.start(refresh=True)
         else:
             self.beat = Heartbeat(lambda: f"… {status.line(hint=False).plain}", self.write, self.every).start()
         return status
