@@ -203,7 +203,7 @@ class EmbeddedBackend:
             if params.tool_choice not in ("auto", "none"):
                 steering = self._steering(params, limit, tools)
         try:
-            return self.engine.constraint(grammar, steering)
+            return self.engine.constraint(grammar, steering, params.cache_scope)
         except GrammarError as exc:
             raise UsageError(f"the requested output format cannot be enforced: {exc}") from None
 

@@ -40,7 +40,7 @@ class GrammarCompiler:
         # Grammars compiled, in their start state (the newest last): an agent sends the same tools with
         # every request, and a copy (microseconds) replaces a compile (1.5-2.5 ms with clover-tiny,
         # while a batch waits for the joining request).
-        self._compiled: OrderedDict[str, Any] = OrderedDict()
+        self._compiled: OrderedDict[tuple[str, str], Any] = OrderedDict()  # (scope, grammar) → matcher
         self._lock = threading.Lock()
 
     def prefixes(self) -> TokenPrefixes:
@@ -49,8 +49,10 @@ class GrammarCompiler:
             self._prefixes = TokenPrefixes([self.lltokenizer.decode_bytes([i]) for i in range(self.vocab_size)])
         return self._prefixes
 
-    def constraint(self, grammar: str, steering: "Steering | None" = None) -> "Constraint":
-        """``grammar`` compiled; ``steering`` says when a turn that must call is steered (see Steering)."""
+    def constraint(self, grammar: str, steering: "Steering | None" = None, scope: str = "") -> "Constraint":
+        """``grammar`` compiled; ``steering`` says when a turn that must call is steered (see Steering).
+        ``scope``: whose request it is (serve's cache scope): a compiled grammar is copied only within
+        its scope, since a copy is faster than a compile and would tell one tenant what another sent."""
         import llguidance
         from llguidance import LLParserLimits
 
@@ -58,17 +60,18 @@ class GrammarCompiler:
         # llguidance's lexer builds one state per (count, tag prefix) pair, which runs out of its
         # default fuel from about 64 characters on (it then ends the turn early). Twenty times the
         # fuel covers a 1,024-character bound (about 1 ms a mask over SmolLM2's 49,152 tokens).
+        key = (scope, grammar)
         with self._lock:
-            pristine = self._compiled.get(grammar)
+            pristine = self._compiled.get(key)
             if pristine is not None:
-                self._compiled.move_to_end(grammar)
+                self._compiled.move_to_end(key)
         if pristine is None:
             limits = LLParserLimits(initial_lexer_fuel=LEXER_FUEL[0], step_lexer_fuel=LEXER_FUEL[1])
             pristine = llguidance.LLMatcher(self.lltokenizer, grammar, log_level=0, limits=limits)
             if pristine.is_error():
                 raise GrammarError(f"the grammar does not compile: {pristine.get_error()}")
             with self._lock:
-                self._compiled[grammar] = pristine
+                self._compiled[key] = pristine
                 while len(self._compiled) > COMPILED_GRAMMARS:
                     self._compiled.popitem(last=False)
         return Constraint(pristine.deep_copy(), self.vocab_size, self.eos_ids, steering, self.lltokenizer, self.prefixes)

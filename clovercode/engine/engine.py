@@ -180,10 +180,10 @@ class Engine:
     def stops(self, strings: Sequence[str] = (), keep_string: bool = True) -> Stops:
         return Stops(self.info.eos_ids, tuple(strings), keep_string)
 
-    def constraint(self, grammar: str, steering: Steering | None = None) -> Constraint:
+    def constraint(self, grammar: str, steering: Steering | None = None, scope: str = "") -> Constraint:
         """``grammar`` (llguidance Lark text, :mod:`clovercode.engine.grammar`) compiled for this
-        tokenizer; ``steering``: see :class:`Steering`."""
-        return self.grammar_compiler().constraint(grammar, steering)
+        tokenizer; ``steering``: see :class:`Steering`; ``scope``: see ``GrammarCompiler.constraint``."""
+        return self.grammar_compiler().constraint(grammar, steering, scope)
 
     def grammar_compiler(self) -> GrammarCompiler:
         if self.grammars is None:

@@ -87,7 +87,7 @@ class HangUpWatch:
                     if fd == wake:
                         self._drain()
                         continue
-                    sock, notify = watched.pop(fd, (None, None))
+                    _, notify = watched.pop(fd, (None, None))
                     poller.unregister(fd)
                     if notify is not None:
                         try:
