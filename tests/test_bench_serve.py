@@ -69,6 +69,14 @@ def test_bench_serve_on_clover_tiny_batches_the_engine_and_every_reply_equals_it
     assert bound["around_batched"] == [s["bound"] for s in bound["samples"][2:]]
     assert report["batched_vs_bound"] == pytest.approx(modes["batched"]["throughput_vs_one_at_a_time"] / bound["bound"],
                                                        abs=0.006)
+    # the ceiling: the one-by-one passes as full batches at the bound's cost, plus the batched prefills
+    ceiling = report["batching_ceiling"]
+    assert ceiling["passes"] == modes["one-by-one"]["alone_passes"] >= 8 * 2 * 2  # two blocks: a pass and a commit each, at least
+    assert ceiling["full_batch_forwards_s"] == pytest.approx(
+        ceiling["passes"] * bound["batched_forward_ms"] / 1e3 / bound["rows"], rel=0.01)
+    assert ceiling["batched_prefill_s"] == modes["batched"]["prefill_s"] > 0 and modes["one-by-one"]["prefill_s"] > 0
+    assert ceiling["gain"] == pytest.approx(modes["one-by-one"]["seconds"] / (
+        ceiling["full_batch_forwards_s"] + ceiling["batched_prefill_s"]), rel=0.02)
     for name in ("queued", "batched"):  # its short call may be written before the kill reaches the server
         killed = modes[name]["killed_client"]
         assert killed["cancelled"] or killed["finished_before_kill"], killed
@@ -146,9 +154,14 @@ def test_a_run_with_the_bound_ends_with_batched_vs_bound_and_an_agents_run_with_
            "killed_client": None, "errors": [], "pass_ms": None}
     bound = {"rows": 2, "block": 16, "batched_forward_ms": 1.0, "one_row_forward_ms": 0.6, "step_cost_vs_one_row": 1.67,
              "bound": 3.0, "around_batched": [3.0], "samples": [{"moment": "after batched", "bound": 3.0}]}
+    ceiling = {"passes": 40, "full_batch_forwards_s": 0.02, "batched_prefill_s": 0.005, "one_by_one_prefill_s": 0.009,
+               "gain": 3.2, "of_bound": 1.07}
     for agents, last in ((False, "batched vs bound: 0.90"), (True, "agents batched vs one-by-one: 2.70×")):
         out = io.StringIO()
         print_report({"model": "m", "clients": 2, "requests_per_client": 1, "max_tokens": 8, "modes": [row], "ok": True,
-                      "agents": agents, "forward_bound": bound, "batched_vs_bound": 0.9}, Console(file=out, width=400))
+                      "agents": agents, "forward_bound": bound, "batched_vs_bound": 0.9, "batching_ceiling": ceiling},
+                     Console(file=out, width=400))
         lines = out.getvalue().strip().splitlines()
         assert lines[-1] == last and "batched vs bound: 0.90" in lines[-2:]
+        assert any("40 passes in full batches at the bound's cost (20 ms) and the batched prefills (5 ms; one by one 9 ms),"
+                   " nothing else: at most 3.20× one-by-one (1.07 of the bound)" in line for line in lines)

@@ -4,7 +4,7 @@ import pytest
 from serve_helpers import EchoBackend, EchoBatchBackend, EchoJointBatchBackend, wait_for
 
 from clovercode.ground.messages import Message
-from clovercode.backends.base import ContextTooLong, Finish, GenerationParams, TextDelta
+from clovercode.backends.base import ContextTooLong, Finish, GenerationParams, TextDelta, Usage
 from clovercode.backends.scheduler import DONE, Failed, FairQueue, Job, QueueFull, Scheduler
 
 PARAMS = GenerationParams()
@@ -236,14 +236,18 @@ def test_the_snapshot_holds_the_per_pass_timeline():
     from serve_helpers import EchoBatchSession
 
     class Timed(EchoBatchSession):
-        spent = 0.0
+        spent = prefilled = 0.0
 
         def step(self):
             Timed.spent += 0.001
             return super().step()
 
+        def add(self, *args):
+            Timed.prefilled += 0.002
+            return super().add(*args)
+
         def timeline(self):
-            return {"forward_s": Timed.spent, "grammar_s": Timed.spent / 10}
+            return {"forward_s": Timed.spent, "grammar_s": Timed.spent / 10, "prefill_s": Timed.prefilled}
 
     class TimedBackend(EchoBatchBackend):
         def open_batch(self, max_batch):
@@ -263,7 +267,33 @@ def test_the_snapshot_holds_the_per_pass_timeline():
         assert timeline["forward"] == pytest.approx(steps * 0.001, rel=0.01)
         assert timeline["grammar"] == pytest.approx(steps * 0.0001, rel=0.01)
         assert timeline["step"] > 0 and timeline["deliver"] > 0 and timeline["admit"] > 0
+        assert timeline["prefill"] == pytest.approx(3 * 0.002)  # the admissions' prefills, summed
         # and how long requests waited in the queue before the model took them (all three at once here)
         assert snap["started"] == 3 and 0 < snap["queue_wait_s"] < 5
+    finally:
+        scheduler.stop()
+
+
+def test_a_request_decoded_alone_counts_its_prefill():
+    """bench serve bounds what batching can gain with the work decoded alone: the one-by-one mode's
+    prefills and passes come from each request's final usage (the engine reports them there)."""
+    class Prefilled(EchoBackend):
+        def generate(self, messages, tools, params):
+            for event in super().generate(messages, tools, params):
+                if isinstance(event, Usage):
+                    event = Usage(event.prompt_tokens, event.completion_tokens, forwards=7, extra={"prefill_s": 0.25})
+                yield event
+
+    scheduler = Scheduler(Prefilled(), max_batch=1)
+    scheduler.start()
+    try:
+        jobs = [job(f"c{i}", f"hello {i}") for i in range(2)]
+        for j in jobs:
+            scheduler.submit(j)
+        for j in jobs:
+            while j.events.get(timeout=5) != DONE:
+                pass
+        snap = scheduler.snapshot()
+        assert snap["timeline_s"]["prefill"] == pytest.approx(0.5) and snap["alone_passes"] == 14
     finally:
         scheduler.stop()

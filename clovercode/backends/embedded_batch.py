@@ -89,8 +89,10 @@ class EmbeddedBatchSession:
         return events
 
     def timeline(self) -> dict[str, float]:
-        """Seconds spent, summed over this session's steps: the forward, and the grammars' host work."""
-        return {"forward_s": self.decoder.forward_s, "grammar_s": self.decoder.grammar_s}
+        """Seconds spent, summed over this session: the steps' forward and the grammars' host work in
+        them, and the admissions' prefills."""
+        return {"forward_s": self.decoder.forward_s, "grammar_s": self.decoder.grammar_s,
+                "prefill_s": self.decoder.prefill_s}
 
     def remove(self, key: str) -> None:
         self.decoder.remove(key)

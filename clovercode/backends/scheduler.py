@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from clovercode.ground.messages import Message
-from clovercode.backends.base import Finish, GenerationParams, ModelBackend
+from clovercode.backends.base import Finish, GenerationParams, ModelBackend, Usage
 from clovercode.backends.batch import BatchingBackend, BatchSession
 from clovercode.toolcalls.schemas import ToolSpec
 
@@ -132,6 +132,11 @@ class Stats:
     forward_s: float = 0.0
     grammar_s: float = 0.0
     deliver_s: float = 0.0
+    # Prompt prefills, seconds summed, in either loop: a batched session's admissions (its timeline's
+    # prefill_s) or, for a request decoded alone, the prefill its final usage reports. What batching
+    # gains on a prefill is far less than on a step: bench serve bounds the gain with it.
+    prefill_s: float = 0.0
+    alone_passes: int = 0  # forward passes after prefill of the requests decoded alone (their final usage)
     started: int = 0  # requests the model took from the queue
     queue_s: float = 0.0  # seconds they waited there first, summed (a client's turnaround shows here)
 
@@ -249,8 +254,8 @@ class Scheduler:
                     "mean_batch": round(s.rows / s.steps, 3) if s.steps else None,
                     "timeline_s": {"admit": round(s.admit_s, 6), "step": round(s.step_s, 6),
                                    "forward": round(s.forward_s, 6), "grammar": round(s.grammar_s, 6),
-                                   "deliver": round(s.deliver_s, 6)},
-                    "started": s.started, "queue_wait_s": round(s.queue_s, 6)}
+                                   "deliver": round(s.deliver_s, 6), "prefill": round(s.prefill_s, 6)},
+                    "started": s.started, "queue_wait_s": round(s.queue_s, 6), "alone_passes": s.alone_passes}
 
     # ---- workers ----------------------------------------------------------------------------
 
@@ -279,6 +284,10 @@ class Scheduler:
                     cancelled = True
                     break
                 job.events.put(event)
+                if isinstance(event, Usage) and event.extra and "prefill_s" in event.extra:  # the final usage
+                    with self._lock:
+                        self.stats.prefill_s += float(event.extra["prefill_s"])
+                        self.stats.alone_passes += event.forwards or 0
                 if isinstance(event, Finish):
                     break
         except Exception as exc:  # the backend failed: this job fails, the server goes on
@@ -315,9 +324,13 @@ class Scheduler:
                         continue
                     self._started(job)
                     joining.append(job)
-                began = time.perf_counter()
+                began, before = time.perf_counter(), _timeline(session) if joining else {}
                 failures = self._in_backend(_join, session, joining)
                 admitted = time.perf_counter() - began
+                if joining:
+                    prefilled = _timeline(session).get("prefill_s", 0.0) - before.get("prefill_s", 0.0)
+                    with self._lock:
+                        self.stats.prefill_s += prefilled
                 for job in joining:
                     if job.id in failures:
                         self._finish(job, error=failures[job.id])

@@ -84,6 +84,7 @@ class ModeResult:
                 "latency_p50_s": _pct(latencies, 50), "latency_p95_s": _pct(latencies, 95),
                 "first_token_p50_s": _pct(firsts, 50), "mean_batch": self.health.get("mean_batch"),
                 "pass_ms": self.health.get("pass_ms"), "queue_wait_ms": self.health.get("queue_wait_ms"),
+                "prefill_s": self.health.get("prefill_s"), "alone_passes": self.health.get("alone_passes"),
                 "prompt_tokens": sum(r.prompt_tokens for r in done), "cached_prompt_tokens": sum(r.cached_tokens for r in done),
                 "errors": sorted({r.error for r in self.replies if r.error})[:5], "killed_client": self.killed}
 
@@ -274,6 +275,9 @@ def run_mode(name: str, server: ServerProcess, plan: list[list[tuple[str, dict[s
     health["mean_batch"] = round((health["batch_rows"] - before["batch_rows"]) / steps, 2) if steps else 1.0
     spent, was = health.get("timeline_s") or {}, before.get("timeline_s") or {}
     health["pass_ms"] = {k: round(1000 * (spent[k] - was.get(k, 0.0)) / steps, 2) for k in spent} if steps else None
+    if "prefill" in spent:  # the prefills' seconds, and the passes of the requests decoded alone (bench: the ceiling)
+        health["prefill_s"] = round(spent["prefill"] - was.get("prefill", 0.0), 6)
+        health["alone_passes"] = health.get("alone_passes", 0) - before.get("alone_passes", 0)
     taken = health.get("started", 0) - before.get("started", 0)
     health["queue_wait_ms"] = (round(1000 * (health.get("queue_wait_s", 0.0) - before.get("queue_wait_s", 0.0)) / taken, 2)
                                if taken else None)  # per request, from its arrival to the model taking it
@@ -383,8 +387,24 @@ def run_bench(model: str = "tiny", clients: int = 8, requests: int = 3, max_toke
     gain = rows[-1]["throughput_vs_one_at_a_time"]
     return {"model": model, "clients": total, "requests_per_client": requests, "max_tokens": max_tokens,
             "conversations": conversations, "agents": agents, "modes": rows, "ok": ok, "forward_bound": fb,
+            "batching_ceiling": batching_ceiling(rows[0], rows[-1], fb),
             # what batching achieved of what its forward allows, both from this run
             "batched_vs_bound": round(gain / fb["bound"], 2) if fb and gain and fb["bound"] else None}
+
+
+def batching_ceiling(alone: dict[str, Any], batched: dict[str, Any], fb: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The most the batched mode could gain over the one-by-one mode on this run's work. Batched, each
+    request makes the passes it makes alone (its reply is the same), so the batched mode has at least
+    the one-by-one mode's passes to run: at best every one in a full batch at the bound's cost per row,
+    and at least the prefills it did run; nothing else counted (no host work, HTTP, waits or partial
+    batches), so no server can do better on this machine. None without the bound or the counts."""
+    passes, alone_s, batched_prefill = alone.get("alone_passes"), alone.get("seconds"), batched.get("prefill_s")
+    if not fb or not passes or not alone_s or batched_prefill is None:
+        return None
+    forwards = passes * fb["batched_forward_ms"] / 1e3 / fb["rows"]
+    gain = alone_s / (forwards + batched_prefill)
+    return {"passes": passes, "full_batch_forwards_s": round(forwards, 4), "batched_prefill_s": batched_prefill,
+            "one_by_one_prefill_s": alone.get("prefill_s"), "gain": round(gain, 2), "of_bound": round(gain / fb["bound"], 2)}
 
 
 class BoundProbe:

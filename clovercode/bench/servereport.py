@@ -58,6 +58,13 @@ def print_report(report: dict[str, Any], console: Any) -> None:
                       f"{t['step'] - t['forward'] - t['grammar']:.1f}), streaming hand-off {t['deliver']:.1f} ms"
                       + (f"; a request waited {batched['queue_wait_ms']:.1f} ms in the queue on average"
                          if batched.get("queue_wait_ms") is not None else ""), highlight=False)
+    ceiling = report.get("batching_ceiling")
+    if ceiling:
+        console.print(f"batching's ceiling on this work: the one-by-one requests' {ceiling['passes']} passes in full "
+                      f"batches at the bound's cost ({1e3 * ceiling['full_batch_forwards_s']:.0f} ms) and the batched "
+                      f"prefills ({1e3 * ceiling['batched_prefill_s']:.0f} ms; one by one "
+                      f"{1e3 * (ceiling['one_by_one_prefill_s'] or 0):.0f} ms), nothing else: at most "
+                      f"{ceiling['gain']:.2f}× one-by-one ({ceiling['of_bound']:.2f} of the bound)", highlight=False)
     console.print("[green]OK[/]" if report["ok"] else "[red]FAILED[/]: see above")
     if report.get("batched_vs_bound") is not None:  # the last line (an agents run's own line follows it)
         console.print(f"batched vs bound: {report['batched_vs_bound']:.2f}", highlight=False)

@@ -80,6 +80,7 @@ class BatchDecoder:
         self._items: list[Item] = []  # produced since the last step (a request may end at admission)
         self.grammar_s = 0.0  # host time spent on constraints, summed (bench: its share of a pass)
         self.forward_s = 0.0  # time in the denoiser's forward, summed (on a GPU: until the launch returns)
+        self.prefill_s = 0.0  # time admitting prompts (their prefills), summed
 
     def __len__(self) -> int:
         return len(self.active)
@@ -110,6 +111,7 @@ class BatchDecoder:
         started = self.clock()
         admitted = self._admit_by_scope(requests)
         prefill_s = self.clock() - started  # a shared prefill: each waited for all of it
+        self.prefill_s += prefill_s
         seqs = []
         cached = getattr(self.denoiser, "cached", {})  # slot → prompt tokens a kept prompt supplied
         for r, (slot, last) in zip(requests, admitted):
