@@ -137,7 +137,7 @@ def test_the_report_prints_the_batched_pass_timeline_and_ends_with_the_agents_li
     print_report({"model": "m", "clients": 2, "requests_per_client": 1, "max_tokens": 8, "modes": [row],
                   "ok": True, "agents": True}, Console(file=out, width=400))
     lines = out.getvalue().strip().splitlines()
-    assert any("forward 40.0, grammar masks 2.0, other host work 8.0" in line for line in lines)
+    assert any("forward 40.0, grammar masks 2.0, other host work 8.0 (4000 µs a row)" in line for line in lines)
     assert lines[-1] == "agents batched vs one-by-one: 1.80×"
 
 

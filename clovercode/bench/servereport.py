@@ -53,9 +53,11 @@ def print_report(report: dict[str, Any], console: Any) -> None:
     batched = next((row for row in report["modes"] if row["mode"] == "batched"), None)
     if batched is not None and batched.get("pass_ms"):
         t = batched["pass_ms"]
+        host = t["step"] - t["forward"] - t["grammar"]
+        per_row = f" ({1e3 * host / batched['mean_batch']:.0f} µs a row)" if batched.get("mean_batch") else ""
         console.print(f"batched pass timeline, mean per pass: admission {t['admit']:.1f} ms, step {t['step']:.1f} ms "
                       f"(forward {t['forward']:.1f}, grammar masks {t['grammar']:.1f}, other host work "
-                      f"{t['step'] - t['forward'] - t['grammar']:.1f}), streaming hand-off {t['deliver']:.1f} ms"
+                      f"{host:.1f}{per_row}), streaming hand-off {t['deliver']:.1f} ms"
                       + (f"; a request waited {batched['queue_wait_ms']:.1f} ms in the queue on average"
                          if batched.get("queue_wait_ms") is not None else ""), highlight=False)
     ceiling = report.get("batching_ceiling")
