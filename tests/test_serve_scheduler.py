@@ -25,6 +25,15 @@ def drain(j: Job, timeout: float = 10.0) -> tuple[str, object]:
             text += item.text
 
 
+def answer(scheduler: Scheduler, count: int) -> None:
+    """``count`` requests from as many clients, submitted together and each answered to its end."""
+    jobs = [job(f"c{i}", f"hello {i}") for i in range(count)]
+    for j in jobs:
+        scheduler.submit(j)
+    for j in jobs:
+        assert drain(j)[1] == DONE
+
+
 def test_fair_queue_takes_round_robin_across_clients():
     q = FairQueue(limit=10)
     for j in [job("a", "1"), job("a", "2"), job("a", "3"), job("b", "1"), job("c", "1"), job("b", "2")]:
@@ -256,12 +265,7 @@ def test_the_snapshot_holds_the_per_pass_timeline():
     scheduler = Scheduler(TimedBackend(), max_batch=4)
     scheduler.start()
     try:
-        jobs = [job(f"c{i}", f"hello {i}") for i in range(3)]
-        for j in jobs:
-            scheduler.submit(j)
-        for j in jobs:
-            while j.events.get(timeout=5) != DONE:
-                pass
+        answer(scheduler, 3)
         snap = scheduler.snapshot()
         timeline, steps = snap["timeline_s"], snap["batch_steps"]
         assert timeline["forward"] == pytest.approx(steps * 0.001, rel=0.01)
@@ -287,12 +291,7 @@ def test_a_request_decoded_alone_counts_its_prefill():
     scheduler = Scheduler(Prefilled(), max_batch=1)
     scheduler.start()
     try:
-        jobs = [job(f"c{i}", f"hello {i}") for i in range(2)]
-        for j in jobs:
-            scheduler.submit(j)
-        for j in jobs:
-            while j.events.get(timeout=5) != DONE:
-                pass
+        answer(scheduler, 2)
         snap = scheduler.snapshot()
         assert snap["timeline_s"]["prefill"] == pytest.approx(0.5) and snap["alone_passes"] == 14
     finally:
