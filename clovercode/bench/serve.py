@@ -397,7 +397,8 @@ def batching_ceiling(alone: dict[str, Any], batched: dict[str, Any], fb: dict[st
     request makes the passes it makes alone (its reply is the same), so the batched mode has at least
     the one-by-one mode's passes to run: at best every one in a full batch at the bound's cost per row,
     and at least the prefills it did run; nothing else counted (no host work, HTTP, waits or partial
-    batches), so no server can do better on this machine. None without the bound or the counts."""
+    batches), so no scheduling of these passes on this forward does better here. None without the bound
+    or the counts."""
     passes, alone_s, batched_prefill = alone.get("alone_passes"), alone.get("seconds"), batched.get("prefill_s")
     if not fb or not passes or not alone_s or batched_prefill is None:
         return None
